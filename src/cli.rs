@@ -1,0 +1,269 @@
+//! The command line: clap definitions, and the step that turns a workload name, `key=value`
+//! overrides and flags into one [`RawConfig`].
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::{ConfigError, DEFAULT_WORKLOAD, RawConfig, Value};
+use crate::plan::Sharding;
+
+/// ringload: a load generator for AI-training storage.
+///
+/// It does what a training job's data loader does to an S3-compatible object store (NP ranks ×
+/// RT read threads keeping ranged GETs of Parquet row groups in flight, a simulated compute step
+/// per batch) and measures what the storage delivers. Workloads are DLIO workload YAML files;
+/// flux_b200, flux_mi355 and flux_small are built in.
+///
+/// Exit codes: 0 done (and the AU target met), 1 run done but AU target missed, 2 usage,
+/// configuration or environment error, 3 the run failed.
+#[derive(Debug, Parser)]
+#[command(name = "ringload", version, max_term_width = 100)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Resolve a workload into a run plan without moving data: files, row-group ranges, shares,
+    /// per-reader GETs, steps and the memory budget.
+    ///
+    /// Without --dir the file layout is computed from the schema, so the plan of a dataset that
+    /// does not exist yet can be shown.
+    Plan(PlanArgs),
+    /// Write the workload's training files as real Parquet (Flux schema and writer settings),
+    /// in parallel on all cores.
+    Generate(GenerateArgs),
+}
+
+/// The workload and its overrides, common to every command.
+#[derive(Debug, Args)]
+pub struct WorkloadArgs {
+    /// A built-in workload (flux_b200, flux_mi355, flux_small) or the path of a DLIO workload
+    /// YAML file [default: flux_small]
+    #[arg(value_name = "WORKLOAD")]
+    pub workload: Option<String>,
+
+    /// Overrides in DLIO's dotted names, e.g. train.computation_time=0.05 or
+    /// ++workload.reader.read_threads=4
+    #[arg(value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+
+    /// Number of training files (dataset.num_files_train)
+    #[arg(long, value_name = "N", help_heading = "Workload")]
+    pub files: Option<u64>,
+}
+
+/// The shape of a run: ranks, readers, in-flight GETs.
+#[derive(Debug, Args)]
+pub struct ShapeArgs {
+    /// Ranks: simulated accelerators, one pinned thread each
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        help_heading = "Run shape"
+    )]
+    pub np: u32,
+
+    /// Read threads per rank (reader.read_threads)
+    #[arg(long, value_name = "N", help_heading = "Run shape")]
+    pub read_threads: Option<u64>,
+
+    /// GETs in flight per reader (storage.storage_options.prefetch_workers)
+    #[arg(long, value_name = "N", help_heading = "Run shape")]
+    pub prefetch: Option<u64>,
+
+    /// Consecutive row groups per GET (storage.storage_options.coalesce_rgs)
+    #[arg(long, value_name = "N", help_heading = "Run shape")]
+    pub coalesce_rgs: Option<u64>,
+
+    /// Simulated compute per step in seconds (train.computation_time)
+    #[arg(long, value_name = "SECONDS", help_heading = "Run shape")]
+    pub computation_time: Option<f64>,
+
+    /// How ranks share the dataset: disjoint shares (rank), or every rank reading the same
+    /// files as DLIO's PyTorch loader does (dlio)
+    #[arg(long, value_enum, default_value_t = Sharding::Rank, help_heading = "Run shape")]
+    pub sharding: Sharding,
+
+    /// A cap on the memory the run may plan for, below the machine's limits (e.g. 16GiB)
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = "Run shape")]
+    pub memory_budget: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+
+    #[command(flatten)]
+    pub shape: ShapeArgs,
+
+    /// Read file layouts from the footers of a dataset under DIR (as `generate --out DIR`
+    /// wrote it) instead of computing them
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+
+    /// Print the plan as JSON
+    #[arg(long)]
+    pub json: bool,
+
+    /// List every rank, reader and GET
+    #[arg(long)]
+    pub full: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+
+    /// Root directory; files go to DIR/<data_folder>/train/train_NNNN.parquet
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// Files written at once [default: the cores this process may use]
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
+
+    /// Print the summary as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Parses a size: bytes, or a number with a unit. Binary units (KiB, MiB, GiB, TiB, and the
+/// short K, M, G, T) are powers of 1024; decimal ones (KB, MB, GB, TB) powers of 1000.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("'{text}' is not a size; write e.g. 16GiB, 512MiB or 1000000"))?;
+    let scale: f64 = match unit.trim() {
+        "" | "B" => 1.0,
+        "K" | "KiB" => 1024.0,
+        "M" | "MiB" => 1024f64.powi(2),
+        "G" | "GiB" => 1024f64.powi(3),
+        "T" | "TiB" => 1024f64.powi(4),
+        "KB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        "TB" => 1e12,
+        other => {
+            return Err(format!(
+                "unknown unit '{other}' in '{text}'; use B, KiB, MiB, GiB, TiB (or KB, MB, GB, TB)"
+            ));
+        }
+    };
+    let bytes = value * scale;
+    if !bytes.is_finite() || bytes < 1.0 || bytes > u64::MAX as f64 {
+        return Err(format!("'{text}' is out of range"));
+    }
+    Ok(bytes as u64)
+}
+
+/// Loads the workload and applies, in order, the `key=value` overrides and then the flags, so a
+/// flag wins over an override of the same key.
+pub fn load_config(
+    workload: &WorkloadArgs,
+    shape: Option<&ShapeArgs>,
+) -> Result<RawConfig, ConfigError> {
+    // `ringload plan reader.read_threads=4` names no workload: the first word is an override.
+    let mut overrides: Vec<&str> = workload.overrides.iter().map(String::as_str).collect();
+    let name = match workload.workload.as_deref() {
+        Some(w) if w.contains('=') => {
+            overrides.insert(0, w);
+            DEFAULT_WORKLOAD
+        }
+        Some(w) => w,
+        None => DEFAULT_WORKLOAD,
+    };
+    let mut cfg = RawConfig::load(name)?;
+    for text in overrides {
+        cfg.apply_override(text)?;
+    }
+    let int = |v: u64| Value::Int(i64::try_from(v).unwrap_or(i64::MAX));
+    if let Some(files) = workload.files {
+        cfg.apply_flag("--files", "dataset.num_files_train", int(files))?;
+    }
+    if let Some(shape) = shape {
+        if let Some(v) = shape.read_threads {
+            cfg.apply_flag("--read-threads", "reader.read_threads", int(v))?;
+        }
+        if let Some(v) = shape.prefetch {
+            cfg.apply_flag(
+                "--prefetch",
+                "storage.storage_options.prefetch_workers",
+                int(v),
+            )?;
+        }
+        if let Some(v) = shape.coalesce_rgs {
+            cfg.apply_flag(
+                "--coalesce-rgs",
+                "storage.storage_options.coalesce_rgs",
+                int(v),
+            )?;
+        }
+        if let Some(v) = shape.computation_time {
+            cfg.apply_flag(
+                "--computation-time",
+                "train.computation_time",
+                Value::Float(v),
+            )?;
+        }
+    }
+    Ok(cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        let table = [
+            ("16GiB", 16u64 << 30),
+            ("16G", 16 << 30),
+            ("1.5GiB", 3 << 29),
+            ("512MiB", 512 << 20),
+            ("500MB", 500_000_000),
+            ("1000000", 1_000_000),
+            ("4 KiB", 4096),
+        ];
+        for (text, n) in table {
+            assert_eq!(parse_size(text), Ok(n), "{text}");
+        }
+        for bad in ["", "GiB", "12 parsecs", "0", "-1G"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn flags_win_over_overrides_and_a_leading_override_is_not_a_workload() {
+        let cli = Cli::try_parse_from([
+            "ringload",
+            "plan",
+            "reader.read_threads=2",
+            "train.computation_time=0.5",
+            "--read-threads",
+            "4",
+        ])
+        .unwrap();
+        let Command::Plan(args) = cli.command else {
+            panic!("not plan")
+        };
+        let cfg = load_config(&args.workload, Some(&args.shape)).unwrap();
+        assert_eq!(cfg.source.name, DEFAULT_WORKLOAD);
+        assert_eq!(cfg.count("reader.read_threads", 1).unwrap(), Some(4));
+        assert_eq!(
+            cfg.number("train.computation_time", 0.0, f64::INFINITY)
+                .unwrap(),
+            Some(0.5)
+        );
+    }
+}

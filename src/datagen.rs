@@ -1,0 +1,703 @@
+//! The Flux-schema Parquet writer behind `ringload generate`, and the layout probe that lets a
+//! plan (and later the virtual server) know a file's exact byte layout without writing it.
+//!
+//! A file is written with the arrow-rs `ArrowWriter` and the settings of the Flux dataset:
+//! uncompressed, no statistics, no dictionary, PLAIN values, one row group per
+//! `row_group_rows` rows (the batch size). Each column of width > 1 is a non-nullable
+//! `FixedSizeList<T>` whose child field is `element`; a column of width 1 is a plain `T`, as
+//! DLIO's Parquet generator writes it.
+//!
+//! Row groups are fed to the writer in sub-batches of at most `GENERATION_BATCH_BYTES`, so the
+//! generator's own buffers stay small and are reused by the allocator from one sub-batch to the
+//! next instead of being faulted in fresh (the writer itself holds one encoded row group). With
+//! these settings the byte layout depends only on the schema and the row counts, never on the
+//! values, so [`probe_file`] can write the same file with zeros into a sink that keeps only its
+//! tail and obtain the real footer; a test checks that probe and generated file agree.
+//!
+//! Output goes through an [`ObjectSink`]: a directory here, an S3 bucket later. Nothing is
+//! visible under an object's key until the whole object is written.
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arrow_array::{ArrayRef, FixedSizeListArray, RecordBatch, make_array};
+use arrow_buffer::MutableBuffer;
+use arrow_data::ArrayDataBuilder;
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use bytes::Bytes;
+use indicatif::{ProgressBar, ProgressStyle};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, Encoding};
+use parquet::errors::ParquetError;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use serde::Serialize;
+
+/// The most bytes of column values the generator builds at once.
+pub const GENERATION_BATCH_BYTES: u64 = 8 << 20;
+
+/// How many trailing bytes of a probed file are kept: the footer and then some. The DLIO reader
+/// fetches a 4 MiB tail; a footer is a few KiB.
+pub const PROBE_TAIL_BYTES: usize = 4 << 20;
+
+/// A column's element type. Widths are fixed, so layouts do not depend on values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dtype {
+    Float32,
+    Float64,
+    Int8,
+    Int16,
+    Int32,
+    Int64,
+    Uint8,
+    Uint16,
+    Uint32,
+    Uint64,
+}
+
+impl Dtype {
+    /// Every type, with DLIO's name for it.
+    pub const ALL: [(Dtype, &'static str); 10] = [
+        (Dtype::Float32, "float32"),
+        (Dtype::Float64, "float64"),
+        (Dtype::Int8, "int8"),
+        (Dtype::Int16, "int16"),
+        (Dtype::Int32, "int32"),
+        (Dtype::Int64, "int64"),
+        (Dtype::Uint8, "uint8"),
+        (Dtype::Uint16, "uint16"),
+        (Dtype::Uint32, "uint32"),
+        (Dtype::Uint64, "uint64"),
+    ];
+
+    /// Parses DLIO's dtype name.
+    pub fn parse(name: &str) -> Option<Dtype> {
+        Self::ALL.iter().find(|(_, n)| *n == name).map(|(d, _)| *d)
+    }
+
+    pub fn width_bytes(self) -> u64 {
+        match self {
+            Dtype::Int8 | Dtype::Uint8 => 1,
+            Dtype::Int16 | Dtype::Uint16 => 2,
+            Dtype::Float32 | Dtype::Int32 | Dtype::Uint32 => 4,
+            Dtype::Float64 | Dtype::Int64 | Dtype::Uint64 => 8,
+        }
+    }
+
+    fn arrow(self) -> DataType {
+        match self {
+            Dtype::Float32 => DataType::Float32,
+            Dtype::Float64 => DataType::Float64,
+            Dtype::Int8 => DataType::Int8,
+            Dtype::Int16 => DataType::Int16,
+            Dtype::Int32 => DataType::Int32,
+            Dtype::Int64 => DataType::Int64,
+            Dtype::Uint8 => DataType::UInt8,
+            Dtype::Uint16 => DataType::UInt16,
+            Dtype::Uint32 => DataType::UInt32,
+            Dtype::Uint64 => DataType::UInt64,
+        }
+    }
+}
+
+/// One column of the dataset.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ColumnSpec {
+    pub name: String,
+    pub dtype: Dtype,
+    /// Elements per row (the fixed list length); 1 means a plain scalar column.
+    pub size: u64,
+    /// Whether the reader fetches this column (DLIO's `read: false` skips it).
+    pub read: bool,
+}
+
+impl ColumnSpec {
+    pub fn row_bytes(&self) -> u64 {
+        self.size * self.dtype.width_bytes()
+    }
+}
+
+/// Everything needed to write (or lay out) the files of a dataset.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DatasetSpec {
+    /// `<data_folder>/train/`, the prefix every object key starts with.
+    pub train_prefix: String,
+    pub columns: Vec<ColumnSpec>,
+    pub rows_per_file: u64,
+    pub row_group_rows: u64,
+    /// Seeds the file contents; file `i` gets its own stream derived from it.
+    pub seed: u64,
+}
+
+impl DatasetSpec {
+    /// Bytes of values in one row (DLIO's record length).
+    pub fn record_bytes(&self) -> u64 {
+        self.columns.iter().map(ColumnSpec::row_bytes).sum()
+    }
+
+    /// The object key of training file `index`: `<data_folder>/train/train_0007.parquet`.
+    pub fn file_key(&self, index: usize) -> String {
+        format!("{}train_{index:04}.parquet", self.train_prefix)
+    }
+
+    /// Rows per generator sub-batch: as many as fit in `GENERATION_BATCH_BYTES`, at least one.
+    fn generation_batch_rows(&self) -> u64 {
+        (GENERATION_BATCH_BYTES / self.record_bytes().max(1)).clamp(1, self.row_group_rows)
+    }
+}
+
+/// The Arrow schema of the dataset.
+pub fn arrow_schema(spec: &DatasetSpec) -> SchemaRef {
+    let fields: Vec<Field> = spec
+        .columns
+        .iter()
+        .map(|c| {
+            let data_type = if c.size == 1 {
+                c.dtype.arrow()
+            } else {
+                let element = Arc::new(Field::new("element", c.dtype.arrow(), false));
+                DataType::FixedSizeList(element, c.size as i32)
+            };
+            Field::new(&c.name, data_type, false)
+        })
+        .collect();
+    Arc::new(Schema::new(fields))
+}
+
+/// The Flux writer settings: uncompressed, no statistics, no dictionary, PLAIN values.
+pub fn writer_properties(spec: &DatasetSpec) -> WriterProperties {
+    WriterProperties::builder()
+        .set_compression(Compression::UNCOMPRESSED)
+        .set_dictionary_enabled(false)
+        .set_statistics_enabled(EnabledStatistics::None)
+        .set_encoding(Encoding::PLAIN)
+        .set_max_row_group_row_count(Some(spec.row_group_rows as usize))
+        .build()
+}
+
+/// What fills the column values.
+#[derive(Debug, Clone)]
+pub enum Fill {
+    /// Incompressible bytes from a seeded generator.
+    Random(WyRand),
+    /// Zeros: for layout probes, where values do not matter.
+    Zeros,
+}
+
+impl Fill {
+    /// The fill of training file `index` of a dataset seeded with `seed`.
+    pub fn for_file(seed: u64, index: usize) -> Fill {
+        Fill::Random(WyRand::new(splitmix64(seed ^ splitmix64(index as u64))))
+    }
+}
+
+/// wyrand: one multiply per 8 bytes, statistically sound, ample for incompressible test data.
+#[derive(Debug, Clone)]
+pub struct WyRand {
+    state: u64,
+}
+
+impl WyRand {
+    pub fn new(seed: u64) -> WyRand {
+        WyRand { state: seed }
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0xa076_1d64_78bd_642f);
+        let t = u128::from(self.state) * u128::from(self.state ^ 0xe703_7ed1_a0b4_28db);
+        ((t >> 64) as u64) ^ (t as u64)
+    }
+
+    pub fn fill(&mut self, out: &mut [u8]) {
+        let mut chunks = out.chunks_exact_mut(8);
+        for chunk in &mut chunks {
+            chunk.copy_from_slice(&self.next_u64().to_le_bytes());
+        }
+        let rest = chunks.into_remainder();
+        let last = self.next_u64().to_le_bytes();
+        rest.copy_from_slice(&last[..rest.len()]);
+    }
+}
+
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// One column's values for `rows` rows.
+fn column_array(column: &ColumnSpec, rows: u64, fill: &mut Fill) -> Result<ArrayRef, ParquetError> {
+    let elements = rows * column.size;
+    let len_bytes = (elements * column.dtype.width_bytes()) as usize;
+    let mut buffer = match fill {
+        Fill::Zeros => MutableBuffer::from_len_zeroed(len_bytes),
+        Fill::Random(rng) => {
+            let mut buffer = MutableBuffer::with_capacity(len_bytes);
+            buffer.resize(len_bytes, 0);
+            rng.fill(buffer.as_slice_mut());
+            buffer
+        }
+    };
+    buffer.truncate(len_bytes);
+    let values = ArrayDataBuilder::new(column.dtype.arrow())
+        .len(elements as usize)
+        .add_buffer(buffer.into())
+        .build()?;
+    let values = make_array(values);
+    if column.size == 1 {
+        return Ok(values);
+    }
+    let element = Arc::new(Field::new("element", column.dtype.arrow(), false));
+    let list = FixedSizeListArray::try_new(element, column.size as i32, values, None)?;
+    Ok(Arc::new(list))
+}
+
+/// Writes one file of `spec` into `out`, calling `on_rows` after each sub-batch, and returns
+/// the writer.
+pub fn write_file<W: Write + Send>(
+    spec: &DatasetSpec,
+    mut fill: Fill,
+    out: W,
+    mut on_rows: impl FnMut(u64),
+) -> Result<W, ParquetError> {
+    let schema = arrow_schema(spec);
+    let mut writer = ArrowWriter::try_new(out, schema.clone(), Some(writer_properties(spec)))?;
+    let batch_rows = spec.generation_batch_rows();
+    let mut written = 0;
+    while written < spec.rows_per_file {
+        let group_rows = spec.row_group_rows.min(spec.rows_per_file - written);
+        let mut in_group = 0;
+        while in_group < group_rows {
+            let rows = batch_rows.min(group_rows - in_group);
+            let columns = spec
+                .columns
+                .iter()
+                .map(|c| column_array(c, rows, &mut fill))
+                .collect::<Result<Vec<_>, _>>()?;
+            let batch = RecordBatch::try_new(schema.clone(), columns)?;
+            writer.write(&batch)?;
+            in_group += rows;
+            on_rows(rows);
+        }
+        writer.flush()?;
+        written += group_rows;
+    }
+    writer.into_inner()
+}
+
+/// A sink that keeps only the size and the last `PROBE_TAIL_BYTES` of what is written.
+#[derive(Debug, Default)]
+struct TailWriter {
+    size_bytes: u64,
+    tail: Vec<u8>,
+}
+
+impl Write for TailWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.size_bytes += buf.len() as u64;
+        let keep = buf.len().min(PROBE_TAIL_BYTES);
+        self.tail.extend_from_slice(&buf[buf.len() - keep..]);
+        if self.tail.len() > 2 * PROBE_TAIL_BYTES {
+            let excess = self.tail.len() - PROBE_TAIL_BYTES;
+            self.tail.drain(..excess);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A file laid out but not stored: its size and its last bytes, footer included.
+#[derive(Debug, Clone)]
+pub struct ProbedFile {
+    pub size_bytes: u64,
+    /// The last `min(size, PROBE_TAIL_BYTES)` bytes of the file.
+    pub tail: Bytes,
+}
+
+/// Writes one file of `spec` with zeros into a sink that keeps only its tail, so the exact
+/// layout and footer of every file of the dataset are known without storing any of them.
+pub fn probe_file(spec: &DatasetSpec) -> Result<ProbedFile, ParquetError> {
+    let sink = write_file(spec, Fill::Zeros, TailWriter::default(), |_| {})?;
+    let keep = sink.tail.len().min(PROBE_TAIL_BYTES);
+    Ok(ProbedFile {
+        size_bytes: sink.size_bytes,
+        tail: Bytes::copy_from_slice(&sink.tail[sink.tail.len() - keep..]),
+    })
+}
+
+/// Errors while generating a dataset.
+#[derive(Debug, thiserror::Error)]
+pub enum GenerateError {
+    #[error(
+        "generating needs {need} under {dest}, which has {free} free; try --files {fit} or another --out"
+    )]
+    NoSpace {
+        dest: String,
+        need: String,
+        free: String,
+        fit: usize,
+    },
+    #[error("cannot create '{dest}': {source}; choose another --out")]
+    Create { dest: String, source: io::Error },
+    #[error("writing {key} failed: {source}")]
+    Write { key: String, source: io::Error },
+    #[error("encoding {key} failed: {source}")]
+    Encode { key: String, source: ParquetError },
+}
+
+impl GenerateError {
+    /// 2 for what is wrong before anything is written, 3 for a failure while writing.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            GenerateError::NoSpace { .. } | GenerateError::Create { .. } => 2,
+            GenerateError::Write { .. } | GenerateError::Encode { .. } => 3,
+        }
+    }
+}
+
+/// Where generated objects go. A directory now; an S3 bucket plugs in as another sink.
+pub trait ObjectSink: Sync {
+    type Writer: Write + Send;
+
+    /// The destination, for messages.
+    fn describe(&self) -> String;
+
+    /// Prepares the destination and says how many bytes it can still take (`None`: no limit
+    /// known, as for an object store).
+    fn free_bytes(&self) -> Result<Option<u64>, GenerateError>;
+
+    /// Starts an object. Nothing is visible under `key` until [`ObjectSink::commit`].
+    fn create(&self, key: &str) -> Result<Self::Writer, GenerateError>;
+
+    /// Makes a fully written object visible under its key, all at once.
+    fn commit(&self, key: &str, writer: Self::Writer) -> Result<(), GenerateError>;
+}
+
+/// Objects as files under a root directory: key `a/b/c.parquet` is `ROOT/a/b/c.parquet`.
+#[derive(Debug)]
+pub struct DirSink {
+    root: PathBuf,
+}
+
+impl DirSink {
+    pub fn new(root: &Path) -> DirSink {
+        DirSink {
+            root: root.to_path_buf(),
+        }
+    }
+}
+
+/// A file being written under a temporary name; dropped without commit, it is removed.
+#[derive(Debug)]
+pub struct DirWriter {
+    file: Option<File>,
+    temp_path: PathBuf,
+    final_path: PathBuf,
+}
+
+impl Write for DirWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match &mut self.file {
+            Some(file) => file.write(buf),
+            None => Err(io::Error::other("write after commit")),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match &mut self.file {
+            Some(file) => file.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for DirWriter {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            let _ = fs::remove_file(&self.temp_path);
+        }
+    }
+}
+
+impl ObjectSink for DirSink {
+    type Writer = DirWriter;
+
+    fn describe(&self) -> String {
+        self.root.display().to_string()
+    }
+
+    fn free_bytes(&self) -> Result<Option<u64>, GenerateError> {
+        let create_error = |source| GenerateError::Create {
+            dest: self.describe(),
+            source,
+        };
+        fs::create_dir_all(&self.root).map_err(create_error)?;
+        let stat = rustix::fs::statvfs(&self.root).map_err(|e| create_error(e.into()))?;
+        Ok(Some(stat.f_bavail.saturating_mul(stat.f_frsize)))
+    }
+
+    fn create(&self, key: &str) -> Result<DirWriter, GenerateError> {
+        let final_path = self.root.join(key);
+        let dir = final_path.parent().unwrap_or(&self.root).to_path_buf();
+        fs::create_dir_all(&dir).map_err(|source| GenerateError::Create {
+            dest: dir.display().to_string(),
+            source,
+        })?;
+        let name = final_path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let temp_path = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+        let file = File::create(&temp_path).map_err(|source| GenerateError::Create {
+            dest: temp_path.display().to_string(),
+            source,
+        })?;
+        Ok(DirWriter {
+            file: Some(file),
+            temp_path,
+            final_path,
+        })
+    }
+
+    fn commit(&self, key: &str, mut writer: DirWriter) -> Result<(), GenerateError> {
+        let write_error = |source| GenerateError::Write {
+            key: key.to_string(),
+            source,
+        };
+        let file = writer
+            .file
+            .take()
+            .ok_or_else(|| write_error(io::Error::other("committed twice")))?;
+        drop(file);
+        if let Err(e) = fs::rename(&writer.temp_path, &writer.final_path) {
+            let _ = fs::remove_file(&writer.temp_path);
+            return Err(write_error(e));
+        }
+        Ok(())
+    }
+}
+
+/// Counts bytes as they go to the sink, for the summary.
+struct Counted<W> {
+    inner: W,
+    bytes: u64,
+}
+
+impl<W: Write> Write for Counted<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// What `generate` did.
+#[derive(Debug, Clone, Serialize)]
+pub struct GenerateSummary {
+    pub destination: String,
+    pub files: usize,
+    pub bytes_written: u64,
+    pub elapsed_s: f64,
+    pub jobs: usize,
+}
+
+impl GenerateSummary {
+    pub fn mib_per_s(&self) -> f64 {
+        self.bytes_written as f64 / (1 << 20) as f64 / self.elapsed_s.max(1e-9)
+    }
+}
+
+/// Writes files `0..files` of `spec` into `sink` with `jobs` threads, each writing whole files.
+/// Shows a progress bar on a terminal. The first failure stops the other threads; objects
+/// already committed stay, the one being written is discarded.
+pub fn generate<S: ObjectSink>(
+    spec: &DatasetSpec,
+    files: usize,
+    sink: &S,
+    jobs: usize,
+    show_progress: bool,
+) -> Result<GenerateSummary, GenerateError> {
+    let file_bytes = spec.record_bytes() * spec.rows_per_file;
+    let rows_bytes = file_bytes * files as u64;
+    if let Some(free) = sink.free_bytes()?
+        && rows_bytes > free
+    {
+        return Err(GenerateError::NoSpace {
+            dest: sink.describe(),
+            need: crate::report::bytes(rows_bytes),
+            free: crate::report::bytes(free),
+            fit: (free / file_bytes.max(1)) as usize,
+        });
+    }
+    let jobs = jobs.clamp(1, files.max(1));
+    let progress = if show_progress {
+        let bar = ProgressBar::new(rows_bytes);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} {msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        bar.set_message(format!("generating {files} files"));
+        bar.enable_steady_tick(Duration::from_millis(200));
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let first_error: Mutex<Option<GenerateError>> = Mutex::new(None);
+    let bytes_written = AtomicUsize::new(0);
+    let started = Instant::now();
+    let record_bytes = spec.record_bytes();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| {
+                while !failed.load(Ordering::Relaxed) {
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    if index >= files {
+                        break;
+                    }
+                    let key = spec.file_key(index);
+                    let result = sink.create(&key).and_then(|writer| {
+                        let counted = Counted {
+                            inner: writer,
+                            bytes: 0,
+                        };
+                        let counted =
+                            write_file(spec, Fill::for_file(spec.seed, index), counted, |rows| {
+                                progress.inc(rows * record_bytes)
+                            })
+                            .map_err(|source| match source {
+                                ParquetError::External(e) => GenerateError::Write {
+                                    key: key.clone(),
+                                    source: io::Error::other(e),
+                                },
+                                source => GenerateError::Encode {
+                                    key: key.clone(),
+                                    source,
+                                },
+                            })?;
+                        bytes_written.fetch_add(counted.bytes as usize, Ordering::Relaxed);
+                        sink.commit(&key, counted.inner)
+                    });
+                    if let Err(e) = result {
+                        failed.store(true, Ordering::Relaxed);
+                        let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
+                        slot.get_or_insert(e);
+                    }
+                }
+            });
+        }
+    });
+    progress.finish_and_clear();
+    if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+    Ok(GenerateSummary {
+        destination: format!("{}/{}", sink.describe(), spec.train_prefix),
+        files,
+        bytes_written: bytes_written.into_inner() as u64,
+        elapsed_s: started.elapsed().as_secs_f64(),
+        jobs,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny_spec() -> DatasetSpec {
+        DatasetSpec {
+            train_prefix: "data/t/train/".into(),
+            columns: vec![
+                ColumnSpec {
+                    name: "a".into(),
+                    dtype: Dtype::Float32,
+                    size: 100,
+                    read: true,
+                },
+                ColumnSpec {
+                    name: "b".into(),
+                    dtype: Dtype::Int64,
+                    size: 1,
+                    read: true,
+                },
+            ],
+            rows_per_file: 30,
+            row_group_rows: 8,
+            seed: 7,
+        }
+    }
+
+    #[test]
+    fn wyrand_is_seeded_and_fills_any_length() {
+        let mut a = WyRand::new(1);
+        let mut b = WyRand::new(1);
+        let (mut x, mut y) = ([0u8; 13], [0u8; 13]);
+        a.fill(&mut x);
+        b.fill(&mut y);
+        assert_eq!(x, y);
+        assert_ne!(x, [0u8; 13]);
+        assert_ne!(WyRand::new(2).next_u64(), WyRand::new(1).next_u64());
+    }
+
+    #[test]
+    fn probe_matches_a_written_file_byte_for_byte_in_layout() {
+        let spec = tiny_spec();
+        let bytes = write_file(&spec, Fill::for_file(spec.seed, 0), Vec::new(), |_| {}).unwrap();
+        let meta = parquet::file::metadata::ParquetMetaDataReader::new()
+            .parse_and_finish(&Bytes::from(bytes.clone()))
+            .unwrap();
+        let probe = probe_file(&spec).unwrap();
+        assert_eq!(probe.size_bytes, bytes.len() as u64);
+        // Row groups of 8, 8, 8 and 6 rows.
+        let rows: Vec<i64> = meta.row_groups().iter().map(|rg| rg.num_rows()).collect();
+        assert_eq!(rows, vec![8, 8, 8, 6]);
+        // The footers are identical: values never reach the metadata.
+        let footer = |b: &[u8]| {
+            let n = b.len();
+            let meta_len = u32::from_le_bytes(b[n - 8..n - 4].try_into().unwrap()) as usize;
+            b[n - 8 - meta_len..].to_vec()
+        };
+        assert!(footer(&bytes) == footer(&probe.tail), "footers differ");
+    }
+
+    #[test]
+    fn files_differ_and_repeat_with_the_seed() {
+        let spec = tiny_spec();
+        let write =
+            |i| write_file(&spec, Fill::for_file(spec.seed, i), Vec::new(), |_| {}).unwrap();
+        assert_eq!(write(0), write(0));
+        assert_ne!(write(0), write(1));
+    }
+
+    #[test]
+    fn dir_sink_leaves_nothing_behind_an_uncommitted_object() {
+        let root = tempfile::tempdir().unwrap();
+        let sink = DirSink::new(root.path());
+        let mut w = sink.create("x/y.parquet").unwrap();
+        w.write_all(b"partial").unwrap();
+        drop(w);
+        let left: Vec<_> = fs::read_dir(root.path().join("x")).unwrap().collect();
+        assert!(left.is_empty(), "{left:?}");
+        let mut w = sink.create("x/y.parquet").unwrap();
+        w.write_all(b"whole").unwrap();
+        sink.commit("x/y.parquet", w).unwrap();
+        assert_eq!(fs::read(root.path().join("x/y.parquet")).unwrap(), b"whole");
+        assert_eq!(fs::read_dir(root.path().join("x")).unwrap().count(), 1);
+    }
+}

@@ -1,0 +1,16 @@
+//! ringload: a load generator for AI-training storage.
+//!
+//! The data path, one owner per stage: workload YAML + overrides ([`config`]) → validated
+//! settings and a resolved, printable [`plan::Plan`] (files and row-group ranges from
+//! [`catalog`], memory limits from [`budget`]) → rank threads → engine → buffer pool → metrics →
+//! [`report`]. [`datagen`] writes the Flux-schema Parquet datasets the runs read.
+
+pub mod budget;
+pub mod catalog;
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod datagen;
+pub mod exit;
+pub mod plan;
+pub mod report;

@@ -1,0 +1,1574 @@
+//! `Plan::resolve`: everything a run needs, decided before any data moves.
+//!
+//! Two steps, both pure. [`Settings::resolve`] reads the workload (the only place configuration
+//! types are read) and validates every value ringload uses. [`Plan::resolve`] takes those
+//! settings, the catalog (files and row-group byte ranges from footers), the run options and the
+//! machine's memory limits, and produces:
+//!
+//! - **steps per rank**: `floor(num_samples_per_file × num_files_train / batch_size / NP)`, as
+//!   DLIO computes it (capped by `train.total_training_steps` when that is set);
+//! - **shares**: with `--sharding rank` (the default) each rank gets a disjoint, contiguous run of
+//!   the file-major row-group sequence, whole row groups, just long enough for its steps (a
+//!   share may split a file between two ranks). With `--sharding dlio` every rank walks the same
+//!   share — the first `steps × batch_size` samples — as DLIO's PyTorch path does, so each file
+//!   is read NP times;
+//! - **readers**: reader `k` of a rank owns files `[k::RT]` of the rank's share and walks them
+//!   file-major; each GET covers up to `coalesce_rgs` consecutive row groups of one file, as one
+//!   range from the first chunk's start to the last chunk's end;
+//! - **the batch schedule**: step `s` takes `batch_size` rows from the readers round-robin (one
+//!   reader per step; if that reader runs dry mid-batch, the rest comes from the next one), and
+//!   a GET's buffer is released after the step that consumes its last row. GETs no step reaches
+//!   are not planned, so shares cover exactly the row groups that are read;
+//! - **the memory budget**: `NP × RT × prefetch` buffers of the largest GET, plus socket buffers
+//!   and a fixed overhead, checked against MemAvailable, the cgroup limit, RLIMIT_MEMLOCK (the
+//!   pool is locked) and `--memory-budget`. Over budget, the error names the largest
+//!   `read_threads` and `prefetch` that fit.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::budget::MemoryLimits;
+use crate::catalog::Catalog;
+use crate::config::{ConfigError, Origin, RawConfig, Value, WorkloadSource};
+use crate::datagen::{ColumnSpec, DatasetSpec, Dtype};
+use crate::report::bytes;
+
+/// Buffers are sized in whole pages.
+pub const BUFFER_ALIGN_BYTES: u64 = 4096;
+
+/// Kernel and user memory per connection besides its body buffer: the default TCP receive and
+/// send buffers (128 KiB and 16 KiB on Linux), a head buffer and slack.
+pub const CONNECTION_OVERHEAD_BYTES: u64 = 256 << 10;
+
+/// The process's fixed cost: code, thread stacks, footers, histograms, the in-process server.
+pub const PROCESS_OVERHEAD_BYTES: u64 = 64 << 20;
+
+/// DLIO's defaults for keys a workload may leave out.
+const DLIO_DEFAULT_DATA_FOLDER: &str = "./data/";
+const DLIO_DEFAULT_NUM_FILES: u64 = 8;
+const DLIO_DEFAULT_SAMPLES_PER_FILE: u64 = 1;
+const DLIO_DEFAULT_RECORD_LENGTH: u64 = 64 * 1024;
+const DLIO_DEFAULT_BATCH_SIZE: u64 = 1;
+const DLIO_DEFAULT_READ_THREADS: u64 = 1;
+const DLIO_DEFAULT_PREFETCH_SIZE: u64 = 2;
+const DLIO_DEFAULT_EPOCHS: u64 = 1;
+const DLIO_DEFAULT_SEED: i64 = 123;
+const DLIO_DEFAULT_AU: f64 = 0.90;
+
+/// ringload's default for `storage.storage_options.coalesce_rgs`.
+pub const DEFAULT_COALESCE_RGS: u64 = 8;
+
+/// How ranks share the dataset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Sharding {
+    /// Disjoint contiguous shares of the row-group sequence, one per rank.
+    Rank,
+    /// Every rank reads the same share, as DLIO's PyTorch data loader does.
+    Dlio,
+}
+
+impl fmt::Display for Sharding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Sharding::Rank => "rank",
+            Sharding::Dlio => "dlio",
+        })
+    }
+}
+
+/// Errors found while resolving a plan. All are usage or environment errors (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("{key} = {value} ({origin}): {reason}")]
+    Invalid {
+        key: String,
+        value: String,
+        origin: Origin,
+        reason: String,
+    },
+    #[error("{0}")]
+    Unsatisfiable(String),
+    #[error("{0}")]
+    OverBudget(String),
+}
+
+/// A key the workload sets that ringload accepts and does not use.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IgnoredKey {
+    pub key: String,
+    /// A hint such as "did you mean …", or empty.
+    pub hint: String,
+}
+
+/// Storage settings from the workload (DLIO's conventions); used by `run` against S3.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StorageSettings {
+    pub storage_type: Option<String>,
+    /// `storage.storage_root`: the bucket.
+    pub bucket: Option<String>,
+    pub endpoint_url: Option<String>,
+    pub region: Option<String>,
+    /// Whether the workload carries credentials (never printed).
+    pub has_credentials: bool,
+}
+
+/// The workload's values, validated. The only product of configuration types.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Settings {
+    pub workload: WorkloadSource,
+    pub model: String,
+    pub dataset: DatasetSpec,
+    pub compression: String,
+    pub num_files: usize,
+    pub samples_per_file: u64,
+    /// Bytes of one sample, DLIO's `record_length`; drives the nominal MiB/s.
+    pub record_bytes: u64,
+    /// Top-level columns a reader fetches; `None` means all.
+    pub columns_read: Option<Vec<String>>,
+    pub batch_size: u64,
+    pub read_threads: u32,
+    pub prefetch: u32,
+    pub coalesce_rgs: u32,
+    pub epochs: u32,
+    pub computation_time_s: f64,
+    /// `train.computation_time` as the workload file gave it, before overrides.
+    pub workload_computation_time_s: f64,
+    pub total_training_steps: Option<u64>,
+    pub au_target_percent: f64,
+    pub storage: StorageSettings,
+    pub ignored_keys: Vec<IgnoredKey>,
+}
+
+fn invalid(cfg: &RawConfig, key: &str, reason: impl Into<String>) -> PlanError {
+    let (value, origin) = match cfg.get(key) {
+        Some(s) => (s.value.to_string(), s.origin.clone()),
+        None => ("(default)".to_string(), Origin::Flag("(default)")),
+    };
+    PlanError::Invalid {
+        key: key.to_string(),
+        value,
+        origin,
+        reason: reason.into(),
+    }
+}
+
+impl Settings {
+    /// Reads and validates every value ringload uses from `cfg`.
+    pub fn resolve(cfg: &RawConfig) -> Result<Settings, PlanError> {
+        let format = cfg.text("dataset.format")?;
+        if format.as_deref() != Some("parquet") {
+            return Err(invalid(
+                cfg,
+                "dataset.format",
+                "ringload reads Parquet row groups; set dataset.format=parquet",
+            ));
+        }
+        if cfg.count("dataset.num_subfolders_train", 0)?.unwrap_or(0) > 0 {
+            return Err(invalid(
+                cfg,
+                "dataset.num_subfolders_train",
+                "ringload reads files directly under <data_folder>/train/; set it to 0",
+            ));
+        }
+        let folder = cfg
+            .text("dataset.data_folder")?
+            .unwrap_or_else(|| DLIO_DEFAULT_DATA_FOLDER.to_string());
+        let folder = folder.trim_start_matches("./").trim_matches('/');
+        let train_prefix = if folder.is_empty() {
+            "train/".to_string()
+        } else {
+            format!("{folder}/train/")
+        };
+        let num_files = cfg
+            .count("dataset.num_files_train", 1)?
+            .unwrap_or(DLIO_DEFAULT_NUM_FILES);
+        let samples_per_file = cfg
+            .count("dataset.num_samples_per_file", 1)?
+            .unwrap_or(DLIO_DEFAULT_SAMPLES_PER_FILE);
+        let batch_size = cfg
+            .count("reader.batch_size", 1)?
+            .unwrap_or(DLIO_DEFAULT_BATCH_SIZE);
+        if cfg
+            .get("reader.read_threads")
+            .is_some_and(|s| s.value == Value::Int(0))
+        {
+            return Err(invalid(
+                cfg,
+                "reader.read_threads",
+                "DLIO's 0 loads in the main process; ringload needs at least one reader, set it to 1 or more",
+            ));
+        }
+        let read_threads = cfg
+            .count("reader.read_threads", 1)?
+            .unwrap_or(DLIO_DEFAULT_READ_THREADS);
+        let prefetch = match cfg.count("storage.storage_options.prefetch_workers", 1)? {
+            Some(p) => p,
+            None => cfg
+                .count("reader.prefetch_size", 1)?
+                .unwrap_or(DLIO_DEFAULT_PREFETCH_SIZE),
+        };
+        let coalesce_rgs = cfg
+            .count("storage.storage_options.coalesce_rgs", 1)?
+            .unwrap_or(DEFAULT_COALESCE_RGS);
+        let epochs = cfg.count("train.epochs", 1)?.unwrap_or(DLIO_DEFAULT_EPOCHS);
+        let computation_time = |c: &RawConfig| -> Result<f64, PlanError> {
+            let direct = c.number("train.computation_time", 0.0, f64::INFINITY)?;
+            let mean = c.number("train.computation_time.mean", 0.0, f64::INFINITY)?;
+            Ok(direct.or(mean).unwrap_or(0.0))
+        };
+        let computation_time_s = computation_time(cfg)?;
+        let workload_computation_time_s = match cfg
+            .base("train.computation_time")
+            .or_else(|| cfg.base("train.computation_time.mean"))
+        {
+            Some(setting) => match setting.value {
+                Value::Int(i) => i as f64,
+                Value::Float(x) => x,
+                _ => computation_time_s,
+            },
+            None => 0.0,
+        };
+        let total_training_steps = cfg
+            .integer("train.total_training_steps", i64::MIN)?
+            .filter(|&s| s > 0)
+            .map(|s| s as u64);
+        let au = cfg
+            .number("metric.au", 0.0, 1.0)?
+            .unwrap_or(DLIO_DEFAULT_AU);
+        if au <= 0.0 {
+            return Err(invalid(
+                cfg,
+                "metric.au",
+                "must be a fraction above 0, e.g. 0.90",
+            ));
+        }
+        let seed = cfg
+            .integer("train.seed", i64::MIN)?
+            .unwrap_or(DLIO_DEFAULT_SEED);
+
+        let record_length = match (
+            cfg.count("dataset.record_length_bytes", 1)?,
+            cfg.count("dataset.record_length", 1)?,
+        ) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(invalid(
+                    cfg,
+                    "dataset.record_length",
+                    format!("disagrees with dataset.record_length_bytes = {a}; keep one"),
+                ));
+            }
+            (a, b) => a.or(b),
+        };
+        let columns = match parse_columns(cfg)? {
+            Some(columns) => columns,
+            // DLIO's Parquet generator without a column list: one `data` column of
+            // record_length bytes.
+            None => vec![ColumnSpec {
+                name: "data".to_string(),
+                dtype: Dtype::Uint8,
+                size: record_length.unwrap_or(DLIO_DEFAULT_RECORD_LENGTH),
+                read: true,
+            }],
+        };
+        let schema_bytes: u64 = columns.iter().map(ColumnSpec::row_bytes).sum();
+        let record_bytes = match record_length {
+            Some(r) if r != schema_bytes => {
+                let key = if cfg.get("dataset.record_length_bytes").is_some() {
+                    "dataset.record_length_bytes"
+                } else {
+                    "dataset.record_length"
+                };
+                return Err(invalid(
+                    cfg,
+                    key,
+                    format!(
+                        "disagrees with dataset.parquet.columns, which make {schema_bytes} bytes per sample; fix one"
+                    ),
+                ));
+            }
+            _ => schema_bytes,
+        };
+        let columns_read = if columns.iter().all(|c| c.read) {
+            None
+        } else {
+            Some(
+                columns
+                    .iter()
+                    .filter(|c| c.read)
+                    .map(|c| c.name.clone())
+                    .collect(),
+            )
+        };
+        if columns_read.as_ref().is_some_and(Vec::is_empty) {
+            return Err(invalid(
+                cfg,
+                "dataset.parquet.columns",
+                "every column has read: false; a reader must fetch at least one",
+            ));
+        }
+        let row_group_rows = cfg
+            .count("dataset.parquet.row_group_size", 1)?
+            .unwrap_or(batch_size);
+
+        let small = |key: &str, v: u64, max: u64| -> Result<u32, PlanError> {
+            if v > max {
+                Err(invalid(cfg, key, format!("must be at most {max}")))
+            } else {
+                Ok(v as u32)
+            }
+        };
+        let storage = StorageSettings {
+            storage_type: cfg.text("storage.storage_type")?,
+            bucket: cfg.text("storage.storage_root")?,
+            endpoint_url: cfg.text("storage.storage_options.endpoint_url")?,
+            region: cfg.text("storage.storage_options.region")?,
+            has_credentials: cfg.get("storage.storage_options.access_key_id").is_some()
+                && cfg
+                    .get("storage.storage_options.secret_access_key")
+                    .is_some(),
+        };
+        Ok(Settings {
+            workload: cfg.source.clone(),
+            model: cfg
+                .text("model.name")?
+                .unwrap_or_else(|| cfg.source.name.clone()),
+            dataset: DatasetSpec {
+                train_prefix,
+                columns,
+                rows_per_file: samples_per_file,
+                row_group_rows,
+                seed: seed as u64,
+            },
+            compression: cfg
+                .text("dataset.compression")?
+                .unwrap_or_else(|| "none".to_string()),
+            num_files: small("dataset.num_files_train", num_files, 10_000_000)? as usize,
+            samples_per_file,
+            record_bytes,
+            columns_read,
+            batch_size,
+            read_threads: small("reader.read_threads", read_threads, 1024)?,
+            prefetch: small("storage.storage_options.prefetch_workers", prefetch, 1024)?,
+            coalesce_rgs: small(
+                "storage.storage_options.coalesce_rgs",
+                coalesce_rgs,
+                1 << 20,
+            )?,
+            epochs: small("train.epochs", epochs, 1 << 20)?,
+            computation_time_s,
+            workload_computation_time_s,
+            total_training_steps,
+            au_target_percent: au * 100.0,
+            storage,
+            ignored_keys: cfg
+                .ignored_keys()
+                .into_iter()
+                .map(|(key, hint)| IgnoredKey { key, hint })
+                .collect(),
+        })
+    }
+}
+
+/// Reads `dataset.parquet.columns`: DLIO's list of `{name, dtype, size, read}` (or bare names).
+fn parse_columns(cfg: &RawConfig) -> Result<Option<Vec<ColumnSpec>>, PlanError> {
+    let key = "dataset.parquet.columns";
+    let Some((items, _)) = cfg.list(key)? else {
+        return Ok(None);
+    };
+    if items.is_empty() {
+        return Ok(None);
+    }
+    let mut columns = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let bad = |reason: String| invalid(cfg, key, format!("column {i}: {reason}"));
+        let column = match item {
+            Value::Str(name) => ColumnSpec {
+                name: name.clone(),
+                dtype: Dtype::Float32,
+                size: 1,
+                read: true,
+            },
+            Value::Map(fields) => {
+                let mut column = ColumnSpec {
+                    name: String::new(),
+                    dtype: Dtype::Float32,
+                    size: 1,
+                    read: true,
+                };
+                for (field, value) in fields {
+                    match (field.as_str(), value) {
+                        ("name", Value::Str(s)) => column.name = s.clone(),
+                        ("dtype", Value::Str(s)) => {
+                            column.dtype = Dtype::parse(s).ok_or_else(|| {
+                                let names: Vec<&str> = Dtype::ALL.iter().map(|(_, n)| *n).collect();
+                                bad(format!(
+                                    "dtype '{s}' is not one ringload writes ({})",
+                                    names.join(", ")
+                                ))
+                            })?;
+                        }
+                        ("size", Value::Int(n)) if *n >= 1 && *n <= i64::from(i32::MAX) => {
+                            column.size = *n as u64;
+                        }
+                        ("read", Value::Bool(b)) => column.read = *b,
+                        ("name" | "dtype" | "size" | "read", v) => {
+                            return Err(bad(format!("{field} = {v} has the wrong type")));
+                        }
+                        (other, _) => {
+                            return Err(bad(format!(
+                                "unknown field '{other}'; a column has name, dtype, size, read"
+                            )));
+                        }
+                    }
+                }
+                column
+            }
+            other => return Err(bad(format!("{other} is neither a name nor a mapping"))),
+        };
+        if column.name.is_empty() {
+            return Err(bad("has no name".to_string()));
+        }
+        if columns.iter().any(|c: &ColumnSpec| c.name == column.name) {
+            return Err(bad(format!("'{}' appears twice", column.name)));
+        }
+        columns.push(column);
+    }
+    Ok(Some(columns))
+}
+
+/// Options of a run that are not workload keys.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunOptions {
+    /// Ranks (simulated accelerators).
+    pub np: u32,
+    pub sharding: Sharding,
+    /// `--memory-budget`: a cap below the machine's limits.
+    pub memory_cap_bytes: Option<u64>,
+}
+
+/// One ranged GET: `coalesce_rgs` (or fewer) consecutive row groups of one file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Get {
+    /// Index into the catalog's files.
+    pub file: usize,
+    pub first_row_group: usize,
+    pub row_groups: usize,
+    pub offset: u64,
+    pub len_bytes: u64,
+    pub rows: u64,
+}
+
+impl Get {
+    /// The inclusive last byte, as `Range: bytes=offset-last` states it.
+    pub fn last_byte(&self) -> u64 {
+        self.offset + self.len_bytes - 1
+    }
+}
+
+/// One reader of a rank.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReaderPlan {
+    pub reader: usize,
+    /// Catalog file indices this reader walks, in order.
+    pub files: Vec<usize>,
+    pub gets: Vec<Get>,
+}
+
+/// Rows a step takes from one GET of one reader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Take {
+    pub reader: usize,
+    /// Index into that reader's `gets`.
+    pub get: usize,
+    pub rows: u64,
+    /// Whether this step consumes the GET's last row, so its buffer is released after it.
+    pub releases: bool,
+}
+
+/// One rank's share, readers and batch schedule for one epoch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RankPlan {
+    pub rank: usize,
+    pub readers: Vec<ReaderPlan>,
+    /// `steps[s]`: what step `s` consumes; almost always a single take.
+    pub steps: Vec<Vec<Take>>,
+    pub get_count: usize,
+    pub row_groups: usize,
+    pub bytes: u64,
+    /// The most GETs one reader must hold at once (≤ prefetch, checked).
+    pub max_gets_held_per_reader: usize,
+}
+
+/// A limit the budget was checked against.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LimitCheck {
+    pub name: String,
+    pub limit_bytes: u64,
+    /// What is compared with the limit: `total` or `pool` (the locked buffers only).
+    pub applies_to: &'static str,
+    pub fits: bool,
+}
+
+/// The memory a run needs, computed before anything is allocated.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MemoryBudget {
+    /// One buffer: the largest GET, rounded up to a page.
+    pub buffer_bytes: u64,
+    /// RT × prefetch.
+    pub buffers_per_rank: u64,
+    /// NP × RT × prefetch × buffer_bytes: the registered, locked buffer pool.
+    pub pool_bytes: u64,
+    /// NP × RT × prefetch keep-alive connections.
+    pub connections: u64,
+    pub connection_bytes: u64,
+    pub overhead_bytes: u64,
+    pub total_bytes: u64,
+    pub checks: Vec<LimitCheck>,
+    /// The limit with the least room, if any was checked.
+    pub binding: Option<String>,
+}
+
+/// Everything a run needs, resolved before it starts.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub settings: Settings,
+    pub options: RunOptions,
+    pub steps_per_rank: u64,
+    /// `floor(samples_per_file × files / batch / NP)` before any total_training_steps cap.
+    pub steps_formula: String,
+    pub samples_per_rank: u64,
+    pub catalog: Catalog,
+    pub ranks: Vec<RankPlan>,
+    /// GETs and bytes per epoch, all ranks.
+    pub get_count: usize,
+    pub bytes_per_epoch: u64,
+    pub largest_get_bytes: u64,
+    pub memory: MemoryBudget,
+    pub limits: MemoryLimits,
+    pub notes: Vec<String>,
+}
+
+/// `(file, row group)` with the row group's rows: one element of the file-major sequence.
+#[derive(Debug, Clone, Copy)]
+struct Unit {
+    file: usize,
+    row_group: usize,
+    rows: u64,
+}
+
+impl Plan {
+    /// Resolves the plan of a run. Pure: the catalog and limits were read before.
+    pub fn resolve(
+        settings: &Settings,
+        catalog: &Catalog,
+        options: &RunOptions,
+        limits: &MemoryLimits,
+    ) -> Result<Plan, PlanError> {
+        let np = options.np;
+        if np == 0 {
+            return Err(PlanError::Unsatisfiable(
+                "--np 0: a run needs at least one rank".to_string(),
+            ));
+        }
+        let total_samples = settings.samples_per_file * settings.num_files as u64;
+        let formula_steps = total_samples / settings.batch_size / u64::from(np);
+        let steps_formula = format!(
+            "floor({} × {} / {} / {}) = {}",
+            settings.samples_per_file, settings.num_files, settings.batch_size, np, formula_steps
+        );
+        let steps = match settings.total_training_steps {
+            Some(cap) => formula_steps.min(cap),
+            None => formula_steps,
+        };
+        if steps == 0 {
+            return Err(PlanError::Unsatisfiable(format!(
+                "0 steps per rank: {steps_formula}; use fewer ranks (--np), a smaller batch or more files (--files)"
+            )));
+        }
+        let rows_per_rank = steps * settings.batch_size;
+        let units: Vec<Unit> = catalog
+            .files
+            .iter()
+            .enumerate()
+            .flat_map(|(file, layout)| {
+                layout
+                    .row_groups
+                    .iter()
+                    .enumerate()
+                    .map(move |(row_group, rg)| Unit {
+                        file,
+                        row_group,
+                        rows: rg.rows,
+                    })
+            })
+            .collect();
+        let shares = match options.sharding {
+            Sharding::Rank => split_shares(&units, np as usize, rows_per_rank)?,
+            Sharding::Dlio => {
+                let share = split_shares(&units, 1, rows_per_rank)?;
+                vec![share[0].clone(); np as usize]
+            }
+        };
+        let mut ranks = Vec::with_capacity(np as usize);
+        for (rank, share) in shares.iter().enumerate() {
+            ranks.push(plan_rank(rank, share, catalog, settings, steps)?);
+        }
+        for rank in &ranks {
+            if rank.max_gets_held_per_reader > settings.prefetch as usize {
+                return Err(PlanError::Unsatisfiable(format!(
+                    "a batch of {} rows needs {} GETs of one reader at once, more than prefetch {}; raise --coalesce-rgs or --prefetch to {}",
+                    settings.batch_size,
+                    rank.max_gets_held_per_reader,
+                    settings.prefetch,
+                    rank.max_gets_held_per_reader
+                )));
+            }
+        }
+        let all_gets = || {
+            ranks
+                .iter()
+                .flat_map(|r| r.readers.iter().flat_map(|rd| &rd.gets))
+        };
+        let largest_get_bytes = all_gets().map(|g| g.len_bytes).max().unwrap_or(0);
+        let memory = check_budget(
+            &budget_for(
+                largest_get_bytes,
+                np,
+                settings.read_threads,
+                settings.prefetch,
+            ),
+            limits,
+            options.memory_cap_bytes,
+            &BudgetShape {
+                np,
+                read_threads: settings.read_threads,
+                prefetch: settings.prefetch,
+                buffer_bytes: round_up(largest_get_bytes, BUFFER_ALIGN_BYTES),
+            },
+        )?;
+        let mut notes = Vec::new();
+        if (settings.computation_time_s - settings.workload_computation_time_s).abs() > 1e-12 {
+            notes.push(format!(
+                "computation_time {} s differs from the workload's {} s: AU will measure storage stress, not {} training performance",
+                settings.computation_time_s, settings.workload_computation_time_s, settings.model
+            ));
+        }
+        let mismatched = catalog
+            .files
+            .iter()
+            .filter(|f| f.rows != settings.samples_per_file)
+            .count();
+        if mismatched > 0 {
+            notes.push(format!(
+                "{mismatched} of {} files hold a row count other than dataset.num_samples_per_file = {}; steps follow the workload, reads follow the footers",
+                catalog.files.len(),
+                settings.samples_per_file
+            ));
+        }
+        if settings.read_threads as usize * np as usize > 0 {
+            let idle: usize = ranks
+                .iter()
+                .flat_map(|r| &r.readers)
+                .filter(|rd| rd.gets.is_empty())
+                .count();
+            if idle > 0 {
+                notes.push(format!(
+                    "{idle} readers have no file in their rank's share (shares hold fewer files than read_threads)"
+                ));
+            }
+        }
+        Ok(Plan {
+            settings: settings.clone(),
+            options: options.clone(),
+            steps_per_rank: steps,
+            steps_formula,
+            samples_per_rank: rows_per_rank,
+            catalog: catalog.clone(),
+            get_count: ranks.iter().map(|r| r.get_count).sum(),
+            bytes_per_epoch: ranks.iter().map(|r| r.bytes).sum(),
+            largest_get_bytes,
+            ranks,
+            memory,
+            limits: limits.clone(),
+            notes,
+        })
+    }
+}
+
+fn round_up(x: u64, to: u64) -> u64 {
+    x.div_ceil(to) * to
+}
+
+/// Splits the row-group sequence into `parts` contiguous shares of whole row groups, each just
+/// long enough to hold `rows` rows.
+fn split_shares(units: &[Unit], parts: usize, rows: u64) -> Result<Vec<Vec<Unit>>, PlanError> {
+    let mut shares = Vec::with_capacity(parts);
+    let mut next = 0;
+    for part in 0..parts {
+        let start = next;
+        let mut have = 0;
+        while have < rows && next < units.len() {
+            have += units[next].rows;
+            next += 1;
+        }
+        if have < rows {
+            let total: u64 = units.iter().map(|u| u.rows).sum();
+            return Err(PlanError::Unsatisfiable(format!(
+                "the dataset's row groups hold {total} rows; share {part} of {parts} needs {rows} rows from whole row groups and only {have} are left; lower --np or dataset.num_samples_per_file, or add files"
+            )));
+        }
+        shares.push(units[start..next].to_vec());
+    }
+    Ok(shares)
+}
+
+/// Readers, GETs and the batch schedule of one rank's share.
+fn plan_rank(
+    rank: usize,
+    share: &[Unit],
+    catalog: &Catalog,
+    settings: &Settings,
+    steps: u64,
+) -> Result<RankPlan, PlanError> {
+    let rt = settings.read_threads as usize;
+    // The share's files in order, each with its row groups in the share.
+    let mut files: Vec<(usize, Vec<Unit>)> = Vec::new();
+    for unit in share {
+        match files.last_mut() {
+            Some((file, units)) if *file == unit.file => units.push(*unit),
+            _ => files.push((unit.file, vec![*unit])),
+        }
+    }
+    let mut readers: Vec<ReaderPlan> = (0..rt)
+        .map(|reader| ReaderPlan {
+            reader,
+            files: Vec::new(),
+            gets: Vec::new(),
+        })
+        .collect();
+    for (i, (file, units)) in files.iter().enumerate() {
+        let reader = &mut readers[i % rt];
+        reader.files.push(*file);
+        let layout = &catalog.files[*file];
+        for chunk in units.chunks(settings.coalesce_rgs as usize) {
+            let spans = chunk.iter().map(|u| layout.row_groups[u.row_group]);
+            let offset = spans.clone().map(|s| s.offset).min().unwrap_or(0);
+            let end = spans.clone().map(|s| s.end()).max().unwrap_or(0);
+            reader.gets.push(Get {
+                file: *file,
+                first_row_group: chunk[0].row_group,
+                row_groups: chunk.len(),
+                offset,
+                len_bytes: end - offset,
+                rows: chunk.iter().map(|u| u.rows).sum(),
+            });
+        }
+    }
+
+    // The batch schedule: step s takes batch_size rows from one reader, round-robin; a reader
+    // that runs dry mid-batch hands the rest of the batch to the next one.
+    let mut cursor: Vec<(usize, u64)> = vec![(0, 0); rt]; // (get, rows already taken from it)
+    let rows_left = |readers: &[ReaderPlan], cursor: &[(usize, u64)], r: usize| -> u64 {
+        let (get, taken) = cursor[r];
+        readers[r].gets[get.min(readers[r].gets.len())..]
+            .iter()
+            .map(|g| g.rows)
+            .sum::<u64>()
+            - taken
+    };
+    let mut schedule = Vec::with_capacity(steps as usize);
+    let mut next_reader = 0;
+    let mut held = vec![0usize; rt]; // GETs a reader holds (started, not released)
+    let mut max_held = 0;
+    for step in 0..steps {
+        let mut need = settings.batch_size;
+        let mut takes = Vec::with_capacity(1);
+        let mut reader = next_reader;
+        // A bound on the search: each reader is visited at most once per batch.
+        for _ in 0..rt {
+            if need == 0 {
+                break;
+            }
+            if rows_left(&readers, &cursor, reader) == 0 {
+                reader = (reader + 1) % rt;
+                continue;
+            }
+            while need > 0 && cursor[reader].0 < readers[reader].gets.len() {
+                let (get, taken) = cursor[reader];
+                let available = readers[reader].gets[get].rows - taken;
+                let rows = need.min(available);
+                if taken == 0 {
+                    held[reader] += 1;
+                    max_held = max_held.max(held[reader]);
+                }
+                let releases = rows == available;
+                takes.push(Take {
+                    reader,
+                    get,
+                    rows,
+                    releases,
+                });
+                need -= rows;
+                cursor[reader] = if releases {
+                    (get + 1, 0)
+                } else {
+                    (get, taken + rows)
+                };
+            }
+            if need > 0 {
+                reader = (reader + 1) % rt;
+            }
+        }
+        if need > 0 {
+            return Err(PlanError::Unsatisfiable(format!(
+                "rank {rank} runs out of rows at step {step}; this is a bug in share sizing, please report it"
+            )));
+        }
+        for take in &takes {
+            if take.releases {
+                held[take.reader] -= 1;
+            }
+        }
+        schedule.push(takes);
+        next_reader = (next_reader + 1) % rt;
+        // Skip readers with nothing left so the round-robin keeps to those that have rows.
+        for _ in 0..rt {
+            if rows_left(&readers, &cursor, next_reader) > 0 {
+                break;
+            }
+            next_reader = (next_reader + 1) % rt;
+        }
+    }
+    // GETs no step reached are not part of the plan; a partly consumed one is (its bytes are
+    // read), and its buffer is released after the last step.
+    for (r, reader) in readers.iter_mut().enumerate() {
+        let (get, taken) = cursor[r];
+        let keep = if taken > 0 { get + 1 } else { get };
+        reader.gets.truncate(keep);
+        let kept: std::collections::BTreeSet<usize> = reader.gets.iter().map(|g| g.file).collect();
+        reader.files.retain(|f| kept.contains(f));
+    }
+    let gets = readers.iter().flat_map(|r| &r.gets);
+    Ok(RankPlan {
+        rank,
+        get_count: gets.clone().count(),
+        row_groups: gets.clone().map(|g| g.row_groups).sum(),
+        bytes: gets.map(|g| g.len_bytes).sum(),
+        readers,
+        steps: schedule,
+        max_gets_held_per_reader: max_held,
+    })
+}
+
+/// The numbers that size a budget, for searching what fits.
+#[derive(Debug, Clone, Copy)]
+struct BudgetShape {
+    np: u32,
+    read_threads: u32,
+    prefetch: u32,
+    buffer_bytes: u64,
+}
+
+/// The memory of a run with `np × rt × prefetch` buffers of the largest GET.
+fn budget_for(largest_get_bytes: u64, np: u32, rt: u32, prefetch: u32) -> MemoryBudget {
+    let buffer_bytes = round_up(largest_get_bytes, BUFFER_ALIGN_BYTES);
+    let buffers_per_rank = u64::from(rt) * u64::from(prefetch);
+    let pool_bytes = u64::from(np) * buffers_per_rank * buffer_bytes;
+    let connections = u64::from(np) * buffers_per_rank;
+    let connection_bytes = connections * CONNECTION_OVERHEAD_BYTES;
+    MemoryBudget {
+        buffer_bytes,
+        buffers_per_rank,
+        pool_bytes,
+        connections,
+        connection_bytes,
+        overhead_bytes: PROCESS_OVERHEAD_BYTES,
+        total_bytes: pool_bytes + connection_bytes + PROCESS_OVERHEAD_BYTES,
+        checks: Vec::new(),
+        binding: None,
+    }
+}
+
+/// The limits `budget` is compared with: `(name, bytes, applies to pool only)`.
+fn limits_for(limits: &MemoryLimits, cap: Option<u64>) -> Vec<(String, u64, bool)> {
+    let mut out = Vec::new();
+    if let Some(cap) = cap {
+        out.push(("--memory-budget".to_string(), cap, false));
+    }
+    if let Some(avail) = limits.mem_available_bytes {
+        out.push(("MemAvailable".to_string(), avail, false));
+    }
+    if let Some(cg) = &limits.cgroup {
+        out.push((
+            format!("the cgroup v{} memory limit (room left)", cg.version),
+            cg.available_bytes(),
+            false,
+        ));
+    }
+    if !limits.cap_ipc_lock
+        && let Some(memlock) = limits.memlock_bytes
+    {
+        out.push((
+            "RLIMIT_MEMLOCK (the pool is locked)".to_string(),
+            memlock,
+            true,
+        ));
+    }
+    out
+}
+
+fn fits(budget: &MemoryBudget, checks: &[(String, u64, bool)]) -> bool {
+    checks.iter().all(|(_, limit, pool_only)| {
+        let need = if *pool_only {
+            budget.pool_bytes
+        } else {
+            budget.total_bytes
+        };
+        need <= *limit
+    })
+}
+
+/// Compares `budget` with every limit; over any, an error that names the budget, the limit
+/// that binds and the largest read_threads and prefetch that would fit.
+fn check_budget(
+    budget: &MemoryBudget,
+    limits: &MemoryLimits,
+    cap: Option<u64>,
+    shape: &BudgetShape,
+) -> Result<MemoryBudget, PlanError> {
+    let checks = limits_for(limits, cap);
+    let mut budget = budget.clone();
+    budget.checks = checks
+        .iter()
+        .map(|(name, limit, pool_only)| {
+            let need = if *pool_only {
+                budget.pool_bytes
+            } else {
+                budget.total_bytes
+            };
+            LimitCheck {
+                name: name.clone(),
+                limit_bytes: *limit,
+                applies_to: if *pool_only { "pool" } else { "total" },
+                fits: need <= *limit,
+            }
+        })
+        .collect();
+    // The binding limit is the one with the least room left (most negative when over).
+    budget.binding = budget
+        .checks
+        .iter()
+        .min_by_key(|c| {
+            let need = if c.applies_to == "pool" {
+                budget.pool_bytes
+            } else {
+                budget.total_bytes
+            };
+            i128::from(c.limit_bytes) - i128::from(need)
+        })
+        .map(|c| c.name.clone());
+    if fits(&budget, &checks) {
+        return Ok(budget);
+    }
+    let over = budget
+        .checks
+        .iter()
+        .find(|c| !c.fits)
+        .cloned()
+        .unwrap_or_else(|| budget.checks[0].clone());
+    let try_fit =
+        |rt: u32, pf: u32| fits(&budget_for(shape.buffer_bytes, shape.np, rt, pf), &checks);
+    let best_rt = (1..shape.read_threads)
+        .rev()
+        .find(|&rt| try_fit(rt, shape.prefetch));
+    let best_pf = (1..shape.prefetch)
+        .rev()
+        .find(|&pf| try_fit(shape.read_threads, pf));
+    let suggestion = match (best_rt, best_pf) {
+        (Some(rt), Some(pf)) => format!(
+            "largest that fit: --read-threads {rt} (at --prefetch {}), or --prefetch {pf} (at --read-threads {})",
+            shape.prefetch, shape.read_threads
+        ),
+        (Some(rt), None) => format!(
+            "largest that fits: --read-threads {rt} (at --prefetch {}); no --prefetch fits at --read-threads {}",
+            shape.prefetch, shape.read_threads
+        ),
+        (None, Some(pf)) => format!(
+            "largest that fits: --prefetch {pf} (at --read-threads {}); no --read-threads fits at --prefetch {}",
+            shape.read_threads, shape.prefetch
+        ),
+        (None, None) => {
+            if try_fit(1, 1) {
+                "lower --read-threads and --prefetch together, or --np".to_string()
+            } else {
+                "even --read-threads 1 --prefetch 1 does not fit: lower --np or --coalesce-rgs"
+                    .to_string()
+            }
+        }
+    };
+    let need = if over.applies_to == "pool" {
+        format!("buffer pool {}", bytes(budget.pool_bytes))
+    } else {
+        format!("memory budget {}", bytes(budget.total_bytes))
+    };
+    let fix = if over.applies_to == "pool" {
+        " (raise it with `ulimit -l unlimited` or grant CAP_IPC_LOCK)"
+    } else {
+        ""
+    };
+    Err(PlanError::OverBudget(format!(
+        "{need} (NP {} × RT {} × prefetch {} × {} buffers + {} for connections and the process) exceeds {} {}{fix}; {suggestion}",
+        shape.np,
+        shape.read_threads,
+        shape.prefetch,
+        bytes(budget.buffer_bytes),
+        bytes(budget.connection_bytes + budget.overhead_bytes),
+        over.name,
+        bytes(over.limit_bytes),
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::budget::CgroupMemory;
+    use crate::catalog::{FileLayout, RowGroupSpan};
+
+    /// The study's dataset as BRIEF §1 lays it out: 6 row groups of 48 rows and 103,915,069
+    /// bytes, row group k at 4 + k × 103,915,069.
+    const RG_BYTES: u64 = 103_915_069;
+
+    fn flux_catalog(files: usize) -> Catalog {
+        let layout = |i: usize| FileLayout {
+            key: format!("data/flux/train/train_{i:04}.parquet"),
+            size_bytes: 623_498_435,
+            footer_fetch_bytes: 64 << 10,
+            metadata_bytes: 3_500,
+            rows: 288,
+            row_groups: (0..6)
+                .map(|k| RowGroupSpan {
+                    rows: 48,
+                    offset: 4 + k * RG_BYTES,
+                    len_bytes: RG_BYTES,
+                })
+                .collect(),
+        };
+        Catalog {
+            source: "test".into(),
+            parquet_objects_listed: files,
+            files: (0..files).map(layout).collect(),
+        }
+    }
+
+    fn flux_settings(overrides: &[&str]) -> Settings {
+        let mut cfg = RawConfig::load("flux_b200").unwrap();
+        for o in overrides {
+            cfg.apply_override(o).unwrap();
+        }
+        Settings::resolve(&cfg).unwrap()
+    }
+
+    fn study_settings(rt: u32) -> Settings {
+        flux_settings(&[
+            "dataset.num_files_train=500",
+            &format!("reader.read_threads={rt}"),
+            "storage.storage_options.prefetch_workers=2",
+            "storage.storage_options.coalesce_rgs=1",
+            "train.computation_time=0.05",
+        ])
+    }
+
+    fn options(np: u32, sharding: Sharding) -> RunOptions {
+        RunOptions {
+            np,
+            sharding,
+            memory_cap_bytes: None,
+        }
+    }
+
+    fn machine_24_gib() -> MemoryLimits {
+        MemoryLimits {
+            mem_available_bytes: Some(23 << 30),
+            mem_total_bytes: Some(24 << 30),
+            cgroup: None,
+            memlock_bytes: Some(8 << 20),
+            cap_ipc_lock: true,
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn steps_per_rank_reproduce_the_study() {
+        let catalog = flux_catalog(500);
+        let settings = study_settings(1);
+        for (np, steps) in [(1, 3000), (2, 1500), (4, 750), (8, 375)] {
+            let plan = Plan::resolve(
+                &settings,
+                &catalog,
+                &options(np, Sharding::Rank),
+                &MemoryLimits::unlimited(),
+            )
+            .unwrap();
+            assert_eq!(plan.steps_per_rank, steps, "NP={np}");
+            assert!(plan.ranks.iter().all(|r| r.steps.len() as u64 == steps));
+        }
+    }
+
+    #[test]
+    fn study_memory_np8_rt8_is_12_4_gib_and_np16_is_refused() {
+        let catalog = flux_catalog(500);
+        let settings = study_settings(8);
+        let plan = Plan::resolve(
+            &settings,
+            &catalog,
+            &options(8, Sharding::Rank),
+            &machine_24_gib(),
+        )
+        .unwrap();
+        // 8 × 8 × 2 buffers of one ~99.1 MiB row group (rounded up to a page).
+        assert_eq!(plan.memory.buffer_bytes, 103_915_520);
+        assert_eq!(plan.memory.pool_bytes, 128 * 103_915_520);
+        let gib = plan.memory.pool_bytes as f64 / (1u64 << 30) as f64;
+        assert!((gib - 12.39).abs() < 0.01, "{gib}");
+        assert!(plan.memory.total_bytes < 13 << 30);
+
+        let err = Plan::resolve(
+            &settings,
+            &catalog,
+            &options(16, Sharding::Rank),
+            &machine_24_gib(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("memory budget 24."), "{err}");
+        assert!(err.contains("exceeds MemAvailable 23.00 GiB"), "{err}");
+        assert!(
+            err.contains(
+                "--read-threads 7 (at --prefetch 2), or --prefetch 1 (at --read-threads 8)"
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn memlock_binds_without_cap_ipc_lock_and_cgroup_counts() {
+        let catalog = flux_catalog(500);
+        let settings = study_settings(1);
+        let mut limits = machine_24_gib();
+        limits.cap_ipc_lock = false;
+        let err = Plan::resolve(&settings, &catalog, &options(1, Sharding::Rank), &limits)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("exceeds RLIMIT_MEMLOCK (the pool is locked) 8.00 MiB"),
+            "{err}"
+        );
+        assert!(err.contains("ulimit -l unlimited"), "{err}");
+        assert!(
+            err.contains("even --read-threads 1 --prefetch 1 does not fit"),
+            "{err}"
+        );
+
+        let mut limits = machine_24_gib();
+        limits.cgroup = Some(CgroupMemory {
+            version: 2,
+            path: "/sys/fs/cgroup/job".into(),
+            limit_bytes: 4 << 30,
+            usage_bytes: 1 << 30,
+            reclaimable_bytes: 1 << 30,
+        });
+        let settings = study_settings(8);
+        let err = Plan::resolve(&settings, &catalog, &options(4, Sharding::Rank), &limits)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("exceeds the cgroup v2 memory limit (room left) 4.00 GiB"),
+            "{err}"
+        );
+        assert!(err.contains("--read-threads 5 (at --prefetch 2)"), "{err}");
+        // --memory-budget caps a machine that would otherwise fit.
+        let mut opts = options(1, Sharding::Rank);
+        opts.memory_cap_bytes = Some(1 << 30);
+        let err = Plan::resolve(&study_settings(8), &catalog, &opts, &machine_24_gib())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("exceeds --memory-budget 1.00 GiB"), "{err}");
+    }
+
+    /// Every planned row group, as (file, row group), with how many ranks plan it.
+    fn planned_units(plan: &Plan) -> std::collections::BTreeMap<(usize, usize), usize> {
+        let mut seen = std::collections::BTreeMap::new();
+        for rank in &plan.ranks {
+            for reader in &rank.readers {
+                for get in &reader.gets {
+                    for rg in get.first_row_group..get.first_row_group + get.row_groups {
+                        *seen.entry((get.file, rg)).or_insert(0) += 1;
+                    }
+                }
+            }
+        }
+        seen
+    }
+
+    /// Checks what must hold of any plan: schedules take exactly batch_size rows per step, every
+    /// GET is consumed in order and released exactly once, GETs cover their row groups exactly.
+    fn check_schedule(plan: &Plan) {
+        let batch = plan.settings.batch_size;
+        for rank in &plan.ranks {
+            let mut consumed: Vec<Vec<u64>> =
+                rank.readers.iter().map(|r| vec![0; r.gets.len()]).collect();
+            let mut released: Vec<Vec<bool>> = rank
+                .readers
+                .iter()
+                .map(|r| vec![false; r.gets.len()])
+                .collect();
+            for (s, takes) in rank.steps.iter().enumerate() {
+                assert_eq!(takes.iter().map(|t| t.rows).sum::<u64>(), batch, "step {s}");
+                for t in takes {
+                    let get = rank.readers[t.reader].gets[t.get];
+                    // Earlier GETs of the reader are fully consumed first.
+                    assert!(released[t.reader][..t.get].iter().all(|&r| r));
+                    consumed[t.reader][t.get] += t.rows;
+                    assert!(consumed[t.reader][t.get] <= get.rows);
+                    assert_eq!(t.releases, consumed[t.reader][t.get] == get.rows);
+                    assert!(!released[t.reader][t.get]);
+                    released[t.reader][t.get] = t.releases;
+                }
+            }
+            for (r, reader) in rank.readers.iter().enumerate() {
+                for (g, get) in reader.gets.iter().enumerate() {
+                    assert!(
+                        consumed[r][g] > 0,
+                        "rank {} reader {r} get {g} unused",
+                        rank.rank
+                    );
+                    let layout = &plan.catalog.files[get.file];
+                    let first = layout.row_groups[get.first_row_group];
+                    let last = layout.row_groups[get.first_row_group + get.row_groups - 1];
+                    assert_eq!(get.offset, first.offset);
+                    assert_eq!(get.offset + get.len_bytes, last.end());
+                    assert!(get.row_groups <= plan.settings.coalesce_rgs as usize);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn rank_shares_are_disjoint_and_cover_each_planned_row_group_once() {
+        let catalog = flux_catalog(50);
+        for np in [1, 2, 3, 4, 8] {
+            for rt in [1, 2, 3, 8] {
+                for coalesce in [1, 2, 4, 8] {
+                    let settings = flux_settings(&[
+                        "dataset.num_files_train=50",
+                        &format!("reader.read_threads={rt}"),
+                        &format!("storage.storage_options.coalesce_rgs={coalesce}"),
+                        "storage.storage_options.prefetch_workers=2",
+                    ]);
+                    let plan = Plan::resolve(
+                        &settings,
+                        &catalog,
+                        &options(np, Sharding::Rank),
+                        &MemoryLimits::unlimited(),
+                    )
+                    .unwrap();
+                    check_schedule(&plan);
+                    let seen = planned_units(&plan);
+                    assert!(
+                        seen.values().all(|&n| n == 1),
+                        "np {np} rt {rt} c {coalesce}"
+                    );
+                    // Exactly the row groups the steps need: one 48-row group per step.
+                    assert_eq!(
+                        seen.len() as u64,
+                        plan.steps_per_rank * u64::from(np),
+                        "np {np} rt {rt} c {coalesce}"
+                    );
+                    let bytes: u64 = plan.ranks.iter().map(|r| r.bytes).sum();
+                    assert_eq!(bytes, seen.len() as u64 * RG_BYTES);
+                    // Shares are contiguous: rank r's units all precede rank r+1's.
+                    let mut last_end = None;
+                    for rank in &plan.ranks {
+                        let mut units: Vec<(usize, usize)> = rank
+                            .readers
+                            .iter()
+                            .flat_map(|rd| &rd.gets)
+                            .flat_map(|g| {
+                                (g.first_row_group..g.first_row_group + g.row_groups)
+                                    .map(move |rg| (g.file, rg))
+                            })
+                            .collect();
+                        units.sort();
+                        if let Some(prev) = last_end {
+                            assert!(units[0] > prev);
+                        }
+                        last_end = units.last().copied();
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn readers_own_every_rt_th_file_and_batches_go_round_robin() {
+        let catalog = flux_catalog(500);
+        let settings = study_settings(4);
+        let plan = Plan::resolve(
+            &settings,
+            &catalog,
+            &options(8, Sharding::Rank),
+            &MemoryLimits::unlimited(),
+        )
+        .unwrap();
+        // Rank 1 starts in the middle of file 62 (375 = 62 × 6 + 3 row groups for rank 0).
+        let rank1 = &plan.ranks[1];
+        let share_files: Vec<usize> = (62..=124).collect();
+        for (k, reader) in rank1.readers.iter().enumerate() {
+            let expected: Vec<usize> = share_files.iter().copied().skip(k).step_by(4).collect();
+            assert_eq!(reader.files, expected, "reader {k}");
+        }
+        assert_eq!(rank1.readers[0].gets[0].first_row_group, 3);
+        assert_eq!(rank1.readers[0].gets[0].offset, 4 + 3 * RG_BYTES);
+        for (s, takes) in rank1.steps.iter().take(8).enumerate() {
+            assert_eq!(takes.len(), 1);
+            assert_eq!(takes[0].reader, s % 4, "step {s}");
+        }
+    }
+
+    #[test]
+    fn dlio_sharding_walks_the_same_files_on_every_rank() {
+        let catalog = flux_catalog(500);
+        for np in [1, 2, 4, 8] {
+            for rt in [1, 2, 4, 8] {
+                let settings = study_settings(rt);
+                let plan = Plan::resolve(
+                    &settings,
+                    &catalog,
+                    &options(np, Sharding::Dlio),
+                    &MemoryLimits::unlimited(),
+                )
+                .unwrap();
+                check_schedule(&plan);
+                // DLIO: each rank reads the first steps × batch samples, i.e. the first
+                // ceil(500 / NP) files, reader k taking files k, k + RT, ...
+                let samples = plan.steps_per_rank * 48;
+                let files = samples.div_ceil(288) as usize;
+                assert_eq!(files, 500usize.div_ceil(np as usize));
+                for rank in &plan.ranks {
+                    assert_eq!(rank.readers, plan.ranks[0].readers);
+                    for (k, reader) in rank.readers.iter().enumerate() {
+                        let expected: Vec<usize> = (k..files).step_by(rt as usize).collect();
+                        assert_eq!(reader.files, expected, "np {np} rt {rt} reader {k}");
+                    }
+                    assert_eq!(rank.bytes, plan.steps_per_rank * RG_BYTES);
+                }
+                // Each planned row group is read by every rank.
+                assert!(planned_units(&plan).values().all(|&n| n == np as usize));
+            }
+        }
+    }
+
+    #[test]
+    fn coalesced_gets_span_consecutive_row_groups_of_one_file() {
+        let catalog = flux_catalog(10);
+        let settings = flux_settings(&["dataset.num_files_train=10", "reader.read_threads=2"]);
+        assert_eq!(settings.coalesce_rgs, 8);
+        let plan = Plan::resolve(
+            &settings,
+            &catalog,
+            &options(1, Sharding::Rank),
+            &MemoryLimits::unlimited(),
+        )
+        .unwrap();
+        check_schedule(&plan);
+        let get = plan.ranks[0].readers[0].gets[0];
+        // A file has 6 row groups, so a GET coalescing up to 8 is one whole file's data.
+        assert_eq!(
+            (get.row_groups, get.offset, get.len_bytes),
+            (6, 4, 6 * RG_BYTES)
+        );
+        assert_eq!(get.last_byte(), 4 + 6 * RG_BYTES - 1);
+        assert_eq!(plan.largest_get_bytes, 6 * RG_BYTES);
+    }
+
+    #[test]
+    fn uneven_row_groups_still_schedule_whole_batches() {
+        // 100-row groups under 48-row batches: batches straddle GETs.
+        let mut catalog = flux_catalog(4);
+        for f in &mut catalog.files {
+            f.rows = 300;
+            f.row_groups = (0..3)
+                .map(|k| RowGroupSpan {
+                    rows: 100,
+                    offset: 4 + k * 1000,
+                    len_bytes: 1000,
+                })
+                .collect();
+        }
+        let settings = flux_settings(&[
+            "dataset.num_files_train=4",
+            "dataset.num_samples_per_file=300",
+            "reader.read_threads=3",
+            "storage.storage_options.coalesce_rgs=1",
+            "storage.storage_options.prefetch_workers=2",
+        ]);
+        for np in [1, 2, 3] {
+            let plan = Plan::resolve(
+                &settings,
+                &catalog,
+                &options(np, Sharding::Rank),
+                &MemoryLimits::unlimited(),
+            )
+            .unwrap();
+            check_schedule(&plan);
+            assert!(planned_units(&plan).values().all(|&n| n == 1));
+            assert_eq!(plan.steps_per_rank, 1200 / 48 / u64::from(np));
+        }
+        // A batch bigger than two GETs of one reader cannot be assembled with prefetch 2.
+        let tiny = flux_settings(&[
+            "dataset.num_files_train=4",
+            "dataset.num_samples_per_file=300",
+            "reader.batch_size=250",
+            "storage.storage_options.coalesce_rgs=1",
+            "storage.storage_options.prefetch_workers=2",
+        ]);
+        let err = Plan::resolve(
+            &tiny,
+            &catalog,
+            &options(1, Sharding::Rank),
+            &MemoryLimits::unlimited(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("needs 3 GETs of one reader at once, more than prefetch 2"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn impossible_plans_say_why() {
+        let catalog = flux_catalog(2);
+        let settings = flux_settings(&["dataset.num_files_train=2"]);
+        let err = Plan::resolve(
+            &settings,
+            &catalog,
+            &options(64, Sharding::Rank),
+            &MemoryLimits::unlimited(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with("0 steps per rank: floor(288 × 2 / 48 / 64) = 0"),
+            "{err}"
+        );
+        let err = Plan::resolve(
+            &settings,
+            &catalog,
+            &options(0, Sharding::Rank),
+            &MemoryLimits::unlimited(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("--np 0"), "{err}");
+        // Footers with fewer rows than the workload promises.
+        let mut short = flux_catalog(2);
+        short.files[1].row_groups.truncate(2);
+        short.files[1].rows = 96;
+        let err = Plan::resolve(
+            &settings,
+            &short,
+            &options(1, Sharding::Rank),
+            &MemoryLimits::unlimited(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("hold 384 rows"), "{err}");
+    }
+
+    #[test]
+    fn settings_validate_what_ringload_uses() {
+        let table: &[(&str, &str)] = &[
+            (
+                "dataset.format=npz",
+                "dataset.format = 'npz' (override 'dataset.format=npz'): ringload reads Parquet",
+            ),
+            (
+                "reader.read_threads=0",
+                "DLIO's 0 loads in the main process",
+            ),
+            ("reader.batch_size=0", "must be a positive integer"),
+            (
+                "storage.storage_options.prefetch_workers=0",
+                "must be a positive integer",
+            ),
+            ("metric.au=90", "must be a number from 0 to 1"),
+            ("train.computation_time=-1", "must be a number ≥ 0"),
+            (
+                "dataset.record_length=100",
+                "disagrees with dataset.parquet.columns, which make 2164832 bytes per sample",
+            ),
+            (
+                "dataset.num_subfolders_train=2",
+                "reads files directly under <data_folder>/train/",
+            ),
+            (
+                "dataset.parquet.columns=[{name: a, dtype: float16}]",
+                "dtype 'float16' is not one ringload writes",
+            ),
+            (
+                "dataset.parquet.columns=[{name: a, sise: 3}]",
+                "unknown field 'sise'",
+            ),
+            ("dataset.parquet.columns=[a, a]", "'a' appears twice"),
+        ];
+        for (o, expected) in table {
+            let mut cfg = RawConfig::load("flux_b200").unwrap();
+            cfg.apply_override(o).unwrap();
+            let err = Settings::resolve(&cfg).unwrap_err().to_string();
+            assert!(err.contains(expected), "{o}: {err}");
+        }
+    }
+
+    #[test]
+    fn settings_follow_dlio_defaults_and_spellings() {
+        let s = flux_settings(&[]);
+        assert_eq!(s.prefetch, 2); // reader.prefetch_size's DLIO default
+        assert_eq!(s.coalesce_rgs, 8);
+        assert_eq!(s.dataset.train_prefix, "data/flux/train/");
+        assert_eq!(s.record_bytes, 2_164_832);
+        assert_eq!(s.dataset.row_group_rows, 48);
+        assert_eq!(s.au_target_percent, 90.0);
+        assert_eq!(s.workload_computation_time_s, 1.35);
+        let s = flux_settings(&["train.computation_time=0.05", "reader.prefetch_size=4"]);
+        assert_eq!(
+            (s.computation_time_s, s.workload_computation_time_s),
+            (0.05, 1.35)
+        );
+        assert_eq!(s.prefetch, 4);
+        // A DLIO workload without a column list gets DLIO's single `data` column.
+        let cfg = RawConfig::parse(
+            "legacy",
+            "legacy.yaml",
+            "dataset:\n  format: parquet\n  record_length_bytes: 4096\n  num_samples_per_file: 16\n",
+        )
+        .unwrap();
+        let s = Settings::resolve(&cfg).unwrap();
+        assert_eq!(s.dataset.columns.len(), 1);
+        assert_eq!(
+            (s.dataset.columns[0].name.as_str(), s.record_bytes),
+            ("data", 4096)
+        );
+        assert_eq!(s.dataset.train_prefix, "data/train/");
+        // read: false narrows what readers fetch.
+        let s = flux_settings(&[
+            "dataset.parquet.columns=[{name: a, size: 4}, {name: b, size: 2, read: false}]",
+            "dataset.record_length=24",
+        ]);
+        assert_eq!(s.columns_read, Some(vec!["a".to_string()]));
+    }
+}

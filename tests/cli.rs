@@ -1,0 +1,357 @@
+//! The command line as a user meets it: plans that reproduce the study, exit codes, and one-line
+//! errors that name the input and the fix.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{run, run_json};
+
+const STUDY: &[&str] = &[
+    "plan",
+    "flux_b200",
+    "--files",
+    "500",
+    "--prefetch",
+    "2",
+    "--coalesce-rgs",
+    "1",
+];
+
+fn study(extra: &[&str]) -> Vec<String> {
+    STUDY
+        .iter()
+        .chain(extra)
+        .map(|s| (*s).to_string())
+        .collect()
+}
+
+fn run_owned(args: &[String]) -> (i32, String, String) {
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    run(&refs)
+}
+
+#[test]
+fn the_readme_quick_start_plan_runs() {
+    let (code, stdout, stderr) = run(&["plan"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("ringload plan: flux_small"), "{stdout}");
+    assert!(stdout.contains("48 per rank per epoch"), "{stdout}");
+}
+
+#[test]
+fn study_plan_np8_rt8_needs_12_4_gib_before_any_data_exists() {
+    let args = study(&["--np", "8", "--read-threads", "8", "--json"]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let plan = run_json(&refs);
+    assert_eq!(plan["steps_per_rank"], 375);
+    assert_eq!(plan["largest_get_bytes"], 103_915_069);
+    assert_eq!(plan["catalog"]["files"][0]["size_bytes"], 623_498_435);
+    let pool = plan["memory"]["pool_bytes"].as_u64().unwrap();
+    let gib = pool as f64 / (1u64 << 30) as f64;
+    assert!((gib - 12.39).abs() < 0.01, "{gib} GiB");
+    assert_eq!(plan["memory"]["buffers_per_rank"], 16);
+    assert_eq!(plan["ranks"].as_array().unwrap().len(), 8);
+    // The human form says the same.
+    let args = study(&["--np", "8", "--read-threads", "8"]);
+    let (code, stdout, _) = run_owned(&args);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("= 12.39 GiB"), "{stdout}");
+    assert!(
+        stdout.contains("375 per rank per epoch: floor(288 × 500 / 48 / 8) = 375"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn study_steps_per_rank_at_np_1_2_4_8() {
+    for (np, steps) in [(1, 3000), (2, 1500), (4, 750), (8, 375)] {
+        let args = study(&["--np", &np.to_string(), "--read-threads", "1", "--json"]);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let plan = run_json(&refs);
+        assert_eq!(plan["steps_per_rank"], steps, "NP={np}");
+    }
+}
+
+#[test]
+fn np16_rt8_is_refused_on_a_24_gib_machine() {
+    // Deterministic on any machine: cap the budget at this machine class's 24 GiB.
+    let args = study(&[
+        "--np",
+        "16",
+        "--read-threads",
+        "8",
+        "--memory-budget",
+        "24GiB",
+    ]);
+    let (code, stdout, stderr) = run_owned(&args);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stdout.is_empty());
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("ringload: memory budget 24.90 GiB"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("exceeds --memory-budget 24.00 GiB"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("largest that fit: --read-threads 7 (at --prefetch 2), or --prefetch 1 (at --read-threads 8)"), "{stderr}");
+
+    // And on this machine as it is, when it is the 24 GiB kind the study's limit is about.
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let avail_kib: u64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    if avail_kib * 1024 < 24_900_000_000 {
+        let (code, _, stderr) = run_owned(&study(&["--np", "16", "--read-threads", "8"]));
+        assert_eq!(code, 2, "{stderr}");
+        assert!(stderr.contains("exceeds MemAvailable"), "{stderr}");
+    } else {
+        eprintln!(
+            "skipping the uncapped NP=16 check: this machine has more than 24.9 GB available"
+        );
+    }
+}
+
+#[test]
+fn dlio_sharding_gives_every_rank_the_same_walk() {
+    let args = study(&[
+        "--np",
+        "4",
+        "--read-threads",
+        "8",
+        "--sharding",
+        "dlio",
+        "--json",
+    ]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let plan = run_json(&refs);
+    let ranks = plan["ranks"].as_array().unwrap();
+    for rank in ranks {
+        assert_eq!(rank["readers"], ranks[0]["readers"]);
+    }
+    // 750 steps of 48 rows: the first 125 files, reader k taking files k, k+8, ...
+    let reader3: Vec<u64> = ranks[0]["readers"][3]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_u64().unwrap())
+        .collect();
+    assert_eq!(reader3, (3..125).step_by(8).collect::<Vec<u64>>());
+}
+
+#[test]
+fn overrides_and_flags_reach_the_plan() {
+    let plan = run_json(&[
+        "plan",
+        "flux_b200",
+        "++workload.dataset.num_files_train=10",
+        "workload.train.computation_time=0.05",
+        "reader.read_threads=2",
+        "--coalesce-rgs",
+        "2",
+        "--json",
+    ]);
+    let s = &plan["settings"];
+    assert_eq!(s["num_files"], 10);
+    assert_eq!(s["computation_time_s"], 0.05);
+    assert_eq!(s["workload_computation_time_s"], 1.35);
+    assert_eq!(s["read_threads"], 2);
+    assert_eq!(s["coalesce_rgs"], 2);
+    assert_eq!(plan["largest_get_bytes"], 2 * 103_915_069);
+    let notes = plan["notes"].as_array().unwrap();
+    assert!(
+        notes[0]
+            .as_str()
+            .unwrap()
+            .contains("differs from the workload's 1.35 s"),
+        "{notes:?}"
+    );
+    let ignored: Vec<&str> = s["ignored_keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["key"].as_str().unwrap())
+        .collect();
+    assert!(
+        ignored.contains(&"framework") && ignored.contains(&"reader.file_shuffle"),
+        "{ignored:?}"
+    );
+}
+
+#[test]
+fn a_dlio_workload_file_loads_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dlrm_like.yaml");
+    std::fs::write(
+        &path,
+        "model:\n  name: example\n  type: transformer\nframework: pytorch\nworkflow:\n  generate_data: True\n  train: True\n  profiling: False\n\
+         dataset:\n  data_folder: data/ex/\n  format: parquet\n  num_files_train: 4\n  num_samples_per_file: 64\n  compression: none\n\
+         \x20 parquet:\n    row_group_size: 16\n    generation_batch_size: 64\n    columns:\n      - name: label\n        dtype: float32\n        size: 1\n\
+         \x20     - name: features\n        dtype: float32\n        size: 128\n      - name: aux\n        dtype: int8\n        size: 64\n        read: false\n\
+         reader:\n  data_loader: pytorch\n  batch_size: 32\n  read_threads: 2\n  computation_threads: 4\n  prefetch_size: 2\n\
+         train:\n  epochs: 2\n  computation_time: {mean: 0.01, stdev: 0.001}\n  seed: 42\n\
+         checkpoint:\n  checkpoint_folder: ckpt/\nevaluation:\n  eval_time: 0.1\noutput:\n  folder: out/\n\
+         storage:\n  storage_type: s3\n  storage_root: mybucket\n  storage_options:\n    storage_library: s3dlio\n    endpoint_url: http://127.0.0.1:9000\n    coalesce_rgs: 1\n\
+         metric:\n  au: 0.7\n",
+    )
+    .unwrap();
+    let plan = run_json(&["plan", path.to_str().unwrap(), "--json"]);
+    let s = &plan["settings"];
+    assert_eq!(s["record_bytes"], 4 + 512 + 64);
+    assert_eq!(s["columns_read"], serde_json::json!(["label", "features"]));
+    assert_eq!(s["computation_time_s"], 0.01);
+    assert_eq!(s["epochs"], 2);
+    assert_eq!(s["storage"]["bucket"], "mybucket");
+    assert_eq!(s["storage"]["endpoint_url"], "http://127.0.0.1:9000");
+    assert_eq!(plan["steps_per_rank"], 4 * 64 / 32);
+    // Row groups of 16 rows, batches of 32: each step takes two GETs of one reader.
+    assert_eq!(plan["ranks"][0]["max_gets_held_per_reader"], 2);
+}
+
+/// Every bad input: exit code 2 and one line naming the input and the fix.
+#[test]
+fn bad_input_gets_one_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let bad_yaml = d.join("bad.yaml");
+    std::fs::write(&bad_yaml, "reader: [1, 2\n").unwrap();
+    let typo_yaml = d.join("typo.yaml");
+    std::fs::write(
+        &typo_yaml,
+        "dataset:\n  format: parquet\nreader:\n  batchsize: 4\n",
+    )
+    .unwrap();
+    let empty = d.join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    // A dataset with one real file and one that is not Parquet.
+    let (code, _, stderr) = run(&[
+        "generate",
+        "flux_small",
+        "--files",
+        "1",
+        "--out",
+        d.join("ds").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let train = d.join("ds/data/flux_small/train");
+    std::fs::write(train.join("train_0001.parquet"), vec![0u8; 100]).unwrap();
+    let ds = d.join("ds");
+    let table: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["plan", "flux_b20"],
+            "unknown workload 'flux_b20': not a built-in (flux_b200, flux_mi355, flux_small) and no such file; did you mean 'flux_b200'",
+        ),
+        (
+            vec!["plan", "missing/x.yaml"],
+            "cannot read workload file 'missing/x.yaml'",
+        ),
+        (
+            vec!["plan", bad_yaml.to_str().unwrap()],
+            "is not valid YAML",
+        ),
+        (
+            vec!["plan", typo_yaml.to_str().unwrap()],
+            "unknown key 'reader.batchsize'",
+        ),
+        (
+            vec!["plan", "flux_small", "reader.read_thread=4"],
+            "did you mean 'reader.read_threads'?",
+        ),
+        (
+            vec!["plan", "flux_small", "reader.read_threads=four"],
+            "reader.read_threads = 'four' (override 'reader.read_threads=four') must be a positive integer",
+        ),
+        (
+            vec!["plan", "flux_small", "read_threads"],
+            "override 'read_threads' is not key=value",
+        ),
+        (
+            vec!["plan", "flux_small", "--read-threads", "0"],
+            "needs at least one reader",
+        ),
+        (
+            vec!["plan", "flux_small", "--np", "0"],
+            "--np 0: a run needs at least one rank",
+        ),
+        (
+            vec!["plan", "flux_small", "--np", "1000"],
+            "0 steps per rank",
+        ),
+        (
+            vec!["plan", "flux_small", "--memory-budget", "lots"],
+            "'lots' is not a size",
+        ),
+        (
+            vec!["plan", "flux_small", "--memory-budget", "1MiB"],
+            "exceeds --memory-budget 1.00 MiB",
+        ),
+        (
+            vec!["plan", "flux_small", "--dir", empty.to_str().unwrap()],
+            "does not exist; create the dataset with `ringload generate",
+        ),
+        (
+            vec![
+                "plan",
+                "flux_small",
+                "--dir",
+                ds.to_str().unwrap(),
+                "--files",
+                "3",
+            ],
+            "found 2 Parquet files under",
+        ),
+        (
+            vec![
+                "plan",
+                "flux_small",
+                "--dir",
+                ds.to_str().unwrap(),
+                "--files",
+                "2",
+            ],
+            "train_0001.parquet is not Parquet: it does not end with the PAR1 magic",
+        ),
+        (
+            vec!["plan", "flux_small", "--sharding", "sideways"],
+            "invalid value 'sideways'",
+        ),
+        (
+            vec!["plan", "flux_small", "--np", "-1"],
+            "unexpected argument '-1'",
+        ),
+        (vec!["generate", "flux_small"], "--out <DIR>"),
+    ];
+    for (args, expected) in table {
+        let (code, stdout, stderr) = run(&args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stdout.is_empty(), "{args:?}: {stdout}");
+        assert_eq!(
+            stderr.trim_end().lines().count(),
+            1,
+            "{args:?}: not one line: {stderr}"
+        );
+        assert!(stderr.starts_with("ringload: "), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(expected),
+            "{args:?}: expected {expected:?} in {stderr}"
+        );
+    }
+}
+
+#[test]
+fn help_and_version() {
+    let (code, stdout, _) = run(&["--help"]);
+    assert_eq!(code, 0);
+    for word in ["plan", "generate", "Exit codes"] {
+        assert!(stdout.contains(word), "{stdout}");
+    }
+    let (code, stdout, _) = run(&["plan", "--help"]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("--memory-budget <SIZE>"), "{stdout}");
+    let (code, stdout, _) = run(&["--version"]);
+    assert_eq!(code, 0);
+    assert!(stdout.starts_with("ringload "), "{stdout}");
+}

@@ -1,0 +1,65 @@
+//! Helpers shared by the integration tests: the built binary, and the Python interpreter that
+//! has the independent readers (pyarrow) installed by `scripts/install-test-deps`.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The `ringload` binary built for this test run.
+pub fn ringload() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ringload"))
+}
+
+/// Runs ringload with `args`; returns (exit code, stdout, stderr).
+pub fn run(args: &[&str]) -> (i32, String, String) {
+    let out: Output = ringload().args(args).output().expect("run ringload");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs ringload and parses its stdout as JSON, failing the test on a non-zero exit.
+pub fn run_json(args: &[&str]) -> serde_json::Value {
+    let (code, stdout, stderr) = run(args);
+    assert_eq!(code, 0, "ringload {args:?} failed: {stderr}");
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
+}
+
+/// A Python interpreter with pyarrow: $RINGLOAD_PYTHON, else the repository's .venv.
+/// Fails the test (it does not skip) when there is none: run scripts/install-test-deps.
+pub fn python() -> PathBuf {
+    let candidates = [
+        std::env::var_os("RINGLOAD_PYTHON").map(PathBuf::from),
+        Some(Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python")),
+    ];
+    for candidate in candidates.into_iter().flatten() {
+        let ok = Command::new(&candidate)
+            .args(["-c", "import pyarrow"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if ok {
+            return candidate;
+        }
+    }
+    panic!(
+        "no Python with pyarrow: run scripts/install-test-deps (or scripts/test), or set RINGLOAD_PYTHON"
+    );
+}
+
+/// Runs a Python script with `args`, returning its stdout parsed as JSON.
+pub fn python_json(script: &str, args: &[&str]) -> serde_json::Value {
+    let out = Command::new(python())
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("run python");
+    assert!(
+        out.status.success(),
+        "python failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("python printed JSON")
+}
