@@ -77,15 +77,7 @@ fn default_jobs(settings: &Settings) -> usize {
 fn generate(args: &GenerateArgs) -> anyhow::Result<u8> {
     let cfg = load_config(&args.workload, None)?;
     let settings = Settings::resolve(&cfg)?;
-    if !matches!(
-        settings.compression.to_ascii_lowercase().as_str(),
-        "none" | "null" | ""
-    ) {
-        anyhow::bail!(crate::plan::PlanError::Unsatisfiable(format!(
-            "dataset.compression = '{}': ringload writes uncompressed Parquet, as the Flux dataset is; set dataset.compression=none",
-            settings.compression
-        )));
-    }
+    settings.check_generatable()?;
     let jobs = args.jobs.unwrap_or_else(|| default_jobs(&settings));
     let sink = DirSink::new(&args.out);
     let show_progress = std::io::stderr().is_terminal();

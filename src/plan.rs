@@ -90,6 +90,8 @@ pub enum PlanError {
         origin: Origin,
         reason: String,
     },
+    #[error("{key} is not set: {reason}")]
+    Missing { key: String, reason: String },
     #[error("{0}")]
     Unsatisfiable(String),
     #[error("{0}")]
@@ -144,15 +146,17 @@ pub struct Settings {
 }
 
 fn invalid(cfg: &RawConfig, key: &str, reason: impl Into<String>) -> PlanError {
-    let (value, origin) = match cfg.get(key) {
-        Some(s) => (s.value.to_string(), s.origin.clone()),
-        None => ("(default)".to_string(), Origin::Flag("(default)")),
-    };
-    PlanError::Invalid {
-        key: key.to_string(),
-        value,
-        origin,
-        reason: reason.into(),
+    match cfg.get(key) {
+        Some(s) => PlanError::Invalid {
+            key: key.to_string(),
+            value: s.value.to_string(),
+            origin: s.origin.clone(),
+            reason: reason.into(),
+        },
+        None => PlanError::Missing {
+            key: key.to_string(),
+            reason: reason.into(),
+        },
     }
 }
 
@@ -177,7 +181,15 @@ impl Settings {
         let folder = cfg
             .text("dataset.data_folder")?
             .unwrap_or_else(|| DLIO_DEFAULT_DATA_FOLDER.to_string());
+        // Always relative: to --dir, to generate's --out, to the bucket.
         let folder = folder.trim_start_matches("./").trim_matches('/');
+        if folder.split('/').any(|part| part == "..") {
+            return Err(invalid(
+                cfg,
+                "dataset.data_folder",
+                "must stay inside the dataset root; remove the '..'",
+            ));
+        }
         let train_prefix = if folder.is_empty() {
             "train/".to_string()
         } else {
@@ -370,6 +382,16 @@ impl Settings {
                 .map(|(key, hint)| IgnoredKey { key, hint })
                 .collect(),
         })
+    }
+
+    /// Checks that `generate` can write this dataset: ringload writes uncompressed Parquet.
+    pub fn check_generatable(&self) -> Result<(), PlanError> {
+        match self.compression.to_ascii_lowercase().as_str() {
+            "none" | "null" | "" => Ok(()),
+            other => Err(PlanError::Unsatisfiable(format!(
+                "dataset.compression = '{other}': ringload writes uncompressed Parquet, as the Flux dataset is; set dataset.compression=none"
+            ))),
+        }
     }
 }
 
@@ -669,17 +691,15 @@ impl Plan {
                 settings.samples_per_file
             ));
         }
-        if settings.read_threads as usize * np as usize > 0 {
-            let idle: usize = ranks
-                .iter()
-                .flat_map(|r| &r.readers)
-                .filter(|rd| rd.gets.is_empty())
-                .count();
-            if idle > 0 {
-                notes.push(format!(
-                    "{idle} readers have no file in their rank's share (shares hold fewer files than read_threads)"
-                ));
-            }
+        let idle = ranks
+            .iter()
+            .flat_map(|r| &r.readers)
+            .filter(|rd| rd.gets.is_empty())
+            .count();
+        if idle > 0 {
+            notes.push(format!(
+                "{idle} readers have no file in their rank's share (shares hold fewer files than read_threads)"
+            ));
         }
         Ok(Plan {
             settings: settings.clone(),
@@ -772,14 +792,10 @@ fn plan_rank(
     // The batch schedule: step s takes batch_size rows from one reader, round-robin; a reader
     // that runs dry mid-batch hands the rest of the batch to the next one.
     let mut cursor: Vec<(usize, u64)> = vec![(0, 0); rt]; // (get, rows already taken from it)
-    let rows_left = |readers: &[ReaderPlan], cursor: &[(usize, u64)], r: usize| -> u64 {
-        let (get, taken) = cursor[r];
-        readers[r].gets[get.min(readers[r].gets.len())..]
-            .iter()
-            .map(|g| g.rows)
-            .sum::<u64>()
-            - taken
-    };
+    let mut rows_left: Vec<u64> = readers
+        .iter()
+        .map(|r| r.gets.iter().map(|g| g.rows).sum())
+        .collect();
     let mut schedule = Vec::with_capacity(steps as usize);
     let mut next_reader = 0;
     let mut held = vec![0usize; rt]; // GETs a reader holds (started, not released)
@@ -793,7 +809,7 @@ fn plan_rank(
             if need == 0 {
                 break;
             }
-            if rows_left(&readers, &cursor, reader) == 0 {
+            if rows_left[reader] == 0 {
                 reader = (reader + 1) % rt;
                 continue;
             }
@@ -813,6 +829,7 @@ fn plan_rank(
                     releases,
                 });
                 need -= rows;
+                rows_left[reader] -= rows;
                 cursor[reader] = if releases {
                     (get + 1, 0)
                 } else {
@@ -837,7 +854,7 @@ fn plan_rank(
         next_reader = (next_reader + 1) % rt;
         // Skip readers with nothing left so the round-robin keeps to those that have rows.
         for _ in 0..rt {
-            if rows_left(&readers, &cursor, next_reader) > 0 {
+            if rows_left[next_reader] > 0 {
                 break;
             }
             next_reader = (next_reader + 1) % rt;
@@ -1524,6 +1541,10 @@ mod tests {
                 "dataset.parquet.columns=[{name: a, sise: 3}]",
                 "unknown field 'sise'",
             ),
+            (
+                "dataset.data_folder=data/../../etc",
+                "must stay inside the dataset root",
+            ),
             ("dataset.parquet.columns=[a, a]", "'a' appears twice"),
         ];
         for (o, expected) in table {
@@ -1532,6 +1553,16 @@ mod tests {
             let err = Settings::resolve(&cfg).unwrap_err().to_string();
             assert!(err.contains(expected), "{o}: {err}");
         }
+    }
+
+    #[test]
+    fn a_missing_format_is_named() {
+        let cfg = RawConfig::parse("t", "t.yaml", "reader:\n  batch_size: 4\n").unwrap();
+        let err = Settings::resolve(&cfg).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "dataset.format is not set: ringload reads Parquet row groups; set dataset.format=parquet"
+        );
     }
 
     #[test]
