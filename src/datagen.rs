@@ -20,7 +20,7 @@
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -560,7 +560,7 @@ pub fn generate<S: ObjectSink>(
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     let first_error: Mutex<Option<GenerateError>> = Mutex::new(None);
-    let bytes_written = AtomicUsize::new(0);
+    let bytes_written = AtomicU64::new(0);
     let started = Instant::now();
     let record_bytes = spec.record_bytes();
     std::thread::scope(|scope| {
@@ -591,7 +591,7 @@ pub fn generate<S: ObjectSink>(
                                     source,
                                 },
                             })?;
-                        bytes_written.fetch_add(counted.bytes as usize, Ordering::Relaxed);
+                        bytes_written.fetch_add(counted.bytes, Ordering::Relaxed);
                         sink.commit(&key, counted.inner)
                     });
                     if let Err(e) = result {
@@ -610,7 +610,7 @@ pub fn generate<S: ObjectSink>(
     Ok(GenerateSummary {
         destination: format!("{}/{}", sink.describe(), spec.train_prefix),
         files,
-        bytes_written: bytes_written.into_inner() as u64,
+        bytes_written: bytes_written.into_inner(),
         elapsed_s: started.elapsed().as_secs_f64(),
         jobs,
     })

@@ -1107,6 +1107,21 @@ mod tests {
         }
     }
 
+    /// Resolves on a machine without limits.
+    fn resolve(
+        settings: &Settings,
+        catalog: &Catalog,
+        np: u32,
+        sharding: Sharding,
+    ) -> Result<Plan, PlanError> {
+        Plan::resolve(
+            settings,
+            catalog,
+            &options(np, sharding),
+            &MemoryLimits::unlimited(),
+        )
+    }
+
     fn machine_24_gib() -> MemoryLimits {
         MemoryLimits {
             mem_available_bytes: Some(23 << 30),
@@ -1123,13 +1138,7 @@ mod tests {
         let catalog = flux_catalog(500);
         let settings = study_settings(1);
         for (np, steps) in [(1, 3000), (2, 1500), (4, 750), (8, 375)] {
-            let plan = Plan::resolve(
-                &settings,
-                &catalog,
-                &options(np, Sharding::Rank),
-                &MemoryLimits::unlimited(),
-            )
-            .unwrap();
+            let plan = resolve(&settings, &catalog, np, Sharding::Rank).unwrap();
             assert_eq!(plan.steps_per_rank, steps, "NP={np}");
             assert!(plan.ranks.iter().all(|r| r.steps.len() as u64 == steps));
         }
@@ -1286,13 +1295,7 @@ mod tests {
                         &format!("storage.storage_options.coalesce_rgs={coalesce}"),
                         "storage.storage_options.prefetch_workers=2",
                     ]);
-                    let plan = Plan::resolve(
-                        &settings,
-                        &catalog,
-                        &options(np, Sharding::Rank),
-                        &MemoryLimits::unlimited(),
-                    )
-                    .unwrap();
+                    let plan = resolve(&settings, &catalog, np, Sharding::Rank).unwrap();
                     check_schedule(&plan);
                     let seen = planned_units(&plan);
                     assert!(
@@ -1334,13 +1337,7 @@ mod tests {
     fn readers_own_every_rt_th_file_and_batches_go_round_robin() {
         let catalog = flux_catalog(500);
         let settings = study_settings(4);
-        let plan = Plan::resolve(
-            &settings,
-            &catalog,
-            &options(8, Sharding::Rank),
-            &MemoryLimits::unlimited(),
-        )
-        .unwrap();
+        let plan = resolve(&settings, &catalog, 8, Sharding::Rank).unwrap();
         // Rank 1 starts in the middle of file 62 (375 = 62 × 6 + 3 row groups for rank 0).
         let rank1 = &plan.ranks[1];
         let share_files: Vec<usize> = (62..=124).collect();
@@ -1362,13 +1359,7 @@ mod tests {
         for np in [1, 2, 4, 8] {
             for rt in [1, 2, 4, 8] {
                 let settings = study_settings(rt);
-                let plan = Plan::resolve(
-                    &settings,
-                    &catalog,
-                    &options(np, Sharding::Dlio),
-                    &MemoryLimits::unlimited(),
-                )
-                .unwrap();
+                let plan = resolve(&settings, &catalog, np, Sharding::Dlio).unwrap();
                 check_schedule(&plan);
                 // DLIO: each rank reads the first steps × batch samples, i.e. the first
                 // ceil(500 / NP) files, reader k taking files k, k + RT, ...
@@ -1394,13 +1385,7 @@ mod tests {
         let catalog = flux_catalog(10);
         let settings = flux_settings(&["dataset.num_files_train=10", "reader.read_threads=2"]);
         assert_eq!(settings.coalesce_rgs, 8);
-        let plan = Plan::resolve(
-            &settings,
-            &catalog,
-            &options(1, Sharding::Rank),
-            &MemoryLimits::unlimited(),
-        )
-        .unwrap();
+        let plan = resolve(&settings, &catalog, 1, Sharding::Rank).unwrap();
         check_schedule(&plan);
         let get = plan.ranks[0].readers[0].gets[0];
         // A file has 6 row groups, so a GET coalescing up to 8 is one whole file's data.
@@ -1434,13 +1419,7 @@ mod tests {
             "storage.storage_options.prefetch_workers=2",
         ]);
         for np in [1, 2, 3] {
-            let plan = Plan::resolve(
-                &settings,
-                &catalog,
-                &options(np, Sharding::Rank),
-                &MemoryLimits::unlimited(),
-            )
-            .unwrap();
+            let plan = resolve(&settings, &catalog, np, Sharding::Rank).unwrap();
             check_schedule(&plan);
             assert!(planned_units(&plan).values().all(|&n| n == 1));
             assert_eq!(plan.steps_per_rank, 1200 / 48 / u64::from(np));
@@ -1453,14 +1432,9 @@ mod tests {
             "storage.storage_options.coalesce_rgs=1",
             "storage.storage_options.prefetch_workers=2",
         ]);
-        let err = Plan::resolve(
-            &tiny,
-            &catalog,
-            &options(1, Sharding::Rank),
-            &MemoryLimits::unlimited(),
-        )
-        .unwrap_err()
-        .to_string();
+        let err = resolve(&tiny, &catalog, 1, Sharding::Rank)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("needs 3 GETs of one reader at once, more than prefetch 2"),
             "{err}"
@@ -1471,39 +1445,24 @@ mod tests {
     fn impossible_plans_say_why() {
         let catalog = flux_catalog(2);
         let settings = flux_settings(&["dataset.num_files_train=2"]);
-        let err = Plan::resolve(
-            &settings,
-            &catalog,
-            &options(64, Sharding::Rank),
-            &MemoryLimits::unlimited(),
-        )
-        .unwrap_err()
-        .to_string();
+        let err = resolve(&settings, &catalog, 64, Sharding::Rank)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("0 steps per rank: floor(288 × 2 / 48 / 64) = 0"),
             "{err}"
         );
-        let err = Plan::resolve(
-            &settings,
-            &catalog,
-            &options(0, Sharding::Rank),
-            &MemoryLimits::unlimited(),
-        )
-        .unwrap_err()
-        .to_string();
+        let err = resolve(&settings, &catalog, 0, Sharding::Rank)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("--np 0"), "{err}");
         // Footers with fewer rows than the workload promises.
         let mut short = flux_catalog(2);
         short.files[1].row_groups.truncate(2);
         short.files[1].rows = 96;
-        let err = Plan::resolve(
-            &settings,
-            &short,
-            &options(1, Sharding::Rank),
-            &MemoryLimits::unlimited(),
-        )
-        .unwrap_err()
-        .to_string();
+        let err = resolve(&settings, &short, 1, Sharding::Rank)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("hold 384 rows"), "{err}");
     }
 
