@@ -144,6 +144,14 @@ impl DatasetSpec {
         format!("{}train_{index:04}.parquet", self.train_prefix)
     }
 
+    /// An upper estimate of one file's size: its values plus 1% for page headers and levels
+    /// and 1 MiB for the footer and slack. (Exact sizes come from [`probe_file`], at the cost of
+    /// encoding a whole file.)
+    pub fn file_bytes_estimate(&self) -> u64 {
+        let values = self.record_bytes() * self.rows_per_file;
+        values + values / 100 + (1 << 20)
+    }
+
     /// Rows per generator sub-batch: as many as fit in `GENERATION_BATCH_BYTES`, at least one.
     fn generation_batch_rows(&self) -> u64 {
         (GENERATION_BATCH_BYTES / self.record_bytes().max(1)).clamp(1, self.row_group_rows)
@@ -529,14 +537,15 @@ pub fn generate<S: ObjectSink>(
     jobs: usize,
     show_progress: bool,
 ) -> Result<GenerateSummary, GenerateError> {
-    let file_bytes = spec.record_bytes() * spec.rows_per_file;
-    let rows_bytes = file_bytes * files as u64;
+    let rows_bytes = spec.record_bytes() * spec.rows_per_file * files as u64;
+    let file_bytes = spec.file_bytes_estimate();
+    let need = file_bytes * files as u64;
     if let Some(free) = sink.free_bytes()?
-        && rows_bytes > free
+        && need > free
     {
         return Err(GenerateError::NoSpace {
             dest: sink.describe(),
-            need: crate::report::bytes(rows_bytes),
+            need: crate::report::bytes(need),
             free: crate::report::bytes(free),
             fit: (free / file_bytes.max(1)) as usize,
         });
@@ -677,12 +686,72 @@ mod tests {
     }
 
     #[test]
+    fn size_estimate_bounds_real_files() {
+        let tiny = tiny_spec();
+        let probe = probe_file(&tiny).unwrap();
+        assert!(probe.size_bytes <= tiny.file_bytes_estimate());
+        let flux = DatasetSpec {
+            columns: vec![ColumnSpec {
+                name: "t".into(),
+                dtype: Dtype::Float32,
+                size: 524_328,
+                read: true,
+            }],
+            rows_per_file: 96,
+            row_group_rows: 48,
+            ..tiny
+        };
+        let probe = probe_file(&flux).unwrap();
+        assert!(probe.size_bytes <= flux.file_bytes_estimate());
+        assert!(probe.size_bytes > flux.record_bytes() * flux.rows_per_file);
+    }
+
+    #[test]
     fn files_differ_and_repeat_with_the_seed() {
         let spec = tiny_spec();
         let write =
             |i| write_file(&spec, Fill::for_file(spec.seed, i), Vec::new(), |_| {}).unwrap();
         assert_eq!(write(0), write(0));
         assert_ne!(write(0), write(1));
+    }
+
+    /// A directory that claims to have only `free` bytes left.
+    struct SmallDisk {
+        dir: DirSink,
+        free: u64,
+    }
+
+    impl ObjectSink for SmallDisk {
+        type Writer = DirWriter;
+        fn describe(&self) -> String {
+            self.dir.describe()
+        }
+        fn free_bytes(&self) -> Result<Option<u64>, GenerateError> {
+            Ok(Some(self.free))
+        }
+        fn create(&self, key: &str) -> Result<DirWriter, GenerateError> {
+            self.dir.create(key)
+        }
+        fn commit(&self, key: &str, writer: DirWriter) -> Result<(), GenerateError> {
+            self.dir.commit(key, writer)
+        }
+    }
+
+    #[test]
+    fn too_little_space_is_refused_before_writing() {
+        let root = tempfile::tempdir().unwrap();
+        let spec = tiny_spec();
+        let sink = SmallDisk {
+            dir: DirSink::new(root.path()),
+            free: 3 * spec.file_bytes_estimate() + 100,
+        };
+        let err = generate(&spec, 10, &sink, 2, false).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        let text = err.to_string();
+        assert!(text.contains("try --files 3 or another --out"), "{text}");
+        assert!(!root.path().join("data").exists(), "nothing written");
+        let summary = generate(&spec, 3, &sink, 2, false).unwrap();
+        assert_eq!(summary.files, 3);
     }
 
     #[test]
