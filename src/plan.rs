@@ -227,12 +227,11 @@ impl Settings {
             .count("storage.storage_options.coalesce_rgs", 1)?
             .unwrap_or(DEFAULT_COALESCE_RGS);
         let epochs = cfg.count("train.epochs", 1)?.unwrap_or(DLIO_DEFAULT_EPOCHS);
-        let computation_time = |c: &RawConfig| -> Result<f64, PlanError> {
-            let direct = c.number("train.computation_time", 0.0, f64::INFINITY)?;
-            let mean = c.number("train.computation_time.mean", 0.0, f64::INFINITY)?;
-            Ok(direct.or(mean).unwrap_or(0.0))
-        };
-        let computation_time_s = computation_time(cfg)?;
+        // DLIO takes `computation_time: 1.35` or `computation_time: {mean: 1.35, stdev: …}`.
+        let computation_time_s = cfg
+            .number("train.computation_time", 0.0, f64::INFINITY)?
+            .or(cfg.number("train.computation_time.mean", 0.0, f64::INFINITY)?)
+            .unwrap_or(0.0);
         let workload_computation_time_s = match cfg
             .base("train.computation_time")
             .or_else(|| cfg.base("train.computation_time.mean"))
