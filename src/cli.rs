@@ -35,6 +35,12 @@ pub enum Command {
     /// Write the workload's training files as real Parquet (Flux schema and writer settings),
     /// in parallel on all cores.
     Generate(GenerateArgs),
+    /// Serve S3 (path-style HTTP/1.1, SigV4 when keys are set) from a directory of buckets or
+    /// from a virtual full-size dataset that needs no disk.
+    ///
+    /// Prints the endpoint URL on stdout, then serves until Ctrl-C or SIGTERM and prints its
+    /// totals (requests, bytes, errors, server CPU).
+    Serve(ServeArgs),
 }
 
 /// The workload and its overrides, common to every command.
@@ -129,6 +135,55 @@ pub struct GenerateArgs {
     pub jobs: Option<usize>,
 
     /// Print the summary as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Serve the top-level folders of DIR as buckets (read and write)
+    #[arg(long, value_name = "DIR", conflicts_with = "virtual_workload")]
+    pub dir: Option<PathBuf>,
+
+    /// Serve the training files of WORKLOAD (a built-in name or a YAML path) at full size from
+    /// one footer and one row-group template, read-only [default: flux_small]
+    #[arg(long = "virtual", value_name = "WORKLOAD")]
+    pub virtual_workload: Option<String>,
+
+    /// Overrides of the virtual workload, e.g. dataset.num_files_train=500
+    #[arg(value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+
+    /// Number of virtual files (dataset.num_files_train)
+    #[arg(long, value_name = "N")]
+    pub files: Option<u64>,
+
+    /// Address to listen on; port 0 takes a free port
+    #[arg(long, value_name = "ADDR", default_value = crate::server::DEFAULT_LISTEN)]
+    pub listen: std::net::SocketAddr,
+
+    /// The bucket: where the virtual dataset appears [default: the workload's
+    /// storage.storage_root, else "ringload"]; with --dir, created if missing
+    #[arg(long, value_name = "NAME")]
+    pub bucket: Option<String>,
+
+    /// Require SigV4 signatures by this access key (with --secret-key)
+    #[arg(long, value_name = "KEY", requires = "secret_key")]
+    pub access_key: Option<String>,
+
+    /// The secret of --access-key
+    #[arg(long, value_name = "SECRET", requires = "access_key")]
+    pub secret_key: Option<String>,
+
+    /// Region reported to clients
+    #[arg(long, value_name = "REGION", default_value = crate::server::DEFAULT_REGION)]
+    pub region: String,
+
+    /// Server worker threads [default: the cores this process may use]
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+
+    /// Print the totals at exit as JSON on stdout
     #[arg(long)]
     pub json: bool,
 }

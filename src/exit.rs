@@ -4,6 +4,13 @@ use crate::catalog::CatalogError;
 use crate::config::ConfigError;
 use crate::datagen::GenerateError;
 use crate::plan::PlanError;
+use crate::server::ServerError;
+use crate::server::virtual_dataset::VirtualError;
+
+/// A usage or environment error found by a command itself (clap catches the rest).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
 
 /// The command did what it was asked (for `run`: and met the AU target).
 pub const OK: u8 = 0;
@@ -17,8 +24,19 @@ pub const FAILED: u8 = 3;
 /// The exit code for an error: the first cause in its chain that knows its code decides.
 pub fn code_for(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
-        if cause.is::<ConfigError>() || cause.is::<PlanError>() || cause.is::<CatalogError>() {
+        if cause.is::<ConfigError>()
+            || cause.is::<PlanError>()
+            || cause.is::<CatalogError>()
+            || cause.is::<UsageError>()
+            || cause.is::<VirtualError>()
+        {
             return USAGE;
+        }
+        if let Some(e) = cause.downcast_ref::<ServerError>() {
+            return match e {
+                ServerError::Bind { .. } => USAGE,
+                ServerError::Runtime(_) => FAILED,
+            };
         }
         if let Some(e) = cause.downcast_ref::<GenerateError>() {
             return e.exit_code();

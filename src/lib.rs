@@ -14,3 +14,4 @@ pub mod datagen;
 pub mod exit;
 pub mod plan;
 pub mod report;
+pub mod server;

@@ -52,6 +52,26 @@ pub fn generate_summary(summary: &crate::datagen::GenerateSummary) -> String {
     )
 }
 
+/// The totals `ringload serve` prints when it stops.
+pub fn server_stats(stats: &crate::server::ServerStats) -> String {
+    let per_gib = match stats.cpu_s_per_gib {
+        Some(c) => format!(" ({c:.3} CPU-s per GiB sent)"),
+        None => String::new(),
+    };
+    format!(
+        "served {} requests ({} errors) over {} connections ({} failed) in {:.1} s: {} sent, {} \
+         received; server CPU {:.2} s{per_gib}",
+        count(stats.requests),
+        count(stats.errors),
+        count(stats.connections),
+        count(stats.connection_errors),
+        stats.wall_s,
+        bytes(stats.bytes_sent),
+        bytes(stats.bytes_received),
+        stats.cpu_s,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

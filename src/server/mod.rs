@@ -1,0 +1,332 @@
+//! The embedded S3-compatible server: `ringload serve`, and the in-process target `run` starts
+//! when it is given no endpoint.
+//!
+//! It is part of the product, not a test mock: like the Flux study's own test server, it is
+//! how a loopback run measures the client rather than the storage, and how a full-size dataset
+//! (500 Flux files, ~290 GiB) is served without a disk ([`virtual_dataset`]). A directory
+//! backend ([`dir`]) stores real objects.
+//!
+//! Shape: one tokio runtime of its own (a few worker threads, so an in-process server and the
+//! loader's rank threads do not share an executor), hyper's HTTP/1.1 server with keep-alive,
+//! path-style addressing. Each request goes through [`handler::respond`]: header limits, SigV4
+//! verification when credentials are set, the operation, and an S3 XML error for anything that
+//! fails. Response bodies are lists of shared `Bytes` (mapped file ranges or template slices),
+//! so body bytes are never copied in user space.
+//!
+//! Costs are counted: requests, body bytes, errors, and the CPU time of the server's own
+//! threads (read from `/proc/self/task/<tid>/schedstat`), so a caller running the server
+//! in-process can subtract it from its own.
+
+mod body;
+pub mod dir;
+pub mod error;
+mod handler;
+pub mod list;
+mod mmap;
+pub mod range;
+pub mod sigv4;
+pub mod store;
+pub mod virtual_dataset;
+pub mod xml;
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde::Serialize;
+use tokio::sync::watch;
+
+pub use handler::{Counters, MAX_HEADER_SECTION_BYTES};
+pub use sigv4::Credentials;
+pub use store::Store;
+
+use handler::State;
+
+/// The default address of `ringload serve`.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9000";
+/// The bucket a virtual dataset appears in when neither the workload nor `--bucket` names one.
+pub const DEFAULT_BUCKET: &str = "ringload";
+/// The region reported to clients (GetBucketLocation, HeadBucket).
+pub const DEFAULT_REGION: &str = "us-east-1";
+/// How long open connections get to finish their current request at shutdown.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How long a client may take to send a request's headers.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Request heads larger than this are refused by hyper itself (431, no XML body); up to it the
+/// server answers S3's `RequestHeaderSectionTooLarge` past [`MAX_HEADER_SECTION_BYTES`].
+pub const MAX_HEAD_BYTES: usize = 64 << 10;
+
+/// How to start a server.
+#[derive(Debug)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub store: Store,
+    /// When set, every request must carry a valid SigV4 signature by this key.
+    pub credentials: Option<Credentials>,
+    pub region: String,
+    /// Tokio worker threads.
+    pub worker_threads: usize,
+}
+
+/// Why a server did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("cannot listen on {addr}: {source}; pick a free port (--listen 127.0.0.1:0 takes any)")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot start the server's runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// The server's totals at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ServerStats {
+    pub requests: u64,
+    /// Response body bytes handed to connections.
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// Requests answered with an S3 error.
+    pub errors: u64,
+    pub connections: u64,
+    /// Connections that ended in an I/O or protocol error.
+    pub connection_errors: u64,
+    /// CPU time of the server's threads (user + system).
+    pub cpu_s: f64,
+    pub wall_s: f64,
+    /// `cpu_s` per GiB of `bytes_sent`.
+    pub cpu_s_per_gib: Option<f64>,
+}
+
+/// The CPU time of a set of threads: live ones by tid, exited ones accumulated.
+#[derive(Debug, Default)]
+struct ThreadCpu {
+    live_tids: Mutex<Vec<i32>>,
+    exited_ns: std::sync::atomic::AtomicU64,
+}
+
+/// Nanoseconds a thread of this process has run, from schedstat (its first field).
+fn thread_cpu_ns(tid: i32) -> u64 {
+    std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat"))
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+impl ThreadCpu {
+    fn register(&self) {
+        let tid = rustix::thread::gettid().as_raw_nonzero().get();
+        if let Ok(mut live) = self.live_tids.lock() {
+            live.push(tid);
+        }
+    }
+
+    /// Called on the exiting thread itself.
+    fn unregister(&self) {
+        let tid = rustix::thread::gettid().as_raw_nonzero().get();
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+        let ns = t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64;
+        self.exited_ns.fetch_add(ns, Ordering::Relaxed);
+        if let Ok(mut live) = self.live_tids.lock() {
+            live.retain(|&t| t != tid);
+        }
+    }
+
+    fn total_ns(&self) -> u64 {
+        let live: u64 = self
+            .live_tids
+            .lock()
+            .map(|l| l.iter().map(|&t| thread_cpu_ns(t)).sum())
+            .unwrap_or(0);
+        live + self.exited_ns.load(Ordering::Relaxed)
+    }
+}
+
+/// A running server. Dropping it shuts it down.
+#[derive(Debug)]
+pub struct Server {
+    addr: SocketAddr,
+    runtime: Option<tokio::runtime::Runtime>,
+    stop: watch::Sender<bool>,
+    accept: Option<tokio::task::JoinHandle<()>>,
+    state: Arc<State>,
+    cpu: Arc<ThreadCpu>,
+    started: Instant,
+}
+
+impl Server {
+    /// Binds, starts the runtime and begins accepting. Port 0 picks a free port; see
+    /// [`Server::addr`].
+    pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
+        let cpu = Arc::new(ThreadCpu::default());
+        let (on_start, on_stop) = (cpu.clone(), cpu.clone());
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(config.worker_threads.max(1))
+            .max_blocking_threads(8)
+            .thread_name("ringload-serve")
+            .on_thread_start(move || on_start.register())
+            .on_thread_stop(move || on_stop.unregister())
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(ServerError::Runtime)?;
+        let listener =
+            std::net::TcpListener::bind(config.listen).map_err(|source| ServerError::Bind {
+                addr: config.listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(ServerError::Runtime)?;
+        listener
+            .set_nonblocking(true)
+            .map_err(ServerError::Runtime)?;
+        let listener = {
+            let _guard = runtime.enter();
+            tokio::net::TcpListener::from_std(listener).map_err(ServerError::Runtime)?
+        };
+        let state = Arc::new(State {
+            store: config.store,
+            credentials: config.credentials,
+            region: config.region,
+            counters: Counters::default(),
+        });
+        let (stop, stop_rx) = watch::channel(false);
+        let accept = runtime.spawn(accept_loop(listener, state.clone(), stop_rx));
+        Ok(Server {
+            addr,
+            runtime: Some(runtime),
+            stop,
+            accept: Some(accept),
+            state,
+            cpu,
+            started: Instant::now(),
+        })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://ADDR`, what a client takes as its endpoint.
+    pub fn endpoint_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// What is served, in one line.
+    pub fn describe(&self) -> String {
+        self.state.store.describe()
+    }
+
+    /// The totals so far.
+    pub fn stats(&self) -> ServerStats {
+        let c = &self.state.counters;
+        let bytes_sent = c.bytes_sent.load(Ordering::Relaxed);
+        let cpu_s = self.cpu.total_ns() as f64 / 1e9;
+        ServerStats {
+            requests: c.requests.load(Ordering::Relaxed),
+            bytes_sent,
+            bytes_received: c.bytes_received.load(Ordering::Relaxed),
+            errors: c.errors.load(Ordering::Relaxed),
+            connections: c.connections.load(Ordering::Relaxed),
+            connection_errors: c.connection_errors.load(Ordering::Relaxed),
+            cpu_s,
+            wall_s: self.started.elapsed().as_secs_f64(),
+            cpu_s_per_gib: (bytes_sent > 0)
+                .then(|| cpu_s / (bytes_sent as f64 / (1u64 << 30) as f64)),
+        }
+    }
+
+    /// Stops accepting, lets open requests finish (up to [`SHUTDOWN_GRACE`]), stops the
+    /// runtime and returns the final totals.
+    pub fn shutdown(mut self) -> ServerStats {
+        self.stop_now()
+    }
+
+    fn stop_now(&mut self) -> ServerStats {
+        let _ = self.stop.send(true);
+        if let (Some(runtime), Some(accept)) = (self.runtime.as_ref(), self.accept.take()) {
+            let _ = runtime.block_on(accept);
+        }
+        let stats = self.stats();
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_timeout(Duration::from_secs(1));
+        }
+        stats
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.runtime.is_some() {
+            self.stop_now();
+        }
+    }
+}
+
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    state: Arc<State>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = stop.changed() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let _ = stream.set_nodelay(true);
+                    state.counters.connections.fetch_add(1, Ordering::Relaxed);
+                    connections.spawn(serve_connection(stream, state.clone(), stop.clone()));
+                }
+                Err(_) => {
+                    // Out of file descriptors or a connection reset before accept: count it,
+                    // and back off briefly so a persistent error does not spin.
+                    state.counters.connection_errors.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    drop(listener);
+    let drain = async { while connections.join_next().await.is_some() {} };
+    if tokio::time::timeout(SHUTDOWN_GRACE, drain).await.is_err() {
+        connections.abort_all();
+    }
+}
+
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    state: Arc<State>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let service_state = state.clone();
+    let service = service_fn(move |request| handler::respond(service_state.clone(), request));
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .keep_alive(true)
+        .writev(true)
+        .max_header_size(MAX_HEAD_BYTES)
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    let connection = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(connection);
+    let result = tokio::select! {
+        result = connection.as_mut() => result,
+        _ = stop.changed() => {
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    };
+    if result.is_err() {
+        state
+            .counters
+            .connection_errors
+            .fetch_add(1, Ordering::Relaxed);
+    }
+}

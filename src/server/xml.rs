@@ -1,0 +1,200 @@
+//! A small writer for the XML documents S3 sends, and the one reader the server needs (the
+//! body of CompleteMultipartUpload).
+
+use std::fmt::Write;
+
+/// The namespace of every S3 response document.
+pub const S3_NAMESPACE: &str = "http://s3.amazonaws.com/doc/2006-03-01/";
+
+/// Writes an XML document element by element, escaping text.
+#[derive(Debug, Default)]
+pub struct XmlWriter {
+    out: String,
+}
+
+impl XmlWriter {
+    pub fn document() -> XmlWriter {
+        XmlWriter {
+            out: String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"),
+        }
+    }
+
+    /// Opens the root element with S3's namespace.
+    pub fn root(&mut self, name: &str) {
+        let _ = write!(self.out, "<{name} xmlns=\"{S3_NAMESPACE}\">");
+    }
+
+    pub fn open(&mut self, name: &str) {
+        let _ = write!(self.out, "<{name}>");
+    }
+
+    pub fn close(&mut self, name: &str) {
+        let _ = write!(self.out, "</{name}>");
+    }
+
+    pub fn element(&mut self, name: &str, text: impl std::fmt::Display) {
+        let _ = write!(self.out, "<{name}>");
+        escape_into(&mut self.out, &text.to_string());
+        let _ = write!(self.out, "</{name}>");
+    }
+
+    pub fn text(&mut self, text: &str) {
+        escape_into(&mut self.out, text);
+    }
+
+    pub fn finish(self) -> String {
+        self.out
+    }
+}
+
+fn escape_into(out: &mut String, text: &str) {
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            c => out.push(c),
+        }
+    }
+}
+
+/// One `<Part>` of a CompleteMultipartUpload request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompletedPart {
+    pub part_number: u32,
+    /// The ETag as the client sent it, quotes removed.
+    pub etag: String,
+}
+
+/// Reads the parts of a CompleteMultipartUpload body, in the order given.
+pub fn completed_parts(body: &[u8]) -> Result<Vec<CompletedPart>, String> {
+    use quick_xml::events::Event;
+    let mut reader = quick_xml::Reader::from_reader(body);
+    reader.config_mut().trim_text(true);
+    let mut parts = Vec::new();
+    let mut path: Vec<String> = Vec::new();
+    let (mut number, mut etag): (Option<u32>, Option<String>) = (None, None);
+    // The raw text of the innermost element: text pieces and `&…;` references, unescaped at
+    // its end tag.
+    let mut raw = String::new();
+    loop {
+        match reader.read_event() {
+            Err(e) => return Err(format!("the body is not XML ({e})")),
+            Ok(Event::Eof) => break,
+            Ok(Event::Start(e)) => {
+                path.push(e.local_name().as_ref().to_string());
+                raw.clear();
+            }
+            Ok(Event::Text(t)) => raw.push_str(&t.xml10_content()),
+            Ok(Event::GeneralRef(r)) => {
+                raw.push('&');
+                raw.push_str(&r.xml10_content());
+                raw.push(';');
+            }
+            Ok(Event::End(_)) => {
+                let text = quick_xml::escape::unescape(raw.trim())
+                    .map_err(|e| format!("bad text in the body ({e})"))?
+                    .into_owned();
+                raw.clear();
+                match path.last().map(String::as_str) {
+                    Some("PartNumber") => {
+                        number = Some(text.parse().map_err(|_| {
+                            format!("<PartNumber>{text}</PartNumber> is not a number")
+                        })?)
+                    }
+                    Some("ETag") => etag = Some(text.trim_matches('"').to_string()),
+                    Some("Part") => match (number.take(), etag.take()) {
+                        (Some(part_number), Some(etag)) => {
+                            parts.push(CompletedPart { part_number, etag })
+                        }
+                        _ => return Err("a <Part> lacks its <PartNumber> or <ETag>".into()),
+                    },
+                    _ => {}
+                }
+                path.pop();
+            }
+            Ok(_) => {}
+        }
+    }
+    if parts.is_empty() {
+        return Err("it names no parts".into());
+    }
+    Ok(parts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_text() {
+        let mut x = XmlWriter::default();
+        x.element("Key", "a<b>&\"c'");
+        assert_eq!(x.finish(), "<Key>a&lt;b&gt;&amp;&quot;c'</Key>");
+    }
+
+    #[test]
+    fn reads_complete_multipart_upload_bodies() {
+        let body = br#"<?xml version="1.0" encoding="UTF-8"?>
+<CompleteMultipartUpload xmlns="http://s3.amazonaws.com/doc/2006-03-01/">
+  <Part><ETag>"abc"</ETag><PartNumber>1</PartNumber></Part>
+  <Part><PartNumber>2</PartNumber><ETag>&quot;def&quot;</ETag></Part>
+</CompleteMultipartUpload>"#;
+        let parts = completed_parts(body).unwrap();
+        assert_eq!(
+            parts,
+            vec![
+                CompletedPart {
+                    part_number: 1,
+                    etag: "abc".into()
+                },
+                CompletedPart {
+                    part_number: 2,
+                    etag: "def".into()
+                },
+            ]
+        );
+        assert!(completed_parts(b"<CompleteMultipartUpload><Part><PartNumber>x</PartNumber></Part></CompleteMultipartUpload>").is_err());
+        assert!(completed_parts(b"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part></CompleteMultipartUpload>").is_err());
+        assert!(completed_parts(b"").is_err());
+    }
+}
+
+/// A time as S3 writes it in XML: `2026-12-02T16:24:52.000Z`.
+pub fn iso8601(t: std::time::SystemTime) -> String {
+    let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+#[cfg(test)]
+mod time_tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn iso8601_matches_known_dates() {
+        let at = |s| super::iso8601(UNIX_EPOCH + Duration::from_millis(s));
+        assert_eq!(at(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(at(1_369_353_600_000), "2013-05-24T00:00:00.000Z");
+        assert_eq!(at(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(at(1_796_228_692_000), "2026-12-02T16:24:52.000Z");
+    }
+}
