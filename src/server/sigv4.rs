@@ -5,10 +5,11 @@
 //! signing key from the secret and the credential scope, and compares signatures. The payload
 //! hash itself is checked by the caller while it reads the body ([`PayloadHash`]).
 //!
-//! Canonical URI: S3 signs the path encoded once. Clients differ in whether the path they send
-//! is that encoded form (the SDKs) or the raw one they were given (curl), so both the path as
-//! received and the path re-encoded from its decoded form are tried; either proves the client
-//! holds the secret.
+//! Canonical URI and query: S3 signs the path encoded once and the query parameters encoded and
+//! sorted. Clients differ in how faithfully they do this: the SDKs send exactly the encoded
+//! forms they signed, while curl 7.88 signs the path and the query as it sends them (a `/` in a
+//! query value stays a `/`). So the spec's canonical forms are tried first and then the forms as
+//! received; any match proves the client holds the secret.
 
 use std::time::{Duration, SystemTime};
 
@@ -258,6 +259,13 @@ fn canonical_query(raw_query: &str) -> Result<String, S3Error> {
         .join("&"))
 }
 
+/// The query's parameters sorted, as they arrived (what curl 7.88 signs).
+fn as_sent_query(raw_query: &str) -> String {
+    let mut items: Vec<&str> = raw_query.split('&').filter(|s| !s.is_empty()).collect();
+    items.sort();
+    items.join("&")
+}
+
 fn canonical_header_value(headers: &HeaderMap, name: &str) -> String {
     headers
         .get_all(name)
@@ -354,7 +362,10 @@ pub fn verify(
         .iter()
         .map(|name| format!("{name}:{}\n", canonical_header_value(request.headers, name)))
         .collect();
-    let query = canonical_query(request.raw_query)?;
+    let queries = [
+        canonical_query(request.raw_query)?,
+        as_sent_query(request.raw_query),
+    ];
     let scope = format!("{}/{}/s3/aws4_request", auth.date, auth.region);
     let mut key = hmac_sha256(
         format!("AWS4{}", credentials.secret_access_key).as_bytes(),
@@ -365,7 +376,11 @@ pub fn verify(
     }
     let reencoded = uri_encode(&percent_decode(request.raw_path)?, true);
     let mut first_canonical = None;
-    for path in [request.raw_path, reencoded.as_str()] {
+    let paths = [reencoded.as_str(), request.raw_path];
+    for (path, query) in paths
+        .iter()
+        .flat_map(|p| queries.iter().map(move |q| (p, q)))
+    {
         let canonical = format!(
             "{}\n{path}\n{query}\n{headers}\n{}\n{payload_hash}",
             request.method,

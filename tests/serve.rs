@@ -1,0 +1,618 @@
+//! The embedded S3 server against real third-party clients: curl's own SigV4 signer and boto3
+//! (installed from PyPI by scripts/install-test-deps), over real sockets, with the server
+//! started in-process on port 0. A virtual file is checked with pyarrow.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{python, python_json, run};
+use ringload::cli::WorkloadArgs;
+use ringload::commands::virtual_store;
+use ringload::server::dir::DirStore;
+use ringload::server::{Credentials, Server, ServerConfig, Store};
+
+const ACCESS_KEY: &str = "GK0123456789abcdef01234567";
+const SECRET_KEY: &str = "c2VjcmV0LW9mLXRoZS1yaW5nbG9hZC10ZXN0LWtleQ";
+const BUCKET: &str = "test-bucket";
+
+fn start(store: Store, signed: bool) -> Server {
+    Server::start(ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        store,
+        credentials: signed.then(|| Credentials {
+            access_key_id: ACCESS_KEY.into(),
+            secret_access_key: SECRET_KEY.into(),
+        }),
+        region: "us-east-1".into(),
+        worker_threads: 2,
+    })
+    .unwrap()
+}
+
+/// A directory server with one bucket.
+fn dir_server(signed: bool) -> (tempfile::TempDir, Server) {
+    let root = tempfile::tempdir().unwrap();
+    let store = DirStore::new(root.path()).unwrap();
+    store.create_bucket(BUCKET).unwrap();
+    let server = start(Store::Dir(store), signed);
+    (root, server)
+}
+
+/// The default small Flux workload, virtual, with `files` files, in bucket "ringload".
+fn virtual_server(files: u64) -> Server {
+    let workload = WorkloadArgs {
+        workload: Some("flux_small".into()),
+        overrides: vec![],
+        files: Some(files),
+    };
+    start(
+        Store::Virtual(virtual_store(&workload, None, false).unwrap()),
+        false,
+    )
+}
+
+const VIRTUAL_KEY: &str = "ringload/data/flux_small/train/train_0000.parquet";
+
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    headers: String,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    /// The S3 error code in the body.
+    fn code(&self) -> String {
+        let text = String::from_utf8_lossy(&self.body);
+        match (text.find("<Code>"), text.find("</Code>")) {
+            (Some(a), Some(b)) => text[a + 6..b].to_string(),
+            _ => String::new(),
+        }
+    }
+
+    fn header(&self, name: &str) -> Option<String> {
+        self.headers.lines().find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            n.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+        })
+    }
+}
+
+/// Runs curl; `args` are curl's after the common ones.
+fn curl(args: &[&str]) -> Reply {
+    let tmp = tempfile::tempdir().unwrap();
+    let (body, headers) = (tmp.path().join("body"), tmp.path().join("headers"));
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "60", "-o"])
+        .arg(&body)
+        .arg("-D")
+        .arg(&headers)
+        .args(["-w", "%{http_code}"])
+        .args(args)
+        .output()
+        .expect("curl runs");
+    assert!(
+        out.status.success(),
+        "curl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Reply {
+        status: String::from_utf8_lossy(&out.stdout).trim().parse().unwrap(),
+        headers: std::fs::read_to_string(&headers).unwrap_or_default(),
+        body: std::fs::read(&body).unwrap_or_default(),
+    }
+}
+
+/// curl's SigV4 signer with `key:secret`, plus the payload header strict servers need.
+fn signed_by(user: &str) -> Vec<String> {
+    [
+        "--aws-sigv4",
+        "aws:amz:us-east-1:s3",
+        "--user",
+        user,
+        "-H",
+        "x-amz-content-sha256: UNSIGNED-PAYLOAD",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+fn signed_curl(extra: &[&str]) -> Reply {
+    let mut args = signed_by(&format!("{ACCESS_KEY}:{SECRET_KEY}"));
+    args.extend(extra.iter().map(|s| s.to_string()));
+    curl(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
+    let mut rng = ringload::datagen::WyRand::new(seed);
+    let mut out = vec![0; n];
+    rng.fill(&mut out);
+    out
+}
+
+#[test]
+fn curl_signed_put_ranged_and_suffix_gets_head_list_delete() {
+    let (root, server) = dir_server(true);
+    let url = format!("{}/{BUCKET}/dir/object.bin", server.endpoint_url());
+    let data = random_bytes(1 << 20, 1);
+    let file = root.path().join("upload.bin");
+    std::fs::write(&file, &data).unwrap();
+
+    let put = signed_curl(&["-T", file.to_str().unwrap(), &url]);
+    assert_eq!(put.status, 200, "{put:?}");
+    let etag = put.header("etag").unwrap();
+
+    let get = signed_curl(&["-r", "10-19", &url]);
+    assert_eq!(get.status, 206);
+    assert_eq!(get.body, &data[10..20]);
+    assert_eq!(get.header("content-range").unwrap(), "bytes 10-19/1048576");
+    assert_eq!(get.header("etag").unwrap(), etag);
+
+    let suffix = signed_curl(&["-r", "-8", &url]);
+    assert_eq!(suffix.status, 206);
+    assert_eq!(suffix.body, &data[data.len() - 8..]);
+    let open_ended = signed_curl(&["-r", "1048570-", &url]);
+    assert_eq!(open_ended.body, &data[1_048_570..]);
+    let whole = signed_curl(&[&url]);
+    assert_eq!((whole.status, whole.body.len()), (200, data.len()));
+    assert!(whole.body == data);
+
+    let head = signed_curl(&["-I", &url]);
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-length").unwrap(), "1048576");
+    assert_eq!(head.header("etag").unwrap(), etag);
+
+    let past_end = signed_curl(&["-r", "2000000-", &url]);
+    assert_eq!(
+        (past_end.status, past_end.code()),
+        (416, "InvalidRange".into())
+    );
+
+    let list = signed_curl(&[&format!(
+        "{}/{BUCKET}?list-type=2&prefix=dir/",
+        server.endpoint_url()
+    )]);
+    let text = String::from_utf8_lossy(&list.body);
+    assert!(text.contains("<Key>dir/object.bin</Key>"), "{text}");
+    assert!(text.contains("<Size>1048576</Size>"), "{text}");
+
+    let delete = signed_curl(&["-X", "DELETE", &url]);
+    assert_eq!(delete.status, 204);
+    let gone = signed_curl(&[&url]);
+    assert_eq!((gone.status, gone.code()), (404, "NoSuchKey".into()));
+    let stats = server.shutdown();
+    assert_eq!(stats.requests, 10);
+    assert_eq!(stats.errors, 2, "416 and 404");
+    assert_eq!(stats.bytes_received, 1 << 20);
+}
+
+#[test]
+fn bad_and_missing_signatures_are_refused_with_403() {
+    let (_root, server) = dir_server(true);
+    let url = format!("{}/{BUCKET}?list-type=2", server.endpoint_url());
+    let ok = signed_curl(&[&url]);
+    assert_eq!(ok.status, 200);
+
+    let wrong_secret = signed_by(&format!("{ACCESS_KEY}:not-the-secret"));
+    let mut args: Vec<&str> = wrong_secret.iter().map(String::as_str).collect();
+    args.push(&url);
+    let r = curl(&args);
+    assert_eq!((r.status, r.code()), (403, "SignatureDoesNotMatch".into()));
+    assert!(String::from_utf8_lossy(&r.body).contains("<CanonicalRequest>"));
+
+    let wrong_key = signed_by(&format!("SOMEONEELSE:{SECRET_KEY}"));
+    let mut args: Vec<&str> = wrong_key.iter().map(String::as_str).collect();
+    args.push(&url);
+    let r = curl(&args);
+    assert_eq!((r.status, r.code()), (403, "InvalidAccessKeyId".into()));
+
+    let r = curl(&[&url]);
+    assert_eq!((r.status, r.code()), (403, "AccessDenied".into()));
+    assert_eq!(server.stats().errors, 3);
+}
+
+/// Sends raw bytes and returns the status line of the reply.
+fn raw_request(server: &Server, request: &[u8]) -> String {
+    let mut stream = TcpStream::connect(server.addr()).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream.write_all(request).unwrap();
+    let mut reply = Vec::new();
+    let _ = stream.read_to_end(&mut reply);
+    String::from_utf8_lossy(&reply)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
+
+#[test]
+fn malformed_requests_get_s3_errors_and_the_server_keeps_serving() {
+    let server = virtual_server(2);
+    let url = format!("{}/{VIRTUAL_KEY}", server.endpoint_url());
+    let base = server.endpoint_url();
+
+    let bad_range = curl(&["-H", "Range: bytes=abc", &url]);
+    assert_eq!(
+        (bad_range.status, bad_range.code()),
+        (400, "InvalidArgument".into())
+    );
+    let reversed = curl(&["-H", "Range: bytes=9-3", &url]);
+    assert_eq!(reversed.status, 400);
+    let multi = curl(&["-H", "Range: bytes=0-1,5-9", &url]);
+    assert_eq!((multi.status, multi.code()), (501, "NotImplemented".into()));
+    let past_end = curl(&["-r", "999999999-", &url]);
+    assert_eq!(
+        (past_end.status, past_end.code()),
+        (416, "InvalidRange".into())
+    );
+
+    let unknown_op = curl(&[&format!("{base}/ringload?torrent")]);
+    assert_eq!(
+        (unknown_op.status, unknown_op.code()),
+        (501, "NotImplemented".into())
+    );
+    let unknown_object_op = curl(&[&format!("{url}?tagging")]);
+    assert_eq!(unknown_object_op.code(), "NotImplemented");
+
+    let big_header = format!("X-Filler: {}", "x".repeat(10 << 10));
+    let oversized = curl(&["-H", &big_header, &url]);
+    assert_eq!(
+        (oversized.status, oversized.code()),
+        (400, "RequestHeaderSectionTooLarge".into())
+    );
+    // Past hyper's own limit the answer is its bare 431: still an answer, not a crash.
+    let huge_header = format!("X-Filler: {}", "x".repeat(100 << 10));
+    assert_eq!(curl(&["-H", &huge_header, &url]).status, 431);
+
+    let no_bucket = curl(&[&format!("{base}/no-such-bucket/key")]);
+    assert_eq!(
+        (no_bucket.status, no_bucket.code()),
+        (404, "NoSuchBucket".into())
+    );
+    let no_key = curl(&[&format!("{base}/ringload/nope")]);
+    assert_eq!((no_key.status, no_key.code()), (404, "NoSuchKey".into()));
+    let bad_utf8 = curl(&[&format!("{base}/ringload/%ff%fe")]);
+    assert_eq!(bad_utf8.status, 400);
+    let read_only = curl(&["-X", "PUT", "--data-binary", "x", &url]);
+    assert_eq!(
+        (read_only.status, read_only.code()),
+        (405, "MethodNotAllowed".into())
+    );
+    let streaming = curl(&[
+        "-X",
+        "PUT",
+        "-H",
+        "x-amz-content-sha256: STREAMING-UNSIGNED-PAYLOAD-TRAILER",
+        &url,
+    ]);
+    assert_eq!(streaming.status, 501);
+
+    assert!(raw_request(&server, b"GARBAGE\r\n\r\n").starts_with("HTTP/1.1 400"));
+    assert!(
+        raw_request(
+            &server,
+            b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n"
+        )
+        .starts_with("HTTP/1.1 400")
+    );
+
+    let fine = curl(&["-r", "0-3", &url]);
+    assert_eq!(
+        (fine.status, fine.body.as_slice()),
+        (206, b"PAR1".as_slice())
+    );
+}
+
+#[test]
+fn an_interrupted_upload_leaves_no_object_and_no_temporary_file() {
+    let (root, server) = dir_server(false);
+    let head = format!(
+        "PUT /{BUCKET}/half HTTP/1.1\r\nHost: {}\r\nContent-Length: 1000000\r\n\r\n",
+        server.addr()
+    );
+    {
+        let mut stream = TcpStream::connect(server.addr()).unwrap();
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(&[7u8; 4096]).unwrap();
+        // Dropped: the client goes away mid-body.
+    }
+    // The server notices the closed connection; wait until the connection is counted as ended.
+    for _ in 0..200 {
+        if server.stats().connection_errors + server.stats().errors > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let r = curl(&[&format!("{}/{BUCKET}/half", server.endpoint_url())]);
+    assert_eq!((r.status, r.code()), (404, "NoSuchKey".into()));
+    let leftovers: Vec<_> = std::fs::read_dir(root.path().join(".ringload-tmp"))
+        .unwrap()
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// boto3 against the directory backend: everything a data pipeline does to S3.
+const BOTO3: &str = r#"
+import hashlib, json, sys
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+endpoint, key, secret, bucket = sys.argv[1:5]
+def client(secret=secret):
+    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=key,
+                        aws_secret_access_key=secret, region_name="us-east-1",
+                        config=Config(s3={"addressing_style": "path"},
+                                      retries={"max_attempts": 1}))
+s3 = client()
+out = {}
+def error_of(fn):
+    try:
+        fn()
+        return None
+    except ClientError as e:
+        return [e.response["Error"]["Code"], e.response["ResponseMetadata"]["HTTPStatusCode"]]
+
+out["create_existing"] = error_of(lambda: s3.create_bucket(Bucket=bucket))
+s3.create_bucket(Bucket="second-bucket")
+out["buckets"] = sorted(b["Name"] for b in s3.list_buckets()["Buckets"])
+out["head_bucket"] = s3.head_bucket(Bucket=bucket)["ResponseMetadata"]["HTTPStatusCode"]
+out["head_missing_bucket"] = error_of(lambda: s3.head_bucket(Bucket="no-such-bucket"))
+
+for i in range(25):
+    s3.put_object(Bucket=bucket, Key=f"page/k{i:02d}", Body=f"value {i}".encode())
+keys, pages = [], 0
+for page in s3.get_paginator("list_objects_v2").paginate(
+        Bucket=bucket, Prefix="page/", PaginationConfig={"PageSize": 10}):
+    pages += 1
+    keys += [o["Key"] for o in page.get("Contents", [])]
+out["paged_keys"], out["pages"] = keys, pages
+
+for k in ["tree/a/1", "tree/a/2", "tree/b", "tree/c/d/e"]:
+    s3.put_object(Bucket=bucket, Key=k, Body=b"x")
+r = s3.list_objects_v2(Bucket=bucket, Prefix="tree/", Delimiter="/")
+out["delimited"] = {"contents": [o["Key"] for o in r.get("Contents", [])],
+                    "prefixes": [p["Prefix"] for p in r.get("CommonPrefixes", [])]}
+v1 = s3.list_objects(Bucket=bucket, Prefix="tree/", Delimiter="/", MaxKeys=2)
+out["v1"] = {"truncated": v1["IsTruncated"],
+             "prefixes": [p["Prefix"] for p in v1.get("CommonPrefixes", [])],
+             "contents": [o["Key"] for o in v1.get("Contents", [])]}
+
+odd = "odd name+plus/é (1).bin"
+s3.put_object(Bucket=bucket, Key=odd, Body=b"odd bytes")
+out["odd_get"] = s3.get_object(Bucket=bucket, Key=odd)["Body"].read().decode()
+out["odd_listed"] = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="odd")["Contents"]]
+
+data = bytes((i * 7919) % 251 for i in range(1 << 20)) * 20
+up = s3.create_multipart_upload(Bucket=bucket, Key="big/object")
+parts = []
+for n in range(4):
+    chunk = data[n * (5 << 20):(n + 1) * (5 << 20)]
+    r = s3.upload_part(Bucket=bucket, Key="big/object", UploadId=up["UploadId"],
+                       PartNumber=n + 1, Body=chunk)
+    parts.append({"PartNumber": n + 1, "ETag": r["ETag"]})
+s3.complete_multipart_upload(Bucket=bucket, Key="big/object", UploadId=up["UploadId"],
+                             MultipartUpload={"Parts": parts})
+got = s3.get_object(Bucket=bucket, Key="big/object")["Body"].read()
+out["multipart_sha256_match"] = hashlib.sha256(got).hexdigest() == hashlib.sha256(data).hexdigest()
+out["multipart_size"] = s3.head_object(Bucket=bucket, Key="big/object")["ContentLength"]
+r = s3.get_object(Bucket=bucket, Key="big/object", Range="bytes=5242870-5242889")
+out["range_ok"] = r["Body"].read() == data[5242870:5242890]
+out["range_status"] = r["ResponseMetadata"]["HTTPStatusCode"]
+out["content_range"] = r["ContentRange"]
+r = s3.get_object(Bucket=bucket, Key="big/object", Range="bytes=-100")
+out["suffix_ok"] = r["Body"].read() == data[-100:]
+out["past_end"] = error_of(lambda: s3.get_object(Bucket=bucket, Key="big/object",
+                                                Range=f"bytes={len(data)}-"))
+
+small = s3.create_multipart_upload(Bucket=bucket, Key="too-small")
+p1 = s3.upload_part(Bucket=bucket, Key="too-small", UploadId=small["UploadId"], PartNumber=1, Body=b"a")
+p2 = s3.upload_part(Bucket=bucket, Key="too-small", UploadId=small["UploadId"], PartNumber=2, Body=b"b")
+out["too_small"] = error_of(lambda: s3.complete_multipart_upload(
+    Bucket=bucket, Key="too-small", UploadId=small["UploadId"],
+    MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": p1["ETag"]}, {"PartNumber": 2, "ETag": p2["ETag"]}]}))
+
+ab = s3.create_multipart_upload(Bucket=bucket, Key="aborted")
+s3.upload_part(Bucket=bucket, Key="aborted", UploadId=ab["UploadId"], PartNumber=1, Body=b"x" * 1000)
+s3.abort_multipart_upload(Bucket=bucket, Key="aborted", UploadId=ab["UploadId"])
+out["part_after_abort"] = error_of(lambda: s3.upload_part(
+    Bucket=bucket, Key="aborted", UploadId=ab["UploadId"], PartNumber=2, Body=b"y"))
+out["aborted_object"] = error_of(lambda: s3.head_object(Bucket=bucket, Key="aborted"))
+
+s3.delete_object(Bucket=bucket, Key="page/k00")
+out["deleted"] = error_of(lambda: s3.get_object(Bucket=bucket, Key="page/k00"))
+out["delete_missing"] = s3.delete_object(Bucket=bucket, Key="never-was")["ResponseMetadata"]["HTTPStatusCode"]
+out["missing_bucket"] = error_of(lambda: s3.get_object(Bucket="no-such-bucket", Key="x"))
+out["bad_secret"] = error_of(lambda: client("wrong").list_objects_v2(Bucket=bucket))
+print(json.dumps(out))
+"#;
+
+#[test]
+fn boto3_lists_pages_ranges_heads_puts_multiparts_aborts_and_deletes() {
+    let (_root, server) = dir_server(true);
+    let out = python_json(
+        BOTO3,
+        &[&server.endpoint_url(), ACCESS_KEY, SECRET_KEY, BUCKET],
+    );
+    let expected: Vec<String> = (0..25).map(|i| format!("page/k{i:02}")).collect();
+    assert_eq!(
+        out["create_existing"],
+        serde_json::json!(["BucketAlreadyOwnedByYou", 409])
+    );
+    assert_eq!(out["buckets"], serde_json::json!(["second-bucket", BUCKET]));
+    assert_eq!(out["head_bucket"], 200);
+    assert_eq!(out["head_missing_bucket"], serde_json::json!(["404", 404]));
+    assert_eq!(out["paged_keys"], serde_json::json!(expected));
+    assert_eq!(out["pages"], 3);
+    assert_eq!(
+        out["delimited"],
+        serde_json::json!({"contents": ["tree/b"], "prefixes": ["tree/a/", "tree/c/"]})
+    );
+    assert_eq!(
+        out["v1"],
+        serde_json::json!({"truncated": true, "prefixes": ["tree/a/"], "contents": ["tree/b"]})
+    );
+    assert_eq!(out["odd_get"], "odd bytes");
+    assert_eq!(
+        out["odd_listed"],
+        serde_json::json!(["odd name+plus/é (1).bin"])
+    );
+    assert_eq!(out["multipart_sha256_match"], true);
+    assert_eq!(out["multipart_size"], 20 << 20);
+    assert_eq!(out["range_ok"], true);
+    assert_eq!(out["range_status"], 206);
+    assert_eq!(out["content_range"], "bytes 5242870-5242889/20971520");
+    assert_eq!(out["suffix_ok"], true);
+    assert_eq!(out["past_end"], serde_json::json!(["InvalidRange", 416]));
+    assert_eq!(out["too_small"], serde_json::json!(["EntityTooSmall", 400]));
+    assert_eq!(
+        out["part_after_abort"],
+        serde_json::json!(["NoSuchUpload", 404])
+    );
+    assert_eq!(out["aborted_object"], serde_json::json!(["404", 404]));
+    assert_eq!(out["deleted"], serde_json::json!(["NoSuchKey", 404]));
+    assert_eq!(out["delete_missing"], 204);
+    assert_eq!(
+        out["missing_bucket"],
+        serde_json::json!(["NoSuchBucket", 404])
+    );
+    assert_eq!(
+        out["bad_secret"],
+        serde_json::json!(["SignatureDoesNotMatch", 403])
+    );
+}
+
+/// Downloads a virtual file with boto3 and reads it with pyarrow.
+const VIRTUAL_READBACK: &str = r#"
+import json, sys, tempfile
+import boto3
+import pyarrow.parquet as pq
+endpoint, bucket, key = sys.argv[1:4]
+s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="x", aws_secret_access_key="y",
+                  region_name="us-east-1")
+keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="data/flux_small/train/")["Contents"]]
+with tempfile.NamedTemporaryFile(suffix=".parquet") as f:
+    s3.download_fileobj(bucket, key, f)
+    f.flush()
+    pf = pq.ParquetFile(f.name)
+    table = pf.read()
+    print(json.dumps({
+        "keys": keys,
+        "size": f.tell(),
+        "row_groups": pf.metadata.num_row_groups,
+        "rows": pf.metadata.num_rows,
+        "read_rows": table.num_rows,
+        "columns": [(fld.name, getattr(fld.type, "list_size", 1)) for fld in pf.schema_arrow],
+        "t5_nonzero": any(v != 0 for v in table.column("t5_encodings").chunk(0).values[:1000].to_pylist()),
+    }))
+"#;
+
+#[test]
+fn a_virtual_file_downloaded_with_boto3_reads_back_with_pyarrow() {
+    let server = virtual_server(3);
+    let key = VIRTUAL_KEY.trim_start_matches("ringload/");
+    let out = python_json(VIRTUAL_READBACK, &[&server.endpoint_url(), "ringload", key]);
+    assert_eq!(
+        out["keys"],
+        serde_json::json!([
+            "data/flux_small/train/train_0000.parquet",
+            "data/flux_small/train/train_0001.parquet",
+            "data/flux_small/train/train_0002.parquet"
+        ])
+    );
+    assert_eq!(out["row_groups"], 6);
+    assert_eq!(out["rows"], 288);
+    assert_eq!(out["read_rows"], 288);
+    assert_eq!(
+        out["columns"],
+        serde_json::json!([
+            ["t5_encodings", 8192],
+            ["clip_encodings", 409],
+            ["mean", 8232],
+            ["logvar", 8232],
+            ["timestamp", 7]
+        ])
+    );
+    assert_eq!(out["t5_nonzero"], true, "row groups carry random values");
+    let stats = server.shutdown();
+    let size = out["size"].as_u64().unwrap();
+    assert!(stats.bytes_sent >= size, "{stats:?} for a {size}-byte file");
+    assert!(stats.cpu_s > 0.0);
+    assert_eq!(stats.errors, 0);
+}
+
+#[test]
+fn serve_prints_its_endpoint_and_its_totals_on_sigterm() {
+    let mut child = common::ringload()
+        .args(["serve", "--listen", "127.0.0.1:0", "--files", "2", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut endpoint = String::new();
+    stdout.read_line(&mut endpoint).unwrap();
+    let endpoint = endpoint.trim();
+    assert!(endpoint.starts_with("http://127.0.0.1:"), "{endpoint}");
+    let r = curl(&["-r", "0-99", &format!("{endpoint}/{VIRTUAL_KEY}")]);
+    assert_eq!((r.status, r.body.len()), (206, 100));
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    assert_eq!(status.code(), Some(0), "{rest}");
+    let stats: serde_json::Value = serde_json::from_str(&rest).unwrap();
+    assert_eq!(stats["requests"], 1);
+    assert_eq!(stats["bytes_sent"], 100);
+    assert_eq!(stats["errors"], 0);
+}
+
+#[test]
+fn serve_refuses_bad_setups_in_one_line_with_exit_2() {
+    let missing = run(&["serve", "--dir", "/nonexistent/ringload-data"]);
+    assert_eq!(missing.0, 2, "{missing:?}");
+    assert!(
+        missing.2.contains("--dir /nonexistent/ringload-data"),
+        "{}",
+        missing.2
+    );
+    assert_eq!(missing.2.trim().lines().count(), 1);
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let busy = run(&["serve", "--files", "1", "--listen", &addr]);
+    assert_eq!(busy.0, 2, "{busy:?}");
+    assert!(
+        busy.2.contains(&format!("cannot listen on {addr}")),
+        "{}",
+        busy.2
+    );
+
+    let bucket = run(&["serve", "--files", "1", "--bucket", "Bad_Name"]);
+    assert_eq!(bucket.0, 2, "{bucket:?}");
+    assert!(bucket.2.contains("'Bad_Name' is not a valid bucket name"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let overrides = run(&[
+        "serve",
+        "--dir",
+        dir.path().to_str().unwrap(),
+        "dataset.num_files_train=3",
+    ]);
+    assert_eq!(overrides.0, 2, "{overrides:?}");
+
+    let half_key = run(&["serve", "--access-key", "AK"]);
+    assert_eq!(half_key.0, 2, "{half_key:?}");
+    let _ = python();
+}
