@@ -616,3 +616,33 @@ fn serve_refuses_bad_setups_in_one_line_with_exit_2() {
     assert_eq!(half_key.0, 2, "{half_key:?}");
     let _ = python();
 }
+
+#[test]
+fn two_servers_on_port_0_and_a_prompt_shutdown_with_idle_and_busy_connections() {
+    let first = virtual_server(1);
+    let server = virtual_server(1);
+    assert_ne!(first.addr(), server.addr());
+    assert_eq!(first.shutdown().requests, 0);
+
+    let _idle = TcpStream::connect(server.addr()).unwrap();
+    let url = format!("{}/{VIRTUAL_KEY}", server.endpoint_url());
+    // 27.6 MiB at 1 MiB/s: still in flight when the server is told to stop.
+    let mut slow = Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "--limit-rate", "1M", &url])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let started = std::time::Instant::now();
+    let stats = server.shutdown();
+    let took = started.elapsed();
+    assert!(
+        took < ringload::server::SHUTDOWN_GRACE + Duration::from_secs(3),
+        "shutdown took {took:?}"
+    );
+    assert_eq!(stats.requests, 1);
+    let status = slow.wait().unwrap();
+    assert!(
+        !status.success(),
+        "the slow download was cut off at shutdown"
+    );
+}

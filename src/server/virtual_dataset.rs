@@ -35,6 +35,8 @@ pub enum VirtualError {
     Writer(#[from] parquet::errors::ParquetError),
     #[error("cannot read the virtual dataset's template layout: {0}")]
     Layout(#[from] CatalogError),
+    #[error("cannot map memory for a row-group template: {0}")]
+    Memory(#[from] std::io::Error),
     #[error("the writer's layout cannot be served from templates: {0}")]
     NotTemplatable(String),
 }
@@ -90,7 +92,10 @@ fn row_group_template(spec: &DatasetSpec, rows: u64) -> Result<Bytes, VirtualErr
             span.offset
         )));
     }
-    Ok(file.slice(4..(4 + span.len_bytes) as usize))
+    // Sent over and over: kept in huge pages where the kernel allows.
+    Ok(super::mmap::huge_page_copy(
+        &file[4..(4 + span.len_bytes) as usize],
+    )?)
 }
 
 impl VirtualDataset {
