@@ -215,7 +215,9 @@ impl DirStore {
             Some(i) => &prefix[..=i],
             None => "",
         };
-        if start.split('/').any(|p| p == "." || p == "..") {
+        // No stored key lies under a folder part that is empty, `.` or `..` (and joining a
+        // path that starts with `/` would leave the bucket).
+        if !start.is_empty() && check_key(&start[..start.len() - 1]).is_err() {
             return Ok(Vec::new());
         }
         let mut out = Vec::new();
@@ -566,6 +568,9 @@ mod tests {
         assert_eq!(keys(""), ["a/1", "a/2", "b"]);
         assert_eq!(keys("a/"), ["a/1", "a/2"]);
         assert_eq!(keys("a/2"), ["a/2"]);
+        for outside in ["/", "/etc/", "../", "a/../", "a//"] {
+            assert!(keys(outside).is_empty(), "{outside}");
+        }
         assert!(
             fs::read_dir(root.path().join(TMP_DIR))
                 .unwrap()
