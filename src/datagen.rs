@@ -626,10 +626,11 @@ pub fn generate<S: ObjectSink>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn tiny_spec() -> DatasetSpec {
+    /// Two small columns, 30 rows per file in groups of 8 (the last one 6).
+    pub(crate) fn tiny_spec() -> DatasetSpec {
         DatasetSpec {
             train_prefix: "data/t/train/".into(),
             columns: vec![

@@ -7,6 +7,11 @@
 //! leaves a half object under a key. Multipart uploads keep their parts under
 //! `ROOT/.ringload-multipart/<upload id>/` until they are completed or aborted. Names that start
 //! with `.` at the top level are not buckets (S3 bucket names cannot start with `.`).
+//!
+//! Metadata operations (stat, open, rename, listing a folder) run on the server's async worker
+//! threads: a few system calls each. Upload bodies and the joining of parts, which move whole
+//! objects, run on the blocking pool. A read of a file that is not in the page cache faults in
+//! the worker that sends it; the virtual backend never touches a disk.
 
 use std::fs::{self, File};
 use std::io::{self, Write};

@@ -35,8 +35,6 @@ pub enum VirtualError {
     Writer(#[from] parquet::errors::ParquetError),
     #[error("cannot read the virtual dataset's template layout: {0}")]
     Layout(#[from] CatalogError),
-    #[error("cannot map memory for a row-group template: {0}")]
-    Memory(#[from] std::io::Error),
     #[error("the writer's layout cannot be served from templates: {0}")]
     NotTemplatable(String),
 }
@@ -92,10 +90,7 @@ fn row_group_template(spec: &DatasetSpec, rows: u64) -> Result<Bytes, VirtualErr
             span.offset
         )));
     }
-    // Sent over and over: kept in huge pages where the kernel allows.
-    Ok(super::mmap::huge_page_copy(
-        &file[4..(4 + span.len_bytes) as usize],
-    )?)
+    Ok(file.slice(4..(4 + span.len_bytes) as usize))
 }
 
 impl VirtualDataset {
@@ -244,28 +239,12 @@ impl VirtualDataset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::datagen::{ColumnSpec, Dtype};
 
     fn spec(rows_per_file: u64, row_group_rows: u64) -> DatasetSpec {
         DatasetSpec {
-            train_prefix: "data/t/train/".into(),
-            columns: vec![
-                ColumnSpec {
-                    name: "a".into(),
-                    dtype: Dtype::Float32,
-                    size: 100,
-                    read: true,
-                },
-                ColumnSpec {
-                    name: "b".into(),
-                    dtype: Dtype::Int64,
-                    size: 1,
-                    read: true,
-                },
-            ],
             rows_per_file,
             row_group_rows,
-            seed: 7,
+            ..crate::datagen::tests::tiny_spec()
         }
     }
 
