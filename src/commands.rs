@@ -240,6 +240,18 @@ fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         writeln!(stdout, "{}", server.endpoint_url())?;
         stdout.flush()?;
     }
+    if !signed && !args.listen.ip().is_loopback() {
+        eprintln!(
+            "ringload serve: warning: listening on {} without --access-key: anyone who can \
+             reach it can read{} its objects",
+            server.addr(),
+            if args.dir.is_some() {
+                ", write and delete"
+            } else {
+                ""
+            }
+        );
+    }
     eprintln!(
         "ringload serve: {} at {} ({}); Ctrl-C stops",
         server.describe(),

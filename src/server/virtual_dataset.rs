@@ -172,9 +172,10 @@ impl VirtualDataset {
 
     pub fn describe(&self) -> String {
         format!(
-            "virtual {}: {} files of {} = {} in bucket '{}' ({} held in memory)",
+            "virtual {}: {} file{} of {} = {} in bucket '{}' ({} held in memory)",
             self.label,
             self.keys.len(),
+            if self.keys.len() == 1 { "" } else { "s" },
             report::bytes(self.file_size_bytes),
             report::bytes(self.file_size_bytes * self.keys.len() as u64),
             self.bucket,
