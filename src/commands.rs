@@ -135,8 +135,11 @@ pub fn virtual_store(
     let bucket = checked_bucket(bucket)?;
     if show_progress {
         eprintln!(
-            "ringload serve: laying out {} ({} files; encoding one file and a row-group template)…",
-            settings.workload.name, settings.num_files
+            "ringload serve: laying out {} ({} file{}; encoding one file and a row-group \
+             template)…",
+            settings.workload.name,
+            settings.num_files,
+            if settings.num_files == 1 { "" } else { "s" }
         );
     }
     Ok(VirtualDataset::build(
