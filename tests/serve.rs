@@ -323,13 +323,14 @@ fn an_interrupted_upload_leaves_no_object_and_no_temporary_file() {
         stream.write_all(&[7u8; 4096]).unwrap();
         // Dropped: the client goes away mid-body.
     }
-    // The server notices the closed connection; wait until the connection is counted as ended.
-    for _ in 0..200 {
-        if server.stats().connection_errors + server.stats().errors > 0 {
-            break;
-        }
+    // The server notices the closed connection; wait (up to 10 s) until it has counted the
+    // failed request or connection, which happens after the upload's temporary file is dropped.
+    let noticed = (0..1000).any(|_| {
+        let stats = server.stats();
         std::thread::sleep(Duration::from_millis(10));
-    }
+        stats.connection_errors + stats.errors > 0
+    });
+    assert!(noticed, "the cut-off upload was never noticed: {:?}", server.stats());
     let r = curl(&[&format!("{}/{BUCKET}/half", server.endpoint_url())]);
     assert_eq!((r.status, r.code()), (404, "NoSuchKey".into()));
     let leftovers: Vec<_> = std::fs::read_dir(root.path().join(".ringload-tmp"))
@@ -563,11 +564,11 @@ fn serve_prints_its_endpoint_and_its_totals_on_sigterm() {
     assert!(endpoint.starts_with("http://127.0.0.1:"), "{endpoint}");
     let r = curl(&["-r", "0-99", &format!("{endpoint}/{VIRTUAL_KEY}")]);
     assert_eq!((r.status, r.body.len()), (206, 100));
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
     let status = child.wait().unwrap();
     let mut rest = String::new();
     stdout.read_to_string(&mut rest).unwrap();
