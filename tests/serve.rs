@@ -330,7 +330,11 @@ fn an_interrupted_upload_leaves_no_object_and_no_temporary_file() {
         std::thread::sleep(Duration::from_millis(10));
         stats.connection_errors + stats.errors > 0
     });
-    assert!(noticed, "the cut-off upload was never noticed: {:?}", server.stats());
+    assert!(
+        noticed,
+        "the cut-off upload was never noticed: {:?}",
+        server.stats()
+    );
     let r = curl(&[&format!("{}/{BUCKET}/half", server.endpoint_url())]);
     assert_eq!((r.status, r.code()), (404, "NoSuchKey".into()));
     let leftovers: Vec<_> = std::fs::read_dir(root.path().join(".ringload-tmp"))
@@ -430,6 +434,11 @@ out["aborted_object"] = error_of(lambda: s3.head_object(Bucket=bucket, Key="abor
 s3.delete_object(Bucket=bucket, Key="page/k00")
 out["deleted"] = error_of(lambda: s3.get_object(Bucket=bucket, Key="page/k00"))
 out["delete_missing"] = s3.delete_object(Bucket=bucket, Key="never-was")["ResponseMetadata"]["HTTPStatusCode"]
+r = s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": "page/k01"}, {"Key": "page/k02"},
+                                                 {"Key": "never-was-either"}]})
+out["bulk_deleted"] = sorted(d["Key"] for d in r.get("Deleted", []))
+out["bulk_errors"] = r.get("Errors", [])
+out["after_bulk"] = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="page/k0")["Contents"]]
 out["missing_bucket"] = error_of(lambda: s3.get_object(Bucket="no-such-bucket", Key="x"))
 out["bad_secret"] = error_of(lambda: client("wrong").list_objects_v2(Bucket=bucket))
 print(json.dumps(out))

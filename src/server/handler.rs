@@ -327,14 +327,62 @@ async fn bucket_operation(state: &Arc<State>, mut req: Req<'_>) -> Result<Respon
             state.store.writable()?.delete_bucket(bucket)?;
             Ok(empty_response(StatusCode::NO_CONTENT))
         }
+        Method::POST if req.query.has("delete") => {
+            req.query.only(&["delete"])?;
+            delete_objects(state, req).await
+        }
         Method::POST => {
             req.query.only(&[])?;
             Err(S3Error::not_implemented(
-                "ringload serve does not implement POST on a bucket (DeleteObjects, form uploads)",
+                "ringload serve does not implement POST Object (browser form uploads)",
             ))
         }
         _ => Err(method_not_allowed(req.method, "a bucket")),
     }
+}
+
+/// S3's cap on the keys of one DeleteObjects request.
+const MAX_DELETE_KEYS: usize = 1000;
+
+async fn delete_objects(state: &Arc<State>, mut req: Req<'_>) -> Result<Response<Body>, S3Error> {
+    let dir = state.store.writable()?;
+    state.store.check_bucket(req.bucket)?;
+    let body = read_small_body(&mut req.body, req.payload).await?;
+    let malformed = |reason: String| {
+        S3Error::new(
+            StatusCode::BAD_REQUEST,
+            "MalformedXML",
+            format!("The XML you provided was not well-formed or did not validate: {reason}"),
+        )
+    };
+    let (keys, quiet) = xml::delete_request(&body).map_err(malformed)?;
+    if keys.len() > MAX_DELETE_KEYS {
+        return Err(malformed(format!(
+            "it names {} objects, at most {MAX_DELETE_KEYS}",
+            keys.len()
+        )));
+    }
+    let mut x = XmlWriter::document();
+    x.root("DeleteResult");
+    for key in &keys {
+        match dir.delete(req.bucket, key) {
+            Ok(()) if quiet => {}
+            Ok(()) => {
+                x.open("Deleted");
+                x.element("Key", key);
+                x.close("Deleted");
+            }
+            Err(e) => {
+                x.open("Error");
+                x.element("Key", key);
+                x.element("Code", e.code);
+                x.element("Message", &e.message);
+                x.close("Error");
+            }
+        }
+    }
+    x.close("DeleteResult");
+    Ok(xml_response(StatusCode::OK, x.finish(), state))
 }
 
 fn list_objects(state: &State, req: &Req<'_>) -> Result<Response<Body>, S3Error> {

@@ -67,21 +67,22 @@ pub struct CompletedPart {
     pub etag: String,
 }
 
-/// Reads the parts of a CompleteMultipartUpload body, in the order given.
-pub fn completed_parts(body: &[u8]) -> Result<Vec<CompletedPart>, String> {
+/// Walks an XML request body, calling `at_end(path, text)` at every end tag with the names of
+/// the open elements (innermost last) and the element's unescaped, trimmed text.
+fn walk(
+    body: &[u8],
+    mut at_end: impl FnMut(&[String], String) -> Result<(), String>,
+) -> Result<(), String> {
     use quick_xml::events::Event;
     let mut reader = quick_xml::Reader::from_reader(body);
-    reader.config_mut().trim_text(true);
-    let mut parts = Vec::new();
     let mut path: Vec<String> = Vec::new();
-    let (mut number, mut etag): (Option<u32>, Option<String>) = (None, None);
     // The raw text of the innermost element: text pieces and `&…;` references, unescaped at
     // its end tag.
     let mut raw = String::new();
     loop {
         match reader.read_event() {
             Err(e) => return Err(format!("the body is not XML ({e})")),
-            Ok(Event::Eof) => break,
+            Ok(Event::Eof) => return Ok(()),
             Ok(Event::Start(e)) => {
                 path.push(e.local_name().as_ref().to_string());
                 raw.clear();
@@ -97,30 +98,56 @@ pub fn completed_parts(body: &[u8]) -> Result<Vec<CompletedPart>, String> {
                     .map_err(|e| format!("bad text in the body ({e})"))?
                     .into_owned();
                 raw.clear();
-                match path.last().map(String::as_str) {
-                    Some("PartNumber") => {
-                        number = Some(text.parse().map_err(|_| {
-                            format!("<PartNumber>{text}</PartNumber> is not a number")
-                        })?)
-                    }
-                    Some("ETag") => etag = Some(text.trim_matches('"').to_string()),
-                    Some("Part") => match (number.take(), etag.take()) {
-                        (Some(part_number), Some(etag)) => {
-                            parts.push(CompletedPart { part_number, etag })
-                        }
-                        _ => return Err("a <Part> lacks its <PartNumber> or <ETag>".into()),
-                    },
-                    _ => {}
-                }
+                at_end(&path, text)?;
                 path.pop();
             }
             Ok(_) => {}
         }
     }
+}
+
+/// Reads the parts of a CompleteMultipartUpload body, in the order given.
+pub fn completed_parts(body: &[u8]) -> Result<Vec<CompletedPart>, String> {
+    let mut parts = Vec::new();
+    let (mut number, mut etag): (Option<u32>, Option<String>) = (None, None);
+    walk(body, |path, text| {
+        match path.last().map(String::as_str) {
+            Some("PartNumber") => {
+                number = Some(
+                    text.parse()
+                        .map_err(|_| format!("<PartNumber>{text}</PartNumber> is not a number"))?,
+                )
+            }
+            Some("ETag") => etag = Some(text.trim_matches('"').to_string()),
+            Some("Part") => match (number.take(), etag.take()) {
+                (Some(part_number), Some(etag)) => parts.push(CompletedPart { part_number, etag }),
+                _ => return Err("a <Part> lacks its <PartNumber> or <ETag>".into()),
+            },
+            _ => {}
+        }
+        Ok(())
+    })?;
     if parts.is_empty() {
         return Err("it names no parts".into());
     }
     Ok(parts)
+}
+
+/// The keys of a DeleteObjects body, and whether it asks for a quiet reply.
+pub fn delete_request(body: &[u8]) -> Result<(Vec<String>, bool), String> {
+    let (mut keys, mut quiet) = (Vec::new(), false);
+    walk(body, |path, text| {
+        match path.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+            [.., "Object", "Key"] => keys.push(text),
+            [.., "Quiet"] => quiet = text.eq_ignore_ascii_case("true"),
+            _ => {}
+        }
+        Ok(())
+    })?;
+    if keys.is_empty() {
+        return Err("it names no objects".into());
+    }
+    Ok((keys, quiet))
 }
 
 #[cfg(test)]
@@ -158,6 +185,18 @@ mod tests {
         assert!(completed_parts(b"<CompleteMultipartUpload><Part><PartNumber>x</PartNumber></Part></CompleteMultipartUpload>").is_err());
         assert!(completed_parts(b"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part></CompleteMultipartUpload>").is_err());
         assert!(completed_parts(b"").is_err());
+    }
+
+    #[test]
+    fn reads_delete_objects_bodies() {
+        let body = b"<Delete><Object><Key>a&amp;b</Key></Object><Object><Key>c/d</Key>\
+            <VersionId>null</VersionId></Object><Quiet>true</Quiet></Delete>";
+        assert_eq!(
+            delete_request(body).unwrap(),
+            (vec!["a&b".to_string(), "c/d".to_string()], true)
+        );
+        assert!(delete_request(b"<Delete></Delete>").is_err());
+        assert!(delete_request(b"<Delete><Object><Key>x</Delete>").is_err());
     }
 }
 
