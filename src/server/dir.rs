@@ -444,12 +444,7 @@ impl DirStore {
     ) -> Result<ObjectInfo, S3Error> {
         let dir = self.upload_dir(upload_id, bucket, key)?;
         if parts.is_empty() {
-            return Err(S3Error::new(
-                StatusCode::BAD_REQUEST,
-                "MalformedXML",
-                "The XML you provided was not well-formed or did not validate against our \
-                 published schema: it lists no parts.",
-            ));
+            return Err(S3Error::malformed_xml("it lists no parts"));
         }
         if parts
             .windows(2)

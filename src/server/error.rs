@@ -74,6 +74,15 @@ impl S3Error {
         S3Error::new(StatusCode::FORBIDDEN, "AccessDenied", message)
     }
 
+    /// A request body that is not the XML the operation expects; `reason` says what is wrong.
+    pub fn malformed_xml(reason: &str) -> S3Error {
+        S3Error::new(
+            StatusCode::BAD_REQUEST,
+            "MalformedXML",
+            format!("The XML you provided was not well-formed or did not validate: {reason}"),
+        )
+    }
+
     pub fn internal(message: impl Into<String>) -> S3Error {
         S3Error::new(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", message)
     }

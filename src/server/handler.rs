@@ -348,16 +348,10 @@ async fn delete_objects(state: &Arc<State>, mut req: Req<'_>) -> Result<Response
     let dir = state.store.writable()?;
     state.store.check_bucket(req.bucket)?;
     let body = read_small_body(&mut req.body, req.payload).await?;
-    let malformed = |reason: String| {
-        S3Error::new(
-            StatusCode::BAD_REQUEST,
-            "MalformedXML",
-            format!("The XML you provided was not well-formed or did not validate: {reason}"),
-        )
-    };
-    let (keys, quiet) = xml::delete_request(&body).map_err(malformed)?;
+    let (keys, quiet) =
+        xml::delete_request(&body).map_err(|reason| S3Error::malformed_xml(&reason))?;
     if keys.len() > MAX_DELETE_KEYS {
-        return Err(malformed(format!(
+        return Err(S3Error::malformed_xml(&format!(
             "it names {} objects, at most {MAX_DELETE_KEYS}",
             keys.len()
         )));
@@ -794,13 +788,7 @@ async fn complete_multipart(
 ) -> Result<Response<Body>, S3Error> {
     state.store.writable()?;
     let body = read_small_body(&mut req.body, req.payload).await?;
-    let parts = xml::completed_parts(&body).map_err(|reason| {
-        S3Error::new(
-            StatusCode::BAD_REQUEST,
-            "MalformedXML",
-            format!("The XML you provided was not well-formed or did not validate: {reason}"),
-        )
-    })?;
+    let parts = xml::completed_parts(&body).map_err(|reason| S3Error::malformed_xml(&reason))?;
     let (bucket, key) = (req.bucket.to_string(), req.key.to_string());
     let shared = state.clone();
     // Joining parts copies whole files: off the async threads.
