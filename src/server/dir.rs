@@ -292,10 +292,6 @@ impl DirStore {
         })
     }
 
-    pub fn head(&self, bucket: &str, key: &str) -> Result<ObjectInfo, S3Error> {
-        self.open(bucket, key).map(|f| f.info)
-    }
-
     /// Deletes an object; a missing key is not an error (S3 answers 204 either way). Folders
     /// left empty are removed, up to the bucket.
     pub fn delete(&self, bucket: &str, key: &str) -> Result<(), S3Error> {

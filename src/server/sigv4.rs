@@ -19,9 +19,6 @@ use sha2::{Digest, Sha256};
 
 use super::error::S3Error;
 
-/// The hash of an empty payload.
-pub const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
-
 /// How far a request's time may be from the server's (S3: 15 minutes).
 pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(15 * 60);
 
@@ -415,6 +412,9 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The hash of an empty payload.
+    const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
     /// AWS's documented example: GET /test.txt with Range: bytes=0-9, signed by
     /// AKIAIOSFODNN7EXAMPLE at 20130524T000000Z (S3 API reference, "Signature Calculations for
