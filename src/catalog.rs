@@ -58,9 +58,7 @@ pub enum CatalogError {
         location: String,
         source: std::io::Error,
     },
-    #[error(
-        "found {found} Parquet files under {location}, the workload needs {needed} (dataset.num_files_train); generate more or pass --files {found}"
-    )]
+    #[error("{}", not_enough_files(location, *found, *needed))]
     NotEnoughFiles {
         location: String,
         found: usize,
@@ -76,10 +74,41 @@ pub enum CatalogError {
         column: String,
         available: String,
     },
+    /// A request to the object store failed (after its retries).
+    #[error(transparent)]
+    Request(#[from] crate::s3::RequestError),
 }
 
-/// Where objects are read from. A directory now, S3 later; the footer code does not care.
-pub trait ObjectSource {
+fn not_enough_files(location: &str, found: usize, needed: usize) -> String {
+    if found == 0 {
+        format!(
+            "no Parquet objects under {location}; write the dataset there with `ringload generate` \
+             (--out DIR, or --endpoint URL --bucket NAME), or fix dataset.data_folder"
+        )
+    } else {
+        format!(
+            "found {found} Parquet files under {location}, the workload needs {needed} \
+             (dataset.num_files_train); generate more or pass --files {found}"
+        )
+    }
+}
+
+impl CatalogError {
+    /// 2 for a dataset that is missing or not what the workload says, or a request the
+    /// configuration makes fail (keys, bucket); 3 when the storage fails past its retries.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CatalogError::Request(e) => e.exit_code(),
+            _ => crate::exit::USAGE,
+        }
+    }
+}
+
+/// Footers read at once while building a catalog.
+pub const FOOTER_READS_IN_FLIGHT: usize = 16;
+
+/// Where objects are read from: a directory or an S3 bucket; the footer code does not care.
+pub trait ObjectSource: Sync {
     /// The location, for messages: a directory or `s3://bucket`.
     fn describe(&self, prefix: &str) -> String;
     /// Every object whose key starts with `prefix` and has no further `/` after it.
@@ -272,15 +301,55 @@ pub fn discover(
         });
     }
     objects.truncate(files);
-    let layouts = objects
-        .iter()
-        .map(|o| read_layout(source, o, columns))
-        .collect::<Result<Vec<_>, _>>()?;
+    let layouts = read_layouts(source, &objects, columns)?;
     Ok(Catalog {
         source: source.describe(prefix),
         parquet_objects_listed: listed,
         files: layouts,
     })
+}
+
+/// Reads the footers of `objects`, [`FOOTER_READS_IN_FLIGHT`] at a time, in order.
+fn read_layouts(
+    source: &dyn ObjectSource,
+    objects: &[ObjectMeta],
+    columns: Option<&[String]>,
+) -> Result<Vec<FileLayout>, CatalogError> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::sync::Mutex<Option<Result<FileLayout, CatalogError>>>> =
+        objects.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        for _ in 0..FOOTER_READS_IN_FLIGHT.min(objects.len()) {
+            scope.spawn(|| {
+                use std::sync::atomic::Ordering::Relaxed;
+                while !failed.load(Relaxed) {
+                    let i = next.fetch_add(1, Relaxed);
+                    let Some(object) = objects.get(i) else { break };
+                    let result = read_layout(source, object, columns);
+                    failed.fetch_or(result.is_err(), Relaxed);
+                    if let Ok(mut slot) = results[i].lock() {
+                        *slot = Some(result);
+                    }
+                }
+            });
+        }
+    });
+    let mut layouts = Vec::with_capacity(objects.len());
+    // The first error in key order wins, so the message does not depend on timing.
+    for slot in results {
+        match slot.into_inner().ok().flatten() {
+            Some(result) => layouts.push(result?),
+            None => break,
+        }
+    }
+    if layouts.len() < objects.len() {
+        return Err(CatalogError::BadFooter {
+            key: objects[layouts.len()].key.clone(),
+            reason: "its footer was not read because another footer read failed".into(),
+        });
+    }
+    Ok(layouts)
 }
 
 /// The catalog of a dataset that need not exist: every file has the layout the generator would

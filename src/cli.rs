@@ -41,6 +41,14 @@ pub enum Command {
     /// Prints the endpoint URL on stdout, then serves until Ctrl-C or SIGTERM and prints its
     /// totals (requests, bytes, errors, server CPU).
     Serve(ServeArgs),
+    /// Run the workload: list the dataset, read its footers once, then NP ranks × RT readers
+    /// keep ranged GETs of row groups in flight, each rank computing (sleeping) per batch in
+    /// lockstep; report AU, samples/s, MiB/s, I/O wait, latency, CPU and memory.
+    ///
+    /// With no endpoint (flag, AWS_ENDPOINT_URL[_S3] or storage.storage_options.endpoint_url)
+    /// the run starts the embedded server in-process with the workload's virtual dataset.
+    /// Exit 0 when the AU target (metric.au) is met, 1 when missed.
+    Run(RunArgs),
 }
 
 /// The workload and its overrides, common to every command.
@@ -121,14 +129,114 @@ pub struct PlanArgs {
     pub full: bool,
 }
 
+/// Where the object store is. Flags win over the AWS_* environment, which wins over the
+/// workload's storage options.
+#[derive(Debug, Args, Default)]
+pub struct S3Args {
+    /// The S3 endpoint, http://HOST[:PORT] (also AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, or
+    /// storage.storage_options.endpoint_url)
+    #[arg(long, value_name = "URL", help_heading = "Storage")]
+    pub endpoint: Option<String>,
+
+    /// The bucket (also storage.storage_root)
+    #[arg(long, value_name = "NAME", help_heading = "Storage")]
+    pub bucket: Option<String>,
+
+    /// The region signed into requests (also AWS_REGION, AWS_DEFAULT_REGION) [default:
+    /// us-east-1]
+    #[arg(long, value_name = "REGION", help_heading = "Storage")]
+    pub region: Option<String>,
+
+    /// Access key id (also AWS_ACCESS_KEY_ID); without keys requests go unsigned
+    #[arg(long, value_name = "KEY", requires = "secret_key", help_heading = "Storage")]
+    pub access_key: Option<String>,
+
+    /// Secret access key (also AWS_SECRET_ACCESS_KEY)
+    #[arg(long, value_name = "SECRET", requires = "access_key", help_heading = "Storage")]
+    pub secret_key: Option<String>,
+
+    /// Attempts after the first for a request that fails with 5xx, a broken connection or a
+    /// timeout
+    #[arg(long, value_name = "N", default_value_t = crate::s3::client::DEFAULT_RETRIES, help_heading = "Storage")]
+    pub retries: u32,
+
+    /// The time one attempt of a request may take, in seconds
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::s3::client::DEFAULT_REQUEST_TIMEOUT.as_secs_f64(), value_parser = parse_seconds, help_heading = "Storage")]
+    pub request_timeout: f64,
+}
+
+impl S3Args {
+    pub fn target_flags(&self) -> crate::s3::TargetFlags {
+        crate::s3::TargetFlags {
+            endpoint: self.endpoint.clone(),
+            bucket: self.bucket.clone(),
+            region: self.region.clone(),
+            access_key: self.access_key.clone(),
+            secret_key: self.secret_key.clone(),
+        }
+    }
+
+    pub fn retry_policy(&self) -> crate::s3::RetryPolicy {
+        crate::s3::RetryPolicy {
+            retries: self.retries,
+            timeout: std::time::Duration::from_secs_f64(self.request_timeout),
+            ..crate::s3::RetryPolicy::default()
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+
+    #[command(flatten)]
+    pub shape: ShapeArgs,
+
+    #[command(flatten)]
+    pub s3: S3Args,
+
+    /// The loader: baseline is the conventional tokio + hyper design with a heap buffer per
+    /// GET
+    #[arg(long, value_enum, default_value_t = crate::engine::EngineKind::Baseline)]
+    pub engine: crate::engine::EngineKind,
+
+    /// Write summary.json and steps.csv (rank, epoch, step, wait_ms, compute_ms, barrier_ms)
+    /// into DIR
+    #[arg(long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+
+    /// Print the summary as JSON on stdout (the report goes to stderr)
+    #[arg(long)]
+    pub json: bool,
+
+    /// Worker threads of the baseline engine's runtime [default: the cores this process may
+    /// use]
+    #[arg(long, value_name = "N")]
+    pub engine_threads: Option<usize>,
+
+    /// Worker threads of the embedded server, when no endpoint is given [default: the cores
+    /// this process may use]
+    #[arg(long, value_name = "N")]
+    pub server_threads: Option<usize>,
+}
+
 #[derive(Debug, Args)]
 pub struct GenerateArgs {
     #[command(flatten)]
     pub workload: WorkloadArgs,
 
     /// Root directory; files go to DIR/<data_folder>/train/train_NNNN.parquet
-    #[arg(long, value_name = "DIR")]
-    pub out: PathBuf,
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["endpoint", "bucket"])]
+    pub out: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub s3: S3Args,
+
+    /// With --endpoint: hash each upload part into its signature instead of sending
+    /// UNSIGNED-PAYLOAD
+    #[arg(long)]
+    pub signed_payload: bool,
 
     /// Files written at once [default: the cores this process may use]
     #[arg(long, value_name = "N")]
@@ -186,6 +294,16 @@ pub struct ServeArgs {
     /// Print the totals at exit as JSON on stdout
     #[arg(long)]
     pub json: bool,
+}
+
+/// Parses a positive number of seconds.
+pub fn parse_seconds(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() && v <= 86_400.0 => Ok(v),
+        _ => Err(format!(
+            "'{text}' is not a time in seconds; write a number from 0.001 to 86400"
+        )),
+    }
 }
 
 /// Parses a size: bytes, or a number with a unit. Binary units (KiB, MiB, GiB, TiB, and the

@@ -6,14 +6,18 @@ use std::io::{IsTerminal, Write};
 use anyhow::Context;
 
 use crate::catalog::{self, Catalog, DirSource};
-use crate::cli::{Command, GenerateArgs, PlanArgs, ServeArgs, WorkloadArgs, load_config};
+use crate::cli::{
+    Command, GenerateArgs, PlanArgs, RunArgs, ServeArgs, WorkloadArgs, load_config,
+};
 use crate::datagen::{self, DirSink};
 use crate::exit::UsageError;
 use crate::plan::{Plan, RunOptions, Settings};
 use crate::server::dir::{DirStore, valid_bucket_name};
 use crate::server::virtual_dataset::VirtualDataset;
 use crate::server::{self, Credentials, Server, ServerConfig, Store};
-use crate::{budget, exit, report};
+use crate::s3::{self, Bucket, Client, Target};
+use crate::summary::{RunContext, RunSummary, TargetSummary};
+use crate::{budget, exit, metrics, report};
 
 /// Runs a command; `Ok` carries the exit code.
 pub fn execute(command: Command) -> anyhow::Result<u8> {
@@ -21,6 +25,7 @@ pub fn execute(command: Command) -> anyhow::Result<u8> {
         Command::Plan(args) => plan(&args),
         Command::Generate(args) => generate(&args),
         Command::Serve(args) => serve(&args),
+        Command::Run(args) => run(&args),
     }
 }
 
@@ -67,6 +72,11 @@ fn plan(args: &PlanArgs) -> anyhow::Result<u8> {
     Ok(exit::OK)
 }
 
+/// The process environment, as [`s3::target::resolve`] reads it.
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
 /// The cores this process may use.
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
@@ -89,15 +99,41 @@ fn generate(args: &GenerateArgs) -> anyhow::Result<u8> {
     let settings = Settings::resolve(&cfg)?;
     settings.check_generatable()?;
     let jobs = args.jobs.unwrap_or_else(|| default_jobs(&settings));
-    let sink = DirSink::new(&args.out);
     let show_progress = std::io::stderr().is_terminal();
-    let summary = datagen::generate(
-        &settings.dataset,
-        settings.num_files,
-        &sink,
-        jobs,
-        show_progress,
-    )?;
+    let summary = match (&args.out, args.s3.endpoint.is_some() || args.s3.bucket.is_some()) {
+        (Some(out), _) => datagen::generate(
+            &settings.dataset,
+            settings.num_files,
+            &DirSink::new(out),
+            jobs,
+            show_progress,
+        )?,
+        (None, true) => {
+            let target = s3::target::resolve(&args.s3.target_flags(), &settings.storage, env)?
+                .ok_or_else(|| {
+                    UsageError(
+                        "--bucket without an endpoint: pass --endpoint URL (or set                          AWS_ENDPOINT_URL)"
+                            .into(),
+                    )
+                })?;
+            let bucket = Bucket::new(target, args.s3.retry_policy())
+                .context("starting the S3 client")?
+                .with_signed_payloads(args.signed_payload);
+            datagen::generate(
+                &settings.dataset,
+                settings.num_files,
+                &bucket,
+                jobs,
+                show_progress,
+            )?
+        }
+        (None, false) => {
+            return Err(UsageError(
+                "where to? pass --out DIR, or --endpoint URL --bucket NAME to write to S3".into(),
+            )
+            .into());
+        }
+    };
     let mut stdout = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut stdout, &summary)?;
@@ -275,4 +311,168 @@ fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         eprintln!("ringload serve: {}", report::server_stats(&stats));
     }
     Ok(exit::OK)
+}
+
+/// The embedded server of a run with no endpoint: the workload's virtual dataset, on a free
+/// loopback port.
+fn start_embedded(args: &RunArgs) -> anyhow::Result<(Server, Target)> {
+    let show = std::io::stderr().is_terminal();
+    let store = virtual_store(&args.workload, args.s3.bucket.as_deref(), show)?;
+    let bucket = store.bucket.clone();
+    let server = Server::start(ServerConfig {
+        listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        store: Store::Virtual(store),
+        credentials: None,
+        region: server::DEFAULT_REGION.to_string(),
+        worker_threads: args.server_threads.unwrap_or_else(cores),
+    })?;
+    let endpoint = s3::Endpoint::parse(&server.endpoint_url()).map_err(UsageError)?;
+    let target = Target {
+        endpoint,
+        bucket,
+        region: server::DEFAULT_REGION.to_string(),
+        credentials: None,
+        credentials_from: "nowhere (the embedded server takes unsigned requests)",
+    };
+    Ok((server, target))
+}
+
+fn run(args: &RunArgs) -> anyhow::Result<u8> {
+    let started = std::time::Instant::now();
+    let cfg = load_config(&args.workload, Some(&args.shape))?;
+    let settings = Settings::resolve(&cfg)?;
+    let (server, target) =
+        match s3::target::resolve(&args.s3.target_flags(), &settings.storage, env)? {
+            Some(target) => (None, target),
+            None => {
+                let (server, target) = start_embedded(args)?;
+                (Some(server), target)
+            }
+        };
+    // Costs are counted from here: the virtual dataset's layout above is not the loader's.
+    let cpu_start = metrics::process_cpu_s();
+    let server_cpu_start = server.as_ref().map_or(0.0, |s| s.stats().cpu_s);
+    let peak_rss_since_setup = metrics::reset_peak_rss();
+
+    let policy = args.s3.retry_policy();
+    let bucket = Bucket::new(target.clone(), policy).context("starting the S3 client")?;
+    bucket.check()?;
+    let catalog = catalog::discover(
+        &bucket,
+        &settings.dataset.train_prefix,
+        settings.num_files,
+        settings.columns_read.as_deref(),
+    )?;
+    drop(bucket);
+    let options = RunOptions {
+        np: args.shape.np,
+        sharding: args.shape.sharding,
+        memory_cap_bytes: args.shape.memory_budget,
+    };
+    let plan = Plan::resolve(&settings, &catalog, &options, &budget::probe())?;
+    let setup_s = started.elapsed().as_secs_f64();
+
+    let banner_summary_probe = (
+        settings.computation_time_s,
+        settings.workload_computation_time_s,
+    );
+    if (banner_summary_probe.0 - banner_summary_probe.1).abs() > 1e-12 {
+        eprintln!(
+            "ringload run: NOTE: computation_time {} differs from {}'s {}: AU will be an I/O \
+             stress figure, not training performance",
+            report::seconds(banner_summary_probe.0),
+            settings.workload.name,
+            report::seconds(banner_summary_probe.1)
+        );
+    }
+    let client = Client::new(target.clone(), policy);
+    let config = crate::run::RunConfig {
+        engine: args.engine,
+        engine_threads: args.engine_threads.unwrap_or_else(cores),
+        show_progress: std::io::stderr().is_terminal(),
+    };
+    let measured = crate::run::execute(&plan, &client, &config);
+    let server_stats = server.map(|s| s.shutdown());
+    let measured = measured.map_err(|e| RunFailed(e.exit_code(), exit_line(&e)))?;
+    let server_cpu_s = server_stats
+        .as_ref()
+        .map_or(0.0, |s| s.cpu_s - server_cpu_start);
+    let client_cpu_s = (metrics::process_cpu_s() - cpu_start - server_cpu_s).max(0.0);
+    let summary = RunSummary::build(
+        &plan,
+        &measured,
+        RunContext {
+            engine: args.engine,
+            target: TargetSummary {
+                endpoint: target.endpoint.url.clone(),
+                bucket: target.bucket.clone(),
+                embedded: server_stats.is_some(),
+                server: server_stats.map(|mut s| {
+                    s.cpu_s = server_cpu_s;
+                    s
+                }),
+            },
+            setup_s,
+            client_cpu_s,
+            peak_rss_bytes: metrics::peak_rss_bytes(),
+            peak_rss_since_setup,
+        },
+    );
+    if let Some(dir) = &args.output {
+        write_output(dir, &summary, &measured)?;
+    }
+    let human = report::run::render(&summary);
+    let banner = report::run::computation_time_banner(&summary);
+    if args.json {
+        let mut stdout = std::io::stdout().lock();
+        serde_json::to_writer_pretty(&mut stdout, &summary)?;
+        writeln!(stdout)?;
+        eprint!("{human}");
+    } else {
+        print!("{human}");
+    }
+    if let Some(banner) = banner {
+        eprintln!("{banner}");
+    }
+    Ok(if summary.au_target_met {
+        exit::OK
+    } else {
+        exit::AU_MISSED
+    })
+}
+
+/// A run that started and failed, with its exit code.
+#[derive(Debug, thiserror::Error)]
+#[error("the run failed: {1}")]
+pub struct RunFailed(pub u8, pub String);
+
+fn exit_line(e: &crate::rank::RunError) -> String {
+    e.to_string().replace('\n', " ")
+}
+
+/// Writes summary.json and steps.csv into `dir`, each through a temporary file renamed into
+/// place.
+fn write_output(
+    dir: &std::path::Path,
+    summary: &RunSummary,
+    measured: &crate::run::RunMeasurements,
+) -> anyhow::Result<()> {
+    let fail = |what: &str, e: std::io::Error| {
+        UsageError(format!(
+            "cannot write {what} into --output {}: {e}; choose another directory",
+            dir.display()
+        ))
+    };
+    std::fs::create_dir_all(dir).map_err(|e| fail("results", e))?;
+    let json = serde_json::to_string_pretty(summary)? + "\n";
+    let files = [
+        ("summary.json", json),
+        ("steps.csv", report::run::steps_csv(&measured.records)),
+    ];
+    for (name, text) in files {
+        let temp = dir.join(format!(".{name}.tmp"));
+        std::fs::write(&temp, text).map_err(|e| fail(name, e))?;
+        std::fs::rename(&temp, dir.join(name)).map_err(|e| fail(name, e))?;
+    }
+    Ok(())
 }

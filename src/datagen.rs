@@ -359,6 +359,9 @@ pub enum GenerateError {
     Write { key: String, source: io::Error },
     #[error("encoding {key} failed: {source}")]
     Encode { key: String, source: ParquetError },
+    /// The object store refused or failed a request (after its retries).
+    #[error(transparent)]
+    Storage(#[from] crate::s3::RequestError),
 }
 
 impl GenerateError {
@@ -367,11 +370,12 @@ impl GenerateError {
         match self {
             GenerateError::NoSpace { .. } | GenerateError::Create { .. } => 2,
             GenerateError::Write { .. } | GenerateError::Encode { .. } => 3,
+            GenerateError::Storage(e) => e.exit_code(),
         }
     }
 }
 
-/// Where generated objects go. A directory now; an S3 bucket plugs in as another sink.
+/// Where generated objects go: a directory ([`DirSink`]) or an S3 bucket ([`crate::s3::Bucket`]).
 pub trait ObjectSink: Sync {
     type Writer: Write + Send;
 

@@ -4,6 +4,7 @@ use crate::catalog::CatalogError;
 use crate::config::ConfigError;
 use crate::datagen::GenerateError;
 use crate::plan::PlanError;
+use crate::s3::RequestError;
 use crate::server::ServerError;
 use crate::server::virtual_dataset::VirtualError;
 
@@ -24,9 +25,17 @@ pub const FAILED: u8 = 3;
 /// The exit code for an error: the first cause in its chain that knows its code decides.
 pub fn code_for(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
+        if let Some(e) = cause.downcast_ref::<crate::commands::RunFailed>() {
+            return e.0;
+        }
+        if let Some(e) = cause.downcast_ref::<CatalogError>() {
+            return e.exit_code();
+        }
+        if let Some(e) = cause.downcast_ref::<RequestError>() {
+            return e.exit_code();
+        }
         if cause.is::<ConfigError>()
             || cause.is::<PlanError>()
-            || cause.is::<CatalogError>()
             || cause.is::<UsageError>()
             || cause.is::<VirtualError>()
         {

@@ -107,7 +107,7 @@ pub struct IgnoredKey {
 }
 
 /// Storage settings from the workload (DLIO's conventions); used by `run` against S3.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Clone, PartialEq, Eq, Serialize)]
 pub struct StorageSettings {
     pub storage_type: Option<String>,
     /// `storage.storage_root`: the bucket.
@@ -116,6 +116,22 @@ pub struct StorageSettings {
     pub region: Option<String>,
     /// Whether the workload carries credentials (never printed).
     pub has_credentials: bool,
+    /// `storage.storage_options.access_key_id` and `secret_access_key`: never serialized or
+    /// shown by Debug.
+    #[serde(skip)]
+    pub static_keys: Option<(String, String)>,
+}
+
+impl fmt::Debug for StorageSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StorageSettings")
+            .field("storage_type", &self.storage_type)
+            .field("bucket", &self.bucket)
+            .field("endpoint_url", &self.endpoint_url)
+            .field("region", &self.region)
+            .field("has_credentials", &self.has_credentials)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The workload's values, validated. The only product of configuration types.
@@ -332,15 +348,27 @@ impl Settings {
                 Ok(v as u32)
             }
         };
+        let static_keys = match (
+            cfg.text("storage.storage_options.access_key_id")?,
+            cfg.text("storage.storage_options.secret_access_key")?,
+        ) {
+            (Some(a), Some(s)) => Some((a, s)),
+            (None, None) => None,
+            _ => {
+                return Err(invalid(
+                    cfg,
+                    "storage.storage_options.secret_access_key",
+                    "access_key_id and secret_access_key go together: set both or neither",
+                ));
+            }
+        };
         let storage = StorageSettings {
             storage_type: cfg.text("storage.storage_type")?,
             bucket: cfg.text("storage.storage_root")?,
             endpoint_url: cfg.text("storage.storage_options.endpoint_url")?,
             region: cfg.text("storage.storage_options.region")?,
-            has_credentials: cfg.get("storage.storage_options.access_key_id").is_some()
-                && cfg
-                    .get("storage.storage_options.secret_access_key")
-                    .is_some(),
+            has_credentials: static_keys.is_some(),
+            static_keys,
         };
         Ok(Settings {
             workload: cfg.source.clone(),

@@ -2,6 +2,7 @@
 //! summaries. Machines get JSON from the `Serialize` structs directly.
 
 pub mod plan;
+pub mod run;
 
 /// Bytes in binary units with two decimals: `99.10 MiB`, `12.39 GiB`; below 1 KiB, `512 B`.
 pub fn bytes(n: u64) -> String {

@@ -69,7 +69,7 @@ pub struct CompletedPart {
 
 /// Walks an XML request body, calling `at_end(path, text)` at every end tag with the names of
 /// the open elements (innermost last) and the element's unescaped, trimmed text.
-fn walk(
+pub(crate) fn walk(
     body: &[u8],
     mut at_end: impl FnMut(&[String], String) -> Result<(), String>,
 ) -> Result<(), String> {

@@ -1,0 +1,304 @@
+//! Every measurement of a run, defined once.
+//!
+//! **Accelerator utilization and throughput** are DLIO's (`StatsCounter.compute_metrics_train`),
+//! per rank and epoch, with the first step excluded:
+//!
+//! ```text
+//! measured = window − (load₁ + compute₁)
+//! AU       = 100 × Σ compute(steps 2..N) / measured
+//! samples/s = (N − 1) × batch_size / measured
+//! ```
+//!
+//! where `window` runs from the epoch's start (all ranks released together) to the end of the
+//! rank's last step, `load` is the wait for a step's batch and `compute` the measured simulated
+//! compute. A rank's value is its mean over epochs; the run's AU is the mean over ranks and its
+//! samples/s the sum. DLIO's "I/O MB/s" is nominal: `samples/s × record_length / 2²⁰`.
+//!
+//! **The study's hand analysis**: implied I/O wait per step `t_io = ct × (100/AU − 1)`, and the
+//! AU that wait would give at another computation time, `AU' = 100 × ct' / (ct' + t_io)`.
+//!
+//! **Cost**: `cpu_s_per_gib` = CPU seconds of the whole process (less an in-process server's own
+//! threads) per GiB received (row groups and footers). Latencies go into fixed-size log-linear
+//! histograms (hdrhistogram, microseconds, 3 significant digits).
+
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// Bytes in a GiB and a MiB.
+pub const GIB: f64 = (1u64 << 30) as f64;
+pub const MIB: f64 = (1u64 << 20) as f64;
+
+/// What one step of one rank took.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct StepTimes {
+    /// Waiting for the step's batch (DLIO's `load`).
+    pub wait_ns: u64,
+    /// The simulated compute, as measured.
+    pub compute_ns: u64,
+    /// Waiting for the other ranks at the step barrier.
+    pub barrier_ns: u64,
+}
+
+/// AU and throughput of one rank over one epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct EpochMetrics {
+    pub au_percent: f64,
+    pub samples_per_s: f64,
+    /// The window less the first step's load and compute.
+    pub measured_s: f64,
+}
+
+/// DLIO's AU and samples/s of one rank's epoch: `steps` in order, `window_ns` from the epoch's
+/// start to the end of its last step. `None` with fewer than two steps (nothing is measured).
+pub fn epoch_metrics(steps: &[StepTimes], window_ns: u64, batch_size: u64) -> Option<EpochMetrics> {
+    let (first, rest) = steps.split_first()?;
+    if rest.is_empty() {
+        return None;
+    }
+    let measured_ns = window_ns.checked_sub(first.wait_ns + first.compute_ns)?;
+    if measured_ns == 0 {
+        return None;
+    }
+    let measured_s = measured_ns as f64 / 1e9;
+    let compute_s = rest.iter().map(|s| s.compute_ns).sum::<u64>() as f64 / 1e9;
+    Some(EpochMetrics {
+        au_percent: 100.0 * compute_s / measured_s,
+        samples_per_s: rest.len() as f64 * batch_size as f64 / measured_s,
+        measured_s,
+    })
+}
+
+/// DLIO's nominal I/O rate: samples/s × record bytes, in MiB/s.
+pub fn nominal_mib_per_s(samples_per_s: f64, record_bytes: u64) -> f64 {
+    samples_per_s * record_bytes as f64 / MIB
+}
+
+/// The I/O wait per step that AU implies at computation time `ct_s`: `ct × (100/AU − 1)`.
+pub fn implied_io_wait_s(ct_s: f64, au_percent: f64) -> Option<f64> {
+    (au_percent > 0.0 && ct_s > 0.0).then(|| ct_s * (100.0 / au_percent - 1.0).max(0.0))
+}
+
+/// The AU a step with I/O wait `io_wait_s` would have at computation time `ct_s`.
+pub fn projected_au_percent(ct_s: f64, io_wait_s: f64) -> f64 {
+    100.0 * ct_s / (ct_s + io_wait_s)
+}
+
+/// CPU seconds per GiB of `bytes`; `None` for no bytes.
+pub fn cpu_s_per_gib(cpu_s: f64, bytes: u64) -> Option<f64> {
+    (bytes > 0).then(|| cpu_s / (bytes as f64 / GIB))
+}
+
+/// Mean, median, 99th percentile and maximum of a set of durations, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Distribution {
+    pub count: u64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl Distribution {
+    /// The distribution of `values_ns` (any order), exact (nearest-rank percentiles).
+    pub fn of_ns(values_ns: &mut [u64]) -> Distribution {
+        if values_ns.is_empty() {
+            return Distribution::default();
+        }
+        values_ns.sort_unstable();
+        let n = values_ns.len();
+        let rank = |q: f64| values_ns[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
+        let ms = |ns: u64| ns as f64 / 1e6;
+        Distribution {
+            count: n as u64,
+            mean: ms(values_ns.iter().sum::<u64>() / n as u64),
+            p50: ms(rank(0.50)),
+            p99: ms(rank(0.99)),
+            max: ms(values_ns[n - 1]),
+        }
+    }
+}
+
+/// Latencies in microseconds, from 1 µs to one hour, 3 significant digits; fixed memory.
+#[derive(Debug, Clone)]
+pub struct LatencyHistogram {
+    histogram: Histogram<u64>,
+}
+
+impl Default for LatencyHistogram {
+    fn default() -> LatencyHistogram {
+        LatencyHistogram::new()
+    }
+}
+
+/// The longest latency a histogram holds; longer ones are recorded as this.
+const LATENCY_MAX_US: u64 = 3_600_000_000;
+
+impl LatencyHistogram {
+    pub fn new() -> LatencyHistogram {
+        // The bounds are constants that hdrhistogram accepts; a failure is a programming error.
+        #[allow(clippy::expect_used)]
+        let histogram = Histogram::new_with_bounds(1, LATENCY_MAX_US, 3)
+            .expect("valid histogram bounds");
+        LatencyHistogram { histogram }
+    }
+
+    pub fn record(&mut self, latency: Duration) {
+        let us = (latency.as_micros() as u64).clamp(1, LATENCY_MAX_US);
+        self.histogram.saturating_record(us);
+    }
+
+    pub fn merge(&mut self, other: &LatencyHistogram) {
+        // Same bounds on both sides, so adding cannot fail.
+        let _ = self.histogram.add(&other.histogram);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.histogram.len()
+    }
+
+    /// The distribution in milliseconds.
+    pub fn summary(&self) -> Distribution {
+        if self.histogram.is_empty() {
+            return Distribution::default();
+        }
+        let ms = |us: u64| us as f64 / 1e3;
+        Distribution {
+            count: self.histogram.len(),
+            mean: self.histogram.mean() / 1e3,
+            p50: ms(self.histogram.value_at_quantile(0.50)),
+            p99: ms(self.histogram.value_at_quantile(0.99)),
+            max: ms(self.histogram.max()),
+        }
+    }
+}
+
+/// CPU time of the whole process so far (all threads, live and exited): user + system.
+pub fn process_cpu_s() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
+}
+
+/// Resets the process's peak resident set (VmHWM) to its current size, so a later
+/// [`peak_rss_bytes`] measures from here. Returns whether the kernel accepted it.
+pub fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// The process's peak resident set (VmHWM) in bytes.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kib| kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64, tolerance: f64) -> bool {
+        (a - b).abs() <= tolerance
+    }
+
+    /// The study's derived tables (reference/flux-study.md), reproduced from its AU figures.
+    #[test]
+    fn the_studys_implied_waits_and_projections() {
+        let ct = 0.05;
+        let table = [
+            // AU at 0.05 s, implied wait (ms), AU at 0.5 s, AU at 1.35 s
+            (96.8, 1.7, 99.7, 99.9),
+            (93.2, 3.7, 99.3, 99.7),
+            (61.0, 32.0, 94.0, 97.7),
+            (57.2, 37.4, 93.0, 97.3),
+        ];
+        for (au, wait_ms, at_half, at_default) in table {
+            let t_io = implied_io_wait_s(ct, au).unwrap();
+            assert!(close(t_io * 1e3, wait_ms, 0.1), "{au}: {t_io}");
+            assert!(close(projected_au_percent(0.5, t_io), at_half, 0.05), "{au}");
+            assert!(close(projected_au_percent(1.35, t_io), at_default, 0.05), "{au}");
+            // Projecting back to the measured computation time gives the measured AU.
+            assert!(close(projected_au_percent(ct, t_io), au, 1e-9));
+        }
+        assert_eq!(implied_io_wait_s(ct, 0.0), None);
+    }
+
+    /// DLIO's definitions on a hand-made epoch: the first step is left out of both AU and
+    /// throughput, and barrier time counts against AU (it is in the window).
+    #[test]
+    fn au_and_throughput_follow_dlio() {
+        let ms = |x: u64| x * 1_000_000;
+        let steps = [
+            StepTimes {
+                wait_ns: ms(200),
+                compute_ns: ms(50),
+                barrier_ns: 0,
+            },
+            StepTimes {
+                wait_ns: ms(2),
+                compute_ns: ms(50),
+                barrier_ns: ms(1),
+            },
+            StepTimes {
+                wait_ns: ms(5),
+                compute_ns: ms(50),
+                barrier_ns: 0,
+            },
+        ];
+        let window: u64 = steps
+            .iter()
+            .map(|s| s.wait_ns + s.compute_ns + s.barrier_ns)
+            .sum();
+        let m = epoch_metrics(&steps, window, 48).unwrap();
+        // measured = 108 ms; compute = 100 ms.
+        assert!(close(m.measured_s, 0.108, 1e-12));
+        assert!(close(m.au_percent, 100.0 * 100.0 / 108.0, 1e-9));
+        assert!(close(m.samples_per_s, 2.0 * 48.0 / 0.108, 1e-9));
+        assert_eq!(epoch_metrics(&steps[..1], window, 48), None);
+        assert_eq!(epoch_metrics(&[], 0, 48), None);
+        // The study's row NP=1: 926 samples/s of 2,164,832-byte records is 1,911 "MB/s".
+        assert!(close(nominal_mib_per_s(926.0, 2_164_832), 1911.8, 0.1));
+    }
+
+    #[test]
+    fn distributions_and_histograms() {
+        let mut values: Vec<u64> = (1..=100).rev().map(|i| i * 1_000_000).collect();
+        let d = Distribution::of_ns(&mut values);
+        assert_eq!((d.count, d.p50, d.p99, d.max), (100, 50.0, 99.0, 100.0));
+        assert!(close(d.mean, 50.5, 1e-9));
+        assert_eq!(Distribution::of_ns(&mut []), Distribution::default());
+
+        let mut h = LatencyHistogram::new();
+        for i in 1..=1000u64 {
+            h.record(Duration::from_micros(i * 100));
+        }
+        let s = h.summary();
+        assert_eq!(s.count, 1000);
+        assert!(close(s.p50, 50.0, 0.1), "{s:?}");
+        assert!(close(s.p99, 99.0, 0.1), "{s:?}");
+        assert!(close(s.max, 100.0, 0.1), "{s:?}");
+        let mut other = LatencyHistogram::new();
+        other.record(Duration::from_secs(2));
+        h.merge(&other);
+        assert_eq!(h.count(), 1001);
+        assert!(close(h.summary().max, 2000.0, 2.0));
+    }
+
+    #[test]
+    fn process_counters() {
+        let before = process_cpu_s();
+        let mut x = 0u64;
+        for i in 0..5_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        assert!(x != 1);
+        assert!(process_cpu_s() > before);
+        let peak = peak_rss_bytes().unwrap();
+        assert!(peak > 1 << 20);
+        assert_eq!(cpu_s_per_gib(1.0, 1 << 30), Some(1.0));
+        assert_eq!(cpu_s_per_gib(1.0, 0), None);
+    }
+}

@@ -1,0 +1,182 @@
+//! `ringload run` for people: the study's table row, then what the study computed by hand
+//! (implied I/O wait, projected AU) and what DLIO cannot show (bytes on the wire, latency, CPU
+//! per GiB, peak memory). Also the per-step CSV of `--output`.
+
+use std::fmt::Write;
+
+use super::{bytes, count, seconds};
+use crate::metrics::Distribution;
+use crate::rank::RankRecord;
+use crate::summary::RunSummary;
+
+/// The header of the study's results table (reference/flux-study.md).
+pub const TABLE_HEADER: &str = "| NP | RT | AU% | samples/s | samp/s/GPU | I/O MiB/s | Wall (s) | Steps | Notes |\n|---|---|---|---|---|---|---|---|---|";
+
+fn or_dash(value: Option<f64>, format: impl Fn(f64) -> String) -> String {
+    value.map_or_else(|| "—".to_string(), format)
+}
+
+/// A number with thousands separators and no decimals: `1,911`.
+fn whole(x: f64) -> String {
+    count(x.round().max(0.0) as u64)
+}
+
+/// One row of the study's table.
+pub fn table_row(s: &RunSummary) -> String {
+    let per_gpu = s.samples_per_s.map(|v| v / f64::from(s.np.max(1)));
+    let mut notes = Vec::new();
+    if !s.au_target_met {
+        notes.push(format!("AU < {}%", s.au_target_percent));
+    }
+    if s.errors > 0 {
+        notes.push(format!("{} errors", s.errors));
+    }
+    notes.push(s.engine.to_string());
+    format!(
+        "| {} | {} | {} | {} | {} | {} | {:.0} | {} | {} |",
+        s.np,
+        s.read_threads,
+        or_dash(s.au_percent, |v| format!("{v:.1}")),
+        or_dash(s.samples_per_s, whole),
+        or_dash(per_gpu, whole),
+        or_dash(s.io_mib_per_s, whole),
+        s.wall_s,
+        s.steps_per_rank,
+        notes.join("; ")
+    )
+}
+
+fn ms(d: &Distribution) -> String {
+    format!(
+        "mean {:.2}, p50 {:.2}, p99 {:.2}, max {:.2} ms",
+        d.mean, d.p50, d.p99, d.max
+    )
+}
+
+/// A loud banner when computation_time is not the workload's own, as the study warns.
+pub fn computation_time_banner(s: &RunSummary) -> Option<String> {
+    if (s.computation_time_s - s.workload_computation_time_s).abs() < 1e-12 {
+        return None;
+    }
+    let line = "=".repeat(78);
+    Some(format!(
+        "{line}\n  NOTE: computation_time is {} but {} says {}.\n  AU below is an I/O stress \
+         figure, not {} training performance;\n  see the projected AU at {}.\n{line}",
+        seconds(s.computation_time_s),
+        s.workload,
+        seconds(s.workload_computation_time_s),
+        s.workload,
+        seconds(s.workload_computation_time_s),
+    ))
+}
+
+/// The whole human report: header, table row, derived figures, notes.
+pub fn render(s: &RunSummary) -> String {
+    let mut out = String::new();
+    let w = &mut out;
+    let where_ = if s.target.embedded {
+        format!(
+            "embedded virtual server, s3://{} at {}",
+            s.target.bucket, s.target.endpoint
+        )
+    } else {
+        format!("s3://{} at {}", s.target.bucket, s.target.endpoint)
+    };
+    let _ = writeln!(
+        w,
+        "ringload run: {} on {where_}; engine {}, prefetch {}, coalesce_rgs {}, computation_time \
+         {}, {} epoch{}, sharding {}",
+        s.workload,
+        s.engine,
+        s.prefetch,
+        s.coalesce_rgs,
+        seconds(s.computation_time_s),
+        s.epochs,
+        if s.epochs == 1 { "" } else { "s" },
+        s.sharding
+    );
+    let _ = writeln!(w, "\n{TABLE_HEADER}\n{}\n", table_row(s));
+    let _ = writeln!(
+        w,
+        "AU {} (target {}%: {})",
+        or_dash(s.au_percent, |v| format!("{v:.2}%")),
+        s.au_target_percent,
+        if s.au_target_met { "met" } else { "missed" }
+    );
+    if let Some(wait) = s.implied_io_wait_per_step_ms {
+        let projected: Vec<String> = s
+            .projected_au_percent
+            .iter()
+            .map(|(t, au)| format!("{au:.1}% at {t} s"))
+            .collect();
+        let _ = writeln!(
+            w,
+            "implied I/O wait per step {wait:.2} ms; projected AU {}",
+            projected.join(", ")
+        );
+    }
+    let _ = writeln!(w, "measured I/O wait per step: {}", ms(&s.io_wait_per_step_ms));
+    let _ = writeln!(w, "barrier wait per step: {}", ms(&s.barrier_wait_per_step_ms));
+    let _ = writeln!(
+        w,
+        "read {} ({} bytes) in {} GETs at {:.0} MiB/s measured; footers {} once; {} retries, {} \
+         errors",
+        bytes(s.bytes_read),
+        count(s.bytes_read),
+        count(s.requests),
+        s.measured_mib_per_s,
+        bytes(s.footer_bytes),
+        count(s.retries),
+        count(s.errors)
+    );
+    let _ = writeln!(
+        w,
+        "request latency, first byte: {}",
+        ms(&s.request_latency_ms.first_byte)
+    );
+    let _ = writeln!(
+        w,
+        "request latency, total: {}",
+        ms(&s.request_latency_ms.total)
+    );
+    let per_gib = or_dash(s.cpu_s_per_gib, |v| format!("{v:.3} CPU-s per GiB"));
+    let server = or_dash(s.server_cpu_s, |v| {
+        format!("; in-process server {v:.2} CPU-s, not included")
+    });
+    let _ = writeln!(
+        w,
+        "client CPU {:.2} s ({per_gib}){server}",
+        s.client_cpu_s
+    );
+    let _ = writeln!(
+        w,
+        "peak RSS {} (memory budget {}); set-up {:.2} s, wall {:.2} s",
+        s.peak_rss_bytes.map_or_else(|| "unknown".into(), bytes),
+        bytes(s.memory_budget_bytes),
+        s.setup_s,
+        s.wall_s
+    );
+    for note in &s.notes {
+        let _ = writeln!(w, "note: {note}");
+    }
+    out
+}
+
+/// The per-step CSV: one line per rank, epoch and step.
+pub fn steps_csv(records: &[RankRecord]) -> String {
+    let mut out = String::from("rank,epoch,step,wait_ms,compute_ms,barrier_ms\n");
+    for (rank, record) in records.iter().enumerate() {
+        for (epoch, steps) in record.steps.iter().enumerate() {
+            for (step, t) in steps.iter().enumerate() {
+                let _ = writeln!(
+                    out,
+                    "{rank},{epoch},{step},{:.3},{:.3},{:.3}",
+                    t.wait_ns as f64 / 1e6,
+                    t.compute_ns as f64 / 1e6,
+                    t.barrier_ns as f64 / 1e6
+                );
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,247 @@
+//! A blocking handle on one bucket: a [`Client`] and a small tokio runtime of its own, for the
+//! synchronous parts of ringload (the catalog's footer reads, `generate`'s uploads).
+//!
+//! Uploads: a [`BucketWriter`] buffers what the Parquet writer produces into parts of
+//! [`PART_BYTES`]; the first full part starts a multipart upload, and each part is uploaded by a
+//! task while the writer goes on, at most [`PARTS_IN_FLIGHT`] per object. An object smaller than
+//! one part is sent with one PutObject. Nothing is visible under the key until the upload is
+//! completed; a writer dropped before its commit aborts the upload.
+
+use std::io::{self, Write};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::runtime::Runtime;
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
+
+use super::client::{Client, RetryPolicy};
+use super::error::RequestError;
+use super::target::Target;
+use crate::catalog::{ByteRange, CatalogError, ObjectMeta, ObjectSource};
+use crate::datagen::{GenerateError, ObjectSink};
+
+/// The size of an upload part (the last one may be shorter; S3's minimum is 5 MiB).
+pub const PART_BYTES: usize = 16 << 20;
+/// Parts of one object uploaded at once.
+pub const PARTS_IN_FLIGHT: usize = 4;
+/// Worker threads of the bucket's runtime.
+const RUNTIME_THREADS: usize = 2;
+
+/// One bucket, reached through blocking calls.
+#[derive(Debug)]
+pub struct Bucket {
+    client: Client,
+    runtime: Runtime,
+    /// Hash upload bodies into their signatures (else `UNSIGNED-PAYLOAD`).
+    sign_payloads: bool,
+}
+
+impl Bucket {
+    /// A handle on `target`'s bucket. Nothing is sent yet.
+    pub fn new(target: Target, policy: RetryPolicy) -> io::Result<Bucket> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(RUNTIME_THREADS)
+            .thread_name("ringload-s3")
+            .enable_all()
+            .build()?;
+        Ok(Bucket {
+            client: Client::new(target, policy),
+            runtime,
+            sign_payloads: false,
+        })
+    }
+
+    /// Uploads with signed payloads (SHA-256 of every part) instead of `UNSIGNED-PAYLOAD`.
+    pub fn with_signed_payloads(mut self, sign: bool) -> Bucket {
+        self.sign_payloads = sign;
+        self
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Checks that the bucket exists and the keys are accepted.
+    pub fn check(&self) -> Result<(), RequestError> {
+        self.runtime.block_on(self.client.head_bucket())
+    }
+}
+
+impl ObjectSource for Bucket {
+    fn describe(&self, prefix: &str) -> String {
+        format!(
+            "s3://{}/{prefix} at {}",
+            self.client.target().bucket,
+            self.client.target().endpoint
+        )
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, CatalogError> {
+        Ok(self.runtime.block_on(self.client.list(prefix))?)
+    }
+
+    fn get_range(&self, key: &str, range: ByteRange) -> Result<Bytes, CatalogError> {
+        Ok(self.runtime.block_on(self.client.get_range(key, range))?)
+    }
+}
+
+impl ObjectSink for Bucket {
+    type Writer = BucketWriter;
+
+    fn describe(&self) -> String {
+        self.client.target().describe()
+    }
+
+    fn free_bytes(&self) -> Result<Option<u64>, GenerateError> {
+        self.check()?;
+        Ok(None)
+    }
+
+    fn create(&self, key: &str) -> Result<BucketWriter, GenerateError> {
+        Ok(BucketWriter {
+            client: self.client.clone(),
+            runtime: self.runtime.handle().clone(),
+            key: key.to_string(),
+            sign_payloads: self.sign_payloads,
+            buffer: Vec::with_capacity(PART_BYTES),
+            upload_id: None,
+            parts: Vec::new(),
+            in_flight: Arc::new(Semaphore::new(PARTS_IN_FLIGHT)),
+            committed: false,
+        })
+    }
+
+    fn commit(&self, key: &str, writer: BucketWriter) -> Result<(), GenerateError> {
+        writer.finish().map_err(|source| GenerateError::Write {
+            key: key.to_string(),
+            source: io::Error::other(source),
+        })
+    }
+}
+
+/// One object being uploaded.
+#[derive(Debug)]
+pub struct BucketWriter {
+    client: Client,
+    runtime: tokio::runtime::Handle,
+    key: String,
+    sign_payloads: bool,
+    /// Bytes not yet handed to a part.
+    buffer: Vec<u8>,
+    upload_id: Option<String>,
+    /// Part uploads in part order; each yields its ETag.
+    parts: Vec<JoinHandle<Result<String, RequestError>>>,
+    in_flight: Arc<Semaphore>,
+    committed: bool,
+}
+
+impl BucketWriter {
+    /// Starts uploading the next part from `body`, waiting while [`PARTS_IN_FLIGHT`] are.
+    fn send_part(&mut self, body: Bytes) -> Result<(), RequestError> {
+        let upload_id = match &self.upload_id {
+            Some(id) => id.clone(),
+            None => {
+                let id = self
+                    .runtime
+                    .block_on(self.client.create_multipart(&self.key))?;
+                self.upload_id = Some(id.clone());
+                id
+            }
+        };
+        let permit = self
+            .runtime
+            .block_on(self.in_flight.clone().acquire_owned())
+            .map_err(|_| RequestError::BadResponse {
+                operation: self.client.operation("UploadPart", Some(&self.key)),
+                reason: "the upload was closed".into(),
+            })?;
+        let number = self.parts.len() as u32 + 1;
+        let client = self.client.clone();
+        let key = self.key.clone();
+        let sign = self.sign_payloads;
+        self.parts.push(self.runtime.spawn(async move {
+            let etag = client
+                .upload_part(&key, &upload_id, number, body, sign)
+                .await;
+            drop(permit);
+            etag
+        }));
+        Ok(())
+    }
+
+    /// Sends what is left and makes the object visible.
+    fn finish(mut self) -> Result<(), RequestError> {
+        let rest = Bytes::from(std::mem::take(&mut self.buffer));
+        let result = if self.upload_id.is_none() {
+            self.runtime
+                .block_on(self.client.put_object(&self.key, rest, self.sign_payloads))
+        } else {
+            self.complete(rest)
+        };
+        if result.is_ok() {
+            self.committed = true;
+        }
+        result
+    }
+
+    fn complete(&mut self, rest: Bytes) -> Result<(), RequestError> {
+        if !rest.is_empty() {
+            self.send_part(rest)?;
+        }
+        let mut etags = Vec::with_capacity(self.parts.len());
+        for part in std::mem::take(&mut self.parts) {
+            let etag = self
+                .runtime
+                .block_on(part)
+                .map_err(|e| RequestError::BadResponse {
+                    operation: self.client.operation("UploadPart", Some(&self.key)),
+                    reason: format!("the upload task failed: {e}"),
+                })??;
+            etags.push(etag);
+        }
+        let upload_id = self.upload_id.clone().unwrap_or_default();
+        self.runtime.block_on(
+            self.client
+                .complete_multipart(&self.key, &upload_id, &etags),
+        )
+    }
+}
+
+impl Write for BucketWriter {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let mut rest = data;
+        while !rest.is_empty() {
+            let room = PART_BYTES - self.buffer.len();
+            let (now, later) = rest.split_at(room.min(rest.len()));
+            self.buffer.extend_from_slice(now);
+            rest = later;
+            if self.buffer.len() == PART_BYTES {
+                let part = std::mem::replace(&mut self.buffer, Vec::with_capacity(PART_BYTES));
+                self.send_part(Bytes::from(part)).map_err(io::Error::other)?;
+            }
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for BucketWriter {
+    fn drop(&mut self) {
+        if self.committed {
+            return;
+        }
+        for part in &self.parts {
+            part.abort();
+        }
+        if let Some(upload_id) = self.upload_id.take() {
+            // Best effort: a failed abort leaves parts the server's lifecycle rules clean up.
+            let _ = self
+                .runtime
+                .block_on(self.client.abort_multipart(&self.key, &upload_id));
+        }
+    }
+}

@@ -1,0 +1,640 @@
+//! The control-plane S3 client: listing, footer reads and uploads, on hyper's pooled HTTP/1.1
+//! client (keep-alive, TCP_NODELAY) in a tokio runtime.
+//!
+//! Every request is described by a [`RequestSpec`] that can be rebuilt and re-signed for each
+//! attempt; [`with_retries`] retries what [`RequestError::retryable`] allows, with exponential
+//! backoff, up to [`RetryPolicy::retries`] times, each attempt under [`RetryPolicy::timeout`].
+//! The baseline engine sends its GETs through the same [`Client::http_request`] and
+//! [`with_retries`], so both planes sign, address and retry alike.
+
+use std::future::Future;
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE, ETAG, HOST, HeaderName, RANGE};
+use http::{Method, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client as HttpClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+use super::error::{HintContext, RequestError};
+use super::sign::{self, Payload, Signer};
+use super::target::Target;
+use crate::catalog::{ByteRange, ObjectMeta};
+use crate::server::xml::XmlWriter;
+
+/// Retries after the first attempt, by default.
+pub const DEFAULT_RETRIES: u32 = 3;
+/// The wait before the first retry; doubled for each further one.
+pub const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+/// The time one attempt of a request may take, by default (a 99 MiB GET at 10 MiB/s).
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// A bound on ListObjectsV2 pages (1,000 keys each): ten million objects.
+const MAX_LIST_PAGES: usize = 10_000;
+/// Idle pooled connections are closed after this long.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// How often and how long a request is tried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    pub retries: u32,
+    pub timeout: Duration,
+    pub first_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> RetryPolicy {
+        RetryPolicy {
+            retries: DEFAULT_RETRIES,
+            timeout: DEFAULT_REQUEST_TIMEOUT,
+            first_backoff: FIRST_BACKOFF,
+        }
+    }
+}
+
+/// Runs `attempt` until it succeeds, fails with an error that is not retryable, or has been
+/// retried `policy.retries` times. Each attempt is bounded by `policy.timeout`. Returns the
+/// result and the number of retries made.
+pub async fn with_retries<T, F, Fut>(
+    policy: &RetryPolicy,
+    operation: &str,
+    mut attempt: F,
+) -> (Result<T, RequestError>, u32)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, RequestError>>,
+{
+    let mut retries = 0;
+    loop {
+        let result = match tokio::time::timeout(policy.timeout, attempt()).await {
+            Ok(result) => result,
+            Err(_) => Err(RequestError::Timeout {
+                operation: operation.to_string(),
+                after: policy.timeout,
+            }),
+        };
+        match result {
+            Err(e) if e.retryable() && retries < policy.retries => {
+                tokio::time::sleep(policy.first_backoff * 2u32.saturating_pow(retries)).await;
+                retries += 1;
+            }
+            other => return (other, retries),
+        }
+    }
+}
+
+/// A request, before it is signed for an attempt.
+#[derive(Debug, Clone)]
+pub struct RequestSpec<'a> {
+    pub method: Method,
+    /// `None`: the bucket itself.
+    pub key: Option<&'a str>,
+    pub query: &'a [(&'a str, &'a str)],
+    pub headers: Vec<(HeaderName, String)>,
+    pub body: Bytes,
+    /// Hash the body into the signature (else `UNSIGNED-PAYLOAD`).
+    pub sign_body: bool,
+}
+
+impl<'a> RequestSpec<'a> {
+    pub fn new(method: Method, key: Option<&'a str>) -> RequestSpec<'a> {
+        RequestSpec {
+            method,
+            key,
+            query: &[],
+            headers: Vec::new(),
+            body: Bytes::new(),
+            sign_body: false,
+        }
+    }
+}
+
+/// An S3 client for one bucket. Cheap to clone (the connection pool is shared).
+#[derive(Debug, Clone)]
+pub struct Client {
+    target: Target,
+    signer: Signer,
+    http: HttpClient<HttpConnector, Full<Bytes>>,
+    policy: RetryPolicy,
+}
+
+impl Client {
+    /// A client with its own connection pool. Needs a tokio runtime only when used.
+    pub fn new(target: Target, policy: RetryPolicy) -> Client {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(Duration::from_secs(10)));
+        let http = HttpClient::builder(TokioExecutor::new())
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .build(connector);
+        Client {
+            signer: Signer::new(target.credentials.clone(), &target.region),
+            target,
+            http,
+            policy,
+        }
+    }
+
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    pub fn policy(&self) -> &RetryPolicy {
+        &self.policy
+    }
+
+    /// The hyper client: its pool holds the keep-alive connections.
+    pub fn http(&self) -> &HttpClient<HttpConnector, Full<Bytes>> {
+        &self.http
+    }
+
+    /// `GET s3://bucket/key`, for messages.
+    pub fn operation(&self, method: &str, key: Option<&str>) -> String {
+        format!("{method} s3://{}/{}", self.target.bucket, key.unwrap_or(""))
+    }
+
+    pub fn hint_context(&self) -> HintContext<'_> {
+        HintContext {
+            bucket: &self.target.bucket,
+            endpoint: &self.target.endpoint.url,
+            signed: self.signer.signs(),
+            credentials_from: self.target.credentials_from,
+        }
+    }
+
+    /// The signed HTTP request of `spec`, ready to send.
+    pub fn http_request(
+        &self,
+        spec: &RequestSpec<'_>,
+    ) -> Result<http::Request<Full<Bytes>>, RequestError> {
+        let path = match spec.key {
+            Some(key) => sign::object_path(&self.target.bucket, key),
+            None => format!("/{}", self.target.bucket),
+        };
+        let query = sign::query(spec.query);
+        let url = sign::url(&self.target.endpoint, &path, &query);
+        let host = self.target.endpoint.host_header();
+        let mut to_sign: Vec<(&str, &str)> = vec![("host", &host)];
+        to_sign.extend(spec.headers.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+        let payload = if spec.sign_body {
+            Payload::Bytes(&spec.body)
+        } else {
+            Payload::Unsigned
+        };
+        let operation = || self.operation(spec.method.as_str(), spec.key);
+        let signed = self
+            .signer
+            .headers(
+                spec.method.as_str(),
+                &url,
+                &to_sign,
+                payload,
+                SystemTime::now(),
+            )
+            .map_err(|reason| RequestError::BadResponse {
+                operation: operation(),
+                reason,
+            })?;
+        let mut builder = http::Request::builder()
+            .method(spec.method.clone())
+            .uri(&url)
+            .header(HOST, &host);
+        for (name, value) in &spec.headers {
+            builder = builder.header(name, value);
+        }
+        for (name, value) in signed {
+            builder = builder.header(name, value);
+        }
+        if spec.method == Method::PUT || spec.method == Method::POST {
+            builder = builder.header(CONTENT_LENGTH, spec.body.len());
+        }
+        builder
+            .body(Full::new(spec.body.clone()))
+            .map_err(|e| RequestError::BadResponse {
+                operation: operation(),
+                reason: format!("cannot build the request: {e}"),
+            })
+    }
+
+    /// Sends `spec` once and reads the whole response; an error status becomes a
+    /// [`RequestError::Status`].
+    async fn send_once(
+        &self,
+        spec: &RequestSpec<'_>,
+    ) -> Result<(http::response::Parts, Bytes), RequestError> {
+        let operation = || self.operation(spec.method.as_str(), spec.key);
+        let request = self.http_request(spec)?;
+        let response = self
+            .http
+            .request(request)
+            .await
+            .map_err(|e| transport_error(operation(), &self.target, &e))?;
+        let (parts, body) = response.into_parts();
+        let body = body
+            .collect()
+            .await
+            .map_err(|e| transport_error(operation(), &self.target, &e))?
+            .to_bytes();
+        if !parts.status.is_success() {
+            return Err(RequestError::from_response(
+                operation(),
+                parts.status.as_u16(),
+                &body,
+                &self.hint_context(),
+            ));
+        }
+        Ok((parts, body))
+    }
+
+    /// Sends `spec` with retries; returns the response head and whole body.
+    pub async fn send(
+        &self,
+        spec: &RequestSpec<'_>,
+    ) -> Result<(http::response::Parts, Bytes), RequestError> {
+        let operation = self.operation(spec.method.as_str(), spec.key);
+        with_retries(&self.policy, &operation, || self.send_once(spec))
+            .await
+            .0
+    }
+
+    /// Checks that the bucket exists and the keys are accepted (HeadBucket).
+    pub async fn head_bucket(&self) -> Result<(), RequestError> {
+        match self.send(&RequestSpec::new(Method::HEAD, None)).await {
+            // HEAD answers carry no error document: name the likely code by status.
+            Err(RequestError::Status {
+                operation,
+                status,
+                code: None,
+                ..
+            }) => {
+                let code = match status {
+                    404 => "NoSuchBucket",
+                    403 => "AccessDenied",
+                    _ => "",
+                };
+                let body = format!("<Error><Code>{code}</Code></Error>");
+                Err(RequestError::from_response(
+                    operation,
+                    status,
+                    body.as_bytes(),
+                    &self.hint_context(),
+                ))
+            }
+            other => other.map(|_| ()),
+        }
+    }
+
+    /// Every object under `prefix` with no further `/` after it (ListObjectsV2, all pages).
+    pub async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, RequestError> {
+        let mut objects = Vec::new();
+        let mut token: Option<String> = None;
+        for _ in 0..MAX_LIST_PAGES {
+            let mut query = vec![("list-type", "2"), ("prefix", prefix), ("delimiter", "/")];
+            if let Some(t) = &token {
+                query.push(("continuation-token", t.as_str()));
+            }
+            let spec = RequestSpec {
+                query: &query,
+                ..RequestSpec::new(Method::GET, None)
+            };
+            let (_, body) = self.send(&spec).await?;
+            let page = parse_list_page(&body).map_err(|reason| RequestError::BadResponse {
+                operation: format!("LIST s3://{}/{prefix}", self.target.bucket),
+                reason,
+            })?;
+            objects.extend(page.objects);
+            match page.next_token {
+                Some(next) if page.truncated => token = Some(next),
+                None if page.truncated => {
+                    return Err(RequestError::BadResponse {
+                        operation: format!("LIST s3://{}/{prefix}", self.target.bucket),
+                        reason: "a truncated page carries no NextContinuationToken".into(),
+                    });
+                }
+                _ => return Ok(objects),
+            }
+        }
+        Err(RequestError::BadResponse {
+            operation: format!("LIST s3://{}/{prefix}", self.target.bucket),
+            reason: format!("more than {MAX_LIST_PAGES} pages; narrow dataset.data_folder"),
+        })
+    }
+
+    /// The bytes of `range` of `key`. The answer must be `206` with exactly the bytes asked
+    /// for (fewer only for a suffix longer than the object).
+    pub async fn get_range(&self, key: &str, range: ByteRange) -> Result<Bytes, RequestError> {
+        let header = match range {
+            ByteRange::Bounded { first, last } => format!("bytes={first}-{last}"),
+            ByteRange::Suffix(n) => format!("bytes=-{n}"),
+        };
+        let spec = RequestSpec {
+            headers: vec![(RANGE, header)],
+            ..RequestSpec::new(Method::GET, Some(key))
+        };
+        let (parts, body) = self.send(&spec).await?;
+        let bad = |reason: String| RequestError::BadResponse {
+            operation: self.operation("GET", Some(key)),
+            reason,
+        };
+        match (parts.status, range) {
+            (StatusCode::PARTIAL_CONTENT, ByteRange::Bounded { first, last })
+                if body.len() as u64 != last - first + 1 =>
+            {
+                Err(bad(format!(
+                    "asked for bytes {first}-{last} and got {} bytes",
+                    body.len()
+                )))
+            }
+            (StatusCode::PARTIAL_CONTENT, ByteRange::Suffix(n)) if body.len() as u64 > n => Err(
+                bad(format!("asked for the last {n} bytes and got {}", body.len())),
+            ),
+            (StatusCode::PARTIAL_CONTENT, _) => Ok(body),
+            // Some servers answer a suffix that covers the whole object with the object.
+            (StatusCode::OK, ByteRange::Suffix(n)) if body.len() as u64 <= n => Ok(body),
+            (status, _) => Err(bad(format!(
+                "answered {status} to a ranged GET ({} bytes); the server ignores Range",
+                body.len()
+            ))),
+        }
+    }
+
+    /// Writes `body` as object `key` in one PutObject.
+    pub async fn put_object(
+        &self,
+        key: &str,
+        body: Bytes,
+        sign_body: bool,
+    ) -> Result<(), RequestError> {
+        let spec = RequestSpec {
+            body,
+            sign_body,
+            ..RequestSpec::new(Method::PUT, Some(key))
+        };
+        self.send(&spec).await.map(|_| ())
+    }
+
+    /// Starts a multipart upload; returns its upload id.
+    pub async fn create_multipart(&self, key: &str) -> Result<String, RequestError> {
+        let spec = RequestSpec {
+            query: &[("uploads", "")],
+            headers: vec![(CONTENT_TYPE, "application/octet-stream".into())],
+            ..RequestSpec::new(Method::POST, Some(key))
+        };
+        let (_, body) = self.send(&spec).await?;
+        let mut upload_id = None;
+        let _ = crate::server::xml::walk(&body, |path, text| {
+            if path.last().map(String::as_str) == Some("UploadId") {
+                upload_id = Some(text);
+            }
+            Ok(())
+        });
+        upload_id
+            .filter(|id| !id.is_empty())
+            .ok_or_else(|| RequestError::BadResponse {
+                operation: self.operation("CreateMultipartUpload", Some(key)),
+                reason: "the answer carries no UploadId".into(),
+            })
+    }
+
+    /// Uploads part `number` (from 1); returns its ETag.
+    pub async fn upload_part(
+        &self,
+        key: &str,
+        upload_id: &str,
+        number: u32,
+        body: Bytes,
+        sign_body: bool,
+    ) -> Result<String, RequestError> {
+        let number_text = number.to_string();
+        let query = [("partNumber", number_text.as_str()), ("uploadId", upload_id)];
+        let spec = RequestSpec {
+            query: &query,
+            body,
+            sign_body,
+            ..RequestSpec::new(Method::PUT, Some(key))
+        };
+        let (parts, _) = self.send(&spec).await?;
+        parts
+            .headers
+            .get(ETAG)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+            .ok_or_else(|| RequestError::BadResponse {
+                operation: self.operation("UploadPart", Some(key)),
+                reason: format!("part {number} was answered without an ETag"),
+            })
+    }
+
+    /// Completes a multipart upload from its parts' ETags, in part order.
+    pub async fn complete_multipart(
+        &self,
+        key: &str,
+        upload_id: &str,
+        etags: &[String],
+    ) -> Result<(), RequestError> {
+        let mut xml = XmlWriter::document();
+        xml.open("CompleteMultipartUpload");
+        for (i, etag) in etags.iter().enumerate() {
+            xml.open("Part");
+            xml.element("PartNumber", i + 1);
+            xml.element("ETag", etag);
+            xml.close("Part");
+        }
+        xml.close("CompleteMultipartUpload");
+        let query = [("uploadId", upload_id)];
+        let spec = RequestSpec {
+            query: &query,
+            body: Bytes::from(xml.finish()),
+            sign_body: true,
+            ..RequestSpec::new(Method::POST, Some(key))
+        };
+        let (_, body) = self.send(&spec).await?;
+        // S3 may answer 200 and put the error in the body.
+        if let (Some(code), message) = super::error::error_document(&body) {
+            return Err(RequestError::Status {
+                operation: self.operation("CompleteMultipartUpload", Some(key)),
+                status: 200,
+                code: Some(code),
+                message,
+                hint: String::new(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Abandons a multipart upload (best effort: its parts are deleted by the server).
+    pub async fn abort_multipart(&self, key: &str, upload_id: &str) -> Result<(), RequestError> {
+        let query = [("uploadId", upload_id)];
+        let spec = RequestSpec {
+            query: &query,
+            ..RequestSpec::new(Method::DELETE, Some(key))
+        };
+        self.send(&spec).await.map(|_| ())
+    }
+}
+
+/// A connection-level failure, with the cause hyper reports at the bottom of its chain.
+pub fn transport_error(
+    operation: String,
+    target: &Target,
+    err: &(dyn std::error::Error + 'static),
+) -> RequestError {
+    let mut causes = Vec::new();
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !causes.iter().any(|t: &String| t.contains(&text)) {
+            causes.push(text);
+        }
+        cause = c.source();
+    }
+    let mut reason = causes.join(": ");
+    if reason.contains("Connection refused") {
+        reason = format!(
+            "cannot connect to {} ({reason}); is the server running? check --endpoint",
+            target.endpoint
+        );
+    }
+    RequestError::Transport { operation, reason }
+}
+
+/// One page of a ListObjectsV2 answer.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct ListPage {
+    objects: Vec<ObjectMeta>,
+    truncated: bool,
+    next_token: Option<String>,
+}
+
+fn parse_list_page(body: &[u8]) -> Result<ListPage, String> {
+    let mut page = ListPage::default();
+    let (mut key, mut size): (Option<String>, Option<u64>) = (None, None);
+    let mut saw_root = false;
+    crate::server::xml::walk(body, |path, text| {
+        match path.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+            ["ListBucketResult"] => saw_root = true,
+            ["ListBucketResult", "IsTruncated"] => page.truncated = text == "true",
+            ["ListBucketResult", "NextContinuationToken"] => page.next_token = Some(text),
+            ["ListBucketResult", "Contents", "Key"] => key = Some(text),
+            ["ListBucketResult", "Contents", "Size"] => {
+                size = Some(
+                    text.parse()
+                        .map_err(|_| format!("<Size>{text}</Size> is not a number"))?,
+                )
+            }
+            ["ListBucketResult", "Contents"] => match (key.take(), size.take()) {
+                (Some(key), Some(size_bytes)) => page.objects.push(ObjectMeta { key, size_bytes }),
+                _ => return Err("a <Contents> lacks its <Key> or <Size>".into()),
+            },
+            _ => {}
+        }
+        Ok(())
+    })?;
+    if !saw_root {
+        return Err("the answer is not a ListBucketResult".into());
+    }
+    Ok(page)
+}
+
+/// Time since `start` in whole microseconds.
+pub fn micros_since(start: Instant) -> u64 {
+    start.elapsed().as_micros().min(u128::from(u64::MAX)) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_pages() {
+        let body = br#"<?xml version="1.0" encoding="UTF-8"?>
+<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>b</Name>
+<Prefix>d/train/</Prefix><KeyCount>2</KeyCount><MaxKeys>2</MaxKeys><IsTruncated>true</IsTruncated>
+<NextContinuationToken>tok&amp;1</NextContinuationToken>
+<Contents><Key>d/train/a.parquet</Key><Size>10</Size><ETag>"x"</ETag></Contents>
+<Contents><Key>d/train/b&amp;c.parquet</Key><LastModified>2026-01-01T00:00:00.000Z</LastModified><Size>20</Size></Contents>
+<CommonPrefixes><Prefix>d/train/sub/</Prefix></CommonPrefixes>
+</ListBucketResult>"#;
+        let page = parse_list_page(body).unwrap();
+        assert_eq!(
+            page,
+            ListPage {
+                objects: vec![
+                    ObjectMeta {
+                        key: "d/train/a.parquet".into(),
+                        size_bytes: 10
+                    },
+                    ObjectMeta {
+                        key: "d/train/b&c.parquet".into(),
+                        size_bytes: 20
+                    },
+                ],
+                truncated: true,
+                next_token: Some("tok&1".into()),
+            }
+        );
+        assert!(parse_list_page(b"<Error><Code>x</Code></Error>").is_err());
+        assert!(
+            parse_list_page(b"<ListBucketResult><Contents><Key>k</Key></Contents></ListBucketResult>")
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn retries_stop_at_the_limit_and_on_errors_that_are_not_retryable() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let policy = RetryPolicy {
+            retries: 2,
+            timeout: Duration::from_secs(5),
+            first_backoff: Duration::from_millis(1),
+        };
+        let server_error = || RequestError::Status {
+            operation: "op".into(),
+            status: 503,
+            code: None,
+            message: None,
+            hint: String::new(),
+        };
+        let mut calls = 0;
+        let (result, retries) = rt.block_on(with_retries(&policy, "op", || {
+            calls += 1;
+            std::future::ready(Err::<(), _>(server_error()))
+        }));
+        assert!(result.is_err());
+        assert_eq!((calls, retries), (3, 2));
+
+        let mut calls = 0;
+        let (result, retries) = rt.block_on(with_retries(&policy, "op", || {
+            calls += 1;
+            std::future::ready(if calls < 2 { Err(server_error()) } else { Ok(7) })
+        }));
+        assert_eq!((result.ok(), retries), (Some(7), 1));
+
+        let mut calls = 0;
+        let (result, _) = rt.block_on(with_retries(&policy, "op", || {
+            calls += 1;
+            std::future::ready(Err::<(), _>(RequestError::BadResponse {
+                operation: "op".into(),
+                reason: "200 not 206".into(),
+            }))
+        }));
+        assert!(result.is_err());
+        assert_eq!(calls, 1);
+
+        let quick = RetryPolicy {
+            retries: 1,
+            timeout: Duration::from_millis(5),
+            first_backoff: Duration::from_millis(1),
+        };
+        let (result, retries) = rt.block_on(with_retries(&quick, "slow", || async {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            Ok::<(), RequestError>(())
+        }));
+        assert!(matches!(result, Err(RequestError::Timeout { .. })));
+        assert_eq!(retries, 1);
+    }
+}

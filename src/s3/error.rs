@@ -1,0 +1,229 @@
+//! What a failed S3 request means, in one line that names the likely cause and the fix.
+//!
+//! An error response's XML (`<Error><Code>…</Code><Message>…</Message></Error>`) is decoded
+//! into its code and message; the common ones (missing bucket, unknown key id, wrong secret,
+//! access denied) get a hint. Errors the configuration causes (4xx) exit 2; the storage failing
+//! (5xx, broken connections, timeouts, answers that break the protocol), after retries, exits 3.
+
+use std::time::Duration;
+
+use crate::exit;
+
+/// A request that did not succeed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RequestError {
+    /// The server answered with an error status (and usually an S3 error document).
+    #[error("{}", status_line(.operation, *.status, .code.as_deref(), .message.as_deref(), .hint))]
+    Status {
+        /// `GET s3://bucket/key` and the like.
+        operation: String,
+        status: u16,
+        code: Option<String>,
+        message: Option<String>,
+        /// A likely cause and fix, or empty.
+        hint: String,
+    },
+    /// The connection failed: refused, reset, closed mid-response.
+    #[error("{operation}: {reason}")]
+    Transport { operation: String, reason: String },
+    /// No complete answer within the time allowed.
+    #[error("{operation}: no complete response within {after:?}; the server is stalled or too slow (raise --request-timeout)")]
+    Timeout { operation: String, after: Duration },
+    /// The answer broke the protocol: a `200` where `206` was asked for, a `Content-Range` or
+    /// length that does not match the request, XML that cannot be read.
+    #[error("{operation}: {reason}")]
+    BadResponse { operation: String, reason: String },
+}
+
+fn status_line(
+    operation: &str,
+    status: u16,
+    code: Option<&str>,
+    message: Option<&str>,
+    hint: &str,
+) -> String {
+    let mut text = format!("{operation}: HTTP {status}");
+    if let Some(code) = code {
+        text.push(' ');
+        text.push_str(code);
+    }
+    if let Some(message) = message.filter(|m| !m.is_empty()) {
+        text.push_str(" (");
+        text.push_str(message);
+        text.push(')');
+    }
+    if !hint.is_empty() {
+        text.push_str("; ");
+        text.push_str(hint);
+    }
+    text
+}
+
+impl RequestError {
+    /// Whether trying again may help: server errors, throttling, broken connections, timeouts.
+    pub fn retryable(&self) -> bool {
+        match self {
+            RequestError::Status { status, .. } => *status >= 500 || *status == 429,
+            RequestError::Transport { .. } | RequestError::Timeout { .. } => true,
+            RequestError::BadResponse { .. } => false,
+        }
+    }
+
+    /// 2 when the configuration is the likely cause (a 4xx: keys, bucket, key), else 3.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            RequestError::Status { status, .. } if (400..500).contains(status) && *status != 429 => {
+                exit::USAGE
+            }
+            _ => exit::FAILED,
+        }
+    }
+
+    /// The S3 error code, if the server sent one.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            RequestError::Status { code, .. } => code.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The error of a response with status `status` and body `body`.
+    pub fn from_response(
+        operation: String,
+        status: u16,
+        body: &[u8],
+        context: &HintContext<'_>,
+    ) -> RequestError {
+        let (code, message) = error_document(body);
+        let hint = hint_for(status, code.as_deref(), context);
+        RequestError::Status {
+            operation,
+            status,
+            code,
+            message,
+            hint,
+        }
+    }
+}
+
+/// What a hint may name.
+#[derive(Debug, Clone, Copy)]
+pub struct HintContext<'a> {
+    pub bucket: &'a str,
+    pub endpoint: &'a str,
+    /// Whether requests were signed, and where the keys came from.
+    pub signed: bool,
+    pub credentials_from: &'a str,
+}
+
+fn hint_for(status: u16, code: Option<&str>, c: &HintContext<'_>) -> String {
+    let keys = if c.credentials_from == "--access-key" {
+        "--access-key/--secret-key"
+    } else if c.credentials_from == "AWS_ACCESS_KEY_ID" {
+        "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY"
+    } else {
+        "storage.storage_options.access_key_id/secret_access_key"
+    };
+    match (status, code) {
+        (404, Some("NoSuchBucket")) => format!(
+            "bucket '{}' does not exist at {}; create it, or pass the right --bucket \
+             (storage.storage_root)",
+            c.bucket, c.endpoint
+        ),
+        (404, Some("NoSuchKey")) => "the object does not exist (was it deleted since listing?)".into(),
+        (403, Some("InvalidAccessKeyId")) => {
+            format!("the server does not know the access key; check {keys}")
+        }
+        (403, Some("SignatureDoesNotMatch")) => format!(
+            "the secret key is wrong, or the region differs from the server's; check {keys} and \
+             --region (AWS_REGION)"
+        ),
+        (403, Some("RequestTimeTooSkewed")) => "this machine's clock is off; fix the time".into(),
+        (403, _) | (401, _) if !c.signed => format!(
+            "the request was unsigned: give keys with --access-key/--secret-key or \
+             AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (bucket '{}')",
+            c.bucket
+        ),
+        (403, _) => format!(
+            "the keys from {keys} are refused or lack permission on bucket '{}'",
+            c.bucket
+        ),
+        (400, Some("AuthorizationHeaderMalformed")) => {
+            "the region is probably wrong; set --region (AWS_REGION) to the server's".into()
+        }
+        (301, _) | (307, _) => {
+            "the server redirects: the bucket is in another region or needs another endpoint".into()
+        }
+        (503, Some("SlowDown")) | (429, _) => "the server is throttling; retried and gave up".into(),
+        (s, _) if s >= 500 => "the storage failed the request, also on every retry".into(),
+        _ => String::new(),
+    }
+}
+
+/// The `Code` and `Message` of an S3 error document; `(None, None)` if the body is not one.
+pub fn error_document(body: &[u8]) -> (Option<String>, Option<String>) {
+    let (mut code, mut message) = (None, None);
+    let _ = crate::server::xml::walk(body, |path, text| {
+        match path.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+            ["Error", "Code"] => code = Some(text),
+            ["Error", "Message"] => message = Some(text),
+            _ => {}
+        }
+        Ok(())
+    });
+    (code.filter(|c| !c.is_empty()), message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CONTEXT: HintContext<'static> = HintContext {
+        bucket: "data",
+        endpoint: "http://127.0.0.1:9000",
+        signed: true,
+        credentials_from: "AWS_ACCESS_KEY_ID",
+    };
+
+    #[test]
+    fn error_documents_become_one_line_with_a_hint() {
+        let body = br#"<?xml version="1.0" encoding="UTF-8"?>
+<Error><Code>NoSuchBucket</Code><Message>The specified bucket does not exist</Message>
+<BucketName>data</BucketName></Error>"#;
+        let e = RequestError::from_response("LIST s3://data/x/".into(), 404, body, &CONTEXT);
+        let text = e.to_string();
+        assert_eq!(
+            text,
+            "LIST s3://data/x/: HTTP 404 NoSuchBucket (The specified bucket does not exist); \
+             bucket 'data' does not exist at http://127.0.0.1:9000; create it, or pass the right \
+             --bucket (storage.storage_root)"
+        );
+        assert!(!text.contains('\n'));
+        assert_eq!((e.exit_code(), e.retryable()), (exit::USAGE, false));
+
+        let e = RequestError::from_response(
+            "GET".into(),
+            403,
+            b"<Error><Code>SignatureDoesNotMatch</Code><Message>m</Message></Error>",
+            &CONTEXT,
+        );
+        assert!(e.to_string().contains("AWS_SECRET_ACCESS_KEY"), "{e}");
+        assert_eq!(e.code(), Some("SignatureDoesNotMatch"));
+
+        let e = RequestError::from_response("GET".into(), 503, b"not xml", &CONTEXT);
+        assert_eq!(e.code(), None);
+        assert_eq!((e.exit_code(), e.retryable()), (exit::FAILED, true));
+
+        let unsigned = HintContext {
+            signed: false,
+            ..CONTEXT
+        };
+        let e = RequestError::from_response(
+            "GET".into(),
+            403,
+            b"<Error><Code>AccessDenied</Code></Error>",
+            &unsigned,
+        );
+        assert!(e.to_string().contains("unsigned"), "{e}");
+    }
+}

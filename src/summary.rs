@@ -1,0 +1,294 @@
+//! The result of a run, as data: the fields of the brief's §3 (names kept for DLIO-minded
+//! tooling), per-rank figures, and the context needed to read them. Built once from the plan and
+//! the measurements with the definitions in [`crate::metrics`]; `report::run` renders it for
+//! people, `--output` and `--json` write it as is.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::engine::{EngineKind, RequestStats};
+use crate::metrics::{self, Distribution};
+use crate::plan::Plan;
+use crate::rank::RankRecord;
+use crate::run::RunMeasurements;
+use crate::server::ServerStats;
+
+/// Request latencies, milliseconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct RequestLatency {
+    /// From sending a GET to its response head.
+    pub first_byte: Distribution,
+    /// From a GET's first attempt to its last body byte.
+    pub total: Distribution,
+}
+
+/// One rank's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct RankSummary {
+    pub rank: usize,
+    /// Mean over epochs; `None` with fewer than two steps.
+    pub au_percent: Option<f64>,
+    pub samples_per_s: Option<f64>,
+    pub steps: u64,
+    pub bytes_read: u64,
+    pub requests: u64,
+    pub retries: u64,
+    /// Per step, the first step of each epoch left out (as AU leaves it out).
+    pub io_wait_per_step_ms: Distribution,
+    pub request_latency_ms: RequestLatency,
+}
+
+/// Where the run read from.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetSummary {
+    pub endpoint: String,
+    pub bucket: String,
+    /// The in-process server with the workload's virtual dataset.
+    pub embedded: bool,
+    /// The in-process server's own totals over the run (its CPU is not in `client_cpu_s`).
+    pub server: Option<ServerStats>,
+}
+
+/// What the caller measured around the run.
+#[derive(Debug, Clone)]
+pub struct RunContext {
+    pub engine: EngineKind,
+    pub target: TargetSummary,
+    /// Listing, footers, planning, server start: before the ranks started.
+    pub setup_s: f64,
+    pub client_cpu_s: f64,
+    pub peak_rss_bytes: Option<u64>,
+    /// Whether the peak RSS was reset after set-up (else it is the whole process's peak).
+    pub peak_rss_since_setup: bool,
+}
+
+/// The result of `ringload run`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunSummary {
+    pub engine: EngineKind,
+    pub workload: String,
+    pub np: u32,
+    pub read_threads: u32,
+    pub prefetch: u32,
+    pub coalesce_rgs: u32,
+    pub computation_time_s: f64,
+    /// The workload file's own computation_time.
+    pub workload_computation_time_s: f64,
+    pub epochs: u32,
+    pub sharding: crate::plan::Sharding,
+    pub batch_size: u64,
+    pub record_bytes: u64,
+    pub steps_per_rank: u64,
+    /// Mean over ranks; `None` when a rank has fewer than two steps.
+    pub au_percent: Option<f64>,
+    pub au_percent_per_rank: Vec<Option<f64>>,
+    pub au_target_percent: f64,
+    pub au_target_met: bool,
+    /// Sum over ranks.
+    pub samples_per_s: Option<f64>,
+    pub samples_per_s_per_rank: Vec<Option<f64>>,
+    /// DLIO's nominal "MB/s": samples/s × record_length, in MiB/s.
+    pub io_mib_per_s: Option<f64>,
+    /// Row-group bytes received over `wall_s`.
+    pub measured_mib_per_s: f64,
+    /// Row-group bytes received (footers apart).
+    pub bytes_read: u64,
+    /// Row-group bytes the plan asks for (equal to `bytes_read` in a complete run).
+    pub bytes_planned: u64,
+    /// Footer bytes fetched once, before the run.
+    pub footer_bytes: u64,
+    pub requests: u64,
+    pub retries: u64,
+    pub errors: u64,
+    /// From the ranks' start to their end.
+    pub wall_s: f64,
+    pub setup_s: f64,
+    /// Per step over all ranks, each epoch's first step left out.
+    pub io_wait_per_step_ms: Distribution,
+    /// Waiting at the step barrier for slower ranks.
+    pub barrier_wait_per_step_ms: Distribution,
+    /// The study's `ct × (100/AU − 1)`.
+    pub implied_io_wait_per_step_ms: Option<f64>,
+    pub request_latency_ms: RequestLatency,
+    /// Whole-process CPU over set-up and run, less the in-process server's threads.
+    pub client_cpu_s: f64,
+    /// `client_cpu_s` per GiB received (row groups and footers).
+    pub cpu_s_per_gib: Option<f64>,
+    pub server_cpu_s: Option<f64>,
+    pub peak_rss_bytes: Option<u64>,
+    pub peak_rss_since_setup: bool,
+    pub memory_budget_bytes: u64,
+    /// AU at other computation times, from the implied wait, keyed by seconds.
+    pub projected_au_percent: BTreeMap<String, f64>,
+    pub target: TargetSummary,
+    pub per_rank: Vec<RankSummary>,
+    pub notes: Vec<String>,
+}
+
+/// The computation times AU is projected to: 0.5 s and the workload's own.
+fn projection_times(plan: &Plan) -> Vec<f64> {
+    let mut times = vec![0.5, plan.settings.workload_computation_time_s];
+    times.retain(|t| *t > 0.0);
+    times.sort_by(f64::total_cmp);
+    times.dedup();
+    times
+}
+
+/// A computation time as a JSON key: `0.5`, `1.35`, `2.025`.
+pub fn seconds_key(s: f64) -> String {
+    let text = format!("{s:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+fn mean(values: &[f64]) -> Option<f64> {
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
+/// Per-step values over all epochs but their first step.
+fn steady_steps(record: &RankRecord) -> impl Iterator<Item = &metrics::StepTimes> {
+    record.steps.iter().flat_map(|epoch| epoch.iter().skip(1))
+}
+
+impl RunSummary {
+    pub fn build(plan: &Plan, measured: &RunMeasurements, context: RunContext) -> RunSummary {
+        let settings = &plan.settings;
+        let mut per_rank = Vec::with_capacity(measured.records.len());
+        for (rank, (record, stats)) in measured.records.iter().zip(&measured.stats).enumerate() {
+            let epochs: Vec<metrics::EpochMetrics> = record
+                .steps
+                .iter()
+                .zip(&record.windows_ns)
+                .filter_map(|(steps, &window)| {
+                    metrics::epoch_metrics(steps, window, settings.batch_size)
+                })
+                .collect();
+            let complete = epochs.len() == record.steps.len();
+            let au: Vec<f64> = epochs.iter().map(|e| e.au_percent).collect();
+            let sps: Vec<f64> = epochs.iter().map(|e| e.samples_per_s).collect();
+            let mut waits: Vec<u64> = steady_steps(record).map(|s| s.wait_ns).collect();
+            per_rank.push(RankSummary {
+                rank,
+                au_percent: mean(&au).filter(|_| complete),
+                samples_per_s: mean(&sps).filter(|_| complete),
+                steps: record.steps.iter().map(|e| e.len() as u64).sum(),
+                bytes_read: stats.bytes_read,
+                requests: stats.requests,
+                retries: stats.retries,
+                io_wait_per_step_ms: Distribution::of_ns(&mut waits),
+                request_latency_ms: RequestLatency {
+                    first_byte: stats.first_byte.summary(),
+                    total: stats.total.summary(),
+                },
+            });
+        }
+        let au_per_rank: Vec<Option<f64>> = per_rank.iter().map(|r| r.au_percent).collect();
+        let sps_per_rank: Vec<Option<f64>> = per_rank.iter().map(|r| r.samples_per_s).collect();
+        let au_percent = au_per_rank
+            .iter()
+            .copied()
+            .collect::<Option<Vec<f64>>>()
+            .and_then(|v| mean(&v));
+        let samples_per_s = sps_per_rank
+            .iter()
+            .copied()
+            .collect::<Option<Vec<f64>>>()
+            .map(|v| v.iter().sum());
+
+        let mut all = RequestStats::default();
+        for stats in &measured.stats {
+            all.merge(stats);
+        }
+        let mut waits: Vec<u64> = measured
+            .records
+            .iter()
+            .flat_map(steady_steps)
+            .map(|s| s.wait_ns)
+            .collect();
+        let mut barriers: Vec<u64> = measured
+            .records
+            .iter()
+            .flat_map(steady_steps)
+            .map(|s| s.barrier_ns)
+            .collect();
+        let ct = settings.computation_time_s;
+        let implied = au_percent.and_then(|au| metrics::implied_io_wait_s(ct, au));
+        let projected_au_percent = implied
+            .map(|t_io| {
+                projection_times(plan)
+                    .into_iter()
+                    .map(|t| (seconds_key(t), metrics::projected_au_percent(t, t_io)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let footer_bytes = plan.catalog.footer_fetch_bytes();
+        let mut notes = plan.notes.clone();
+        if au_percent.is_none() {
+            notes.push(
+                "AU is not defined: a rank has fewer than two steps per epoch (the first step \
+                 is not measured); add files or lower --np"
+                    .into(),
+            );
+        }
+        if !context.peak_rss_since_setup {
+            notes.push(
+                "peak_rss_bytes is the whole process's peak (the kernel refused to reset it \
+                 after set-up)"
+                    .into(),
+            );
+        }
+        let au_target_percent = settings.au_target_percent;
+        RunSummary {
+            engine: context.engine,
+            workload: settings.workload.name.clone(),
+            np: plan.options.np,
+            read_threads: settings.read_threads,
+            prefetch: settings.prefetch,
+            coalesce_rgs: settings.coalesce_rgs,
+            computation_time_s: ct,
+            workload_computation_time_s: settings.workload_computation_time_s,
+            epochs: settings.epochs,
+            sharding: plan.options.sharding,
+            batch_size: settings.batch_size,
+            record_bytes: settings.record_bytes,
+            steps_per_rank: plan.steps_per_rank,
+            au_percent,
+            au_percent_per_rank: au_per_rank,
+            au_target_percent,
+            au_target_met: au_percent.is_some_and(|au| au >= au_target_percent),
+            samples_per_s,
+            samples_per_s_per_rank: sps_per_rank,
+            io_mib_per_s: samples_per_s
+                .map(|s| metrics::nominal_mib_per_s(s, settings.record_bytes)),
+            measured_mib_per_s: all.bytes_read as f64 / metrics::MIB / measured.wall_s.max(1e-9),
+            bytes_read: all.bytes_read,
+            bytes_planned: plan.bytes_per_epoch * u64::from(settings.epochs),
+            footer_bytes,
+            requests: all.requests,
+            retries: all.retries,
+            errors: all.errors,
+            wall_s: measured.wall_s,
+            setup_s: context.setup_s,
+            io_wait_per_step_ms: Distribution::of_ns(&mut waits),
+            barrier_wait_per_step_ms: Distribution::of_ns(&mut barriers),
+            implied_io_wait_per_step_ms: implied.map(|s| s * 1e3),
+            request_latency_ms: RequestLatency {
+                first_byte: all.first_byte.summary(),
+                total: all.total.summary(),
+            },
+            client_cpu_s: context.client_cpu_s,
+            cpu_s_per_gib: metrics::cpu_s_per_gib(
+                context.client_cpu_s,
+                all.bytes_read + footer_bytes,
+            ),
+            server_cpu_s: context.target.server.as_ref().map(|s| s.cpu_s),
+            peak_rss_bytes: context.peak_rss_bytes,
+            peak_rss_since_setup: context.peak_rss_since_setup,
+            memory_budget_bytes: plan.memory.total_bytes,
+            projected_au_percent,
+            target: context.target,
+            per_rank,
+            notes,
+        }
+    }
+}
