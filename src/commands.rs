@@ -60,6 +60,7 @@ fn plan(args: &PlanArgs) -> anyhow::Result<u8> {
         np: args.shape.np,
         sharding: args.shape.sharding,
         memory_cap_bytes: args.shape.memory_budget,
+        server_bytes: 0,
     };
     let plan = Plan::resolve(&settings, &catalog, &options, &budget::probe())?;
     let mut stdout = std::io::stdout().lock();
@@ -315,10 +316,11 @@ fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
 
 /// The embedded server of a run with no endpoint: the workload's virtual dataset, on a free
 /// loopback port.
-fn start_embedded(args: &RunArgs) -> anyhow::Result<(Server, Target)> {
+fn start_embedded(args: &RunArgs) -> anyhow::Result<(Server, Target, u64)> {
     let show = std::io::stderr().is_terminal();
     let store = virtual_store(&args.workload, args.s3.bucket.as_deref(), show)?;
     let bucket = store.bucket.clone();
+    let template_bytes = store.resident_bytes;
     let server = Server::start(ServerConfig {
         listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
         store: Store::Virtual(store),
@@ -334,19 +336,22 @@ fn start_embedded(args: &RunArgs) -> anyhow::Result<(Server, Target)> {
         credentials: None,
         credentials_from: "nowhere (the embedded server takes unsigned requests)",
     };
-    Ok((server, target))
+    // What the process holds now — templates, and what laying them out left behind — is the
+    // server's share of the memory budget.
+    let resident_bytes = metrics::rss_bytes().unwrap_or(0).max(template_bytes);
+    Ok((server, target, resident_bytes))
 }
 
 fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let started = std::time::Instant::now();
     let cfg = load_config(&args.workload, Some(&args.shape))?;
     let settings = Settings::resolve(&cfg)?;
-    let (server, target) =
+    let (server, target, server_bytes) =
         match s3::target::resolve(&args.s3.target_flags(), &settings.storage, env)? {
-            Some(target) => (None, target),
+            Some(target) => (None, target, 0),
             None => {
-                let (server, target) = start_embedded(args)?;
-                (Some(server), target)
+                let (server, target, resident_bytes) = start_embedded(args)?;
+                (Some(server), target, resident_bytes)
             }
         };
     // Costs are counted from here: the virtual dataset's layout above is not the loader's.
@@ -368,6 +373,7 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         np: args.shape.np,
         sharding: args.shape.sharding,
         memory_cap_bytes: args.shape.memory_budget,
+        server_bytes,
     };
     let plan = Plan::resolve(&settings, &catalog, &options, &budget::probe())?;
     let setup_s = started.elapsed().as_secs_f64();

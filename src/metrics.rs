@@ -188,10 +188,20 @@ pub fn reset_peak_rss() -> bool {
 
 /// The process's peak resident set (VmHWM) in bytes.
 pub fn peak_rss_bytes() -> Option<u64> {
+    status_bytes("VmHWM:")
+}
+
+/// The process's resident set now (VmRSS) in bytes.
+pub fn rss_bytes() -> Option<u64> {
+    status_bytes("VmRSS:")
+}
+
+/// A `kB` field of /proc/self/status, in bytes.
+fn status_bytes(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .map(|kib| kib * 1024)
 }
@@ -298,6 +308,7 @@ mod tests {
         assert!(process_cpu_s() > before);
         let peak = peak_rss_bytes().unwrap();
         assert!(peak > 1 << 20);
+        assert!(rss_bytes().unwrap() <= peak);
         assert_eq!(cpu_s_per_gib(1.0, 1 << 30), Some(1.0));
         assert_eq!(cpu_s_per_gib(1.0, 0), None);
     }

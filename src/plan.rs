@@ -497,6 +497,9 @@ pub struct RunOptions {
     pub sharding: Sharding,
     /// `--memory-budget`: a cap below the machine's limits.
     pub memory_cap_bytes: Option<u64>,
+    /// Memory an in-process server holds (a virtual dataset's templates, and what the process
+    /// held when it started), counted in the budget because it is in the same process.
+    pub server_bytes: u64,
 }
 
 /// One ranged GET: `coalesce_rgs` (or fewer) consecutive row groups of one file.
@@ -575,6 +578,8 @@ pub struct MemoryBudget {
     pub connections: u64,
     pub connection_bytes: u64,
     pub overhead_bytes: u64,
+    /// An in-process server's resident data.
+    pub server_bytes: u64,
     pub total_bytes: u64,
     pub checks: Vec<LimitCheck>,
     /// The limit with the least room, if any was checked.
@@ -689,6 +694,7 @@ impl Plan {
                 np,
                 settings.read_threads,
                 settings.prefetch,
+                options.server_bytes,
             ),
             limits,
             options.memory_cap_bytes,
@@ -697,6 +703,7 @@ impl Plan {
                 read_threads: settings.read_threads,
                 prefetch: settings.prefetch,
                 buffer_bytes: round_up(largest_get_bytes, BUFFER_ALIGN_BYTES),
+                server_bytes: options.server_bytes,
             },
         )?;
         let mut notes = Vec::new();
@@ -915,10 +922,17 @@ struct BudgetShape {
     read_threads: u32,
     prefetch: u32,
     buffer_bytes: u64,
+    server_bytes: u64,
 }
 
 /// The memory of a run with `np × rt × prefetch` buffers of the largest GET.
-fn budget_for(largest_get_bytes: u64, np: u32, rt: u32, prefetch: u32) -> MemoryBudget {
+fn budget_for(
+    largest_get_bytes: u64,
+    np: u32,
+    rt: u32,
+    prefetch: u32,
+    server_bytes: u64,
+) -> MemoryBudget {
     let buffer_bytes = round_up(largest_get_bytes, BUFFER_ALIGN_BYTES);
     let buffers_per_rank = u64::from(rt) * u64::from(prefetch);
     let pool_bytes = u64::from(np) * buffers_per_rank * buffer_bytes;
@@ -931,7 +945,8 @@ fn budget_for(largest_get_bytes: u64, np: u32, rt: u32, prefetch: u32) -> Memory
         connections,
         connection_bytes,
         overhead_bytes: PROCESS_OVERHEAD_BYTES,
-        total_bytes: pool_bytes + connection_bytes + PROCESS_OVERHEAD_BYTES,
+        server_bytes,
+        total_bytes: pool_bytes + connection_bytes + PROCESS_OVERHEAD_BYTES + server_bytes,
         checks: Vec::new(),
         binding: None,
     }
@@ -1025,7 +1040,10 @@ fn check_budget(
         .cloned()
         .unwrap_or_else(|| budget.checks[0].clone());
     let try_fit =
-        |rt: u32, pf: u32| fits(&budget_for(shape.buffer_bytes, shape.np, rt, pf), &checks);
+        |rt: u32, pf: u32| fits(
+            &budget_for(shape.buffer_bytes, shape.np, rt, pf, shape.server_bytes),
+            &checks,
+        );
     let best_rt = (1..shape.read_threads)
         .rev()
         .find(|&rt| try_fit(rt, shape.prefetch));
@@ -1131,6 +1149,7 @@ mod tests {
             np,
             sharding,
             memory_cap_bytes: None,
+            server_bytes: 0,
         }
     }
 

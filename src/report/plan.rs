@@ -166,6 +166,13 @@ pub fn render(plan: &Plan, full: bool) -> String {
         bytes(m.connection_bytes),
         bytes(m.overhead_bytes)
     );
+    if m.server_bytes > 0 {
+        let _ = writeln!(
+            w,
+            "  server      {} resident with the in-process server when the run starts",
+            bytes(m.server_bytes)
+        );
+    }
     let checks: Vec<String> = m
         .checks
         .iter()

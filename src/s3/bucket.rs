@@ -64,7 +64,7 @@ impl Bucket {
 
     /// Checks that the bucket exists and the keys are accepted.
     pub fn check(&self) -> Result<(), RequestError> {
-        self.runtime.block_on(self.client.head_bucket())
+        self.runtime.block_on(self.client.check_bucket())
     }
 }
 

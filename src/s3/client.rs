@@ -258,31 +258,14 @@ impl Client {
             .0
     }
 
-    /// Checks that the bucket exists and the keys are accepted (HeadBucket).
-    pub async fn head_bucket(&self) -> Result<(), RequestError> {
-        match self.send(&RequestSpec::new(Method::HEAD, None)).await {
-            // HEAD answers carry no error document: name the likely code by status.
-            Err(RequestError::Status {
-                operation,
-                status,
-                code: None,
-                ..
-            }) => {
-                let code = match status {
-                    404 => "NoSuchBucket",
-                    403 => "AccessDenied",
-                    _ => "",
-                };
-                let body = format!("<Error><Code>{code}</Code></Error>");
-                Err(RequestError::from_response(
-                    operation,
-                    status,
-                    body.as_bytes(),
-                    &self.hint_context(),
-                ))
-            }
-            other => other.map(|_| ()),
-        }
+    /// Checks that the bucket exists and the keys are accepted, with a one-key listing (a
+    /// HEAD would answer without the error document that names the cause).
+    pub async fn check_bucket(&self) -> Result<(), RequestError> {
+        let spec = RequestSpec {
+            query: &[("list-type", "2"), ("max-keys", "1")],
+            ..RequestSpec::new(Method::GET, None)
+        };
+        self.send(&spec).await.map(|_| ())
     }
 
     /// Every object under `prefix` with no further `/` after it (ListObjectsV2, all pages).
@@ -489,12 +472,16 @@ pub fn transport_error(
         }
         cause = c.source();
     }
-    let mut reason = causes.join(": ");
-    if reason.contains("Connection refused") {
-        reason = format!(
-            "cannot connect to {} ({reason}); is the server running? check --endpoint",
-            target.endpoint
-        );
+    let reason = causes.join(": ");
+    let unreachable = ["Connection refused", "failed to lookup address", "No route to host"];
+    if unreachable.iter().any(|u| reason.contains(u)) {
+        return RequestError::Unreachable {
+            operation,
+            reason: format!(
+                "cannot connect to {} ({reason}); is the server running? check --endpoint",
+                target.endpoint
+            ),
+        };
     }
     RequestError::Transport { operation, reason }
 }

@@ -23,7 +23,10 @@ pub enum RequestError {
         /// A likely cause and fix, or empty.
         hint: String,
     },
-    /// The connection failed: refused, reset, closed mid-response.
+    /// Nothing listens at the endpoint (connection refused) or its name does not resolve.
+    #[error("{operation}: {reason}")]
+    Unreachable { operation: String, reason: String },
+    /// The connection failed: reset, closed mid-response.
     #[error("{operation}: {reason}")]
     Transport { operation: String, reason: String },
     /// No complete answer within the time allowed.
@@ -64,14 +67,18 @@ impl RequestError {
     pub fn retryable(&self) -> bool {
         match self {
             RequestError::Status { status, .. } => *status >= 500 || *status == 429,
-            RequestError::Transport { .. } | RequestError::Timeout { .. } => true,
+            RequestError::Unreachable { .. }
+            | RequestError::Transport { .. }
+            | RequestError::Timeout { .. } => true,
             RequestError::BadResponse { .. } => false,
         }
     }
 
-    /// 2 when the configuration is the likely cause (a 4xx: keys, bucket, key), else 3.
+    /// 2 when the configuration is the likely cause (a 4xx: keys, bucket, key; an endpoint
+    /// where nothing listens), else 3.
     pub fn exit_code(&self) -> u8 {
         match self {
+            RequestError::Unreachable { .. } => exit::USAGE,
             RequestError::Status { status, .. } if (400..500).contains(status) && *status != 429 => {
                 exit::USAGE
             }

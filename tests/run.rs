@@ -1,0 +1,640 @@
+//! `ringload run` end to end: against the embedded server (its default), against ringload's own
+//! directory server with keys (the error paths), and against garage, a third-party S3 server,
+//! with a dataset written by pyarrow and uploaded by boto3 — not by ringload.
+//!
+//! The garage tests need the server scripts/with-garage starts (scripts/test does); without it
+//! they say so and skip, unless RINGLOAD_REQUIRE_GARAGE is set, as scripts/test sets it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{python_json, run};
+use ringload::server::dir::DirStore;
+use ringload::server::{Credentials, Server, ServerConfig, Store};
+use serde_json::Value;
+
+/// Every field the brief's §3 names.
+const SUMMARY_FIELDS: &[&str] = &[
+    "engine",
+    "workload",
+    "np",
+    "read_threads",
+    "prefetch",
+    "coalesce_rgs",
+    "computation_time_s",
+    "steps_per_rank",
+    "au_percent",
+    "au_percent_per_rank",
+    "au_target_percent",
+    "samples_per_s",
+    "samples_per_s_per_rank",
+    "io_mib_per_s",
+    "measured_mib_per_s",
+    "bytes_read",
+    "footer_bytes",
+    "requests",
+    "retries",
+    "errors",
+    "wall_s",
+    "io_wait_per_step_ms",
+    "request_latency_ms",
+    "client_cpu_s",
+    "cpu_s_per_gib",
+    "peak_rss_bytes",
+    "memory_budget_bytes",
+    "projected_au_percent",
+    "notes",
+];
+
+/// Runs `ringload run ARGS --json`; returns (exit code, summary, stderr).
+fn run_summary(args: &[&str]) -> (i32, Value, String) {
+    let mut all = vec!["run"];
+    all.extend_from_slice(args);
+    all.push("--json");
+    let (code, stdout, stderr) = run(&all);
+    let summary = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("run {args:?} (exit {code}) printed no JSON ({e}): {stderr}"));
+    (code, summary, stderr)
+}
+
+/// The plan's bytes per epoch and GET count for the same workload and shape.
+fn planned(args: &[&str]) -> (u64, u64) {
+    let mut all = vec!["plan"];
+    all.extend_from_slice(args);
+    all.push("--json");
+    let plan = common::run_json(&all);
+    (
+        plan["bytes_per_epoch"].as_u64().unwrap(),
+        plan["get_count"].as_u64().unwrap(),
+    )
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// A one-line error on stderr, and the expected exit code.
+fn assert_one_line_error(code: i32, stderr: &str, expected_code: i32, needles: &[&str]) {
+    assert_eq!(code, expected_code, "{stderr}");
+    // The note about computation_time may come first; the error is one line.
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("ringload run: NOTE"))
+        .collect();
+    assert_eq!(lines.len(), 1, "not one line: {stderr}");
+    assert!(lines[0].starts_with("ringload: "), "{stderr}");
+    for needle in needles {
+        assert!(lines[0].contains(needle), "'{needle}' not in: {stderr}");
+    }
+}
+
+#[test]
+fn the_readme_quick_start_runs_against_the_embedded_server() {
+    let out = tempfile::tempdir().unwrap();
+    let (code, s, stderr) = run_summary(&["--output", out.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    for field in SUMMARY_FIELDS {
+        assert!(s.get(field).is_some(), "summary lacks {field}");
+    }
+    assert_eq!(s["engine"], "baseline");
+    assert_eq!(s["workload"], "flux_small");
+    assert_eq!(s["steps_per_rank"], 48);
+    assert_eq!(s["target"]["embedded"], true);
+    let (bytes, gets) = planned(&[]);
+    assert_eq!(s["bytes_read"].as_u64().unwrap(), bytes, "bytes_read is not the plan's ranges");
+    assert_eq!(s["bytes_planned"].as_u64().unwrap(), bytes);
+    assert_eq!(s["requests"].as_u64().unwrap(), gets);
+    assert_eq!((s["retries"].as_u64(), s["errors"].as_u64()), (Some(0), Some(0)));
+    // Footers are fetched once, apart from the row groups: one 64 KiB suffix per file here.
+    assert_eq!(s["footer_bytes"].as_u64().unwrap(), 8 * 64 * 1024);
+    let au = f(&s["au_percent"]);
+    assert!((0.0..=100.0).contains(&au), "{au}");
+    assert!(f(&s["samples_per_s"]) > 0.0);
+    assert!(f(&s["client_cpu_s"]) > 0.0);
+    assert!(f(&s["server_cpu_s"]) > 0.0);
+    assert!(s["peak_rss_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(s["request_latency_ms"]["total"]["count"].as_u64().unwrap(), gets);
+    // The human report went to stderr with the study's table.
+    assert!(stderr.contains("| NP | RT | AU% | samples/s |"), "{stderr}");
+
+    let written: Value = serde_json::from_str(
+        &std::fs::read_to_string(out.path().join("summary.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(written["bytes_read"], s["bytes_read"]);
+    let csv = std::fs::read_to_string(out.path().join("steps.csv")).unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next(),
+        Some("rank,epoch,step,wait_ms,compute_ms,barrier_ms")
+    );
+    let rows: Vec<Vec<f64>> = lines
+        .map(|l| l.split(',').map(|x| x.parse().unwrap()).collect())
+        .collect();
+    assert_eq!(rows.len(), 48);
+    // Each step computed for about computation_time (0.05 s).
+    assert!(rows.iter().all(|r| r[4] >= 49.0), "{csv}");
+}
+
+#[test]
+fn au_is_high_when_compute_dwarfs_the_transfers_and_epochs_repeat_the_walk() {
+    let args = [
+        "--files",
+        "2",
+        "--computation-time",
+        "0.2",
+        "train.epochs=2",
+    ];
+    let (code, s, stderr) = run_summary(&args);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(f(&s["au_percent"]) >= 90.0, "{s}");
+    assert!(f(&s["au_percent"]) <= 100.0, "{s}");
+    assert_eq!(s["steps_per_rank"], 12);
+    let (bytes, gets) = planned(&["--files", "2"]);
+    assert_eq!(s["bytes_read"].as_u64().unwrap(), 2 * bytes);
+    assert_eq!(s["requests"].as_u64().unwrap(), 2 * gets);
+    // Footers are not fetched again for the second epoch.
+    assert_eq!(s["footer_bytes"].as_u64().unwrap(), 2 * 64 * 1024);
+    // computation_time differs from flux_small's 0.05 s: noted, and projected back to it.
+    assert!(stderr.contains("NOTE: computation_time is 0.2 s"), "{stderr}");
+    assert!(s["projected_au_percent"].get("0.05").is_some(), "{s}");
+    assert!(s["projected_au_percent"].get("0.5").is_some(), "{s}");
+}
+
+#[test]
+fn several_ranks_and_readers_read_exactly_their_shares() {
+    for sharding in ["rank", "dlio"] {
+        let shape = [
+            "--np",
+            "2",
+            "--read-threads",
+            "2",
+            "--prefetch",
+            "2",
+            "--sharding",
+            sharding,
+            "--computation-time",
+            "0.01",
+        ];
+        let (code, s, stderr) = run_summary(&shape);
+        assert!(code == 0 || code == 1, "{stderr}");
+        let (bytes, gets) = planned(&shape);
+        assert_eq!(s["bytes_read"].as_u64().unwrap(), bytes, "{sharding}");
+        assert_eq!(s["requests"].as_u64().unwrap(), gets, "{sharding}");
+        assert_eq!(s["steps_per_rank"], 24);
+        assert_eq!(s["au_percent_per_rank"].as_array().unwrap().len(), 2);
+        let per_rank: u64 = s["per_rank"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["bytes_read"].as_u64().unwrap())
+            .sum();
+        assert_eq!(per_rank, bytes);
+        // Run samples/s is the sum over ranks; AU the mean.
+        let sum: f64 = s["samples_per_s_per_rank"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(f)
+            .sum();
+        assert!((sum - f(&s["samples_per_s"])).abs() < 1e-6);
+        // The exit code follows the AU target.
+        let met = f(&s["au_percent"]) >= f(&s["au_target_percent"]);
+        assert_eq!(code, if met { 0 } else { 1 });
+    }
+}
+
+const ACCESS_KEY: &str = "GKa1b2c3d4e5f6a7b8c9d0e1f2";
+const SECRET_KEY: &str = "ringload-run-test-secret";
+
+/// ringload's directory server with keys, holding bucket "data" with `objects`.
+fn keyed_dir_server(objects: &[(&str, Vec<u8>)]) -> (tempfile::TempDir, Server) {
+    let root = tempfile::tempdir().unwrap();
+    let store = DirStore::new(root.path()).unwrap();
+    store.create_bucket("data").unwrap();
+    for (key, bytes) in objects {
+        let path = root.path().join("data").join(key);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
+    let server = Server::start(ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        store: Store::Dir(store),
+        credentials: Some(Credentials {
+            access_key_id: ACCESS_KEY.into(),
+            secret_access_key: SECRET_KEY.into(),
+        }),
+        region: "us-east-1".into(),
+        worker_threads: 2,
+    })
+    .unwrap();
+    (root, server)
+}
+
+/// `ringload run flux_small --files 1` against `endpoint` with the given keys and bucket, and
+/// AWS_* variables cleared so the test's environment does not leak in.
+fn run_against(endpoint: &str, bucket: &str, key: &str, secret: &str) -> (i32, String, String) {
+    let out = common::ringload()
+        .args([
+            "run",
+            "flux_small",
+            "--files",
+            "1",
+            "--endpoint",
+            endpoint,
+            "--bucket",
+            bucket,
+            "--access-key",
+            key,
+            "--secret-key",
+            secret,
+            "--retries",
+            "1",
+        ])
+        .env_remove("AWS_ENDPOINT_URL")
+        .env_remove("AWS_ENDPOINT_URL_S3")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A real flux_small file, as `ringload generate` writes it.
+fn generated_file(dir: &Path) -> Vec<u8> {
+    let (code, _, stderr) = run(&[
+        "generate",
+        "flux_small",
+        "--files",
+        "1",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    std::fs::read(dir.join("data/flux_small/train/train_0000.parquet")).unwrap()
+}
+
+#[test]
+fn storage_errors_are_one_line_with_exit_2() {
+    const KEY: &str = "data/flux_small/train/train_0000.parquet";
+    let scratch = tempfile::tempdir().unwrap();
+    let good = generated_file(scratch.path());
+    let (_root, server) = keyed_dir_server(&[(KEY, good.clone())]);
+    let endpoint = server.endpoint_url();
+
+    // The setup works, so the failures below are the ones each case introduces.
+    let (code, stdout, stderr) = run_against(&endpoint, "data", ACCESS_KEY, SECRET_KEY);
+    assert!(code == 0 || code == 1, "{stderr}");
+    assert!(stdout.contains("| 1 | 2 |"), "{stdout}");
+
+    let (code, _, stderr) = run_against(&endpoint, "data", "GKnotthekey000000000000000", SECRET_KEY);
+    assert_one_line_error(code, &stderr, 2, &["403", "InvalidAccessKeyId", "--access-key"]);
+
+    let (code, _, stderr) = run_against(&endpoint, "data", ACCESS_KEY, "wrong-secret");
+    assert_one_line_error(code, &stderr, 2, &["SignatureDoesNotMatch", "secret key"]);
+
+    let (code, _, stderr) = run_against(&endpoint, "no-such-bucket", ACCESS_KEY, SECRET_KEY);
+    assert_one_line_error(code, &stderr, 2, &["NoSuchBucket", "'no-such-bucket' does not exist"]);
+
+    // An empty prefix: the bucket exists, the dataset is not in it.
+    let (_empty_root, empty) = keyed_dir_server(&[]);
+    let (code, _, stderr) = run_against(&empty.endpoint_url(), "data", ACCESS_KEY, SECRET_KEY);
+    assert_one_line_error(
+        code,
+        &stderr,
+        2,
+        &["no Parquet objects under s3://data/data/flux_small/train/", "generate"],
+    );
+
+    // An object named .parquet that is not Parquet.
+    let (_r, not_parquet) = keyed_dir_server(&[(KEY, b"id,value\n1,2\n".repeat(100))]);
+    let (code, _, stderr) =
+        run_against(&not_parquet.endpoint_url(), "data", ACCESS_KEY, SECRET_KEY);
+    assert_one_line_error(code, &stderr, 2, &[KEY, "is not Parquet", "PAR1"]);
+
+    // A truncated footer: the file's last 1,000 bytes cut off, the trailer put back, so the
+    // metadata length points at bytes that are not metadata.
+    let mut truncated = good[..good.len() - 1000].to_vec();
+    truncated.extend_from_slice(&good[good.len() - 8..]);
+    let (_r, bad_footer) = keyed_dir_server(&[(KEY, truncated)]);
+    let (code, _, stderr) = run_against(&bad_footer.endpoint_url(), "data", ACCESS_KEY, SECRET_KEY);
+    assert_one_line_error(code, &stderr, 2, &[KEY, "truncated or corrupt footer"]);
+
+    // Nothing listening at the endpoint.
+    drop(server);
+    let (code, _, stderr) = run_against(&endpoint, "data", ACCESS_KEY, SECRET_KEY);
+    assert_one_line_error(code, &stderr, 2, &["cannot connect", "--endpoint"]);
+}
+
+#[test]
+fn a_server_that_dies_mid_run_fails_the_run_with_exit_3() {
+    let mut server = common::ringload()
+        .args(["serve", "--listen", "127.0.0.1:0", "--files", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut endpoint = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut endpoint)
+        .unwrap();
+    let client = common::ringload()
+        .args([
+            "run",
+            "flux_small",
+            "--files",
+            "2",
+            "--endpoint",
+            endpoint.trim(),
+            "--bucket",
+            "ringload",
+            "--computation-time",
+            "0.5",
+            "--retries",
+            "1",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first GETs are in; steps take 0.5 s, so most GETs are still to be sent.
+    std::thread::sleep(Duration::from_millis(1500));
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let started = std::time::Instant::now();
+    let out = client.wait_with_output().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(60), "no prompt failure");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_one_line_error(
+        out.status.code().unwrap_or(-1),
+        &stderr,
+        3,
+        &["the run failed", "GET s3://ringload/data/flux_small/train/train_000"],
+    );
+}
+
+// ---- garage -------------------------------------------------------------------------------
+
+struct Garage {
+    endpoint: String,
+    bucket: String,
+    key: String,
+    secret: String,
+}
+
+/// The garage server scripts/with-garage started, or `None` (the test skips) when there is
+/// none and RINGLOAD_REQUIRE_GARAGE is not set.
+fn garage() -> Option<Garage> {
+    let var = |n: &str| std::env::var(n).ok();
+    match (
+        var("RINGLOAD_GARAGE_ENDPOINT"),
+        var("RINGLOAD_GARAGE_BUCKET"),
+        var("RINGLOAD_GARAGE_ACCESS_KEY"),
+        var("RINGLOAD_GARAGE_SECRET_KEY"),
+    ) {
+        (Some(endpoint), Some(bucket), Some(key), Some(secret)) => Some(Garage {
+            endpoint,
+            bucket,
+            key,
+            secret,
+        }),
+        _ if var("RINGLOAD_REQUIRE_GARAGE").is_some() => {
+            panic!("RINGLOAD_REQUIRE_GARAGE is set but no garage runs: use scripts/with-garage")
+        }
+        _ => {
+            eprintln!("skipping: no garage server (run the tests with scripts/test)");
+            None
+        }
+    }
+}
+
+impl Garage {
+    /// ringload with garage's endpoint and keys in the AWS environment variables.
+    fn ringload(&self, args: &[&str]) -> (i32, String, String) {
+        let out = common::ringload()
+            .args(args)
+            .env("AWS_ENDPOINT_URL", &self.endpoint)
+            .env("AWS_ACCESS_KEY_ID", &self.key)
+            .env("AWS_SECRET_ACCESS_KEY", &self.secret)
+            .env("AWS_REGION", "us-east-1")
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+/// Writes `files` Flux-shaped (flux_small) files with pyarrow, uploads them with boto3 under
+/// PREFIX/train/, and prints each row group's byte range over all columns, from pyarrow's
+/// metadata: min(dictionary or data page offset) to max(offset + compressed size).
+const PYARROW_DATASET: &str = r#"
+import io, json, os, sys
+import boto3, pyarrow as pa, pyarrow.parquet as pq
+endpoint, bucket, key, secret, prefix, files = sys.argv[1:7]
+s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=key,
+                  aws_secret_access_key=secret, region_name="us-east-1")
+widths = [("t5_encodings", 8192), ("clip_encodings", 409), ("mean", 8232),
+          ("logvar", 8232), ("timestamp", 7)]
+rows = 288
+fields, arrays = [], []
+for name, width in widths:
+    child = pa.field("element", pa.float32(), nullable=False)
+    values = pa.Array.from_buffers(pa.float32(), rows * width,
+                                   [None, pa.py_buffer(os.urandom(rows * width * 4))])
+    arrays.append(pa.FixedSizeListArray.from_arrays(values, type=pa.list_(child, width)))
+    fields.append(pa.field(name, pa.list_(child, width), nullable=False))
+table = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+spans = []
+for i in range(int(files)):
+    sink = io.BytesIO()
+    pq.write_table(table, sink, row_group_size=48, compression="none",
+                   use_dictionary=False, write_statistics=False)
+    body = sink.getvalue()
+    s3.put_object(Bucket=bucket, Key=f"{prefix}train/train_{i:04d}.parquet", Body=body)
+    meta = pq.ParquetFile(io.BytesIO(body)).metadata
+    for g in range(meta.num_row_groups):
+        rg = meta.row_group(g)
+        starts, ends = [], []
+        for c in range(rg.num_columns):
+            col = rg.column(c)
+            start = col.dictionary_page_offset if col.has_dictionary_page else col.data_page_offset
+            starts.append(start)
+            ends.append(start + col.total_compressed_size)
+        spans.append([min(starts), max(ends), rg.num_rows])
+print(json.dumps({"spans": spans, "row_groups": meta.num_row_groups}))
+"#;
+
+#[test]
+fn a_pyarrow_dataset_on_garage_reads_exactly_its_row_groups() {
+    let Some(g) = garage() else { return };
+    let prefix = "pyarrow/flux_small/";
+    let written = python_json(
+        PYARROW_DATASET,
+        &[&g.endpoint, &g.bucket, &g.key, &g.secret, prefix, "2"],
+    );
+    assert_eq!(written["row_groups"], 6);
+    let spans = written["spans"].as_array().unwrap();
+    assert_eq!(spans.len(), 12);
+    let expected: u64 = spans
+        .iter()
+        .map(|s| s[1].as_u64().unwrap() - s[0].as_u64().unwrap())
+        .sum();
+    let folder = format!("dataset.data_folder={}", prefix);
+    let (code, stdout, stderr) = g.ringload(&[
+        "run",
+        "flux_small",
+        &folder,
+        "--files",
+        "2",
+        "--bucket",
+        &g.bucket,
+        "--read-threads",
+        "2",
+        "--json",
+    ]);
+    assert!(code == 0 || code == 1, "{stderr}");
+    let s: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(s["target"]["embedded"], false);
+    assert_eq!(s["steps_per_rank"], 12);
+    assert_eq!(s["bytes_read"].as_u64().unwrap(), expected, "{s}");
+    assert_eq!(s["requests"], 12);
+    assert_eq!(s["errors"], 0);
+    assert!(s["footer_bytes"].as_u64().unwrap() > 0);
+    let au = f(&s["au_percent"]);
+    assert!((0.0..=100.0).contains(&au), "{au}");
+    assert_eq!(code, if au >= 90.0 { 0 } else { 1 });
+
+    // The same files through garage with long compute next to the transfers: AU ≥ 90.
+    let (code, stdout, stderr) = g.ringload(&[
+        "run",
+        "flux_small",
+        &folder,
+        "--files",
+        "1",
+        "--bucket",
+        &g.bucket,
+        "--computation-time",
+        "0.3",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let s: Value = serde_json::from_str(&stdout).unwrap();
+    assert!(f(&s["au_percent"]) >= 90.0, "{s}");
+
+    // garage's own answers to bad setups, decoded into one line.
+    let (code, _, stderr) = g.ringload(&[
+        "run",
+        "flux_small",
+        &folder,
+        "--bucket",
+        "no-such-bucket-here",
+        "--retries",
+        "0",
+    ]);
+    assert_one_line_error(code, &stderr, 2, &["no-such-bucket-here"]);
+    let (code, _, stderr) = g.ringload(&[
+        "run",
+        "flux_small",
+        &folder,
+        "--bucket",
+        &g.bucket,
+        "--access-key",
+        &g.key,
+        "--secret-key",
+        "0000000000000000000000000000000000000000000000000000000000000000",
+        "--retries",
+        "0",
+    ]);
+    assert_one_line_error(code, &stderr, 2, &["403"]);
+    let (code, _, stderr) = g.ringload(&[
+        "run",
+        "flux_small",
+        "dataset.data_folder=nothing/here/",
+        "--bucket",
+        &g.bucket,
+    ]);
+    assert_one_line_error(code, &stderr, 2, &["no Parquet objects"]);
+}
+
+/// Reads every object under PREFIX back from garage with boto3 and pyarrow: rows, row groups,
+/// schema, and whether garage stored it as a multipart upload.
+const PYARROW_READ_BACK: &str = r#"
+import io, json, sys
+import boto3, pyarrow.parquet as pq
+endpoint, bucket, key, secret, prefix = sys.argv[1:6]
+s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=key,
+                  aws_secret_access_key=secret, region_name="us-east-1")
+out = []
+for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"]:
+    body = s3.get_object(Bucket=bucket, Key=o["Key"])["Body"].read()
+    f = pq.ParquetFile(io.BytesIO(body))
+    t = f.read()
+    out.append({"key": o["Key"], "size": len(body), "etag": o["ETag"],
+                "rows": t.num_rows, "row_groups": f.metadata.num_row_groups,
+                "columns": t.schema.names, "first": t.column(0)[0].as_py()[:2]})
+print(json.dumps(out))
+"#;
+
+#[test]
+fn generate_writes_to_garage_by_multipart_and_run_reads_it() {
+    let Some(g) = garage() else { return };
+    for (prefix, extra) in [
+        ("generated/unsigned/", None),
+        ("generated/signed/", Some("--signed-payload")),
+    ] {
+        let folder = format!("dataset.data_folder={prefix}");
+        let mut args = vec![
+            "generate",
+            "flux_small",
+            &folder,
+            "--files",
+            "2",
+            "--bucket",
+            &g.bucket,
+            "--json",
+        ];
+        args.extend(extra);
+        let (code, _, stderr) = g.ringload(&args);
+        assert_eq!(code, 0, "{stderr}");
+        let objects = python_json(
+            PYARROW_READ_BACK,
+            &[&g.endpoint, &g.bucket, &g.key, &g.secret, prefix],
+        );
+        let objects = objects.as_array().unwrap();
+        assert_eq!(objects.len(), 2, "{objects:?}");
+        for o in objects {
+            assert_eq!(o["rows"], 288);
+            assert_eq!(o["row_groups"], 6);
+            assert_eq!(o["columns"][0], "t5_encodings");
+            // ~29 MB files in 16 MiB parts: garage marks multipart ETags with "-<parts>".
+            assert!(o["size"].as_u64().unwrap() > 16 << 20);
+            assert!(o["etag"].as_str().unwrap().contains("-2"), "{o}");
+        }
+        assert_ne!(objects[0]["first"], objects[1]["first"], "files are not distinct");
+
+        let (code, stdout, stderr) = g.ringload(&[
+            "run",
+            "flux_small",
+            &folder,
+            "--files",
+            "2",
+            "--bucket",
+            &g.bucket,
+            "--json",
+        ]);
+        assert!(code == 0 || code == 1, "{stderr}");
+        let s: Value = serde_json::from_str(&stdout).unwrap();
+        let (bytes, _) = planned(&["--files", "2"]);
+        assert_eq!(s["bytes_read"].as_u64().unwrap(), bytes);
+    }
+}
