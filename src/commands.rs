@@ -378,17 +378,13 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let plan = Plan::resolve(&settings, &catalog, &options, &budget::probe())?;
     let setup_s = started.elapsed().as_secs_f64();
 
-    let banner_summary_probe = (
-        settings.computation_time_s,
-        settings.workload_computation_time_s,
-    );
-    if (banner_summary_probe.0 - banner_summary_probe.1).abs() > 1e-12 {
+    if (settings.computation_time_s - settings.workload_computation_time_s).abs() > 1e-12 {
         eprintln!(
             "ringload run: NOTE: computation_time {} differs from {}'s {}: AU will be an I/O \
              stress figure, not training performance",
-            report::seconds(banner_summary_probe.0),
+            report::seconds(settings.computation_time_s),
             settings.workload.name,
-            report::seconds(banner_summary_probe.1)
+            report::seconds(settings.workload_computation_time_s)
         );
     }
     let client = Client::new(target.clone(), policy);
@@ -413,8 +409,10 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
                 endpoint: target.endpoint.url.clone(),
                 bucket: target.bucket.clone(),
                 embedded: server_stats.is_some(),
+                // Its CPU over the run (from the catalog on), as the client's is counted.
                 server: server_stats.map(|mut s| {
                     s.cpu_s = server_cpu_s;
+                    s.cpu_s_per_gib = metrics::cpu_s_per_gib(server_cpu_s, s.bytes_sent);
                     s
                 }),
             },

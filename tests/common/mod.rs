@@ -5,9 +5,22 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The `ringload` binary built for this test run.
+/// The `ringload` binary built for this test run, with the AWS variables that would point it at
+/// another store removed (a test that wants them sets them).
 pub fn ringload() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_ringload"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ringload"));
+    for name in [
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_S3",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+    ] {
+        command.env_remove(name);
+    }
+    command
 }
 
 /// Runs ringload with `args`; returns (exit code, stdout, stderr).
