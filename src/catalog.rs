@@ -316,8 +316,10 @@ fn read_layouts(
     columns: Option<&[String]>,
 ) -> Result<Vec<FileLayout>, CatalogError> {
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: Vec<std::sync::Mutex<Option<Result<FileLayout, CatalogError>>>> =
-        objects.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let results: Vec<std::sync::Mutex<Option<Result<FileLayout, CatalogError>>>> = objects
+        .iter()
+        .map(|_| std::sync::Mutex::new(None))
+        .collect();
     let failed = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|scope| {
         for _ in 0..FOOTER_READS_IN_FLIGHT.min(objects.len()) {

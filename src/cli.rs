@@ -148,11 +148,21 @@ pub struct S3Args {
     pub region: Option<String>,
 
     /// Access key id (also AWS_ACCESS_KEY_ID); without keys requests go unsigned
-    #[arg(long, value_name = "KEY", requires = "secret_key", help_heading = "Storage")]
+    #[arg(
+        long,
+        value_name = "KEY",
+        requires = "secret_key",
+        help_heading = "Storage"
+    )]
     pub access_key: Option<String>,
 
     /// Secret access key (also AWS_SECRET_ACCESS_KEY)
-    #[arg(long, value_name = "SECRET", requires = "access_key", help_heading = "Storage")]
+    #[arg(
+        long,
+        value_name = "SECRET",
+        requires = "access_key",
+        help_heading = "Storage"
+    )]
     pub secret_key: Option<String>,
 
     /// Attempts after the first for a request that fails with 5xx, a broken connection or a

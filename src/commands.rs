@@ -6,16 +6,14 @@ use std::io::{IsTerminal, Write};
 use anyhow::Context;
 
 use crate::catalog::{self, Catalog, DirSource};
-use crate::cli::{
-    Command, GenerateArgs, PlanArgs, RunArgs, ServeArgs, WorkloadArgs, load_config,
-};
+use crate::cli::{Command, GenerateArgs, PlanArgs, RunArgs, ServeArgs, WorkloadArgs, load_config};
 use crate::datagen::{self, DirSink};
 use crate::exit::UsageError;
 use crate::plan::{Plan, RunOptions, Settings};
+use crate::s3::{self, Bucket, Client, Target};
 use crate::server::dir::{DirStore, valid_bucket_name};
 use crate::server::virtual_dataset::VirtualDataset;
 use crate::server::{self, Credentials, Server, ServerConfig, Store};
-use crate::s3::{self, Bucket, Client, Target};
 use crate::summary::{RunContext, RunSummary, TargetSummary};
 use crate::{budget, exit, metrics, report};
 
@@ -101,7 +99,10 @@ fn generate(args: &GenerateArgs) -> anyhow::Result<u8> {
     settings.check_generatable()?;
     let jobs = args.jobs.unwrap_or_else(|| default_jobs(&settings));
     let show_progress = std::io::stderr().is_terminal();
-    let summary = match (&args.out, args.s3.endpoint.is_some() || args.s3.bucket.is_some()) {
+    let summary = match (
+        &args.out,
+        args.s3.endpoint.is_some() || args.s3.bucket.is_some(),
+    ) {
         (Some(out), _) => datagen::generate(
             &settings.dataset,
             settings.num_files,

@@ -139,8 +139,8 @@ impl LatencyHistogram {
     pub fn new() -> LatencyHistogram {
         // The bounds are constants that hdrhistogram accepts; a failure is a programming error.
         #[allow(clippy::expect_used)]
-        let histogram = Histogram::new_with_bounds(1, LATENCY_MAX_US, 3)
-            .expect("valid histogram bounds");
+        let histogram =
+            Histogram::new_with_bounds(1, LATENCY_MAX_US, 3).expect("valid histogram bounds");
         LatencyHistogram { histogram }
     }
 
@@ -228,8 +228,14 @@ mod tests {
         for (au, wait_ms, at_half, at_default) in table {
             let t_io = implied_io_wait_s(ct, au).unwrap();
             assert!(close(t_io * 1e3, wait_ms, 0.1), "{au}: {t_io}");
-            assert!(close(projected_au_percent(0.5, t_io), at_half, 0.05), "{au}");
-            assert!(close(projected_au_percent(1.35, t_io), at_default, 0.05), "{au}");
+            assert!(
+                close(projected_au_percent(0.5, t_io), at_half, 0.05),
+                "{au}"
+            );
+            assert!(
+                close(projected_au_percent(1.35, t_io), at_default, 0.05),
+                "{au}"
+            );
             // Projecting back to the measured computation time gives the measured AU.
             assert!(close(projected_au_percent(ct, t_io), au, 1e-9));
         }

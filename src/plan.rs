@@ -1039,11 +1039,12 @@ fn check_budget(
         .find(|c| !c.fits)
         .cloned()
         .unwrap_or_else(|| budget.checks[0].clone());
-    let try_fit =
-        |rt: u32, pf: u32| fits(
+    let try_fit = |rt: u32, pf: u32| {
+        fits(
             &budget_for(shape.buffer_bytes, shape.np, rt, pf, shape.server_bytes),
             &checks,
-        );
+        )
+    };
     let best_rt = (1..shape.read_threads)
         .rev()
         .find(|&rt| try_fit(rt, shape.prefetch));

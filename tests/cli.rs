@@ -322,9 +322,18 @@ fn bad_input_gets_one_line_and_exit_2() {
             vec!["plan", "flux_small", "--np", "-1"],
             "unexpected argument '-1'",
         ),
-        (vec!["generate", "flux_small"], "pass --out DIR, or --endpoint URL --bucket NAME"),
         (
-            vec!["run", "--endpoint", "https://s3.example.com", "--bucket", "b"],
+            vec!["generate", "flux_small"],
+            "pass --out DIR, or --endpoint URL --bucket NAME",
+        ),
+        (
+            vec![
+                "run",
+                "--endpoint",
+                "https://s3.example.com",
+                "--bucket",
+                "b",
+            ],
             "--endpoint 'https://s3.example.com': https is not supported",
         ),
         (
@@ -332,8 +341,14 @@ fn bad_input_gets_one_line_and_exit_2() {
             "no bucket for http://127.0.0.1:9: pass --bucket NAME",
         ),
         (vec!["run", "--access-key", "K"], "--secret-key <SECRET>"),
-        (vec!["run", "--np", "0"], "--np 0: a run needs at least one rank"),
-        (vec!["run", "--request-timeout", "0"], "not a time in seconds"),
+        (
+            vec!["run", "--np", "0"],
+            "--np 0: a run needs at least one rank",
+        ),
+        (
+            vec!["run", "--request-timeout", "0"],
+            "not a time in seconds",
+        ),
         (vec!["run", "--engine", "fast"], "invalid value 'fast'"),
     ];
     for (args, expected) in table {

@@ -106,10 +106,17 @@ fn the_readme_quick_start_runs_against_the_embedded_server() {
     assert_eq!(s["steps_per_rank"], 48);
     assert_eq!(s["target"]["embedded"], true);
     let (bytes, gets) = planned(&[]);
-    assert_eq!(s["bytes_read"].as_u64().unwrap(), bytes, "bytes_read is not the plan's ranges");
+    assert_eq!(
+        s["bytes_read"].as_u64().unwrap(),
+        bytes,
+        "bytes_read is not the plan's ranges"
+    );
     assert_eq!(s["bytes_planned"].as_u64().unwrap(), bytes);
     assert_eq!(s["requests"].as_u64().unwrap(), gets);
-    assert_eq!((s["retries"].as_u64(), s["errors"].as_u64()), (Some(0), Some(0)));
+    assert_eq!(
+        (s["retries"].as_u64(), s["errors"].as_u64()),
+        (Some(0), Some(0))
+    );
     // Footers are fetched once, apart from the row groups: one 64 KiB suffix per file here.
     assert_eq!(s["footer_bytes"].as_u64().unwrap(), 8 * 64 * 1024);
     let au = f(&s["au_percent"]);
@@ -118,14 +125,16 @@ fn the_readme_quick_start_runs_against_the_embedded_server() {
     assert!(f(&s["client_cpu_s"]) > 0.0);
     assert!(f(&s["server_cpu_s"]) > 0.0);
     assert!(s["peak_rss_bytes"].as_u64().unwrap() > 0);
-    assert_eq!(s["request_latency_ms"]["total"]["count"].as_u64().unwrap(), gets);
+    assert_eq!(
+        s["request_latency_ms"]["total"]["count"].as_u64().unwrap(),
+        gets
+    );
     // The human report went to stderr with the study's table.
     assert!(stderr.contains("| NP | RT | AU% | samples/s |"), "{stderr}");
 
-    let written: Value = serde_json::from_str(
-        &std::fs::read_to_string(out.path().join("summary.json")).unwrap(),
-    )
-    .unwrap();
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap())
+            .unwrap();
     assert_eq!(written["bytes_read"], s["bytes_read"]);
     let csv = std::fs::read_to_string(out.path().join("steps.csv")).unwrap();
     let mut lines = csv.lines();
@@ -161,7 +170,10 @@ fn au_is_high_when_compute_dwarfs_the_transfers_and_epochs_repeat_the_walk() {
     // Footers are not fetched again for the second epoch.
     assert_eq!(s["footer_bytes"].as_u64().unwrap(), 2 * 64 * 1024);
     // computation_time differs from flux_small's 0.05 s: noted, and projected back to it.
-    assert!(stderr.contains("NOTE: computation_time is 0.2 s"), "{stderr}");
+    assert!(
+        stderr.contains("NOTE: computation_time is 0.2 s"),
+        "{stderr}"
+    );
     assert!(s["projected_au_percent"].get("0.05").is_some(), "{s}");
     assert!(s["projected_au_percent"].get("0.5").is_some(), "{s}");
 }
@@ -291,14 +303,25 @@ fn storage_errors_are_one_line_with_exit_2() {
     assert!(code == 0 || code == 1, "{stderr}");
     assert!(stdout.contains("| 1 | 2 |"), "{stdout}");
 
-    let (code, _, stderr) = run_against(&endpoint, "data", "GKnotthekey000000000000000", SECRET_KEY);
-    assert_one_line_error(code, &stderr, 2, &["403", "InvalidAccessKeyId", "--access-key"]);
+    let (code, _, stderr) =
+        run_against(&endpoint, "data", "GKnotthekey000000000000000", SECRET_KEY);
+    assert_one_line_error(
+        code,
+        &stderr,
+        2,
+        &["403", "InvalidAccessKeyId", "--access-key"],
+    );
 
     let (code, _, stderr) = run_against(&endpoint, "data", ACCESS_KEY, "wrong-secret");
     assert_one_line_error(code, &stderr, 2, &["SignatureDoesNotMatch", "secret key"]);
 
     let (code, _, stderr) = run_against(&endpoint, "no-such-bucket", ACCESS_KEY, SECRET_KEY);
-    assert_one_line_error(code, &stderr, 2, &["NoSuchBucket", "'no-such-bucket' does not exist"]);
+    assert_one_line_error(
+        code,
+        &stderr,
+        2,
+        &["NoSuchBucket", "'no-such-bucket' does not exist"],
+    );
 
     // An empty prefix: the bucket exists, the dataset is not in it.
     let (_empty_root, empty) = keyed_dir_server(&[]);
@@ -307,7 +330,10 @@ fn storage_errors_are_one_line_with_exit_2() {
         code,
         &stderr,
         2,
-        &["no Parquet objects under s3://data/data/flux_small/train/", "generate"],
+        &[
+            "no Parquet objects under s3://data/data/flux_small/train/",
+            "generate",
+        ],
     );
 
     // An object named .parquet that is not Parquet.
@@ -367,13 +393,19 @@ fn a_server_that_dies_mid_run_fails_the_run_with_exit_3() {
     server.wait().unwrap();
     let started = std::time::Instant::now();
     let out = client.wait_with_output().unwrap();
-    assert!(started.elapsed() < Duration::from_secs(60), "no prompt failure");
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "no prompt failure"
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_one_line_error(
         out.status.code().unwrap_or(-1),
         &stderr,
         3,
-        &["the run failed", "GET s3://ringload/data/flux_small/train/train_000"],
+        &[
+            "the run failed",
+            "GET s3://ringload/data/flux_small/train/train_000",
+        ],
     );
 }
 
@@ -617,7 +649,10 @@ fn generate_writes_to_garage_by_multipart_and_run_reads_it() {
             assert!(o["size"].as_u64().unwrap() > 16 << 20);
             assert!(o["etag"].as_str().unwrap().contains("-2"), "{o}");
         }
-        assert_ne!(objects[0]["first"], objects[1]["first"], "files are not distinct");
+        assert_ne!(
+            objects[0]["first"], objects[1]["first"],
+            "files are not distinct"
+        );
 
         let (code, stdout, stderr) = g.ringload(&[
             "run",

@@ -115,8 +115,16 @@ pub fn render(s: &RunSummary) -> String {
             projected.join(", ")
         );
     }
-    let _ = writeln!(w, "measured I/O wait per step: {}", ms(&s.io_wait_per_step_ms));
-    let _ = writeln!(w, "barrier wait per step: {}", ms(&s.barrier_wait_per_step_ms));
+    let _ = writeln!(
+        w,
+        "measured I/O wait per step: {}",
+        ms(&s.io_wait_per_step_ms)
+    );
+    let _ = writeln!(
+        w,
+        "barrier wait per step: {}",
+        ms(&s.barrier_wait_per_step_ms)
+    );
     let _ = writeln!(
         w,
         "read {} ({} bytes) in {} GETs at {:.0} MiB/s measured; footers {} once; {} retries, {} \
@@ -143,11 +151,7 @@ pub fn render(s: &RunSummary) -> String {
     let server = or_dash(s.server_cpu_s, |v| {
         format!("; in-process server {v:.2} CPU-s, not included")
     });
-    let _ = writeln!(
-        w,
-        "client CPU {:.2} s ({per_gib}){server}",
-        s.client_cpu_s
-    );
+    let _ = writeln!(w, "client CPU {:.2} s ({per_gib}){server}", s.client_cpu_s);
     let _ = writeln!(
         w,
         "peak RSS {} (memory budget {}); set-up {:.2} s, wall {:.2} s",

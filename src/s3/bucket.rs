@@ -218,7 +218,8 @@ impl Write for BucketWriter {
             rest = later;
             if self.buffer.len() == PART_BYTES {
                 let part = std::mem::replace(&mut self.buffer, Vec::with_capacity(PART_BYTES));
-                self.send_part(Bytes::from(part)).map_err(io::Error::other)?;
+                self.send_part(Bytes::from(part))
+                    .map_err(io::Error::other)?;
             }
         }
         Ok(data.len())

@@ -329,9 +329,12 @@ impl Client {
                     body.len()
                 )))
             }
-            (StatusCode::PARTIAL_CONTENT, ByteRange::Suffix(n)) if body.len() as u64 > n => Err(
-                bad(format!("asked for the last {n} bytes and got {}", body.len())),
-            ),
+            (StatusCode::PARTIAL_CONTENT, ByteRange::Suffix(n)) if body.len() as u64 > n => {
+                Err(bad(format!(
+                    "asked for the last {n} bytes and got {}",
+                    body.len()
+                )))
+            }
             (StatusCode::PARTIAL_CONTENT, _) => Ok(body),
             // Some servers answer a suffix that covers the whole object with the object.
             (StatusCode::OK, ByteRange::Suffix(n)) if body.len() as u64 <= n => Ok(body),
@@ -390,7 +393,10 @@ impl Client {
         sign_body: bool,
     ) -> Result<String, RequestError> {
         let number_text = number.to_string();
-        let query = [("partNumber", number_text.as_str()), ("uploadId", upload_id)];
+        let query = [
+            ("partNumber", number_text.as_str()),
+            ("uploadId", upload_id),
+        ];
         let spec = RequestSpec {
             query: &query,
             body,
@@ -473,7 +479,11 @@ pub fn transport_error(
         cause = c.source();
     }
     let reason = causes.join(": ");
-    let unreachable = ["Connection refused", "failed to lookup address", "No route to host"];
+    let unreachable = [
+        "Connection refused",
+        "failed to lookup address",
+        "No route to host",
+    ];
     if unreachable.iter().any(|u| reason.contains(u)) {
         return RequestError::Unreachable {
             operation,
@@ -563,8 +573,10 @@ mod tests {
         );
         assert!(parse_list_page(b"<Error><Code>x</Code></Error>").is_err());
         assert!(
-            parse_list_page(b"<ListBucketResult><Contents><Key>k</Key></Contents></ListBucketResult>")
-                .is_err()
+            parse_list_page(
+                b"<ListBucketResult><Contents><Key>k</Key></Contents></ListBucketResult>"
+            )
+            .is_err()
         );
     }
 
@@ -597,7 +609,11 @@ mod tests {
         let mut calls = 0;
         let (result, retries) = rt.block_on(with_retries(&policy, "op", || {
             calls += 1;
-            std::future::ready(if calls < 2 { Err(server_error()) } else { Ok(7) })
+            std::future::ready(if calls < 2 {
+                Err(server_error())
+            } else {
+                Ok(7)
+            })
         }));
         assert_eq!((result.ok(), retries), (Some(7), 1));
 

@@ -30,7 +30,9 @@ pub enum RequestError {
     #[error("{operation}: {reason}")]
     Transport { operation: String, reason: String },
     /// No complete answer within the time allowed.
-    #[error("{operation}: no complete response within {after:?}; the server is stalled or too slow (raise --request-timeout)")]
+    #[error(
+        "{operation}: no complete response within {after:?}; the server is stalled or too slow (raise --request-timeout)"
+    )]
     Timeout { operation: String, after: Duration },
     /// The answer broke the protocol: a `200` where `206` was asked for, a `Content-Range` or
     /// length that does not match the request, XML that cannot be read.
@@ -79,7 +81,9 @@ impl RequestError {
     pub fn exit_code(&self) -> u8 {
         match self {
             RequestError::Unreachable { .. } => exit::USAGE,
-            RequestError::Status { status, .. } if (400..500).contains(status) && *status != 429 => {
+            RequestError::Status { status, .. }
+                if (400..500).contains(status) && *status != 429 =>
+            {
                 exit::USAGE
             }
             _ => exit::FAILED,
@@ -137,7 +141,9 @@ fn hint_for(status: u16, code: Option<&str>, c: &HintContext<'_>) -> String {
              (storage.storage_root)",
             c.bucket, c.endpoint
         ),
-        (404, Some("NoSuchKey")) => "the object does not exist (was it deleted since listing?)".into(),
+        (404, Some("NoSuchKey")) => {
+            "the object does not exist (was it deleted since listing?)".into()
+        }
         (403, Some("InvalidAccessKeyId")) => {
             format!("the server does not know the access key; check {keys}")
         }
@@ -161,7 +167,9 @@ fn hint_for(status: u16, code: Option<&str>, c: &HintContext<'_>) -> String {
         (301, _) | (307, _) => {
             "the server redirects: the bucket is in another region or needs another endpoint".into()
         }
-        (503, Some("SlowDown")) | (429, _) => "the server is throttling; retried and gave up".into(),
+        (503, Some("SlowDown")) | (429, _) => {
+            "the server is throttling; retried and gave up".into()
+        }
         (s, _) if s >= 500 => "the storage failed the request, also on every retry".into(),
         _ => String::new(),
     }

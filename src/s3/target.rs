@@ -59,7 +59,9 @@ impl Endpoint {
             .filter(|(_, p)| !p.ends_with(']'))
             .map(|(_, p)| p);
         if port_text.is_some_and(|p| p.parse::<u16>().is_err()) {
-            return Err(format!("'{text}' has no valid port; write http://HOST[:PORT]"));
+            return Err(format!(
+                "'{text}' has no valid port; write http://HOST[:PORT]"
+            ));
         }
         if authority.host().is_empty() {
             return Err(format!("'{text}' names no host; write http://HOST[:PORT]"));
@@ -298,7 +300,11 @@ mod tests {
         };
         let t = resolve(&flags, &storage(), env).unwrap().unwrap();
         assert_eq!(
-            (t.endpoint.url.as_str(), t.bucket.as_str(), t.region.as_str()),
+            (
+                t.endpoint.url.as_str(),
+                t.bucket.as_str(),
+                t.region.as_str()
+            ),
             ("http://flag:3", "flag-bucket", "flag-region")
         );
         assert_eq!(t.credentials.unwrap().access_key_id, "FLAGKEY");
@@ -323,7 +329,10 @@ mod tests {
             has_credentials: false,
             static_keys: None,
         };
-        assert_eq!(resolve(&TargetFlags::default(), &empty, |_| None).unwrap(), None);
+        assert_eq!(
+            resolve(&TargetFlags::default(), &empty, |_| None).unwrap(),
+            None
+        );
         let flags = TargetFlags {
             endpoint: Some("http://h:1".into()),
             ..TargetFlags::default()
@@ -355,6 +364,10 @@ mod tests {
             |_| None,
         )
         .unwrap_err();
-        assert!(err.0.starts_with("--endpoint 'https://x': https is not supported"), "{err}");
+        assert!(
+            err.0
+                .starts_with("--endpoint 'https://x': https is not supported"),
+            "{err}"
+        );
     }
 }
