@@ -173,7 +173,7 @@ pub fn virtual_store(
     let bucket = checked_bucket(bucket)?;
     if show_progress {
         eprintln!(
-            "ringload serve: laying out {} ({} file{}; encoding one file and a row-group \
+            "ringload: laying out the virtual {} ({} file{}; encoding one file and a row-group \
              template)…",
             settings.workload.name,
             settings.num_files,
