@@ -72,7 +72,7 @@ pub struct WorkloadArgs {
 /// The shape of a run: ranks, readers, in-flight GETs.
 #[derive(Debug, Args)]
 pub struct ShapeArgs {
-    /// Ranks: simulated accelerators, one pinned thread each
+    /// Ranks: simulated accelerators, one thread each
     #[arg(
         long,
         value_name = "N",
