@@ -180,62 +180,196 @@ pub fn run_rank(
     barrier: &StepBarrier,
     progress: &Progress,
 ) -> Result<RankRecord, RunError> {
-    let result = step_loop(plan, epochs, computation_time, io, barrier, progress);
-    if result.is_err() {
-        barrier.abort();
+    let mut record = RankRecord::default();
+    for _ in 0..epochs {
+        let epoch = run_epoch(plan, computation_time, io, barrier, progress);
+        let (steps, window_ns) = epoch.inspect_err(|_| barrier.abort())?;
+        record.steps.push(steps);
+        record.windows_ns.push(window_ns);
     }
-    result
+    Ok(record)
 }
 
-fn step_loop(
+/// One epoch: its steps' times, and its window from the start to the end of the last step.
+fn run_epoch(
     plan: &RankPlan,
-    epochs: u32,
     computation_time: Duration,
     io: &mut dyn RankIo,
     barrier: &StepBarrier,
     progress: &Progress,
-) -> Result<RankRecord, RunError> {
-    let mut record = RankRecord::default();
-    for _ in 0..epochs {
-        io.barrier(barrier)?;
-        let epoch_start = Instant::now();
-        io.start_epoch()?;
-        let mut steps = Vec::with_capacity(plan.steps.len());
-        for takes in &plan.steps {
-            let loading = Instant::now();
-            for take in takes {
-                io.wait_for(take.reader, take.get)?;
-            }
-            let computing = Instant::now();
-            io.compute(computation_time)?;
-            let meeting = Instant::now();
-            io.barrier(barrier)?;
-            let done = Instant::now();
-            for take in takes.iter().filter(|t| t.releases) {
-                io.release(take.reader, take.get)?;
-            }
-            let step = StepTimes {
-                wait_ns: ns(computing - loading),
-                compute_ns: ns(meeting - computing),
-                barrier_ns: ns(done - meeting),
-            };
-            steps.push(step);
-            progress.steps_done.fetch_add(1, Ordering::Relaxed);
-            progress
-                .compute_ns
-                .fetch_add(step.compute_ns, Ordering::Relaxed);
+) -> Result<(Vec<StepTimes>, u64), RunError> {
+    io.barrier(barrier)?;
+    let epoch_start = Instant::now();
+    io.start_epoch()?;
+    let mut steps = Vec::with_capacity(plan.steps.len());
+    for takes in &plan.steps {
+        let loading = Instant::now();
+        for take in takes {
+            io.wait_for(take.reader, take.get)?;
         }
-        io.end_epoch()?;
-        record.windows_ns.push(ns(epoch_start.elapsed()));
-        record.steps.push(steps);
+        let computing = Instant::now();
+        io.compute(computation_time)?;
+        let meeting = Instant::now();
+        io.barrier(barrier)?;
+        let done = Instant::now();
+        for take in takes.iter().filter(|t| t.releases) {
+            io.release(take.reader, take.get)?;
+        }
+        let step = StepTimes {
+            wait_ns: ns(computing - loading),
+            compute_ns: ns(meeting - computing),
+            barrier_ns: ns(done - meeting),
+        };
+        steps.push(step);
+        progress.steps_done.fetch_add(1, Ordering::Relaxed);
+        progress
+            .compute_ns
+            .fetch_add(step.compute_ns, Ordering::Relaxed);
     }
-    Ok(record)
+    io.end_epoch()?;
+    Ok((steps, ns(epoch_start.elapsed())))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    /// An engine that records what the step loop asks of it, and can fail one wait.
+    #[derive(Default)]
+    struct Recorder {
+        calls: Vec<String>,
+        fail_at_wait: Option<usize>,
+        waits: usize,
+        stats: RequestStats,
+    }
+
+    impl RankIo for Recorder {
+        fn start_epoch(&mut self) -> Result<(), RunError> {
+            self.calls.push("start".into());
+            Ok(())
+        }
+        fn wait_for(&mut self, reader: usize, get: usize) -> Result<(), RunError> {
+            self.waits += 1;
+            if self.fail_at_wait == Some(self.waits) {
+                return Err(RunError::Engine("injected".into()));
+            }
+            self.calls.push(format!("wait {reader}.{get}"));
+            Ok(())
+        }
+        fn compute(&mut self, _: Duration) -> Result<(), RunError> {
+            self.calls.push("compute".into());
+            Ok(())
+        }
+        fn barrier(&mut self, barrier: &StepBarrier) -> Result<(), RunError> {
+            self.calls.push("barrier".into());
+            barrier.wait()
+        }
+        fn release(&mut self, reader: usize, get: usize) -> Result<(), RunError> {
+            self.calls.push(format!("release {reader}.{get}"));
+            Ok(())
+        }
+        fn end_epoch(&mut self) -> Result<(), RunError> {
+            self.calls.push("end".into());
+            Ok(())
+        }
+        fn stats(&self) -> &RequestStats {
+            &self.stats
+        }
+    }
+
+    fn take(reader: usize, get: usize, releases: bool) -> crate::plan::Take {
+        crate::plan::Take {
+            reader,
+            get,
+            rows: 24,
+            releases,
+        }
+    }
+
+    /// Two steps: the first takes half of GET 0.0, the second the rest of it and half of 1.0
+    /// (a batch split across readers).
+    fn two_steps() -> RankPlan {
+        RankPlan {
+            rank: 0,
+            readers: Vec::new(),
+            steps: vec![
+                vec![take(0, 0, false)],
+                vec![take(0, 0, true), take(1, 0, false)],
+            ],
+            get_count: 2,
+            row_groups: 2,
+            bytes: 0,
+            max_gets_held_per_reader: 1,
+        }
+    }
+
+    #[test]
+    fn the_step_loop_waits_computes_meets_then_releases() {
+        let barrier = StepBarrier::new(1, Duration::from_secs(5));
+        let progress = Progress::default();
+        let mut io = Recorder::default();
+        let record = run_rank(
+            &two_steps(),
+            2,
+            Duration::ZERO,
+            &mut io,
+            &barrier,
+            &progress,
+        )
+        .unwrap();
+        let epoch = [
+            "barrier",
+            "start",
+            "wait 0.0",
+            "compute",
+            "barrier",
+            "wait 0.0",
+            "wait 1.0",
+            "compute",
+            "barrier",
+            "release 0.0",
+            "end",
+        ];
+        let expected: Vec<&str> = epoch.iter().chain(epoch.iter()).copied().collect();
+        assert_eq!(io.calls, expected);
+        assert_eq!((record.steps.len(), record.windows_ns.len()), (2, 2));
+        assert_eq!(record.steps[1].len(), 2);
+        assert_eq!(progress.steps_done.load(Ordering::Relaxed), 4);
+    }
+
+    #[test]
+    fn a_failing_rank_aborts_the_barrier_for_the_others() {
+        let barrier = StepBarrier::new(2, Duration::from_secs(30));
+        let progress = Progress::default();
+        std::thread::scope(|scope| {
+            let other = scope.spawn(|| {
+                let mut io = Recorder::default();
+                run_rank(
+                    &two_steps(),
+                    1,
+                    Duration::ZERO,
+                    &mut io,
+                    &barrier,
+                    &progress,
+                )
+            });
+            let mut failing = Recorder {
+                fail_at_wait: Some(2),
+                ..Recorder::default()
+            };
+            let mine = run_rank(
+                &two_steps(),
+                1,
+                Duration::ZERO,
+                &mut failing,
+                &barrier,
+                &progress,
+            );
+            assert!(matches!(mine, Err(RunError::Engine(_))));
+            assert!(matches!(other.join().unwrap(), Err(RunError::Aborted)));
+        });
+    }
 
     #[test]
     fn barrier_releases_all_parties_each_generation() {

@@ -250,30 +250,22 @@ fn keyed_dir_server(objects: &[(&str, Vec<u8>)]) -> (tempfile::TempDir, Server) 
 
 /// `ringload run flux_small --files 1` against `endpoint` with the given keys and bucket.
 fn run_against(endpoint: &str, bucket: &str, key: &str, secret: &str) -> (i32, String, String) {
-    let out = common::ringload()
-        .args([
-            "run",
-            "flux_small",
-            "--files",
-            "1",
-            "--endpoint",
-            endpoint,
-            "--bucket",
-            bucket,
-            "--access-key",
-            key,
-            "--secret-key",
-            secret,
-            "--retries",
-            "1",
-        ])
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::output(common::ringload().args([
+        "run",
+        "flux_small",
+        "--files",
+        "1",
+        "--endpoint",
+        endpoint,
+        "--bucket",
+        bucket,
+        "--access-key",
+        key,
+        "--secret-key",
+        secret,
+        "--retries",
+        "1",
+    ]))
 }
 
 /// A real flux_small file, as `ringload generate` writes it.
@@ -447,18 +439,13 @@ fn garage() -> Option<Garage> {
 impl Garage {
     /// ringload with garage's endpoint and keys in the AWS environment variables.
     fn ringload(&self, args: &[&str]) -> (i32, String, String) {
-        let out = common::ringload()
-            .args(args)
-            .env("AWS_ENDPOINT_URL", &self.endpoint)
-            .env("AWS_ACCESS_KEY_ID", &self.key)
-            .env("AWS_SECRET_ACCESS_KEY", &self.secret)
-            .env("AWS_REGION", "us-east-1")
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
+        common::output(
+            common::ringload()
+                .args(args)
+                .env("AWS_ENDPOINT_URL", &self.endpoint)
+                .env("AWS_ACCESS_KEY_ID", &self.key)
+                .env("AWS_SECRET_ACCESS_KEY", &self.secret)
+                .env("AWS_REGION", "us-east-1"),
         )
     }
 }
@@ -676,16 +663,11 @@ fn generate_uploads_to_ringloads_own_server_with_signed_payloads_and_run_reads_t
     let (root, server) = keyed_dir_server(&[]);
     let endpoint = server.endpoint_url();
     let with_keys = |args: &[&str]| {
-        let out = common::ringload()
-            .args(args)
-            .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
-            .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
+        common::output(
+            common::ringload()
+                .args(args)
+                .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+                .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY),
         )
     };
     let (code, _, stderr) = with_keys(&[

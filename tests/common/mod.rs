@@ -25,7 +25,12 @@ pub fn ringload() -> Command {
 
 /// Runs ringload with `args`; returns (exit code, stdout, stderr).
 pub fn run(args: &[&str]) -> (i32, String, String) {
-    let out: Output = ringload().args(args).output().expect("run ringload");
+    output(ringload().args(args))
+}
+
+/// Runs a prepared command; returns (exit code, stdout, stderr).
+pub fn output(command: &mut Command) -> (i32, String, String) {
+    let out: Output = command.output().expect("run ringload");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
