@@ -337,18 +337,25 @@ fn read_layouts(
             });
         }
     });
+    let slots: Vec<Option<Result<FileLayout, CatalogError>>> = results
+        .into_iter()
+        .map(|slot| slot.into_inner().ok().flatten())
+        .collect();
+    // After a failure the other workers stop, so some files may be unread: report the failure
+    // that comes first in key order, never the unread files.
     let mut layouts = Vec::with_capacity(objects.len());
-    // The first error in key order wins, so the message does not depend on timing.
-    for slot in results {
-        match slot.into_inner().ok().flatten() {
-            Some(result) => layouts.push(result?),
-            None => break,
+    let mut unread = None;
+    for (i, slot) in slots.into_iter().enumerate() {
+        match slot {
+            Some(Ok(layout)) => layouts.push(layout),
+            Some(Err(e)) => return Err(e),
+            None => unread = unread.or(Some(i)),
         }
     }
-    if layouts.len() < objects.len() {
+    if let Some(i) = unread {
         return Err(CatalogError::BadFooter {
-            key: objects[layouts.len()].key.clone(),
-            reason: "its footer was not read because another footer read failed".into(),
+            key: objects[i].key.clone(),
+            reason: "its footer was not read (a footer reader stopped early)".into(),
         });
     }
     Ok(layouts)
@@ -621,6 +628,30 @@ mod tests {
             file.footer_fetch_bytes,
             FOOTER_FIRST_FETCH_BYTES + file.metadata_bytes + TRAILER_BYTES
         );
+    }
+
+    /// Footers are read in parallel; the catalog keeps key order, and a bad file among many
+    /// is the one named, whichever reader met it.
+    #[test]
+    fn parallel_footer_reads_keep_order_and_name_the_bad_file() {
+        let root = tempfile::tempdir().unwrap();
+        let spec = spec();
+        let files = 3 * FOOTER_READS_IN_FLIGHT;
+        write_dataset(root.path(), &spec, files);
+        let source = DirSource::new(root.path());
+        let found = discover(&source, &spec.train_prefix, files, None).unwrap();
+        let keys: Vec<String> = found.files.iter().map(|f| f.key.clone()).collect();
+        let expected: Vec<String> = (0..files).map(|i| spec.file_key(i)).collect();
+        assert_eq!(keys, expected);
+        let bad = root.path().join(spec.file_key(files - 5));
+        std::fs::write(&bad, b"not parquet at all").unwrap();
+        for _ in 0..5 {
+            let err = discover(&source, &spec.train_prefix, files, None)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(&spec.file_key(files - 5)), "{err}");
+            assert!(err.contains("is not Parquet"), "{err}");
+        }
     }
 
     #[test]
