@@ -114,7 +114,7 @@ fn generate(args: &GenerateArgs) -> anyhow::Result<u8> {
             let target = s3::target::resolve(&args.s3.target_flags(), &settings.storage, env)?
                 .ok_or_else(|| {
                     UsageError(
-                        "--bucket without an endpoint: pass --endpoint URL (or set                          AWS_ENDPOINT_URL)"
+                        "--bucket without an endpoint: pass --endpoint URL (or set AWS_ENDPOINT_URL)"
                             .into(),
                     )
                 })?;
