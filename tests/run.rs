@@ -371,7 +371,7 @@ fn a_server_that_dies_mid_run_fails_the_run_with_exit_3() {
             "--bucket",
             "ringload",
             "--computation-time",
-            "0.5",
+            "1.0",
             "--retries",
             "1",
         ])
@@ -379,8 +379,9 @@ fn a_server_that_dies_mid_run_fails_the_run_with_exit_3() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // The first GETs are in; steps take 0.5 s, so most GETs are still to be sent.
-    std::thread::sleep(Duration::from_millis(1500));
+    // Set-up takes well under a second; steps take 1 s (12 of them), so after 3 s the run is
+    // under way and most GETs are still to be sent.
+    std::thread::sleep(Duration::from_secs(3));
     server.kill().unwrap();
     server.wait().unwrap();
     let started = std::time::Instant::now();
