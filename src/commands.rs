@@ -396,7 +396,7 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     };
     let measured = crate::run::execute(&plan, &client, &config);
     let server_stats = server.map(|s| s.shutdown());
-    let measured = measured.map_err(|e| RunFailed(e.exit_code(), exit_line(&e)))?;
+    let measured = measured.map_err(|e| RunFailed(exit_line(&e)))?;
     let server_cpu_s = server_stats
         .as_ref()
         .map_or(0.0, |s| s.cpu_s - server_cpu_start);
@@ -446,10 +446,10 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     })
 }
 
-/// A run that started and failed, with its exit code.
+/// A run that started and failed (exit 3, whatever the cause).
 #[derive(Debug, thiserror::Error)]
-#[error("the run failed: {1}")]
-pub struct RunFailed(pub u8, pub String);
+#[error("the run failed: {0}")]
+pub struct RunFailed(pub String);
 
 fn exit_line(e: &crate::rank::RunError) -> String {
     e.to_string().replace('\n', " ")

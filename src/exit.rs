@@ -25,8 +25,8 @@ pub const FAILED: u8 = 3;
 /// The exit code for an error: the first cause in its chain that knows its code decides.
 pub fn code_for(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
-        if let Some(e) = cause.downcast_ref::<crate::commands::RunFailed>() {
-            return e.0;
+        if cause.is::<crate::commands::RunFailed>() {
+            return FAILED;
         }
         if let Some(e) = cause.downcast_ref::<CatalogError>() {
             return e.exit_code();

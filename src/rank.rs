@@ -40,13 +40,6 @@ pub enum RunError {
     Engine(String),
 }
 
-impl RunError {
-    /// The exit code of a run that ended with this error: it started, so 3.
-    pub fn exit_code(&self) -> u8 {
-        crate::exit::FAILED
-    }
-}
-
 /// A rank's I/O, as the step loop sees it. One engine object per rank, used only by that
 /// rank's thread.
 pub trait RankIo {
