@@ -206,10 +206,16 @@ pub struct RunArgs {
     #[command(flatten)]
     pub s3: S3Args,
 
-    /// The loader: baseline is the conventional tokio + hyper design with a heap buffer per
-    /// GET
-    #[arg(long, value_enum, default_value_t = crate::engine::EngineKind::Baseline)]
-    pub engine: crate::engine::EngineKind,
+    /// The loader: uring (io_uring per pinned rank, bodies read into registered buffers) or
+    /// baseline (the conventional tokio + hyper design, a heap buffer per GET) [default: uring
+    /// where io_uring works here, else baseline with a note]
+    #[arg(long, value_enum)]
+    pub engine: Option<crate::engine::EngineKind>,
+
+    /// The CPUs rank threads are pinned to, round-robin, e.g. 0-3,6 [default: every CPU in
+    /// this process's affinity mask]
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
 
     /// Write summary.json and steps.csv (rank, epoch, step, wait_ms, compute_ms, barrier_ms)
     /// into DIR

@@ -8,6 +8,7 @@ use anyhow::Context;
 use crate::catalog::{self, Catalog, DirSource};
 use crate::cli::{Command, GenerateArgs, PlanArgs, RunArgs, ServeArgs, WorkloadArgs, load_config};
 use crate::datagen::{self, DirSink};
+use crate::engine::EngineKind;
 use crate::exit::UsageError;
 use crate::plan::{Plan, RunOptions, Settings};
 use crate::s3::{self, Bucket, Client, Target};
@@ -376,36 +377,55 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         memory_cap_bytes: args.shape.memory_budget,
         server_bytes,
     };
-    let plan = Plan::resolve(&settings, &catalog, &options, &budget::probe())?;
-    let setup_s = started.elapsed().as_secs_f64();
-
-    if (settings.computation_time_s - settings.workload_computation_time_s).abs() > 1e-12 {
-        eprintln!(
-            "ringload run: NOTE: computation_time {} differs from {}'s {}: AU will be an I/O \
-             stress figure, not training performance",
-            report::seconds(settings.computation_time_s),
-            settings.workload.name,
-            report::seconds(settings.workload_computation_time_s)
-        );
-    }
+    let limits = budget::probe();
+    // RLIMIT_MEMLOCK binds only the io_uring engine's locked pool: checked with the engine.
+    let unlocked = budget::MemoryLimits {
+        memlock_bytes: None,
+        ..limits.clone()
+    };
+    let plan = Plan::resolve(&settings, &catalog, &options, &unlocked)?;
+    let mut notes = Vec::new();
+    let engine = choose_engine(args.engine, &plan, &limits, &mut notes)?;
+    let cpus = choose_cpus(args.cpus.as_deref(), plan.options.np, &mut notes)?;
     let client = Client::new(target.clone(), policy);
     let config = crate::run::RunConfig {
-        engine: args.engine,
+        engine,
         engine_threads: args.engine_threads.unwrap_or_else(cores),
         show_progress: std::io::stderr().is_terminal(),
+        cpus,
     };
-    let measured = crate::run::execute(&plan, &client, &config);
+    let server_cpu_now = || server.as_ref().map_or(0.0, |s| s.stats().cpu_s);
+    let measured = crate::run::execute(&plan, &client, &config, &server_cpu_now);
     let server_stats = server.map(|s| s.shutdown());
     let measured = measured.map_err(|e| RunFailed(exit_line(&e)))?;
+    let cpu_end = metrics::process_cpu_s();
+    let setup_s = (measured.ready_at - started).as_secs_f64();
+    // Costs over the run: from every rank being ready to the end, the server's apart.
     let server_cpu_s = server_stats
         .as_ref()
-        .map_or(0.0, |s| s.cpu_s - server_cpu_start);
-    let client_cpu_s = (metrics::process_cpu_s() - cpu_start - server_cpu_s).max(0.0);
+        .map_or(0.0, |s| s.cpu_s - measured.ready_server_cpu_s);
+    let client_cpu_s = (cpu_end - measured.ready_cpu_s - server_cpu_s).max(0.0);
+    let setup_cpu_s = (measured.ready_cpu_s
+        - cpu_start
+        - (measured.ready_server_cpu_s - server_cpu_start))
+        .max(0.0);
+    let peak_rss_bytes = metrics::peak_rss_bytes();
+    if let Some(peak) = peak_rss_bytes.filter(|&p| p > plan.memory.total_bytes) {
+        let warning = format!(
+            "peak RSS {} exceeded the memory budget {} by {}: the budget's fixed allowances \
+             (PROCESS_OVERHEAD_BYTES, CONNECTION_OVERHEAD_BYTES) are too small for this run",
+            report::bytes(peak),
+            report::bytes(plan.memory.total_bytes),
+            report::bytes(peak - plan.memory.total_bytes)
+        );
+        eprintln!("ringload run: WARNING: {warning}");
+        notes.push(warning);
+    }
     let summary = RunSummary::build(
         &plan,
         &measured,
         RunContext {
-            engine: args.engine,
+            engine,
             target: TargetSummary {
                 endpoint: target.endpoint.url.clone(),
                 bucket: target.bucket.clone(),
@@ -418,9 +438,11 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
                 }),
             },
             setup_s,
+            setup_cpu_s,
             client_cpu_s,
-            peak_rss_bytes: metrics::peak_rss_bytes(),
+            peak_rss_bytes,
             peak_rss_since_setup,
+            notes,
         },
     );
     if let Some(dir) = &args.output {
@@ -444,6 +466,82 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     } else {
         exit::AU_MISSED
     })
+}
+
+/// The engine of a run. An explicit `--engine uring` that cannot work here is a usage error
+/// naming the cause; by default the baseline runs instead, with a note.
+fn choose_engine(
+    asked: Option<EngineKind>,
+    plan: &Plan,
+    limits: &budget::MemoryLimits,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<EngineKind> {
+    if asked == Some(EngineKind::Baseline) {
+        return Ok(EngineKind::Baseline);
+    }
+    let pool = plan.memory.pool_bytes;
+    let cause = crate::engine::uring::unavailable_cause().or_else(|| {
+        let memlock = limits.memlock_bytes.filter(|&m| !limits.cap_ipc_lock && m < pool)?;
+        Some(format!(
+            "RLIMIT_MEMLOCK {} is smaller than the buffer pool {} (its buffers are locked and \
+             registered; raise it with `ulimit -l unlimited` or grant CAP_IPC_LOCK)",
+            report::bytes(memlock),
+            report::bytes(pool)
+        ))
+    });
+    match (asked, cause) {
+        (_, None) => Ok(EngineKind::Uring),
+        (Some(_), Some(cause)) => Err(UsageError(format!(
+            "--engine uring: {cause}; run with --engine baseline"
+        ))
+        .into()),
+        (None, Some(cause)) => {
+            let note = format!("io_uring cannot be used here ({cause}); ran the baseline engine");
+            eprintln!("ringload run: NOTE: {note}");
+            notes.push(note);
+            Ok(EngineKind::Baseline)
+        }
+    }
+}
+
+/// The CPUs rank threads are pinned to: `--cpus`, each checked against the process's affinity
+/// mask, or the whole mask. A note when ranks outnumber them.
+fn choose_cpus(
+    asked: Option<&str>,
+    np: u32,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<Vec<usize>> {
+    let allowed = crate::run::allowed_cpus();
+    let cpus = match asked {
+        None => allowed,
+        Some(text) => {
+            let cpus = crate::run::parse_cpu_list(text)
+                .map_err(|e| UsageError(format!("--cpus {e}")))?;
+            if let Some(cpu) = cpus.iter().find(|c| !allowed.contains(c)) {
+                return Err(UsageError(format!(
+                    "--cpus {text}: CPU {cpu} is not in this process's affinity mask ({}); \
+                     choose from those",
+                    allowed
+                        .iter()
+                        .map(usize::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ))
+                .into());
+            }
+            cpus
+        }
+    };
+    if !cpus.is_empty() && np as usize > cpus.len() {
+        let note = format!(
+            "{np} ranks on {} CPUs: rank threads share cores (pinned round-robin), so a rank \
+             may wait for a core as well as for storage",
+            cpus.len()
+        );
+        eprintln!("ringload run: WARNING: {note}");
+        notes.push(note);
+    }
+    Ok(cpus)
 }
 
 /// A run that started and failed (exit 3, whatever the cause).

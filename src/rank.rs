@@ -15,7 +15,8 @@
 //! aborts the barrier so the others stop instead of waiting for it forever.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::engine::RequestStats;
@@ -64,6 +65,11 @@ pub trait RankIo {
 }
 
 /// A barrier for all ranks that can be aborted and that gives up after a timeout.
+///
+/// Ranks either block in [`StepBarrier::wait`], or (the io_uring engine, which must keep
+/// reaping completions) [`StepBarrier::arrive`] and poll [`StepBarrier::passed`], woken by an
+/// eventfd they registered with [`StepBarrier::add_waker`]: the last rank to arrive, and an
+/// abort, write to every registered eventfd.
 #[derive(Debug)]
 pub struct StepBarrier {
     parties: usize,
@@ -71,12 +77,20 @@ pub struct StepBarrier {
     turned: Condvar,
     timeout: Duration,
     aborted: AtomicBool,
+    wakers: Mutex<Vec<Arc<OwnedFd>>>,
 }
 
 #[derive(Debug, Default)]
 struct BarrierState {
     arrived: usize,
     generation: u64,
+}
+
+/// A rank's arrival at the barrier, to ask whether it has turned since.
+#[derive(Debug, Clone, Copy)]
+pub struct Arrival {
+    generation: u64,
+    deadline: Instant,
 }
 
 impl StepBarrier {
@@ -87,44 +101,95 @@ impl StepBarrier {
             turned: Condvar::new(),
             timeout,
             aborted: AtomicBool::new(false),
+            wakers: Mutex::new(Vec::new()),
         }
     }
 
-    /// Waits until all parties have arrived. Fails if the barrier is aborted, or after the
-    /// timeout (and then aborts it for the others).
-    pub fn wait(&self) -> Result<(), RunError> {
-        let deadline = Instant::now() + self.timeout;
-        let mut state = self
-            .state
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, BarrierState>, RunError> {
+        self.state
             .lock()
-            .map_err(|_| RunError::Engine("the step barrier is poisoned".into()))?;
+            .map_err(|_| RunError::Engine("the step barrier is poisoned".into()))
+    }
+
+    /// Registers an eventfd to be written when the barrier turns or is aborted.
+    pub fn add_waker(&self, eventfd: Arc<OwnedFd>) {
+        if let Ok(mut wakers) = self.wakers.lock() {
+            wakers.push(eventfd);
+        }
+    }
+
+    fn wake_all(&self) {
+        if let Ok(wakers) = self.wakers.lock() {
+            for fd in wakers.iter() {
+                // An eventfd write adds to its counter; it cannot block short of 2^64 - 1.
+                let _ = rustix::io::write(fd, &1u64.to_ne_bytes());
+            }
+        }
+    }
+
+    /// Arrives without waiting. The last party to arrive turns the barrier.
+    pub fn arrive(&self) -> Result<Arrival, RunError> {
+        let mut state = self.lock()?;
         if self.is_aborted() {
             return Err(RunError::Aborted);
         }
+        let arrival = Arrival {
+            generation: state.generation,
+            deadline: Instant::now() + self.timeout,
+        };
         state.arrived += 1;
         if state.arrived == self.parties {
             state.arrived = 0;
             state.generation += 1;
             self.turned.notify_all();
-            return Ok(());
+            drop(state);
+            self.wake_all();
         }
-        let generation = state.generation;
-        while state.generation == generation {
+        Ok(arrival)
+    }
+
+    /// Whether the barrier has turned since `arrival`. Fails if it was aborted, or once the
+    /// timeout has passed (and then aborts it for the others).
+    pub fn passed(&self, arrival: &Arrival) -> Result<bool, RunError> {
+        let state = self.lock()?;
+        if state.generation != arrival.generation {
+            return Ok(true);
+        }
+        if self.is_aborted() {
+            return Err(RunError::Aborted);
+        }
+        if Instant::now() >= arrival.deadline {
+            drop(state);
+            return Err(self.stalled());
+        }
+        Ok(false)
+    }
+
+    fn stalled(&self) -> RunError {
+        self.abort();
+        RunError::Stalled(format!(
+            "ranks did not meet at the step barrier within {:?}; a rank is stuck",
+            self.timeout
+        ))
+    }
+
+    /// Waits until all parties have arrived. Fails if the barrier is aborted, or after the
+    /// timeout (and then aborts it for the others).
+    pub fn wait(&self) -> Result<(), RunError> {
+        let arrival = self.arrive()?;
+        let mut state = self.lock()?;
+        while state.generation == arrival.generation {
             if self.is_aborted() {
                 return Err(RunError::Aborted);
             }
             let now = Instant::now();
-            if now >= deadline {
+            if now >= arrival.deadline {
                 drop(state);
-                self.abort();
-                return Err(RunError::Stalled(format!(
-                    "ranks did not meet at the step barrier within {:?}; a rank is stuck",
-                    self.timeout
-                )));
+                return Err(self.stalled());
             }
             state = self
                 .turned
-                .wait_timeout(state, deadline - now)
+                .wait_timeout(state, arrival.deadline - now)
                 .map_err(|_| RunError::Engine("the step barrier is poisoned".into()))?
                 .0;
         }
@@ -134,8 +199,10 @@ impl StepBarrier {
     /// Makes every present and future wait fail with [`RunError::Aborted`].
     pub fn abort(&self) {
         self.aborted.store(true, Ordering::SeqCst);
-        let _guard = self.state.lock();
+        let guard = self.state.lock();
         self.turned.notify_all();
+        drop(guard);
+        self.wake_all();
     }
 
     pub fn is_aborted(&self) -> bool {

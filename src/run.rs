@@ -3,14 +3,19 @@
 //!
 //! The caller has already resolved the plan (footers read, memory budget checked) and started
 //! whatever the run needs (an in-process server). Here: the engine is built, one thread per rank
-//! runs [`crate::rank::run_rank`], and the process's CPU time and peak RSS are read around it.
+//! is started and pinned, each sets up its I/O (the io_uring engine maps, pre-faults, locks and
+//! registers its buffer pool), and when every rank is ready the clock starts: the process's CPU
+//! time is read, and every rank runs [`crate::rank::run_rank`].
 
 use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use std::sync::OnceLock;
+
 use crate::engine::baseline::Baseline;
-use crate::engine::{EngineKind, RequestStats, rank_gets};
+use crate::engine::uring::Uring;
+use crate::engine::{EngineKind, GetRequest, RequestStats, rank_gets};
 use crate::metrics;
 use crate::plan::Plan;
 use crate::rank::{Progress, RankIo, RankRecord, RunError, StepBarrier, run_rank};
@@ -24,6 +29,8 @@ pub struct RunConfig {
     pub engine_threads: usize,
     /// Print a progress line on stderr.
     pub show_progress: bool,
+    /// The CPUs rank threads are pinned to, round-robin (empty: not pinned).
+    pub cpus: Vec<usize>,
 }
 
 /// What a run measured, rank by rank.
@@ -31,8 +38,51 @@ pub struct RunConfig {
 pub struct RunMeasurements {
     pub records: Vec<RankRecord>,
     pub stats: Vec<RequestStats>,
-    /// From the rank threads' start to their end.
+    /// From every rank being ready (its I/O set up) to the last rank's end.
     pub wall_s: f64,
+    /// The process's CPU time, and the in-process server's, when every rank was ready: costs
+    /// are counted from there.
+    pub ready_cpu_s: f64,
+    pub ready_server_cpu_s: f64,
+    /// When every rank was ready.
+    pub ready_at: Instant,
+}
+
+/// The engine every rank's I/O comes from.
+#[derive(Debug)]
+enum Engine {
+    Uring(Uring),
+    Baseline(Baseline),
+}
+
+impl Engine {
+    fn rank<'a>(
+        &self,
+        gets: Vec<Vec<GetRequest>>,
+        plan: &Plan,
+        barrier: &'a StepBarrier,
+        progress: &'a Progress,
+    ) -> Result<Box<dyn RankIo + 'a>, RunError> {
+        let prefetch = plan.settings.prefetch as usize;
+        Ok(match self {
+            Engine::Uring(uring) => Box::new(uring.rank(
+                gets,
+                prefetch,
+                plan.memory.buffer_bytes as usize,
+                barrier,
+                progress,
+            )?),
+            Engine::Baseline(baseline) => Box::new(baseline.rank(gets, prefetch, barrier, progress)),
+        })
+    }
+}
+
+/// Pins the calling thread to `cpu`.
+fn pin(cpu: usize) -> Result<(), RunError> {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    rustix::thread::sched_setaffinity(None, &set)
+        .map_err(|e| RunError::Engine(format!("cannot pin a rank thread to CPU {cpu}: {e}")))
 }
 
 /// Runs the plan's ranks against `client`'s bucket. The first rank error stops every rank and
@@ -41,6 +91,7 @@ pub fn execute(
     plan: &Plan,
     client: &Client,
     config: &RunConfig,
+    server_cpu_s: &(dyn Fn() -> f64 + Sync),
 ) -> Result<RunMeasurements, RunError> {
     let np = plan.ranks.len();
     let policy = client.policy();
@@ -52,28 +103,44 @@ pub fn execute(
     let barrier = StepBarrier::new(np, barrier_timeout);
     let progress = Progress::default();
     let engine = match config.engine {
-        EngineKind::Baseline => Baseline::new(client.clone(), config.engine_threads)
-            .map_err(|e| RunError::Engine(format!("cannot start the baseline runtime: {e}")))?,
+        EngineKind::Uring => Engine::Uring(Uring::new(client.clone())?),
+        EngineKind::Baseline => Engine::Baseline(
+            Baseline::new(client.clone(), config.engine_threads).map_err(|e| {
+                RunError::Engine(format!("cannot start the baseline runtime: {e}"))
+            })?,
+        ),
     };
-    let prefetch = plan.settings.prefetch as usize;
     let epochs = plan.settings.epochs;
     let total_steps = plan.steps_per_rank * np as u64 * u64::from(epochs);
-    let started = Instant::now();
     let done = std::sync::atomic::AtomicBool::new(false);
+    // When the last rank became ready: (instant, process CPU, server CPU).
+    let ready: OnceLock<(Instant, f64, f64)> = OnceLock::new();
     let results: Vec<Result<(RankRecord, RequestStats), RunError>> = std::thread::scope(|scope| {
         let ranks: Vec<_> = (0..np)
             .map(|rank| {
                 let gets = rank_gets(plan, rank);
-                let (engine, barrier, progress) = (&engine, &barrier, &progress);
+                let (engine, barrier, progress, ready) = (&engine, &barrier, &progress, &ready);
+                let cpu = (!config.cpus.is_empty()).then(|| config.cpus[rank % config.cpus.len()]);
                 std::thread::Builder::new()
                     .name(format!("ringload-rank-{rank}"))
                     .spawn_scoped(scope, move || {
-                        let mut io = engine.rank(gets, prefetch, barrier, progress);
+                        let set_up = || {
+                            if let Some(cpu) = cpu {
+                                pin(cpu)?;
+                            }
+                            engine.rank(gets, plan, barrier, progress)
+                        };
+                        let mut io = set_up().inspect_err(|_| barrier.abort())?;
+                        // Every rank set up: the clock starts.
+                        barrier.wait()?;
+                        ready.get_or_init(|| {
+                            (Instant::now(), metrics::process_cpu_s(), server_cpu_s())
+                        });
                         let record = run_rank(
                             &plan.ranks[rank],
                             epochs,
                             computation_time,
-                            &mut io,
+                            io.as_mut(),
                             barrier,
                             progress,
                         )?;
@@ -82,8 +149,8 @@ pub fn execute(
             })
             .collect();
         if config.show_progress {
-            let (progress, done) = (&progress, &done);
-            scope.spawn(move || show_progress(progress, done, total_steps, np, started));
+            let (progress, done, ready) = (&progress, &done, &ready);
+            scope.spawn(move || show_progress(progress, done, total_steps, np, ready));
         }
         let results = ranks
             .into_iter()
@@ -101,8 +168,10 @@ pub fn execute(
         done.store(true, Ordering::Relaxed);
         results
     });
-    let wall_s = started.elapsed().as_secs_f64();
-    engine.shutdown();
+    let ended = Instant::now();
+    if let Engine::Baseline(baseline) = engine {
+        baseline.shutdown();
+    }
     // The root cause, not the "stopped because another rank failed" of the others.
     if let Some(first) = results
         .iter()
@@ -113,10 +182,17 @@ pub fn execute(
         return Err(first.clone());
     }
     let (records, stats) = results.into_iter().filter_map(Result::ok).unzip();
+    let (ready_at, ready_cpu_s, ready_server_cpu_s) = ready
+        .get()
+        .copied()
+        .ok_or_else(|| RunError::Engine("the ranks finished without starting (a bug)".into()))?;
     Ok(RunMeasurements {
         records,
         stats,
-        wall_s,
+        wall_s: (ended - ready_at).as_secs_f64(),
+        ready_cpu_s,
+        ready_server_cpu_s,
+        ready_at,
     })
 }
 
@@ -126,11 +202,16 @@ fn show_progress(
     done: &std::sync::atomic::AtomicBool,
     total_steps: u64,
     np: usize,
-    started: Instant,
+    ready: &OnceLock<(Instant, f64, f64)>,
 ) {
     let mut stderr = std::io::stderr();
     while !done.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(500));
+        let Some((started, _, _)) = ready.get() else {
+            let _ = write!(stderr, "\r\x1b[2Ksetting up the ranks' I/O…");
+            let _ = stderr.flush();
+            continue;
+        };
         let elapsed = started.elapsed().as_secs_f64();
         let steps = progress.steps_done.load(Ordering::Relaxed);
         let compute_s = progress.compute_ns.load(Ordering::Relaxed) as f64 / 1e9;
@@ -144,4 +225,54 @@ fn show_progress(
         let _ = stderr.flush();
     }
     let _ = write!(stderr, "\r\x1b[2K");
+}
+
+/// The CPUs this process may run on (its affinity mask), read once before any pinning.
+pub fn allowed_cpus() -> Vec<usize> {
+    match rustix::thread::sched_getaffinity(None) {
+        Ok(set) => (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|&cpu| set.is_set(cpu))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Parses a CPU list such as `0-3,6`.
+pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, String> {
+    let bad = || format!("'{text}' is not a CPU list; write e.g. 0-3,6");
+    let mut cpus = Vec::new();
+    for part in text.split(',') {
+        let part = part.trim();
+        let (first, last) = match part.split_once('-') {
+            Some((a, b)) => (a.trim(), b.trim()),
+            None => (part, part),
+        };
+        let first: usize = first.parse().map_err(|_| bad())?;
+        let last: usize = last.parse().map_err(|_| bad())?;
+        if first > last || last >= rustix::thread::CpuSet::MAX_CPU {
+            return Err(bad());
+        }
+        for cpu in first..=last {
+            if !cpus.contains(&cpu) {
+                cpus.push(cpu);
+            }
+        }
+    }
+    Ok(cpus)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-3,6"), Ok(vec![0, 1, 2, 3, 6]));
+        assert_eq!(parse_cpu_list("1"), Ok(vec![1]));
+        assert_eq!(parse_cpu_list("1,1,0"), Ok(vec![1, 0]));
+        for bad in ["", "a", "3-1", "0-", "-1", "0,,1", "99999"] {
+            assert!(parse_cpu_list(bad).is_err(), "{bad}");
+        }
+        assert!(!allowed_cpus().is_empty());
+    }
 }

@@ -57,10 +57,15 @@ pub struct RunContext {
     pub target: TargetSummary,
     /// Listing, footers, planning, server start: before the ranks started.
     pub setup_s: f64,
+    /// The client's CPU before the clock started: listing, footers, the buffer pool.
+    pub setup_cpu_s: f64,
+    /// The client's CPU from every rank being ready to the end.
     pub client_cpu_s: f64,
     pub peak_rss_bytes: Option<u64>,
     /// Whether the peak RSS was reset after set-up (else it is the whole process's peak).
     pub peak_rss_since_setup: bool,
+    /// Notes from choosing the engine and the cores, and from checking memory.
+    pub notes: Vec<String>,
 }
 
 /// The result of `ringload run`.
@@ -101,9 +106,12 @@ pub struct RunSummary {
     pub requests: u64,
     pub retries: u64,
     pub errors: u64,
-    /// From the ranks' start to their end.
+    /// From every rank being ready (I/O set up) to the last rank's end.
     pub wall_s: f64,
+    /// Listing, footers, planning, server start, the ranks' I/O set-up: before the clock.
     pub setup_s: f64,
+    /// The client's CPU during set-up (the buffer pool's pre-faulting among it).
+    pub setup_cpu_s: f64,
     /// Per step over all ranks, each epoch's first step left out.
     pub io_wait_per_step_ms: Distribution,
     /// Waiting at the step barrier for slower ranks.
@@ -111,9 +119,10 @@ pub struct RunSummary {
     /// The study's `ct × (100/AU − 1)`.
     pub implied_io_wait_per_step_ms: Option<f64>,
     pub request_latency_ms: RequestLatency,
-    /// Whole-process CPU over set-up and run, less the in-process server's threads.
+    /// Whole-process CPU over the run (from every rank ready to the end), less the in-process
+    /// server's threads.
     pub client_cpu_s: f64,
-    /// `client_cpu_s` per GiB received (row groups and footers).
+    /// `client_cpu_s` per GiB of row groups received.
     pub cpu_s_per_gib: Option<f64>,
     pub server_cpu_s: Option<f64>,
     pub peak_rss_bytes: Option<u64>,
@@ -223,6 +232,7 @@ impl RunSummary {
             .unwrap_or_default();
         let footer_bytes = plan.catalog.footer_fetch_bytes();
         let mut notes = plan.notes.clone();
+        notes.extend(context.notes.iter().cloned());
         if au_percent.is_none() {
             notes.push(
                 "AU is not defined: a rank has fewer than two steps per epoch (the first step \
@@ -269,6 +279,7 @@ impl RunSummary {
             errors: all.errors,
             wall_s: measured.wall_s,
             setup_s: context.setup_s,
+            setup_cpu_s: context.setup_cpu_s,
             io_wait_per_step_ms: Distribution::of_ns(&mut waits),
             barrier_wait_per_step_ms: Distribution::of_ns(&mut barriers),
             implied_io_wait_per_step_ms: implied.map(|s| s * 1e3),
@@ -277,10 +288,7 @@ impl RunSummary {
                 total: all.total.summary(),
             },
             client_cpu_s: context.client_cpu_s,
-            cpu_s_per_gib: metrics::cpu_s_per_gib(
-                context.client_cpu_s,
-                all.bytes_read + footer_bytes,
-            ),
+            cpu_s_per_gib: metrics::cpu_s_per_gib(context.client_cpu_s, all.bytes_read),
             server_cpu_s: context.target.server.as_ref().map(|s| s.cpu_s),
             peak_rss_bytes: context.peak_rss_bytes,
             peak_rss_since_setup: context.peak_rss_since_setup,

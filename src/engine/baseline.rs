@@ -19,7 +19,7 @@ use http::{Method, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use tokio::runtime::Runtime;
 
-use super::{GetRequest, RequestStats, check_partial_content};
+use super::{GetRecord, GetRequest, RequestStats, check_partial_content};
 use crate::rank::{Progress, RankIo, RunError, StepBarrier};
 use crate::s3::client::{RequestSpec, transport_error, with_retries};
 use crate::s3::{Client, RequestError};
@@ -77,6 +77,7 @@ impl Baseline {
             sender,
             arrivals,
             stats: RequestStats::default(),
+            epoch: 0,
             barrier,
             progress,
             wait_limit,
@@ -139,6 +140,8 @@ pub struct BaselineRank<'a> {
     sender: Sender<Arrival>,
     arrivals: Receiver<Arrival>,
     stats: RequestStats,
+    /// The current epoch, 1-based.
+    epoch: u32,
     barrier: &'a StepBarrier,
     progress: &'a Progress,
     /// The longest a rank waits for one GET before calling the run stalled.
@@ -187,6 +190,14 @@ impl BaselineRank<'_> {
                 self.stats.bytes_read += body.len() as u64;
                 self.stats.first_byte.record(arrival.first_byte);
                 self.stats.total.record(arrival.total);
+                self.stats.trace.push(GetRecord {
+                    epoch: self.epoch,
+                    reader: arrival.reader,
+                    get: arrival.get,
+                    attempts: arrival.retries + 1,
+                    first_byte_us: arrival.first_byte.as_micros() as u64,
+                    total_us: arrival.total.as_micros() as u64,
+                });
                 self.progress
                     .bytes_received
                     .fetch_add(body.len() as u64, std::sync::atomic::Ordering::Relaxed);
@@ -203,6 +214,7 @@ impl BaselineRank<'_> {
 
 impl RankIo for BaselineRank<'_> {
     fn start_epoch(&mut self) -> Result<(), RunError> {
+        self.epoch += 1;
         for r in 0..self.readers.len() {
             let reader = &mut self.readers[r];
             reader.issued = 0;

@@ -2,10 +2,13 @@
 //! driven through [`crate::rank::RankIo`] by the same step loop, from the same plan, and keeps
 //! the same [`RequestStats`], so a comparison between engines differs only in the transport.
 //!
+//! - [`uring`]: one io_uring per pinned rank thread, keep-alive connections driven by a
+//!   completion loop, bodies read by the kernel straight into registered buffers.
 //! - [`baseline`]: the conventional loader — a tokio multi-thread runtime, hyper's pooled
 //!   client, each body collected into a freshly allocated heap buffer.
 
 pub mod baseline;
+pub mod uring;
 
 use std::fmt;
 
@@ -18,6 +21,8 @@ use crate::plan::Plan;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum EngineKind {
+    /// io_uring per pinned rank thread, bodies read into registered buffers.
+    Uring,
     /// tokio + hyper, a fresh heap buffer per GET: the conventional design.
     Baseline,
 }
@@ -25,6 +30,7 @@ pub enum EngineKind {
 impl fmt::Display for EngineKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
+            EngineKind::Uring => "uring",
             EngineKind::Baseline => "baseline",
         })
     }
@@ -69,6 +75,19 @@ pub fn rank_gets(plan: &Plan, rank: usize) -> Vec<Vec<GetRequest>> {
         .collect()
 }
 
+/// One completed GET, for the request trace (`requests.csv`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GetRecord {
+    /// 1-based.
+    pub epoch: u32,
+    pub reader: usize,
+    /// The GET's index in its reader's list (see [`rank_gets`]).
+    pub get: usize,
+    pub attempts: u32,
+    pub first_byte_us: u64,
+    pub total_us: u64,
+}
+
 /// What one rank's GETs did.
 #[derive(Debug, Clone, Default)]
 pub struct RequestStats {
@@ -84,6 +103,8 @@ pub struct RequestStats {
     pub first_byte: LatencyHistogram,
     /// From the first attempt to the last body byte, retries included.
     pub total: LatencyHistogram,
+    /// Every completed GET, in completion order.
+    pub trace: Vec<GetRecord>,
 }
 
 impl RequestStats {
@@ -94,6 +115,7 @@ impl RequestStats {
         self.bytes_read += other.bytes_read;
         self.first_byte.merge(&other.first_byte);
         self.total.merge(&other.total);
+        self.trace.extend_from_slice(&other.trace);
     }
 }
 

@@ -140,6 +140,10 @@ impl Client {
         &self.target
     }
 
+    pub fn signer(&self) -> &Signer {
+        &self.signer
+    }
+
     pub fn policy(&self) -> &RetryPolicy {
         &self.policy
     }

@@ -1,0 +1,425 @@
+//! The ring of one rank, and the memory its operations point into.
+//!
+//! Every pointer an SQE carries points into memory this struct owns: a request buffer and a
+//! scratch buffer per connection, the registered [`BufferPool`], the eventfd's 8-byte counter,
+//! the compute timer's timespec. Each connection has at most one operation in flight (asserted),
+//! and its buffers can only be touched by Rust code while none is ([`Ring::request_buffer`] and
+//! [`Ring::scratch`] assert it). On drop every operation still in flight is cancelled and reaped
+//! before the memory goes; if the kernel does not give them back in time the memory is leaked
+//! rather than freed under it. So the engine above is safe code, and this file and `pool.rs` are
+//! the only places with `unsafe`.
+//!
+//! The ring is created in the rank's thread with `SINGLE_ISSUER | DEFER_TASKRUN` (completions
+//! run in this thread, when it enters the kernel to wait, and nowhere else) and no SQPOLL: the
+//! thread blocks only in `io_uring_enter`.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::mem::ManuallyDrop;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::time::{Duration, Instant};
+
+use io_uring::types::{CancelBuilder, Fd, SubmitArgs, Timespec};
+use io_uring::{IoUring, opcode, squeue};
+
+use super::pool::{BufIndex, BufferPool};
+
+/// `user_data` of the compute timer.
+pub const COMPUTE_TAG: u64 = u64::MAX - 1;
+/// `user_data` of the eventfd read that wakes the ring when the step barrier turns.
+pub const WAKE_TAG: u64 = u64::MAX - 2;
+/// `user_data` of cancellations (their own completions are ignored).
+const CANCEL_TAG: u64 = u64::MAX - 3;
+/// How long a dropped ring waits for the kernel to give back cancelled operations.
+const DRAIN_LIMIT: Duration = Duration::from_secs(5);
+
+/// A socket address in the layout `connect(2)` takes.
+#[derive(Debug, Clone, Copy)]
+enum SockAddr {
+    V4(libc::sockaddr_in),
+    V6(libc::sockaddr_in6),
+}
+
+impl SockAddr {
+    fn new(addr: &SocketAddr) -> SockAddr {
+        match addr {
+            SocketAddr::V4(a) => SockAddr::V4(libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            }),
+            SocketAddr::V6(a) => SockAddr::V6(libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            }),
+        }
+    }
+
+    fn as_ptr(&self) -> (*const libc::sockaddr, libc::socklen_t) {
+        match self {
+            SockAddr::V4(a) => (
+                (a as *const libc::sockaddr_in).cast(),
+                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            ),
+            SockAddr::V6(a) => (
+                (a as *const libc::sockaddr_in6).cast(),
+                std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+            ),
+        }
+    }
+}
+
+/// The memory of one connection's operations.
+#[derive(Debug)]
+struct ConnIo {
+    /// The request head being sent.
+    request: Vec<u8>,
+    /// Response heads and error documents.
+    scratch: Box<[u8]>,
+    /// The address a connect in flight points to.
+    addr: Option<Box<SockAddr>>,
+    /// An operation of this connection is in flight.
+    pending: bool,
+}
+
+/// One completion: whose, and its result (bytes, or `-errno`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    pub tag: u64,
+    pub result: i32,
+}
+
+/// A rank's ring with its registered pool and per-connection buffers.
+pub struct Ring {
+    ring: IoUring,
+    pool: ManuallyDrop<BufferPool>,
+    conns: ManuallyDrop<Vec<ConnIo>>,
+    compute_timespec: Box<Timespec>,
+    wake_counter: ManuallyDrop<Box<u64>>,
+    /// Operations submitted or queued whose completion has not been reaped.
+    in_flight: usize,
+    completions: Vec<Completion>,
+}
+
+impl std::fmt::Debug for Ring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ring")
+            .field("connections", &self.conns.len())
+            .field("pool", &*self.pool)
+            .field("in_flight", &self.in_flight)
+            .finish()
+    }
+}
+
+/// Creates a ring the way the engine does, to see whether this kernel and process allow it.
+pub fn probe() -> io::Result<()> {
+    let ring = build(8)?;
+    let mut probe = io_uring::Probe::new();
+    ring.submitter().register_probe(&mut probe)?;
+    let needed = [
+        (opcode::ReadFixed::CODE, "READ_FIXED"),
+        (opcode::Send::CODE, "SEND"),
+        (opcode::Recv::CODE, "RECV"),
+        (opcode::Connect::CODE, "CONNECT"),
+        (opcode::Timeout::CODE, "TIMEOUT"),
+        (opcode::Read::CODE, "READ"),
+        (opcode::AsyncCancel2::CODE, "ASYNC_CANCEL"),
+    ];
+    for (code, name) in needed {
+        if !probe.is_supported(code) {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("the kernel's io_uring lacks {name}"),
+            ));
+        }
+    }
+    // A registered buffer is pinned and counted against RLIMIT_MEMLOCK: try one page.
+    let pool = BufferPool::new(1, 4096)?;
+    // SAFETY: the pool outlives the ring (dropped after it, below).
+    unsafe { ring.submitter().register_buffers(&pool.iovecs()) }?;
+    drop(ring);
+    drop(pool);
+    Ok(())
+}
+
+fn build(entries: u32) -> io::Result<IoUring> {
+    IoUring::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .setup_submit_all()
+        .build(entries)
+}
+
+impl Ring {
+    /// A ring for `connections` connections (one operation each, plus the timer and the wake
+    /// read), with `pool` registered and a `scratch_bytes` scratch buffer per connection.
+    pub fn new(connections: usize, scratch_bytes: usize, pool: BufferPool) -> io::Result<Ring> {
+        let entries = (connections + 8).next_power_of_two().max(8) as u32;
+        let ring = build(entries)?;
+        // SAFETY: the pool's buffers stay mapped until the ring is gone: `Drop` drops the ring
+        // (closing it, which unregisters them) before the pool.
+        unsafe { ring.submitter().register_buffers(&pool.iovecs()) }.map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("registering the buffer pool with the ring: {e}"),
+            )
+        })?;
+        let conns = (0..connections)
+            .map(|_| ConnIo {
+                request: Vec::with_capacity(4096),
+                scratch: vec![0u8; scratch_bytes].into_boxed_slice(),
+                addr: None,
+                pending: false,
+            })
+            .collect();
+        Ok(Ring {
+            ring,
+            pool: ManuallyDrop::new(pool),
+            conns: ManuallyDrop::new(conns),
+            compute_timespec: Box::new(Timespec::new()),
+            wake_counter: ManuallyDrop::new(Box::new(0)),
+            in_flight: 0,
+            completions: Vec::with_capacity(connections + 8),
+        })
+    }
+
+    pub fn pool(&self) -> &BufferPool {
+        &self.pool
+    }
+
+    pub fn pool_mut(&mut self) -> &mut BufferPool {
+        &mut self.pool
+    }
+
+    /// Operations whose completion has not been reaped.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    fn idle(&mut self, conn: usize) -> &mut ConnIo {
+        let io = &mut self.conns[conn];
+        assert!(
+            !io.pending,
+            "connection {conn} already has an operation in flight"
+        );
+        io
+    }
+
+    /// The buffer a request head is formatted into, while nothing of `conn` is in flight.
+    pub fn request_buffer(&mut self, conn: usize) -> &mut Vec<u8> {
+        &mut self.idle(conn).request
+    }
+
+    /// What the last receive of `conn` left in its scratch buffer.
+    pub fn scratch(&self, conn: usize) -> &[u8] {
+        let io = &self.conns[conn];
+        assert!(!io.pending, "connection {conn} has a receive in flight");
+        &io.scratch
+    }
+
+    pub fn scratch_len(&self, conn: usize) -> usize {
+        self.conns[conn].scratch.len()
+    }
+
+    fn push(&mut self, entry: squeue::Entry) -> io::Result<()> {
+        // SAFETY: every entry built by this file points into memory `self` owns and keeps
+        // until the completion is reaped (see the module docs).
+        while unsafe { self.ring.submission().push(&entry) }.is_err() {
+            self.ring.submit()?;
+        }
+        self.in_flight += 1;
+        Ok(())
+    }
+
+    fn push_conn(&mut self, conn: usize, entry: squeue::Entry) -> io::Result<()> {
+        self.idle(conn).pending = true;
+        self.push(entry.user_data(conn as u64))
+    }
+
+    /// Connects `fd` to `addr`.
+    pub fn connect(&mut self, conn: usize, fd: BorrowedFd<'_>, addr: &SocketAddr) -> io::Result<()> {
+        let addr = Box::new(SockAddr::new(addr));
+        let (ptr, len) = addr.as_ptr();
+        self.idle(conn).addr = Some(addr);
+        let entry = opcode::Connect::new(Fd(fd.as_raw_fd()), ptr, len).build();
+        self.push_conn(conn, entry)
+    }
+
+    /// Sends `request[from..]`.
+    pub fn send(&mut self, conn: usize, fd: BorrowedFd<'_>, from: usize) -> io::Result<()> {
+        let io = self.idle(conn);
+        assert!(from < io.request.len());
+        let bytes = &io.request[from..];
+        let entry = opcode::Send::new(Fd(fd.as_raw_fd()), bytes.as_ptr(), bytes.len() as u32)
+            .flags(libc::MSG_NOSIGNAL)
+            .build();
+        self.push_conn(conn, entry)
+    }
+
+    /// Receives into `scratch[at..at + len]`; with `peek`, leaves the bytes in the socket.
+    pub fn recv(
+        &mut self,
+        conn: usize,
+        fd: BorrowedFd<'_>,
+        at: usize,
+        len: usize,
+        peek: bool,
+    ) -> io::Result<()> {
+        let io = self.idle(conn);
+        assert!(len > 0 && at + len <= io.scratch.len());
+        let ptr = io.scratch[at..].as_mut_ptr();
+        let flags = if peek { libc::MSG_PEEK } else { 0 };
+        let entry = opcode::Recv::new(Fd(fd.as_raw_fd()), ptr, len as u32)
+            .flags(flags)
+            .build();
+        self.push_conn(conn, entry)
+    }
+
+    /// Reads up to `len` bytes from the socket into registered buffer `buf` at `offset`: the
+    /// kernel copies them straight from the socket into the pool.
+    pub fn read_fixed(
+        &mut self,
+        conn: usize,
+        fd: BorrowedFd<'_>,
+        buf: BufIndex,
+        offset: usize,
+        len: usize,
+    ) -> io::Result<()> {
+        let buffer_bytes = self.pool.buffer_bytes();
+        assert!(len > 0 && offset + len <= buffer_bytes && len <= u32::MAX as usize);
+        // SAFETY: `offset + len <= buffer_bytes`, inside buffer `buf` of the registered pool.
+        let ptr = unsafe { self.pool.ptr(buf).add(offset) };
+        let entry = opcode::ReadFixed::new(Fd(fd.as_raw_fd()), ptr, len as u32, buf.0).build();
+        self.push_conn(conn, entry)
+    }
+
+    /// Completes with [`COMPUTE_TAG`] after `duration`.
+    pub fn timeout(&mut self, duration: Duration) -> io::Result<()> {
+        *self.compute_timespec = Timespec::from(duration);
+        let entry = opcode::Timeout::new(&*self.compute_timespec as *const Timespec)
+            .build()
+            .user_data(COMPUTE_TAG);
+        self.push(entry)
+    }
+
+    /// Reads the eventfd `fd` (completes with [`WAKE_TAG`] when it is written).
+    pub fn watch(&mut self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        let ptr = (&mut **self.wake_counter as *mut u64).cast::<u8>();
+        let entry = opcode::Read::new(Fd(fd.as_raw_fd()), ptr, 8)
+            .build()
+            .user_data(WAKE_TAG);
+        self.push(entry)
+    }
+
+    /// Submits what is queued and waits until at least one completion is there or `wait` has
+    /// passed (`None`: only reap what is ready). Returns the completions, in the order reaped.
+    pub fn wait(&mut self, wait: Option<Duration>) -> io::Result<&[Completion]> {
+        self.completions.clear();
+        let result = match wait {
+            Some(d) if self.ring.completion().is_empty() => {
+                let ts = Timespec::from(d.max(Duration::from_micros(1)));
+                let args = SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(1, &args)
+            }
+            _ => self.ring.submitter().submit_and_wait(0),
+        };
+        match result {
+            Ok(_) => {}
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME) | Some(libc::EINTR)) => {}
+            Err(e) => return Err(e),
+        }
+        let mut completion = self.ring.completion();
+        completion.sync();
+        for cqe in completion {
+            let tag = cqe.user_data();
+            if tag == CANCEL_TAG {
+                continue;
+            }
+            self.completions.push(Completion {
+                tag,
+                result: cqe.result(),
+            });
+        }
+        for c in &self.completions {
+            self.in_flight -= 1;
+            if let Some(io) = self.conns.get_mut(c.tag as usize) {
+                io.pending = false;
+                io.addr = None;
+            }
+        }
+        Ok(&self.completions)
+    }
+
+    /// Cancels every operation in flight and reaps them; true when none is left.
+    fn drain(&mut self) -> bool {
+        if self.in_flight == 0 {
+            return true;
+        }
+        let cancel = opcode::AsyncCancel2::new(CancelBuilder::any())
+            .build()
+            .user_data(CANCEL_TAG);
+        // SAFETY: a cancellation points at no memory.
+        if unsafe { self.ring.submission().push(&cancel) }.is_err() {
+            return false;
+        }
+        let deadline = Instant::now() + DRAIN_LIMIT;
+        while self.in_flight > 0 && Instant::now() < deadline {
+            if self.wait(Some(Duration::from_millis(50))).is_err() {
+                return false;
+            }
+        }
+        self.in_flight == 0
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        if self.drain() {
+            // SAFETY: nothing is in flight, so the kernel holds no pointer into these. The
+            // ring (a field, dropped after this body) closes and unregisters the pool, whose
+            // pages are pinned by the registration, not by the mapping; unmapping first is
+            // safe for the kernel, and no user-space reference to the pool remains.
+            unsafe {
+                ManuallyDrop::drop(&mut self.conns);
+                ManuallyDrop::drop(&mut self.wake_counter);
+                ManuallyDrop::drop(&mut self.pool);
+            }
+        }
+        // Else the kernel may still write into them: leak them rather than free them.
+    }
+}
+
+/// Sets `SO_RCVLOWAT`: the socket reports readable (and a receive completes) only once `bytes`
+/// are queued, so a large read is served in few large copies instead of many small ones.
+pub fn set_rcvlowat(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<()> {
+    let value = bytes.min(i32::MAX as usize) as libc::c_int;
+    // SAFETY: `value` is a live c_int and its size is passed with it.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The raw fd, for messages.
+pub fn raw(fd: &impl AsFd) -> RawFd {
+    fd.as_fd().as_raw_fd()
+}
