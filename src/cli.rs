@@ -217,8 +217,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
 
-    /// Write summary.json and steps.csv (rank, epoch, step, wait_ms, compute_ms, barrier_ms)
-    /// into DIR
+    /// Write summary.json, steps.csv (rank, epoch, step, wait_ms, compute_ms, barrier_ms) and
+    /// requests.csv (one row per GET: rank, epoch, reader, get, key, offset, len_bytes,
+    /// attempts, first_byte_us, total_us) into DIR
     #[arg(long, value_name = "DIR")]
     pub output: Option<PathBuf>,
 

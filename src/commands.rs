@@ -348,6 +348,8 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let started = std::time::Instant::now();
     let cfg = load_config(&args.workload, Some(&args.shape))?;
     let settings = Settings::resolve(&cfg)?;
+    let mut notes = Vec::new();
+    let cpus = choose_cpus(args.cpus.as_deref(), args.shape.np, &mut notes)?;
     let (server, target, server_bytes) =
         match s3::target::resolve(&args.s3.target_flags(), &settings.storage, env)? {
             Some(target) => (None, target, 0),
@@ -384,9 +386,7 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         ..limits.clone()
     };
     let plan = Plan::resolve(&settings, &catalog, &options, &unlocked)?;
-    let mut notes = Vec::new();
     let engine = choose_engine(args.engine, &plan, &limits, &mut notes)?;
-    let cpus = choose_cpus(args.cpus.as_deref(), plan.options.np, &mut notes)?;
     let client = Client::new(target.clone(), policy);
     let config = crate::run::RunConfig {
         engine,
@@ -405,10 +405,9 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         .as_ref()
         .map_or(0.0, |s| s.cpu_s - measured.ready_server_cpu_s);
     let client_cpu_s = (cpu_end - measured.ready_cpu_s - server_cpu_s).max(0.0);
-    let setup_cpu_s = (measured.ready_cpu_s
-        - cpu_start
-        - (measured.ready_server_cpu_s - server_cpu_start))
-        .max(0.0);
+    let setup_cpu_s =
+        (measured.ready_cpu_s - cpu_start - (measured.ready_server_cpu_s - server_cpu_start))
+            .max(0.0);
     let peak_rss_bytes = metrics::peak_rss_bytes();
     if let Some(peak) = peak_rss_bytes.filter(|&p| p > plan.memory.total_bytes) {
         let warning = format!(
@@ -446,7 +445,7 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         },
     );
     if let Some(dir) = &args.output {
-        write_output(dir, &summary, &measured)?;
+        write_output(dir, &plan, &summary, &measured)?;
     }
     let human = report::run::render(&summary);
     let banner = report::run::computation_time_banner(&summary);
@@ -481,7 +480,9 @@ fn choose_engine(
     }
     let pool = plan.memory.pool_bytes;
     let cause = crate::engine::uring::unavailable_cause().or_else(|| {
-        let memlock = limits.memlock_bytes.filter(|&m| !limits.cap_ipc_lock && m < pool)?;
+        let memlock = limits
+            .memlock_bytes
+            .filter(|&m| !limits.cap_ipc_lock && m < pool)?;
         Some(format!(
             "RLIMIT_MEMLOCK {} is smaller than the buffer pool {} (its buffers are locked and \
              registered; raise it with `ulimit -l unlimited` or grant CAP_IPC_LOCK)",
@@ -515,8 +516,8 @@ fn choose_cpus(
     let cpus = match asked {
         None => allowed,
         Some(text) => {
-            let cpus = crate::run::parse_cpu_list(text)
-                .map_err(|e| UsageError(format!("--cpus {e}")))?;
+            let cpus =
+                crate::run::parse_cpu_list(text).map_err(|e| UsageError(format!("--cpus {e}")))?;
             if let Some(cpu) = cpus.iter().find(|c| !allowed.contains(c)) {
                 return Err(UsageError(format!(
                     "--cpus {text}: CPU {cpu} is not in this process's affinity mask ({}); \
@@ -553,10 +554,11 @@ fn exit_line(e: &crate::rank::RunError) -> String {
     e.to_string().replace('\n', " ")
 }
 
-/// Writes summary.json and steps.csv into `dir`, each through a temporary file renamed into
+/// Writes summary.json, steps.csv and requests.csv into `dir`, each through a temporary file renamed into
 /// place.
 fn write_output(
     dir: &std::path::Path,
+    plan: &Plan,
     summary: &RunSummary,
     measured: &crate::run::RunMeasurements,
 ) -> anyhow::Result<()> {
@@ -571,6 +573,10 @@ fn write_output(
     let files = [
         ("summary.json", json),
         ("steps.csv", report::run::steps_csv(&measured.records)),
+        (
+            "requests.csv",
+            report::run::requests_csv(plan, &measured.stats),
+        ),
     ];
     for (name, text) in files {
         let temp = dir.join(format!(".{name}.tmp"));

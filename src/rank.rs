@@ -14,8 +14,8 @@
 //! The loop is the same for every engine; what differs is behind [`RankIo`]. A failing rank
 //! aborts the barrier so the others stop instead of waiting for it forever.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 

@@ -72,7 +72,9 @@ impl Engine {
                 barrier,
                 progress,
             )?),
-            Engine::Baseline(baseline) => Box::new(baseline.rank(gets, prefetch, barrier, progress)),
+            Engine::Baseline(baseline) => {
+                Box::new(baseline.rank(gets, prefetch, barrier, progress))
+            }
         })
     }
 }
@@ -105,9 +107,8 @@ pub fn execute(
     let engine = match config.engine {
         EngineKind::Uring => Engine::Uring(Uring::new(client.clone())?),
         EngineKind::Baseline => Engine::Baseline(
-            Baseline::new(client.clone(), config.engine_threads).map_err(|e| {
-                RunError::Engine(format!("cannot start the baseline runtime: {e}"))
-            })?,
+            Baseline::new(client.clone(), config.engine_threads)
+                .map_err(|e| RunError::Engine(format!("cannot start the baseline runtime: {e}")))?,
         ),
     };
     let epochs = plan.settings.epochs;

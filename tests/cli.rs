@@ -350,6 +350,14 @@ fn bad_input_gets_one_line_and_exit_2() {
             "not a time in seconds",
         ),
         (vec!["run", "--engine", "fast"], "invalid value 'fast'"),
+        (
+            vec!["run", "--cpus", "x"],
+            "--cpus 'x' is not a CPU list; write e.g. 0-3,6",
+        ),
+        (
+            vec!["run", "--cpus", "0,1000"],
+            "--cpus 0,1000: CPU 1000 is not in this process's affinity mask",
+        ),
     ];
     for (args, expected) in table {
         let (code, stdout, stderr) = run(&args);

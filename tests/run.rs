@@ -101,7 +101,17 @@ fn the_readme_quick_start_runs_against_the_embedded_server() {
     for field in SUMMARY_FIELDS {
         assert!(s.get(field).is_some(), "summary lacks {field}");
     }
-    assert_eq!(s["engine"], "baseline");
+    // The default engine: io_uring where it works, else the baseline with a note.
+    match ringload::engine::uring::unavailable_cause() {
+        None => assert_eq!(s["engine"], "uring"),
+        Some(cause) => {
+            assert_eq!(s["engine"], "baseline");
+            assert!(
+                stderr.contains("ran the baseline engine"),
+                "{cause}: {stderr}"
+            );
+        }
+    }
     assert_eq!(s["workload"], "flux_small");
     assert_eq!(s["steps_per_rank"], 48);
     assert_eq!(s["target"]["embedded"], true);

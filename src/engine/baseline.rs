@@ -77,7 +77,7 @@ impl Baseline {
             sender,
             arrivals,
             stats: RequestStats::default(),
-            epoch: 0,
+            epochs_started: 0,
             barrier,
             progress,
             wait_limit,
@@ -140,8 +140,7 @@ pub struct BaselineRank<'a> {
     sender: Sender<Arrival>,
     arrivals: Receiver<Arrival>,
     stats: RequestStats,
-    /// The current epoch, 1-based.
-    epoch: u32,
+    epochs_started: u32,
     barrier: &'a StepBarrier,
     progress: &'a Progress,
     /// The longest a rank waits for one GET before calling the run stalled.
@@ -191,7 +190,7 @@ impl BaselineRank<'_> {
                 self.stats.first_byte.record(arrival.first_byte);
                 self.stats.total.record(arrival.total);
                 self.stats.trace.push(GetRecord {
-                    epoch: self.epoch,
+                    epoch: self.epochs_started - 1,
                     reader: arrival.reader,
                     get: arrival.get,
                     attempts: arrival.retries + 1,
@@ -214,7 +213,7 @@ impl BaselineRank<'_> {
 
 impl RankIo for BaselineRank<'_> {
     fn start_epoch(&mut self) -> Result<(), RunError> {
-        self.epoch += 1;
+        self.epochs_started += 1;
         for r in 0..self.readers.len() {
             let reader = &mut self.readers[r];
             reader.issued = 0;

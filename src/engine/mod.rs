@@ -78,7 +78,7 @@ pub fn rank_gets(plan: &Plan, rank: usize) -> Vec<Vec<GetRequest>> {
 /// One completed GET, for the request trace (`requests.csv`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetRecord {
-    /// 1-based.
+    /// 0-based, as in steps.csv.
     pub epoch: u32,
     pub reader: usize,
     /// The GET's index in its reader's list (see [`rank_gets`]).

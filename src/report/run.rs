@@ -5,7 +5,9 @@
 use std::fmt::Write;
 
 use super::{bytes, count, seconds};
+use crate::engine::{RequestStats, rank_gets};
 use crate::metrics::Distribution;
+use crate::plan::Plan;
 use crate::rank::RankRecord;
 use crate::summary::RunSummary;
 
@@ -180,6 +182,36 @@ pub fn steps_csv(records: &[RankRecord]) -> String {
                     t.barrier_ns as f64 / 1e6
                 );
             }
+        }
+    }
+    out
+}
+
+/// The request trace: one row per completed GET, ordered by rank, epoch, reader and GET (the
+/// order each reader issues them), whatever order they completed in.
+pub fn requests_csv(plan: &Plan, stats: &[RequestStats]) -> String {
+    let mut out = String::from(
+        "rank,epoch,reader,get,key,offset,len_bytes,attempts,first_byte_us,total_us\n",
+    );
+    for (rank, stats) in stats.iter().enumerate() {
+        let gets = rank_gets(plan, rank);
+        let mut trace = stats.trace.clone();
+        trace.sort_by_key(|r| (r.epoch, r.reader, r.get));
+        for r in trace {
+            let get = &gets[r.reader][r.get];
+            let _ = writeln!(
+                out,
+                "{rank},{},{},{},{},{},{},{},{},{}",
+                r.epoch,
+                r.reader,
+                r.get,
+                get.key,
+                get.offset,
+                get.len_bytes,
+                r.attempts,
+                r.first_byte_us,
+                r.total_us
+            );
         }
     }
     out

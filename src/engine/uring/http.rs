@@ -185,21 +185,32 @@ mod tests {
         fn peek(&mut self, into: &mut [u8]) -> usize {
             if self.delivered == self.consumed {
                 // A peek waits for the next piece.
-                self.delivered = self.cuts.iter().copied().find(|&c| c > self.delivered).unwrap_or(self.stream.len());
+                self.delivered = self
+                    .cuts
+                    .iter()
+                    .copied()
+                    .find(|&c| c > self.delivered)
+                    .unwrap_or(self.stream.len());
             }
             let n = (self.delivered - self.consumed).min(into.len());
             into[..n].copy_from_slice(&self.stream[self.consumed..self.consumed + n]);
             n
         }
         fn consume(&mut self, into: &mut [u8], n: usize) {
-            assert!(self.consumed + n <= self.delivered, "consumed bytes that had not arrived");
+            assert!(
+                self.consumed + n <= self.delivered,
+                "consumed bytes that had not arrived"
+            );
             into[..n].copy_from_slice(&self.stream[self.consumed..self.consumed + n]);
             self.consumed += n;
         }
     }
 
     /// Drives a HeadReader over the wire; returns the head and how many bytes it consumed.
-    fn read_head(wire: &mut Wire<'_>, scratch_len: usize) -> Result<(ResponseHead, usize), HeadError> {
+    fn read_head(
+        wire: &mut Wire<'_>,
+        scratch_len: usize,
+    ) -> Result<(ResponseHead, usize), HeadError> {
         let mut scratch = vec![0u8; scratch_len];
         let mut reader = HeadReader::new();
         for _ in 0..10_000 {
@@ -228,7 +239,12 @@ mod tests {
         let mut cut_sets: Vec<Vec<usize>> = (1..stream.len()).map(|c| vec![c]).collect();
         cut_sets.push((1..stream.len()).collect());
         for cuts in cut_sets {
-            let mut wire = Wire { stream, cuts: cuts.clone(), delivered: 0, consumed: 0 };
+            let mut wire = Wire {
+                stream,
+                cuts: cuts.clone(),
+                delivered: 0,
+                consumed: 0,
+            };
             let (head, consumed) = read_head(&mut wire, 1024).unwrap();
             assert_eq!(consumed, HEAD.len(), "cuts {cuts:?}");
             assert_eq!(head.len, HEAD.len());
@@ -243,46 +259,106 @@ mod tests {
     #[test]
     fn bad_answers_are_named() {
         let cases = [
-            ("HTTP/1.1 200 OK\r\ncontent-length: 1000\r\n\r\n", "answered 200 instead of 206"),
-            ("HTTP/1.1 206 Partial Content\r\ncontent-range: bytes 100-108/1000\r\ncontent-length: 9\r\n\r\n", "Content-Range is 'bytes 100-108/1000'"),
-            ("HTTP/1.1 206 Partial Content\r\ncontent-range: bytes 100-109/1000\r\ncontent-length: 11\r\n\r\n", "Content-Length is 11"),
-            ("HTTP/1.1 206 Partial Content\r\ncontent-length: 10\r\n\r\n", "no Content-Range"),
-            ("HTTP/1.1 206 Partial Content\r\ncontent-range: bytes 100-109/1000\r\n\r\n", "no Content-Length"),
+            (
+                "HTTP/1.1 200 OK\r\ncontent-length: 1000\r\n\r\n",
+                "answered 200 instead of 206",
+            ),
+            (
+                "HTTP/1.1 206 Partial Content\r\ncontent-range: bytes 100-108/1000\r\ncontent-length: 9\r\n\r\n",
+                "Content-Range is 'bytes 100-108/1000'",
+            ),
+            (
+                "HTTP/1.1 206 Partial Content\r\ncontent-range: bytes 100-109/1000\r\ncontent-length: 11\r\n\r\n",
+                "Content-Length is 11",
+            ),
+            (
+                "HTTP/1.1 206 Partial Content\r\ncontent-length: 10\r\n\r\n",
+                "no Content-Range",
+            ),
+            (
+                "HTTP/1.1 206 Partial Content\r\ncontent-range: bytes 100-109/1000\r\n\r\n",
+                "no Content-Length",
+            ),
         ];
         for (head, expected) in cases {
-            let mut wire = Wire { stream: head.as_bytes(), cuts: vec![], delivered: 0, consumed: 0 };
+            let mut wire = Wire {
+                stream: head.as_bytes(),
+                cuts: vec![],
+                delivered: 0,
+                consumed: 0,
+            };
             let (parsed, _) = read_head(&mut wire, 1024).unwrap();
             let err = parsed.partial.unwrap_err();
             assert!(err.contains(expected), "{head:?}: {err}");
         }
         let closes = "HTTP/1.1 503 Slow Down\r\nConnection: close\r\ncontent-length: 0\r\n\r\n";
-        let mut wire = Wire { stream: closes.as_bytes(), cuts: vec![], delivered: 0, consumed: 0 };
+        let mut wire = Wire {
+            stream: closes.as_bytes(),
+            cuts: vec![],
+            delivered: 0,
+            consumed: 0,
+        };
         let (parsed, _) = read_head(&mut wire, 1024).unwrap();
-        assert_eq!((parsed.status, parsed.closes, parsed.content_length), (503, true, Some(0)));
+        assert_eq!(
+            (parsed.status, parsed.closes, parsed.content_length),
+            (503, true, Some(0))
+        );
     }
 
     #[test]
     fn a_closed_connection_a_long_head_and_garbage_are_errors() {
-        let mut wire = Wire { stream: &HEAD.as_bytes()[..20], cuts: vec![], delivered: 0, consumed: 0 };
+        let mut wire = Wire {
+            stream: &HEAD.as_bytes()[..20],
+            cuts: vec![],
+            delivered: 0,
+            consumed: 0,
+        };
         let mut scratch = vec![0u8; 1024];
         let mut reader = HeadReader::new();
         let n = wire.peek(&mut scratch);
-        let HeadStep::Consume(n) = reader.on_peek(&scratch, n, &get()).unwrap() else { panic!() };
+        let HeadStep::Consume(n) = reader.on_peek(&scratch, n, &get()).unwrap() else {
+            panic!()
+        };
         reader.on_consumed(n);
-        assert_eq!(reader.on_peek(&scratch, 0, &get()), Err(HeadError::Closed(20)));
+        assert_eq!(
+            reader.on_peek(&scratch, 0, &get()),
+            Err(HeadError::Closed(20))
+        );
 
-        let mut wire = Wire { stream: HEAD.as_bytes(), cuts: vec![], delivered: 0, consumed: 0 };
-        assert_eq!(read_head(&mut wire, 32).unwrap_err(), HeadError::TooLong(32));
+        let mut wire = Wire {
+            stream: HEAD.as_bytes(),
+            cuts: vec![],
+            delivered: 0,
+            consumed: 0,
+        };
+        assert_eq!(
+            read_head(&mut wire, 32).unwrap_err(),
+            HeadError::TooLong(32)
+        );
 
-        let mut wire = Wire { stream: b"SSH-2.0-OpenSSH\r\n\r\n", cuts: vec![], delivered: 0, consumed: 0 };
-        assert!(matches!(read_head(&mut wire, 1024), Err(HeadError::Malformed(_))));
+        let mut wire = Wire {
+            stream: b"SSH-2.0-OpenSSH\r\n\r\n",
+            cuts: vec![],
+            delivered: 0,
+            consumed: 0,
+        };
+        assert!(matches!(
+            read_head(&mut wire, 1024),
+            Err(HeadError::Malformed(_))
+        ));
     }
 
     #[test]
     fn the_request_head_names_the_range_and_signs() {
         let mut out = Vec::with_capacity(256);
         let signed = vec![("authorization", "AWS4-HMAC-SHA256 x".to_string())];
-        request_head(&mut out, "/b/train/f.parquet", "127.0.0.1:9000", &get(), &signed);
+        request_head(
+            &mut out,
+            "/b/train/f.parquet",
+            "127.0.0.1:9000",
+            &get(),
+            &signed,
+        );
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "GET /b/train/f.parquet HTTP/1.1\r\nHost: 127.0.0.1:9000\r\nRange: bytes=100-109\r\n\

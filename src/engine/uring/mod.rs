@@ -108,10 +108,7 @@ impl Uring {
             .ok_or_else(|| {
                 RunError::Request(RequestError::Unreachable {
                     operation: client.operation("GET", None),
-                    reason: format!(
-                        "cannot resolve {}; check --endpoint",
-                        endpoint.host
-                    ),
+                    reason: format!("cannot resolve {}; check --endpoint", endpoint.host),
                 })
             })?;
         let host = endpoint.host_header();
@@ -129,7 +126,12 @@ impl Uring {
         progress: &'a Progress,
     ) -> Result<UringRank<'a>, RunError> {
         let buffers = gets.len() * prefetch;
-        let largest = gets.iter().flatten().map(|g| g.len_bytes).max().unwrap_or(0);
+        let largest = gets
+            .iter()
+            .flatten()
+            .map(|g| g.len_bytes)
+            .max()
+            .unwrap_or(0);
         if largest as usize > buffer_bytes {
             return Err(RunError::Engine(format!(
                 "a GET of {largest} bytes does not fit the plan's {buffer_bytes}-byte buffers (a bug)"
@@ -167,7 +169,7 @@ impl Uring {
             signer: self.client.signer().clone(),
             policy,
             prefetch,
-            epoch: 0,
+            epochs_started: 0,
             stats: RequestStats::default(),
             failure: None,
             compute_running: false,
@@ -194,9 +196,14 @@ fn backoff(policy: &RetryPolicy, retry: u32) -> Duration {
 enum Slot {
     NotIssued,
     /// Being fetched on connection `conn` into `buf`.
-    InFlight { conn: usize, buf: BufIndex },
+    InFlight {
+        conn: usize,
+        buf: BufIndex,
+    },
     /// Whole and checked in `buf`, held until the step loop releases it.
-    Arrived { buf: BufIndex },
+    Arrived {
+        buf: BufIndex,
+    },
     Released,
     Failed,
 }
@@ -215,7 +222,9 @@ enum Phase {
     #[default]
     Idle,
     Connecting,
-    Sending { sent: usize },
+    Sending {
+        sent: usize,
+    },
     Peeking(HeadReader),
     /// Consuming `n` head bytes; `head` is set when they end the head.
     Consuming {
@@ -223,10 +232,18 @@ enum Phase {
         n: usize,
         head: Option<ResponseHead>,
     },
-    Body { received: usize },
-    ErrorBody { head: ResponseHead, received: usize, want: usize },
+    Body {
+        received: usize,
+    },
+    ErrorBody {
+        head: ResponseHead,
+        received: usize,
+        want: usize,
+    },
     /// Waiting to try the GET again.
-    Backoff { until: Instant },
+    Backoff {
+        until: Instant,
+    },
 }
 
 /// The GET a connection serves, and its attempt.
@@ -267,7 +284,7 @@ pub struct UringRank<'a> {
     signer: Signer,
     policy: RetryPolicy,
     prefetch: usize,
-    epoch: u32,
+    epochs_started: u32,
     stats: RequestStats,
     /// The first GET that failed past its retries.
     failure: Option<RequestError>,
@@ -285,9 +302,9 @@ impl UringRank<'_> {
 
     /// Starts reader `r`'s next GET on a free connection, into a free buffer.
     fn issue(&mut self, r: usize) -> Result<(), RunError> {
-        let conn = self
-            .free_conn()
-            .ok_or_else(|| RunError::Engine("no idle connection inside the window (a bug)".into()))?;
+        let conn = self.free_conn().ok_or_else(|| {
+            RunError::Engine("no idle connection inside the window (a bug)".into())
+        })?;
         let reader = &mut self.readers[r];
         let index = reader.issued;
         if index >= reader.gets.len() {
@@ -346,8 +363,9 @@ impl UringRank<'_> {
             SocketAddr::V4(_) => AddressFamily::INET,
             SocketAddr::V6(_) => AddressFamily::INET6,
         };
-        let socket = rustix::net::socket_with(family, SocketType::STREAM, SocketFlags::CLOEXEC, None)
-            .map_err(|e| Self::engine_error("socket", e.into()))?;
+        let socket =
+            rustix::net::socket_with(family, SocketType::STREAM, SocketFlags::CLOEXEC, None)
+                .map_err(|e| Self::engine_error("socket", e.into()))?;
         rustix::net::sockopt::set_tcp_nodelay(&socket, true)
             .map_err(|e| Self::engine_error("TCP_NODELAY", e.into()))?;
         conn.rcvlowat = 1;
@@ -371,14 +389,19 @@ impl UringRank<'_> {
     }
 
     fn send_request(&mut self, c: usize) -> Result<(), RunError> {
-        let job = self.conns[c].job.expect("a connection sends only for a GET");
+        let job = self.conns[c]
+            .job
+            .expect("a connection sends only for a GET");
         let get = self.readers[job.reader].gets[job.get].clone();
         let path = self.path(&get.key);
         let path = &self.paths[path].1;
         let signed = if self.signer.signs() {
             let url = format!("{}{path}", self.shared.client.target().endpoint.url);
             let range = get.range_header();
-            let to_sign = [("host", self.shared.host.as_str()), ("range", range.as_str())];
+            let to_sign = [
+                ("host", self.shared.host.as_str()),
+                ("range", range.as_str()),
+            ];
             self.signer
                 .headers("GET", &url, &to_sign, Payload::Unsigned, SystemTime::now())
                 .map_err(RunError::Engine)?
@@ -497,7 +520,11 @@ impl UringRank<'_> {
                 match reader.on_peek(self.ring.scratch(c), n, get) {
                     Ok(HeadStep::Consume(n)) => {
                         let at = reader.peek_at();
-                        self.conns[c].phase = Phase::Consuming { reader, n, head: None };
+                        self.conns[c].phase = Phase::Consuming {
+                            reader,
+                            n,
+                            head: None,
+                        };
                         self.queue_recv(c, at, n, false)
                     }
                     Ok(HeadStep::Complete { head, consume }) => {
@@ -521,7 +548,11 @@ impl UringRank<'_> {
                     }
                 }
             }
-            Phase::Consuming { mut reader, n: want, head } => {
+            Phase::Consuming {
+                mut reader,
+                n: want,
+                head,
+            } => {
                 if n != want {
                     let error = RequestError::Transport {
                         operation: self.operation(c),
@@ -556,10 +587,18 @@ impl UringRank<'_> {
                 }
                 self.completed(c)
             }
-            Phase::ErrorBody { head, received, want } => {
+            Phase::ErrorBody {
+                head,
+                received,
+                want,
+            } => {
                 let received = received + n;
                 if n > 0 && received < want {
-                    self.conns[c].phase = Phase::ErrorBody { head, received, want };
+                    self.conns[c].phase = Phase::ErrorBody {
+                        head,
+                        received,
+                        want,
+                    };
                     return self.queue_recv(c, received, want - received, false);
                 }
                 let error = RequestError::from_response(
@@ -616,7 +655,11 @@ impl UringRank<'_> {
             );
             return self.attempt_failed(c, error);
         }
-        self.conns[c].phase = Phase::ErrorBody { head, received: 0, want };
+        self.conns[c].phase = Phase::ErrorBody {
+            head,
+            received: 0,
+            want,
+        };
         self.queue_recv(c, 0, want, false)
     }
 
@@ -638,7 +681,7 @@ impl UringRank<'_> {
         let total = job.first_started.elapsed();
         self.stats.total.record(total);
         self.stats.trace.push(GetRecord {
-            epoch: self.epoch,
+            epoch: self.epochs_started - 1,
             reader: job.reader,
             get: job.get,
             attempts: job.retries + 1,
@@ -653,7 +696,10 @@ impl UringRank<'_> {
         let conn = &mut self.conns[c];
         conn.socket = None;
         conn.reused = false;
-        let job = conn.job.as_mut().expect("a failed attempt belongs to a GET");
+        let job = conn
+            .job
+            .as_mut()
+            .expect("a failed attempt belongs to a GET");
         if error.retryable() && job.retries < self.policy.retries {
             let until = Instant::now() + backoff(&self.policy, job.retries);
             job.retries += 1;
@@ -674,7 +720,10 @@ impl UringRank<'_> {
         let error = std::io::Error::from_raw_os_error(errno);
         let operation = self.operation(c);
         if matches!(self.conns[c].phase, Phase::Connecting)
-            && matches!(errno, libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH)
+            && matches!(
+                errno,
+                libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH
+            )
         {
             return RequestError::Unreachable {
                 operation,
@@ -754,7 +803,9 @@ impl UringRank<'_> {
                     self.start_attempt(c)?;
                 }
                 (Phase::Idle | Phase::Backoff { .. }, _) | (_, None) => {}
-                (_, Some(job)) if !job.timed_out && job.attempt_started + self.policy.timeout <= now => {
+                (_, Some(job))
+                    if !job.timed_out && job.attempt_started + self.policy.timeout <= now =>
+                {
                     if let Some(job) = &mut self.conns[c].job {
                         job.timed_out = true;
                     }
@@ -782,7 +833,7 @@ fn micros(d: Duration) -> u64 {
 
 impl RankIo for UringRank<'_> {
     fn start_epoch(&mut self) -> Result<(), RunError> {
-        self.epoch += 1;
+        self.epochs_started += 1;
         for r in 0..self.readers.len() {
             let reader = &mut self.readers[r];
             reader.issued = 0;
@@ -895,5 +946,403 @@ impl RankIo for UringRank<'_> {
 
     fn stats(&self) -> &RequestStats {
         &self.stats
+    }
+}
+
+#[cfg(test)]
+impl UringRank<'_> {
+    /// The body of an arrived GET, as the kernel wrote it into the pool.
+    fn body(&self, reader: usize, get: usize) -> &[u8] {
+        let Slot::Arrived { buf } = self.readers[reader].slots[get] else {
+            panic!("GET {reader}.{get} has not arrived");
+        };
+        let len = self.readers[reader].gets[get].len_bytes as usize;
+        self.ring.pool().bytes(buf, len)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::needless_range_loop)]
+mod tests {
+    //! The engine against a scripted HTTP server on a real loopback socket: each accepted
+    //! connection reads request heads and answers each with the next scripted response, written
+    //! in the pieces the script gives (with pauses, so they arrive apart), or closes.
+    use super::*;
+    use crate::s3::{Endpoint, Target};
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::Mutex;
+    use std::sync::atomic::AtomicUsize;
+
+    #[derive(Clone)]
+    enum Piece {
+        Write(Vec<u8>),
+        Pause,
+        Close,
+    }
+
+    /// The bytes of `get`'s range: a pattern that shows any shift or loss.
+    fn pattern(get: &GetRequest) -> Vec<u8> {
+        (get.offset..get.offset + get.len_bytes)
+            .map(|i| (i % 251) as u8)
+            .collect()
+    }
+
+    fn head_206(get: &GetRequest) -> Vec<u8> {
+        format!(
+            "HTTP/1.1 206 Partial Content\r\ncontent-range: bytes {}-{}/1000000\r\n\
+             content-length: {}\r\n\r\n",
+            get.offset,
+            get.last_byte(),
+            get.len_bytes
+        )
+        .into_bytes()
+    }
+
+    fn whole(get: &GetRequest) -> Vec<Piece> {
+        vec![Piece::Write([head_206(get), pattern(get)].concat())]
+    }
+
+    struct Scripted {
+        url: String,
+        accepted: Arc<AtomicUsize>,
+    }
+
+    /// Serves `responses` in order, one per request, over however many connections it takes.
+    fn serve(responses: Vec<Vec<Piece>>) -> Scripted {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let script = Arc::new(Mutex::new(responses.into_iter()));
+        let counter = Arc::clone(&accepted);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { return };
+                counter.fetch_add(1, Ordering::SeqCst);
+                let script = Arc::clone(&script);
+                std::thread::spawn(move || answer(stream, &script));
+            }
+        });
+        Scripted { url, accepted }
+    }
+
+    fn answer(mut stream: TcpStream, script: &Mutex<std::vec::IntoIter<Vec<Piece>>>) {
+        stream.set_nodelay(true).unwrap();
+        loop {
+            // Read one request head.
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                match stream.read(&mut byte) {
+                    Ok(1) => head.push(byte[0]),
+                    _ => return,
+                }
+            }
+            let Some(pieces) = script.lock().unwrap().next() else {
+                return;
+            };
+            for piece in pieces {
+                match piece {
+                    Piece::Write(bytes) => {
+                        if stream.write_all(&bytes).is_err() {
+                            return;
+                        }
+                    }
+                    Piece::Pause => std::thread::sleep(Duration::from_millis(3)),
+                    Piece::Close => return,
+                }
+            }
+        }
+    }
+
+    fn get(offset: u64, len_bytes: u64) -> GetRequest {
+        GetRequest {
+            key: "train/f.parquet".into(),
+            offset,
+            len_bytes,
+        }
+    }
+
+    fn policy(retries: u32, timeout_ms: u64) -> RetryPolicy {
+        RetryPolicy {
+            retries,
+            timeout: Duration::from_millis(timeout_ms),
+            first_backoff: Duration::from_millis(5),
+        }
+    }
+
+    fn uring(url: &str, policy: RetryPolicy) -> Option<Uring> {
+        if let Some(cause) = unavailable_cause() {
+            eprintln!("skipping: io_uring is not available here: {cause}");
+            return None;
+        }
+        let target = Target {
+            endpoint: Endpoint::parse(url).unwrap(),
+            bucket: "b".into(),
+            region: "us-east-1".into(),
+            credentials: None,
+            credentials_from: "nowhere",
+        };
+        Some(Uring::new(Client::new(target, policy)).unwrap())
+    }
+
+    /// Runs one reader's GETs one at a time (prefetch 1); the error of the first that fails.
+    fn fetch_all(
+        url: &str,
+        policy: RetryPolicy,
+        gets: Vec<GetRequest>,
+    ) -> Option<(Result<(), RunError>, RequestStats)> {
+        let uring = uring(url, policy)?;
+        let barrier = StepBarrier::new(1, Duration::from_secs(10));
+        let progress = Progress::default();
+        let n = gets.len();
+        let expected: Vec<Vec<u8>> = gets.iter().map(pattern).collect();
+        let largest = gets.iter().map(|g| g.len_bytes as usize).max().unwrap_or(1);
+        let mut rank = uring
+            .rank(
+                vec![gets],
+                1,
+                largest.next_multiple_of(4096),
+                &barrier,
+                &progress,
+            )
+            .unwrap();
+        let result = (|| {
+            rank.start_epoch()?;
+            for i in 0..n {
+                rank.wait_for(0, i)?;
+                assert_eq!(rank.body(0, i), &expected[i][..], "GET {i}'s body");
+                rank.release(0, i)?;
+            }
+            rank.end_epoch()
+        })();
+        Some((result, rank.stats().clone()))
+    }
+
+    #[test]
+    fn a_head_in_pieces_and_body_bytes_arriving_with_it() {
+        let g = get(1000, 3000);
+        let head = head_206(&g);
+        let body = pattern(&g);
+        // The head a byte at a time for its first 40 bytes, then its rest with 100 body bytes,
+        // then the body in three pieces.
+        let mut pieces = Vec::new();
+        for b in &head[..40] {
+            pieces.push(Piece::Write(vec![*b]));
+            pieces.push(Piece::Pause);
+        }
+        pieces.push(Piece::Write([&head[40..], &body[..100]].concat()));
+        pieces.push(Piece::Pause);
+        pieces.push(Piece::Write(body[100..1500].to_vec()));
+        pieces.push(Piece::Pause);
+        pieces.push(Piece::Write(body[1500..].to_vec()));
+        // The head and the whole body in one write.
+        let server = serve(vec![pieces, whole(&get(5, 4000))]);
+        let Some((result, stats)) = fetch_all(&server.url, policy(0, 5000), vec![g, get(5, 4000)])
+        else {
+            return;
+        };
+        result.unwrap();
+        assert_eq!(
+            (stats.requests, stats.bytes_read, stats.retries),
+            (2, 7000, 0)
+        );
+        // Both over one keep-alive connection.
+        assert_eq!(server.accepted.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn wrong_answers_are_errors_and_are_not_retried() {
+        let g = get(0, 100);
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (
+                b"HTTP/1.1 200 OK\r\ncontent-length: 1000000\r\n\r\n".to_vec(),
+                "answered 200 instead of 206 Partial Content: the server ignores Range",
+            ),
+            (
+                b"HTTP/1.1 206 Partial Content\r\ncontent-range: bytes 0-98/1000\r\ncontent-length: 99\r\n\r\n".to_vec(),
+                "Content-Range is 'bytes 0-98/1000'",
+            ),
+            (
+                b"HTTP/1.1 206 Partial Content\r\ncontent-range: bytes 0-99/1000\r\ncontent-length: 101\r\n\r\n".to_vec(),
+                "Content-Length is 101",
+            ),
+            (
+                {
+                    let doc = "<Error><Code>AccessDenied</Code><Message>no</Message></Error>";
+                    format!("HTTP/1.1 403 Forbidden\r\ncontent-length: {}\r\n\r\n{doc}", doc.len())
+                        .into_bytes()
+                },
+                "HTTP 403 AccessDenied (no)",
+            ),
+        ];
+        for (answer, expected) in cases {
+            let server = serve(vec![vec![Piece::Write(answer.clone())]]);
+            let Some((result, stats)) = fetch_all(&server.url, policy(3, 5000), vec![g.clone()])
+            else {
+                return;
+            };
+            let err = result.unwrap_err().to_string();
+            assert!(err.contains(expected), "{expected}: {err}");
+            assert!(
+                err.contains("GET s3://b/train/f.parquet (bytes=0-99)"),
+                "{err}"
+            );
+            assert_eq!((stats.retries, stats.errors), (0, 1), "{expected}");
+        }
+    }
+
+    #[test]
+    fn a_connection_closed_mid_body_is_retried_then_reported() {
+        let g = get(0, 5000);
+        let cut = vec![
+            Piece::Write([head_206(&g), pattern(&g)[..2000].to_vec()].concat()),
+            Piece::Close,
+        ];
+        // Retried: the second connection answers whole.
+        let server = serve(vec![cut.clone(), whole(&g)]);
+        let Some((result, stats)) = fetch_all(&server.url, policy(1, 5000), vec![g.clone()]) else {
+            return;
+        };
+        result.unwrap();
+        assert_eq!(
+            (stats.requests, stats.retries, stats.bytes_read),
+            (1, 1, 5000)
+        );
+        assert_eq!(server.accepted.load(Ordering::SeqCst), 2);
+
+        // Out of retries: reported, promptly.
+        let server = serve(vec![cut.clone(), cut]);
+        let started = Instant::now();
+        let (result, stats) = fetch_all(&server.url, policy(1, 5000), vec![g]).unwrap();
+        let err = result.unwrap_err().to_string();
+        assert!(
+            err.contains("the connection ended after 2000 of 5000 body bytes"),
+            "{err}"
+        );
+        assert_eq!((stats.retries, stats.errors), (1, 1));
+        assert!(started.elapsed() < Duration::from_secs(3));
+    }
+
+    #[test]
+    fn a_server_error_is_retried_and_a_silent_server_times_out() {
+        let g = get(0, 100);
+        let slow_down = b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n".to_vec();
+        let server = serve(vec![vec![Piece::Write(slow_down)], whole(&g)]);
+        let Some((result, stats)) = fetch_all(&server.url, policy(2, 5000), vec![g.clone()]) else {
+            return;
+        };
+        result.unwrap();
+        assert_eq!(stats.retries, 1);
+
+        // Reads the request and never answers.
+        let server = serve(vec![vec![Piece::Pause; 2000]]);
+        let started = Instant::now();
+        let (result, _) = fetch_all(&server.url, policy(0, 300), vec![g]).unwrap();
+        let err = result.unwrap_err().to_string();
+        assert!(err.contains("no complete response within 300ms"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(3));
+    }
+
+    #[test]
+    fn nothing_listening_is_unreachable() {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = format!("http://127.0.0.1:{port}");
+        let Some((result, _)) = fetch_all(&url, policy(1, 1000), vec![get(0, 10)]) else {
+            return;
+        };
+        let err = result.unwrap_err();
+        assert!(
+            matches!(&err, RunError::Request(RequestError::Unreachable { .. })),
+            "{err}"
+        );
+        assert!(err.to_string().contains("is the server running?"), "{err}");
+    }
+
+    #[test]
+    fn the_pool_never_runs_dry_inside_the_window() {
+        // Two readers, prefetch 2, six GETs each, released in the order the step loop does.
+        let readers: Vec<Vec<GetRequest>> = (0..2)
+            .map(|r| (0..6).map(|i| get(r * 100_000 + i * 1000, 1000)).collect())
+            .collect();
+        // Requests go out in whatever order connections become free: answer each by its range.
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                std::thread::spawn(move || {
+                    let mut buf = Vec::new();
+                    let mut byte = [0u8; 1];
+                    loop {
+                        buf.clear();
+                        while !buf.ends_with(b"\r\n\r\n") {
+                            if !matches!(stream.read(&mut byte), Ok(1)) {
+                                return;
+                            }
+                            buf.push(byte[0]);
+                        }
+                        let text = String::from_utf8_lossy(&buf);
+                        let range = text
+                            .lines()
+                            .find_map(|l| l.strip_prefix("Range: bytes="))
+                            .unwrap();
+                        let (a, b) = range.split_once('-').unwrap();
+                        let (a, b): (u64, u64) = (a.parse().unwrap(), b.parse().unwrap());
+                        let g = get(a, b - a + 1);
+                        if stream
+                            .write_all(&[head_206(&g), pattern(&g)].concat())
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        let Some(uring) = uring(&url, policy(0, 5000)) else {
+            return;
+        };
+        let barrier = StepBarrier::new(1, Duration::from_secs(10));
+        let progress = Progress::default();
+        let mut rank = uring
+            .rank(readers.clone(), 2, 4096, &barrier, &progress)
+            .unwrap();
+        assert_eq!(rank.ring.pool().count(), 4);
+        for _ in 0..2 {
+            rank.start_epoch().unwrap();
+            assert_eq!(
+                rank.ring.pool().free_count(),
+                0,
+                "the window fills the pool"
+            );
+            for i in 0..6 {
+                for r in 0..2 {
+                    rank.wait_for(r, i).unwrap();
+                    assert_eq!(rank.body(r, i), &pattern(&readers[r][i])[..]);
+                    rank.release(r, i).unwrap();
+                    let held = rank
+                        .readers
+                        .iter()
+                        .flat_map(|rd| &rd.slots)
+                        .filter(|s| matches!(s, Slot::InFlight { .. } | Slot::Arrived { .. }));
+                    assert_eq!(held.count() + rank.ring.pool().free_count(), 4);
+                }
+            }
+            rank.end_epoch().unwrap();
+            assert_eq!(rank.ring.pool().free_count(), 4);
+        }
+        assert_eq!(rank.stats().requests, 24);
+        // Releasing what is not held is a bug, reported as one.
+        assert!(
+            rank.release(0, 0)
+                .unwrap_err()
+                .to_string()
+                .contains("a bug")
+        );
     }
 }

@@ -61,7 +61,10 @@ impl BufferPool {
                 "{count} buffers: a ring registers 1 to {MAX_BUFFERS}"
             )));
         }
-        if buffer_bytes == 0 || buffer_bytes > MAX_BUFFER_BYTES || buffer_bytes % 4096 != 0 {
+        if buffer_bytes == 0
+            || buffer_bytes > MAX_BUFFER_BYTES
+            || !buffer_bytes.is_multiple_of(4096)
+        {
             return Err(invalid(format!(
                 "buffers of {buffer_bytes} bytes: a registered buffer is whole pages, at most 1 GiB \
                  (lower --coalesce-rgs)"
@@ -151,9 +154,17 @@ impl BufferPool {
     /// The start of buffer `index`. The kernel writes through it; Rust code only reads it
     /// through [`BufferPool::bytes`] once the write is complete.
     pub fn ptr(&self, index: BufIndex) -> *mut u8 {
-        assert!(usize::from(index.0) < self.count, "buffer {} out of range", index.0);
+        assert!(
+            usize::from(index.0) < self.count,
+            "buffer {} out of range",
+            index.0
+        );
         // SAFETY: `index < count`, so the offset is inside the mapping.
-        unsafe { self.base.as_ptr().add(usize::from(index.0) * self.buffer_bytes) }
+        unsafe {
+            self.base
+                .as_ptr()
+                .add(usize::from(index.0) * self.buffer_bytes)
+        }
     }
 
     /// The first `len` bytes of buffer `index`, to read what the kernel wrote. The caller must
@@ -181,10 +192,7 @@ impl Drop for BufferPool {
         // SAFETY: the mapping is this pool's and the ring that registered it is dropped first
         // (it is declared before the pool in the struct that owns both).
         let _ = unsafe {
-            rustix::mm::munmap(
-                self.base.as_ptr().cast(),
-                self.count * self.buffer_bytes,
-            )
+            rustix::mm::munmap(self.base.as_ptr().cast(), self.count * self.buffer_bytes)
         };
     }
 }

@@ -17,7 +17,7 @@
 use std::io;
 use std::mem::ManuallyDrop;
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use io_uring::types::{CancelBuilder, Fd, SubmitArgs, Timespec};
@@ -246,7 +246,12 @@ impl Ring {
     }
 
     /// Connects `fd` to `addr`.
-    pub fn connect(&mut self, conn: usize, fd: BorrowedFd<'_>, addr: &SocketAddr) -> io::Result<()> {
+    pub fn connect(
+        &mut self,
+        conn: usize,
+        fd: BorrowedFd<'_>,
+        addr: &SocketAddr,
+    ) -> io::Result<()> {
         let addr = Box::new(SockAddr::new(addr));
         let (ptr, len) = addr.as_ptr();
         self.idle(conn).addr = Some(addr);
@@ -417,9 +422,4 @@ pub fn set_rcvlowat(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<()> {
     } else {
         Err(io::Error::last_os_error())
     }
-}
-
-/// The raw fd, for messages.
-pub fn raw(fd: &impl AsFd) -> RawFd {
-    fd.as_fd().as_raw_fd()
 }
