@@ -18,8 +18,8 @@
 //! - **Body**: `READ_FIXED` on the socket straight into the GET's registered buffer. The kernel
 //!   copies each byte once, from the socket into the pool; no user-space code touches it.
 //!   `SO_RCVLOWAT` is raised to 1 MiB while streaming (a read completes when a MiB is queued,
-//!   so a 99 MiB body takes about a hundred completions, not thousands) and lowered to what
-//!   remains for the tail (a read never waits for bytes that will not come). Never one huge
+//!   so a 99 MiB body takes about a hundred completions, not thousands) and lowered to 1 for
+//!   the last MiB (a read never waits for bytes that will not come). Never one huge
 //!   `RECV | MSG_WAITALL`: the kernel would hand that to an io-wq thread.
 //! - **Failures**: a retryable failure (5xx, 429, a closed or reset connection, a timeout)
 //!   closes the connection, waits out the backoff and starts the GET again on a new connection,
@@ -466,8 +466,10 @@ impl UringRank<'_> {
         let job = self.conns[c].job.expect("a body belongs to a GET");
         let len = self.readers[job.reader].gets[job.get].len_bytes as usize;
         let remaining = len - received;
-        // Never wait for more than will come: lowered for the tail.
-        self.lowat(c, remaining.min(RCVLOWAT_BYTES))?;
+        // Never wait for more than will come: lowered for the tail. To 1, not to what remains:
+        // a blocking receive with SO_RCVLOWAT just under the remaining bytes was seen to stall
+        // until the server gave up (scripts/floor-reader); the tail is under a MiB of ~99.
+        self.lowat(c, if remaining >= RCVLOWAT_BYTES { RCVLOWAT_BYTES } else { 1 })?;
         self.conns[c].phase = Phase::Body { received };
         let (ring, fd) = self.ring_and_socket(c)?;
         ring.read_fixed(c, fd, job.buf, received, remaining)
