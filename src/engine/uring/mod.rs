@@ -153,6 +153,11 @@ impl Uring {
         ring.watch(wake.as_fd())
             .map_err(|e| engine("cannot watch the barrier's eventfd", e))?;
         let policy = *self.client.policy();
+        let bucket = &self.client.target().bucket;
+        let paths = gets
+            .iter()
+            .map(|reader| reader.iter().map(|g| object_path(bucket, &g.key)).collect())
+            .collect();
         Ok(UringRank {
             ring,
             conns: (0..buffers.max(1)).map(|_| Conn::default()).collect(),
@@ -164,7 +169,8 @@ impl Uring {
                     issued: 0,
                 })
                 .collect(),
-            paths: Vec::new(),
+            paths,
+            completions: Vec::with_capacity(buffers.max(1) + 8),
             shared: self.clone(),
             signer: self.client.signer().clone(),
             policy,
@@ -278,8 +284,10 @@ pub struct UringRank<'a> {
     ring: Ring,
     conns: Vec<Conn>,
     readers: Vec<Reader>,
-    /// Object paths, formatted once per key: `paths[i] = (key, path)`.
-    paths: Vec<(String, String)>,
+    /// `paths[reader][get]`: the GET's object path, formatted once.
+    paths: Vec<Vec<String>>,
+    /// The completions of one turn (reused).
+    completions: Vec<Completion>,
     shared: Uring,
     signer: Signer,
     policy: RetryPolicy,
@@ -378,23 +386,12 @@ impl UringRank<'_> {
         Ok(())
     }
 
-    /// The path of `key`, formatted once.
-    fn path(&mut self, key: &str) -> usize {
-        if let Some(i) = self.paths.iter().position(|(k, _)| k == key) {
-            return i;
-        }
-        let path = object_path(&self.shared.client.target().bucket, key);
-        self.paths.push((key.to_string(), path));
-        self.paths.len() - 1
-    }
-
     fn send_request(&mut self, c: usize) -> Result<(), RunError> {
         let job = self.conns[c]
             .job
             .expect("a connection sends only for a GET");
-        let get = self.readers[job.reader].gets[job.get].clone();
-        let path = self.path(&get.key);
-        let path = &self.paths[path].1;
+        let get = &self.readers[job.reader].gets[job.get];
+        let path = &self.paths[job.reader][job.get];
         let signed = if self.signer.signs() {
             let url = format!("{}{path}", self.shared.client.target().endpoint.url);
             let range = get.range_header();
@@ -412,7 +409,7 @@ impl UringRank<'_> {
             self.ring.request_buffer(c),
             path,
             &self.shared.host,
-            &get,
+            get,
             &signed,
         );
         self.conns[c].phase = Phase::Sending { sent: 0 };
@@ -469,7 +466,14 @@ impl UringRank<'_> {
         // Never wait for more than will come: lowered for the tail. To 1, not to what remains:
         // a blocking receive with SO_RCVLOWAT just under the remaining bytes was seen to stall
         // until the server gave up (scripts/floor-reader); the tail is under a MiB of ~99.
-        self.lowat(c, if remaining >= RCVLOWAT_BYTES { RCVLOWAT_BYTES } else { 1 })?;
+        self.lowat(
+            c,
+            if remaining >= RCVLOWAT_BYTES {
+                RCVLOWAT_BYTES
+            } else {
+                1
+            },
+        )?;
         self.conns[c].phase = Phase::Body { received };
         let (ring, fd) = self.ring_and_socket(c)?;
         ring.read_fixed(c, fd, job.buf, received, remaining)
@@ -774,12 +778,20 @@ impl UringRank<'_> {
                 _ => {}
             }
         }
-        let completions: Vec<Completion> = self
+        let mut completions = std::mem::take(&mut self.completions);
+        let waited = self
             .ring
-            .wait(Some(wake.saturating_duration_since(now)))
-            .map_err(|e| Self::engine_error("io_uring_enter", e))?
-            .to_vec();
-        for completion in completions {
+            .wait(Some(wake.saturating_duration_since(now)), &mut completions);
+        let handled = waited
+            .map_err(|e| Self::engine_error("io_uring_enter", e))
+            .and_then(|()| self.handle(&completions));
+        self.completions = completions;
+        handled?;
+        self.timers()
+    }
+
+    fn handle(&mut self, completions: &[Completion]) -> Result<(), RunError> {
+        for &completion in completions {
             match completion.tag {
                 COMPUTE_TAG => self.compute_running = false,
                 WAKE_TAG => {
@@ -791,7 +803,7 @@ impl UringRank<'_> {
                 tag => self.on_completion(tag as usize, completion.result)?,
             }
         }
-        self.timers()
+        Ok(())
     }
 
     /// Starts GETs whose backoff is over; shuts down attempts past their timeout (their

@@ -107,7 +107,6 @@ pub struct Ring {
     wake_counter: ManuallyDrop<Box<u64>>,
     /// Operations submitted or queued whose completion has not been reaped.
     in_flight: usize,
-    completions: Vec<Completion>,
 }
 
 impl std::fmt::Debug for Ring {
@@ -188,7 +187,6 @@ impl Ring {
             compute_timespec: Box::new(Timespec::new()),
             wake_counter: ManuallyDrop::new(Box::new(0)),
             in_flight: 0,
-            completions: Vec::with_capacity(connections + 8),
         })
     }
 
@@ -326,9 +324,11 @@ impl Ring {
     }
 
     /// Submits what is queued and waits until at least one completion is there or `wait` has
-    /// passed (`None`: only reap what is ready). Returns the completions, in the order reaped.
-    pub fn wait(&mut self, wait: Option<Duration>) -> io::Result<&[Completion]> {
-        self.completions.clear();
+    /// passed (`None`: only reap what is ready). Replaces `out` with the completions, in the
+    /// order reaped (`out` is the caller's, reused: no allocation once it has grown to the
+    /// number of operations that can be in flight).
+    pub fn wait(&mut self, wait: Option<Duration>, out: &mut Vec<Completion>) -> io::Result<()> {
+        out.clear();
         let result = match wait {
             Some(d) if self.ring.completion().is_empty() => {
                 let ts = Timespec::from(d.max(Duration::from_micros(1)));
@@ -349,19 +349,19 @@ impl Ring {
             if tag == CANCEL_TAG {
                 continue;
             }
-            self.completions.push(Completion {
+            out.push(Completion {
                 tag,
                 result: cqe.result(),
             });
         }
-        for c in &self.completions {
+        for c in out.iter() {
             self.in_flight -= 1;
             if let Some(io) = self.conns.get_mut(c.tag as usize) {
                 io.pending = false;
                 io.addr = None;
             }
         }
-        Ok(&self.completions)
+        Ok(())
     }
 
     /// Cancels every operation in flight and reaps them; true when none is left.
@@ -377,8 +377,12 @@ impl Ring {
             return false;
         }
         let deadline = Instant::now() + DRAIN_LIMIT;
+        let mut reaped = Vec::new();
         while self.in_flight > 0 && Instant::now() < deadline {
-            if self.wait(Some(Duration::from_millis(50))).is_err() {
+            if self
+                .wait(Some(Duration::from_millis(50)), &mut reaped)
+                .is_err()
+            {
                 return false;
             }
         }
