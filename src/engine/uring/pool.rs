@@ -189,8 +189,8 @@ impl BufferPool {
 
 impl Drop for BufferPool {
     fn drop(&mut self) {
-        // SAFETY: the mapping is this pool's and the ring that registered it is dropped first
-        // (it is declared before the pool in the struct that owns both).
+        // SAFETY: the mapping is this pool's; the ring that registered it unregisters it first
+        // (see `Ring`'s `Drop`), or leaks the pool if operations are still in flight.
         let _ = unsafe {
             rustix::mm::munmap(self.base.as_ptr().cast(), self.count * self.buffer_bytes)
         };

@@ -393,10 +393,10 @@ impl Ring {
 impl Drop for Ring {
     fn drop(&mut self) {
         if self.drain() {
-            // SAFETY: nothing is in flight, so the kernel holds no pointer into these. The
-            // ring (a field, dropped after this body) closes and unregisters the pool, whose
-            // pages are pinned by the registration, not by the mapping; unmapping first is
-            // safe for the kernel, and no user-space reference to the pool remains.
+            // The kernel lets go of the pool's pages before the pool unmaps them.
+            let _ = self.ring.submitter().unregister_buffers();
+            // SAFETY: nothing is in flight and the buffers are unregistered, so the kernel
+            // holds no pointer into these any more.
             unsafe {
                 ManuallyDrop::drop(&mut self.conns);
                 ManuallyDrop::drop(&mut self.wake_counter);
