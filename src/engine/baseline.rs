@@ -19,7 +19,9 @@ use http::{Method, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use tokio::runtime::Runtime;
 
-use super::{GetRecord, GetRequest, RequestStats, check_partial_content};
+use super::{
+    GetRecord, GetRequest, RequestStats, check_all_issued, check_partial_content, schedule_bug,
+};
 use crate::rank::{Progress, RankIo, RunError, StepBarrier};
 use crate::s3::client::{RequestSpec, transport_error, with_retries};
 use crate::s3::{Client, RequestError};
@@ -231,12 +233,7 @@ impl RankIo for BaselineRank<'_> {
             match &self.readers[reader].slots[get] {
                 Slot::Arrived(_) => return Ok(()),
                 Slot::InFlight => {}
-                other => {
-                    return Err(RunError::Engine(format!(
-                        "rank waits for GET {get} of reader {reader}, which is {other:?}; the \
-                         plan's schedule and the prefetch window disagree (a bug)"
-                    )));
-                }
+                other => return Err(schedule_bug("waits for", reader, get, &other)),
             }
             match self.arrivals.recv_timeout(ABORT_POLL) {
                 Ok(arrival) => self.accept(arrival)?,
@@ -268,9 +265,7 @@ impl RankIo for BaselineRank<'_> {
     fn release(&mut self, reader: usize, get: usize) -> Result<(), RunError> {
         let slot = &mut self.readers[reader].slots[get];
         if !matches!(slot, Slot::Arrived(_)) {
-            return Err(RunError::Engine(format!(
-                "release of GET {get} of reader {reader}, which is {slot:?} (a bug)"
-            )));
+            return Err(schedule_bug("release of", reader, get, &*slot));
         }
         *slot = Slot::Released;
         self.issue(reader);
@@ -280,13 +275,7 @@ impl RankIo for BaselineRank<'_> {
     fn end_epoch(&mut self) -> Result<(), RunError> {
         for r in 0..self.readers.len() {
             let reader = &self.readers[r];
-            if reader.issued != reader.gets.len() {
-                return Err(RunError::Engine(format!(
-                    "reader {r} issued {} of its {} GETs this epoch (a bug)",
-                    reader.issued,
-                    reader.gets.len()
-                )));
-            }
+            check_all_issued(r, reader.issued, reader.gets.len())?;
             for get in 0..self.readers[r].gets.len() {
                 if matches!(self.readers[r].slots[get], Slot::InFlight) {
                     self.wait_for(r, get)?;

@@ -16,6 +16,7 @@ use serde::Serialize;
 
 use crate::metrics::LatencyHistogram;
 use crate::plan::Plan;
+use crate::rank::RunError;
 
 /// Which engine moves the bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -117,6 +118,26 @@ impl RequestStats {
         self.total.merge(&other.total);
         self.trace.extend_from_slice(&other.trace);
     }
+}
+
+/// The step loop asked for a GET in the wrong state: `what` is "waits for" or "release of".
+/// The plan's schedule and the prefetch window make this impossible; it is reported, not
+/// panicked on.
+pub fn schedule_bug(what: &str, reader: usize, get: usize, state: &dyn fmt::Debug) -> RunError {
+    RunError::Engine(format!(
+        "rank {what} GET {get} of reader {reader}, which is {state:?}; the plan's schedule and \
+         the prefetch window disagree (a bug)"
+    ))
+}
+
+/// At the end of an epoch every reader has issued all of its GETs.
+pub fn check_all_issued(reader: usize, issued: usize, gets: usize) -> Result<(), RunError> {
+    if issued == gets {
+        return Ok(());
+    }
+    Err(RunError::Engine(format!(
+        "reader {reader} issued {issued} of its {gets} GETs this epoch (a bug)"
+    )))
 }
 
 /// Checks a `206 Partial Content` answer's `Content-Range` and `Content-Length` against the

@@ -49,7 +49,7 @@ use rustix::net::{AddressFamily, SocketFlags, SocketType};
 use self::http::{HeadError, HeadReader, HeadStep, ResponseHead};
 use self::pool::{BufIndex, BufferPool};
 use self::ring::{COMPUTE_TAG, Completion, Ring, WAKE_TAG};
-use super::{GetRecord, GetRequest, RequestStats};
+use super::{GetRecord, GetRequest, RequestStats, check_all_issued, schedule_bug};
 use crate::rank::{Progress, RankIo, RunError, StepBarrier};
 use crate::s3::sign::{Payload, Signer, object_path};
 use crate::s3::{Client, RequestError, RetryPolicy};
@@ -871,12 +871,7 @@ impl RankIo for UringRank<'_> {
                     })?;
                     return Err(RunError::Request(error));
                 }
-                other => {
-                    return Err(RunError::Engine(format!(
-                        "rank waits for GET {get} of reader {reader}, which is {other:?}; the \
-                         plan's schedule and the prefetch window disagree (a bug)"
-                    )));
-                }
+                other => return Err(schedule_bug("waits for", reader, get, &other)),
             }
             self.check_abort()?;
             if Instant::now() >= deadline {
@@ -919,9 +914,7 @@ impl RankIo for UringRank<'_> {
     fn release(&mut self, reader: usize, get: usize) -> Result<(), RunError> {
         let slot = &mut self.readers[reader].slots[get];
         let Slot::Arrived { buf } = *slot else {
-            return Err(RunError::Engine(format!(
-                "release of GET {get} of reader {reader}, which is {slot:?} (a bug)"
-            )));
+            return Err(schedule_bug("release of", reader, get, &*slot));
         };
         *slot = Slot::Released;
         self.ring.pool_mut().give(buf);
@@ -931,13 +924,7 @@ impl RankIo for UringRank<'_> {
     fn end_epoch(&mut self) -> Result<(), RunError> {
         for r in 0..self.readers.len() {
             let reader = &self.readers[r];
-            if reader.issued != reader.gets.len() {
-                return Err(RunError::Engine(format!(
-                    "reader {r} issued {} of its {} GETs this epoch (a bug)",
-                    reader.issued,
-                    reader.gets.len()
-                )));
-            }
+            check_all_issued(r, reader.issued, reader.gets.len())?;
             for get in 0..self.readers[r].gets.len() {
                 if matches!(self.readers[r].slots[get], Slot::InFlight { .. }) {
                     self.wait_for(r, get)?;
