@@ -60,10 +60,7 @@ impl Baseline {
         let (sender, arrivals) = mpsc::channel();
         let policy = self.client.policy();
         // A GET may take every attempt's timeout and every backoff; then some slack.
-        let backoffs: Duration = (0..policy.retries)
-            .map(|i| policy.first_backoff * 2u32.saturating_pow(i))
-            .sum();
-        let wait_limit = policy.timeout * (policy.retries + 1) + backoffs + Duration::from_secs(5);
+        let wait_limit = policy.longest_request();
         BaselineRank {
             runtime: self.runtime.handle().clone(),
             client: self.client.clone(),

@@ -43,6 +43,20 @@ pub struct RetryPolicy {
     pub first_backoff: Duration,
 }
 
+impl RetryPolicy {
+    /// The wait before retry number `retry` (0-based): `first_backoff`, doubling.
+    pub fn backoff(&self, retry: u32) -> Duration {
+        self.first_backoff * 2u32.saturating_pow(retry)
+    }
+
+    /// The longest one request can legitimately take: every attempt's timeout and every
+    /// backoff, plus a little slack. A wait for a GET past this is a stall.
+    pub fn longest_request(&self) -> Duration {
+        let backoffs: Duration = (0..self.retries).map(|i| self.backoff(i)).sum();
+        self.timeout * (self.retries + 1) + backoffs + Duration::from_secs(5)
+    }
+}
+
 impl Default for RetryPolicy {
     fn default() -> RetryPolicy {
         RetryPolicy {
@@ -76,7 +90,7 @@ where
         };
         match result {
             Err(e) if e.retryable() && retries < policy.retries => {
-                tokio::time::sleep(policy.first_backoff * 2u32.saturating_pow(retries)).await;
+                tokio::time::sleep(policy.backoff(retries)).await;
                 retries += 1;
             }
             other => return (other, retries),

@@ -182,19 +182,9 @@ impl Uring {
             wake,
             barrier,
             progress,
-            wait_limit: wait_limit(&policy),
+            wait_limit: policy.longest_request(),
         })
     }
-}
-
-/// The longest a rank waits for one GET: every attempt's timeout and backoff, and some slack.
-fn wait_limit(policy: &RetryPolicy) -> Duration {
-    let backoffs: Duration = (0..policy.retries).map(|i| backoff(policy, i)).sum();
-    policy.timeout * (policy.retries + 1) + backoffs + Duration::from_secs(5)
-}
-
-fn backoff(policy: &RetryPolicy, retry: u32) -> Duration {
-    policy.first_backoff * 2u32.saturating_pow(retry)
 }
 
 /// Where a GET is.
@@ -310,14 +300,14 @@ impl UringRank<'_> {
 
     /// Starts reader `r`'s next GET on a free connection, into a free buffer.
     fn issue(&mut self, r: usize) -> Result<(), RunError> {
+        let index = self.readers[r].issued;
+        if index >= self.readers[r].gets.len() {
+            return Ok(());
+        }
         let conn = self.free_conn().ok_or_else(|| {
             RunError::Engine("no idle connection inside the window (a bug)".into())
         })?;
         let reader = &mut self.readers[r];
-        let index = reader.issued;
-        if index >= reader.gets.len() {
-            return Ok(());
-        }
         let held = reader
             .slots
             .iter()
@@ -707,7 +697,7 @@ impl UringRank<'_> {
             .as_mut()
             .expect("a failed attempt belongs to a GET");
         if error.retryable() && job.retries < self.policy.retries {
-            let until = Instant::now() + backoff(&self.policy, job.retries);
+            let until = Instant::now() + self.policy.backoff(job.retries);
             job.retries += 1;
             conn.phase = Phase::Backoff { until };
             return Ok(());

@@ -22,15 +22,6 @@ use rustix::mm::{Advice, MapFlags, ProtFlags};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct BufIndex(pub u16);
 
-/// How the pool's pages ended up.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PoolSetup {
-    /// `madvise(MADV_HUGEPAGE)` was accepted.
-    pub huge_pages: bool,
-    /// The pages were faulted in with `MADV_POPULATE_WRITE` (else by touching every page).
-    pub populated_by_kernel: bool,
-}
-
 /// `count` buffers of `buffer_bytes` each, in one locked mapping.
 #[derive(Debug)]
 pub struct BufferPool {
@@ -38,7 +29,6 @@ pub struct BufferPool {
     buffer_bytes: usize,
     count: usize,
     free: Vec<BufIndex>,
-    setup: PoolSetup,
 }
 
 // SAFETY: the pool owns its mapping outright; nothing else holds the pointer except the ring
@@ -86,22 +76,22 @@ impl BufferPool {
         .map_err(|e| io::Error::new(e.kind(), format!("mmap of {len} bytes: {e}")))?;
         let base = NonNull::new(base.cast::<u8>())
             .ok_or_else(|| io::Error::other("mmap returned a null mapping"))?;
-        let mut pool = BufferPool {
+        let pool = BufferPool {
             base,
             buffer_bytes,
             count,
             // Handed out from the end: buffer 0 first.
             free: (0..count as u16).rev().map(BufIndex).collect(),
-            setup: PoolSetup::default(),
         };
         let region = pool.base.as_ptr().cast::<c_void>();
         // SAFETY (all three): `region..region + len` is exactly the mapping this pool owns, and
-        // no Rust reference into it exists yet.
-        pool.setup.huge_pages =
-            unsafe { rustix::mm::madvise(region, len, Advice::LinuxHugepage) }.is_ok();
-        pool.setup.populated_by_kernel =
+        // no Rust reference into it exists yet. Huge pages are a hint: without THP the pool
+        // works on 4 KiB pages.
+        let _ = unsafe { rustix::mm::madvise(region, len, Advice::LinuxHugepage) };
+        // MADV_POPULATE_WRITE (Linux 5.14) faults every page in; else touch each page.
+        let populated =
             unsafe { rustix::mm::madvise(region, len, Advice::LinuxPopulateWrite) }.is_ok();
-        if !pool.setup.populated_by_kernel {
+        if !populated {
             for page in (0..len).step_by(4096) {
                 // SAFETY: `page < len`, inside the mapping; a volatile write so it is not elided.
                 unsafe { pool.base.as_ptr().add(page).write_volatile(0) };
@@ -130,10 +120,6 @@ impl BufferPool {
     /// Buffers not handed out.
     pub fn free_count(&self) -> usize {
         self.free.len()
-    }
-
-    pub fn setup(&self) -> &PoolSetup {
-        &self.setup
     }
 
     /// A free buffer, or `None` when all are out (which the window makes impossible).

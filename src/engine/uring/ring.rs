@@ -198,11 +198,6 @@ impl Ring {
         &mut self.pool
     }
 
-    /// Operations whose completion has not been reaped.
-    pub fn in_flight(&self) -> usize {
-        self.in_flight
-    }
-
     fn idle(&mut self, conn: usize) -> &mut ConnIo {
         let io = &mut self.conns[conn];
         assert!(
