@@ -20,7 +20,9 @@ use bytes::Bytes;
 use parquet::file::metadata::{FooterTail, ParquetMetaData, ParquetMetaDataReader};
 use serde::Serialize;
 
-use crate::datagen::{DatasetSpec, ProbedFile};
+use crate::exit::{self, ExitClass};
+use crate::s3::{Bucket, ByteRange, ObjectMeta};
+use crate::schema::{DatasetSpec, ProbedFile};
 
 /// The first suffix fetched for a footer: enough for any Flux-shaped footer (~3.5 KB) in one
 /// request; a longer one costs a second request for exactly what is missing.
@@ -28,22 +30,6 @@ pub const FOOTER_FIRST_FETCH_BYTES: u64 = 64 << 10;
 
 /// Length of the Parquet file trailer: 4-byte metadata length and the `PAR1` magic.
 const TRAILER_BYTES: u64 = 8;
-
-/// A byte range of an object, as HTTP `Range` states it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ByteRange {
-    /// `bytes=first-last`, both inclusive.
-    Bounded { first: u64, last: u64 },
-    /// `bytes=-n`: the last `n` bytes.
-    Suffix(u64),
-}
-
-/// One listed object.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ObjectMeta {
-    pub key: String,
-    pub size_bytes: u64,
-}
 
 /// Errors reading the catalog. All are usage or environment errors (exit 2): the dataset is
 /// missing, incomplete or not what the workload says.
@@ -93,13 +79,13 @@ fn not_enough_files(location: &str, found: usize, needed: usize) -> String {
     }
 }
 
-impl CatalogError {
+impl ExitClass for CatalogError {
     /// 2 for a dataset that is missing or not what the workload says, or a request the
     /// configuration makes fail (keys, bucket); 3 when the storage fails past its retries.
-    pub fn exit_code(&self) -> u8 {
+    fn exit_code(&self) -> u8 {
         match self {
             CatalogError::Request(e) => e.exit_code(),
-            _ => crate::exit::USAGE,
+            _ => exit::USAGE,
         }
     }
 }
@@ -230,6 +216,24 @@ impl ObjectSource for ProbedSource<'_> {
             .file
             .tail
             .slice((start - tail_start) as usize..(end - tail_start) as usize))
+    }
+}
+
+impl ObjectSource for Bucket {
+    fn describe(&self, prefix: &str) -> String {
+        format!(
+            "s3://{}/{prefix} at {}",
+            self.client().target().bucket,
+            self.client().target().endpoint
+        )
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, CatalogError> {
+        Ok(Bucket::list(self, prefix)?)
+    }
+
+    fn get_range(&self, key: &str, range: ByteRange) -> Result<Bytes, CatalogError> {
+        Ok(Bucket::get_range(self, key, range)?)
     }
 }
 
@@ -534,7 +538,8 @@ fn row_group_spans(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::datagen::{ColumnSpec, Dtype, Fill, write_file};
+    use crate::datagen::{Fill, write_file};
+    use crate::schema::{ColumnSpec, Dtype};
 
     fn spec() -> DatasetSpec {
         DatasetSpec {

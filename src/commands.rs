@@ -1,25 +1,26 @@
 //! What each subcommand does, top to bottom: configuration → settings → catalog → plan →
-//! output. `main` maps the result to an exit code.
+//! output. [`exit_code`] maps an error to its documented code.
 
 use std::io::{IsTerminal, Write};
 
 use anyhow::Context;
 
-use crate::catalog::{self, Catalog, DirSource};
+use crate::catalog::{self, Catalog, CatalogError, DirSource};
 use crate::cli::{Command, GenerateArgs, PlanArgs, RunArgs, ServeArgs, WorkloadArgs, load_config};
-use crate::datagen::{self, DirSink};
+use crate::config::ConfigError;
+use crate::datagen::{self, DirSink, GenerateError};
 use crate::engine::EngineKind;
-use crate::exit::UsageError;
-use crate::plan::{Plan, RunOptions, Settings};
-use crate::s3::{self, Bucket, Client, Target};
+use crate::exit::{ExitClass, UsageError};
+use crate::plan::{Plan, PlanError, RunOptions, Settings};
+use crate::s3::{self, Bucket, Client, RequestError, Target};
 use crate::server::dir::{DirStore, valid_bucket_name};
-use crate::server::virtual_dataset::VirtualDataset;
-use crate::server::{self, Credentials, Server, ServerConfig, Store};
+use crate::server::virtual_dataset::{VirtualDataset, VirtualError};
+use crate::server::{self, Credentials, Server, ServerConfig, ServerError, Store};
 use crate::summary::{RunContext, RunSummary, TargetSummary};
-use crate::{budget, exit, metrics, report};
+use crate::{budget, exit, metrics, report, units};
 
 /// Runs a command; `Ok` carries the exit code.
-pub fn execute(command: Command) -> anyhow::Result<u8> {
+pub fn dispatch(command: Command) -> anyhow::Result<u8> {
     match command {
         Command::Plan(args) => plan(&args),
         Command::Generate(args) => generate(&args),
@@ -413,9 +414,9 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         let warning = format!(
             "peak RSS {} exceeded the memory budget {} by {}: the budget's fixed allowances \
              (PROCESS_OVERHEAD_BYTES, CONNECTION_OVERHEAD_BYTES) are too small for this run",
-            report::bytes(peak),
-            report::bytes(plan.memory.total_bytes),
-            report::bytes(peak - plan.memory.total_bytes)
+            units::bytes(peak),
+            units::bytes(plan.memory.total_bytes),
+            units::bytes(peak - plan.memory.total_bytes)
         );
         eprintln!("ringload run: WARNING: {warning}");
         notes.push(warning);
@@ -486,8 +487,8 @@ fn choose_engine(
         Some(format!(
             "RLIMIT_MEMLOCK {} is smaller than the buffer pool {} (its buffers are locked and \
              registered; raise it with `ulimit -l unlimited` or grant CAP_IPC_LOCK)",
-            report::bytes(memlock),
-            report::bytes(pool)
+            units::bytes(memlock),
+            units::bytes(pool)
         ))
     });
     match (asked, cause) {
@@ -549,6 +550,39 @@ fn choose_cpus(
 #[derive(Debug, thiserror::Error)]
 #[error("the run failed: {0}")]
 pub struct RunFailed(pub String);
+
+impl ExitClass for RunFailed {
+    fn exit_code(&self) -> u8 {
+        exit::FAILED
+    }
+}
+
+/// The exit code for an error: the first cause in its chain whose type knows its class
+/// decides; an error no layer classified is a failure.
+pub fn exit_code(err: &anyhow::Error) -> u8 {
+    fn class(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
+        macro_rules! first_of {
+            ($($t:ty),* $(,)?) => {
+                $(if let Some(e) = cause.downcast_ref::<$t>() {
+                    return Some(e.exit_code());
+                })*
+            };
+        }
+        first_of!(
+            RunFailed,
+            UsageError,
+            CatalogError,
+            RequestError,
+            ConfigError,
+            PlanError,
+            VirtualError,
+            ServerError,
+            GenerateError,
+        );
+        None
+    }
+    err.chain().find_map(class).unwrap_or(exit::FAILED)
+}
 
 fn exit_line(e: &crate::rank::RunError) -> String {
     e.to_string().replace('\n', " ")

@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
+use crate::exit::{self, ExitClass};
 use saphyr::{LoadableYamlNode, MarkedYamlOwned, ScalarOwned, YamlDataOwned};
 
 /// The built-in workloads, embedded at build time so that `ringload plan flux_b200` works from
@@ -286,6 +287,12 @@ pub enum ConfigError {
         expected: String,
         found: String,
     },
+}
+
+impl ExitClass for ConfigError {
+    fn exit_code(&self) -> u8 {
+        exit::USAGE
+    }
 }
 
 /// How ringload treats a key that is present in a configuration.

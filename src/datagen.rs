@@ -36,6 +36,11 @@ use parquet::errors::ParquetError;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use serde::Serialize;
 
+use crate::exit::{self, ExitClass};
+use crate::s3::bucket::{Bucket, BucketWriter};
+use crate::schema::{ColumnSpec, DatasetSpec, Dtype, ProbedFile};
+use crate::units;
+
 /// The most bytes of column values the generator builds at once.
 pub const GENERATION_BATCH_BYTES: u64 = 8 << 20;
 
@@ -43,119 +48,25 @@ pub const GENERATION_BATCH_BYTES: u64 = 8 << 20;
 /// fetches a 4 MiB tail; a footer is a few KiB.
 pub const PROBE_TAIL_BYTES: usize = 4 << 20;
 
-/// A column's element type. Widths are fixed, so layouts do not depend on values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Dtype {
-    Float32,
-    Float64,
-    Int8,
-    Int16,
-    Int32,
-    Int64,
-    Uint8,
-    Uint16,
-    Uint32,
-    Uint64,
-}
-
-impl Dtype {
-    /// Every type, with DLIO's name for it.
-    pub const ALL: [(Dtype, &'static str); 10] = [
-        (Dtype::Float32, "float32"),
-        (Dtype::Float64, "float64"),
-        (Dtype::Int8, "int8"),
-        (Dtype::Int16, "int16"),
-        (Dtype::Int32, "int32"),
-        (Dtype::Int64, "int64"),
-        (Dtype::Uint8, "uint8"),
-        (Dtype::Uint16, "uint16"),
-        (Dtype::Uint32, "uint32"),
-        (Dtype::Uint64, "uint64"),
-    ];
-
-    /// Parses DLIO's dtype name.
-    pub fn parse(name: &str) -> Option<Dtype> {
-        Self::ALL.iter().find(|(_, n)| *n == name).map(|(d, _)| *d)
-    }
-
-    pub fn width_bytes(self) -> u64 {
-        match self {
-            Dtype::Int8 | Dtype::Uint8 => 1,
-            Dtype::Int16 | Dtype::Uint16 => 2,
-            Dtype::Float32 | Dtype::Int32 | Dtype::Uint32 => 4,
-            Dtype::Float64 | Dtype::Int64 | Dtype::Uint64 => 8,
-        }
-    }
-
-    fn arrow(self) -> DataType {
-        match self {
-            Dtype::Float32 => DataType::Float32,
-            Dtype::Float64 => DataType::Float64,
-            Dtype::Int8 => DataType::Int8,
-            Dtype::Int16 => DataType::Int16,
-            Dtype::Int32 => DataType::Int32,
-            Dtype::Int64 => DataType::Int64,
-            Dtype::Uint8 => DataType::UInt8,
-            Dtype::Uint16 => DataType::UInt16,
-            Dtype::Uint32 => DataType::UInt32,
-            Dtype::Uint64 => DataType::UInt64,
-        }
+/// The Arrow type of a column element.
+fn arrow_type(dtype: Dtype) -> DataType {
+    match dtype {
+        Dtype::Float32 => DataType::Float32,
+        Dtype::Float64 => DataType::Float64,
+        Dtype::Int8 => DataType::Int8,
+        Dtype::Int16 => DataType::Int16,
+        Dtype::Int32 => DataType::Int32,
+        Dtype::Int64 => DataType::Int64,
+        Dtype::Uint8 => DataType::UInt8,
+        Dtype::Uint16 => DataType::UInt16,
+        Dtype::Uint32 => DataType::UInt32,
+        Dtype::Uint64 => DataType::UInt64,
     }
 }
 
-/// One column of the dataset.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ColumnSpec {
-    pub name: String,
-    pub dtype: Dtype,
-    /// Elements per row (the fixed list length); 1 means a plain scalar column.
-    pub size: u64,
-    /// Whether the reader fetches this column (DLIO's `read: false` skips it).
-    pub read: bool,
-}
-
-impl ColumnSpec {
-    pub fn row_bytes(&self) -> u64 {
-        self.size * self.dtype.width_bytes()
-    }
-}
-
-/// Everything needed to write (or lay out) the files of a dataset.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct DatasetSpec {
-    /// `<data_folder>/train/`, the prefix every object key starts with.
-    pub train_prefix: String,
-    pub columns: Vec<ColumnSpec>,
-    pub rows_per_file: u64,
-    pub row_group_rows: u64,
-    /// Seeds the file contents; file `i` gets its own stream derived from it.
-    pub seed: u64,
-}
-
-impl DatasetSpec {
-    /// Bytes of values in one row (DLIO's record length).
-    pub fn record_bytes(&self) -> u64 {
-        self.columns.iter().map(ColumnSpec::row_bytes).sum()
-    }
-
-    /// The object key of training file `index`: `<data_folder>/train/train_0007.parquet`.
-    pub fn file_key(&self, index: usize) -> String {
-        format!("{}train_{index:04}.parquet", self.train_prefix)
-    }
-
-    /// An upper estimate of one file's size: its values plus 1% for page headers and levels
-    /// and 1 MiB for the footer and slack. (Exact sizes come from [`probe_file`], at the cost of
-    /// encoding a whole file.)
-    pub fn file_bytes_estimate(&self) -> u64 {
-        let values = self.record_bytes() * self.rows_per_file;
-        values + values / 100 + (1 << 20)
-    }
-
-    /// Rows per generator sub-batch: as many as fit in `GENERATION_BATCH_BYTES`, at least one.
-    fn generation_batch_rows(&self) -> u64 {
-        (GENERATION_BATCH_BYTES / self.record_bytes().max(1)).clamp(1, self.row_group_rows)
-    }
+/// Rows per generator sub-batch: as many as fit in `GENERATION_BATCH_BYTES`, at least one.
+fn generation_batch_rows(spec: &DatasetSpec) -> u64 {
+    (GENERATION_BATCH_BYTES / spec.record_bytes().max(1)).clamp(1, spec.row_group_rows)
 }
 
 /// The Arrow schema of the dataset.
@@ -165,9 +76,9 @@ pub fn arrow_schema(spec: &DatasetSpec) -> SchemaRef {
         .iter()
         .map(|c| {
             let data_type = if c.size == 1 {
-                c.dtype.arrow()
+                arrow_type(c.dtype)
             } else {
-                let element = Arc::new(Field::new("element", c.dtype.arrow(), false));
+                let element = Arc::new(Field::new("element", arrow_type(c.dtype), false));
                 DataType::FixedSizeList(element, c.size as i32)
             };
             Field::new(&c.name, data_type, false)
@@ -252,7 +163,7 @@ fn column_array(column: &ColumnSpec, rows: u64, fill: &mut Fill) -> Result<Array
         }
     };
     buffer.truncate(len_bytes);
-    let values = ArrayDataBuilder::new(column.dtype.arrow())
+    let values = ArrayDataBuilder::new(arrow_type(column.dtype))
         .len(elements as usize)
         .add_buffer(buffer.into())
         .build()?;
@@ -260,7 +171,7 @@ fn column_array(column: &ColumnSpec, rows: u64, fill: &mut Fill) -> Result<Array
     if column.size == 1 {
         return Ok(values);
     }
-    let element = Arc::new(Field::new("element", column.dtype.arrow(), false));
+    let element = Arc::new(Field::new("element", arrow_type(column.dtype), false));
     let list = FixedSizeListArray::try_new(element, column.size as i32, values, None)?;
     Ok(Arc::new(list))
 }
@@ -275,7 +186,7 @@ pub fn write_file<W: Write + Send>(
 ) -> Result<W, ParquetError> {
     let schema = arrow_schema(spec);
     let mut writer = ArrowWriter::try_new(out, schema.clone(), Some(writer_properties(spec)))?;
-    let batch_rows = spec.generation_batch_rows();
+    let batch_rows = generation_batch_rows(spec);
     let mut written = 0;
     while written < spec.rows_per_file {
         let group_rows = spec.row_group_rows.min(spec.rows_per_file - written);
@@ -322,14 +233,6 @@ impl Write for TailWriter {
     }
 }
 
-/// A file laid out but not stored: its size and its last bytes, footer included.
-#[derive(Debug, Clone)]
-pub struct ProbedFile {
-    pub size_bytes: u64,
-    /// The last `min(size, PROBE_TAIL_BYTES)` bytes of the file.
-    pub tail: Bytes,
-}
-
 /// Writes one file of `spec` with zeros into a sink that keeps only its tail, so the exact
 /// layout and footer of every file of the dataset are known without storing any of them.
 pub fn probe_file(spec: &DatasetSpec) -> Result<ProbedFile, ParquetError> {
@@ -364,12 +267,12 @@ pub enum GenerateError {
     Storage(#[from] crate::s3::RequestError),
 }
 
-impl GenerateError {
+impl ExitClass for GenerateError {
     /// 2 for what is wrong before anything is written, 3 for a failure while writing.
-    pub fn exit_code(&self) -> u8 {
+    fn exit_code(&self) -> u8 {
         match self {
-            GenerateError::NoSpace { .. } | GenerateError::Create { .. } => 2,
-            GenerateError::Write { .. } | GenerateError::Encode { .. } => 3,
+            GenerateError::NoSpace { .. } | GenerateError::Create { .. } => exit::USAGE,
+            GenerateError::Write { .. } | GenerateError::Encode { .. } => exit::FAILED,
             GenerateError::Storage(e) => e.exit_code(),
         }
     }
@@ -391,6 +294,30 @@ pub trait ObjectSink: Sync {
 
     /// Makes a fully written object visible under its key, all at once.
     fn commit(&self, key: &str, writer: Self::Writer) -> Result<(), GenerateError>;
+}
+
+impl ObjectSink for Bucket {
+    type Writer = BucketWriter;
+
+    fn describe(&self) -> String {
+        self.client().target().describe()
+    }
+
+    fn free_bytes(&self) -> Result<Option<u64>, GenerateError> {
+        self.check()?;
+        Ok(None)
+    }
+
+    fn create(&self, key: &str) -> Result<BucketWriter, GenerateError> {
+        Ok(self.writer(key))
+    }
+
+    fn commit(&self, key: &str, writer: BucketWriter) -> Result<(), GenerateError> {
+        writer.finish().map_err(|source| GenerateError::Write {
+            key: key.to_string(),
+            source: io::Error::other(source),
+        })
+    }
 }
 
 /// Objects as files under a root directory: key `a/b/c.parquet` is `ROOT/a/b/c.parquet`.
@@ -549,8 +476,8 @@ pub fn generate<S: ObjectSink>(
     {
         return Err(GenerateError::NoSpace {
             dest: sink.describe(),
-            need: crate::report::bytes(need),
-            free: crate::report::bytes(free),
+            need: units::bytes(need),
+            free: units::bytes(free),
             fit: (free / file_bytes.max(1)) as usize,
         });
     }

@@ -1,17 +1,6 @@
-//! Exit codes, as the README documents them, and the mapping from errors to codes.
-
-use crate::catalog::CatalogError;
-use crate::config::ConfigError;
-use crate::datagen::GenerateError;
-use crate::plan::PlanError;
-use crate::s3::RequestError;
-use crate::server::ServerError;
-use crate::server::virtual_dataset::VirtualError;
-
-/// A usage or environment error found by a command itself (clap catches the rest).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UsageError(pub String);
+//! Exit codes, as the README documents them. A leaf: it imports nothing from the crate. Each
+//! layer's error type says which class it belongs to through [`ExitClass`]; the mapping from an
+//! error chain to a code happens at the top ([`crate::commands::exit_code`]).
 
 /// The command did what it was asked (for `run`: and met the AU target).
 pub const OK: u8 = 0;
@@ -22,36 +11,21 @@ pub const USAGE: u8 = 2;
 /// The run (or generation) started and failed.
 pub const FAILED: u8 = 3;
 
-/// The exit code for an error: the first cause in its chain that knows its code decides.
-pub fn code_for(err: &anyhow::Error) -> u8 {
-    for cause in err.chain() {
-        if cause.is::<crate::commands::RunFailed>() {
-            return FAILED;
-        }
-        if let Some(e) = cause.downcast_ref::<CatalogError>() {
-            return e.exit_code();
-        }
-        if let Some(e) = cause.downcast_ref::<RequestError>() {
-            return e.exit_code();
-        }
-        if cause.is::<ConfigError>()
-            || cause.is::<PlanError>()
-            || cause.is::<UsageError>()
-            || cause.is::<VirtualError>()
-        {
-            return USAGE;
-        }
-        if let Some(e) = cause.downcast_ref::<ServerError>() {
-            return match e {
-                ServerError::Bind { .. } => USAGE,
-                ServerError::Runtime(_) => FAILED,
-            };
-        }
-        if let Some(e) = cause.downcast_ref::<GenerateError>() {
-            return e.exit_code();
-        }
+/// An error that knows its exit code: [`USAGE`] when the input or the environment is wrong,
+/// [`FAILED`] when work started and failed.
+pub trait ExitClass {
+    fn exit_code(&self) -> u8;
+}
+
+/// A usage or environment error found by a command itself (clap catches the rest).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+impl ExitClass for UsageError {
+    fn exit_code(&self) -> u8 {
+        USAGE
     }
-    FAILED
 }
 
 /// The error and its causes on one line.

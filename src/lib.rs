@@ -19,5 +19,7 @@ pub mod rank;
 pub mod report;
 pub mod run;
 pub mod s3;
+pub mod schema;
 pub mod server;
 pub mod summary;
+pub mod units;

@@ -19,11 +19,11 @@ fn main() -> ExitCode {
             }
         },
     };
-    match commands::execute(cli.command) {
+    match commands::dispatch(cli.command) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
             eprintln!("ringload: {}", exit::one_line(&err));
-            ExitCode::from(exit::code_for(&err))
+            ExitCode::from(commands::exit_code(&err))
         }
     }
 }

@@ -26,9 +26,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-/// Bytes in a GiB and a MiB.
-pub const GIB: f64 = (1u64 << 30) as f64;
-pub const MIB: f64 = (1u64 << 20) as f64;
+use crate::units::{GIB, MIB};
 
 /// What one step of one rank took.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]

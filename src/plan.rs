@@ -31,8 +31,10 @@ use serde::Serialize;
 use crate::budget::MemoryLimits;
 use crate::catalog::Catalog;
 use crate::config::{ConfigError, Origin, RawConfig, Value, WorkloadSource};
-use crate::datagen::{ColumnSpec, DatasetSpec, Dtype};
-use crate::report::bytes;
+use crate::exit::{self, ExitClass};
+use crate::s3::target::StorageSettings;
+use crate::schema::{ColumnSpec, DatasetSpec, Dtype};
+use crate::units::bytes;
 
 /// Buffers are sized in whole pages.
 pub const BUFFER_ALIGN_BYTES: u64 = 4096;
@@ -98,40 +100,18 @@ pub enum PlanError {
     OverBudget(String),
 }
 
+impl ExitClass for PlanError {
+    fn exit_code(&self) -> u8 {
+        exit::USAGE
+    }
+}
+
 /// A key the workload sets that ringload accepts and does not use.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct IgnoredKey {
     pub key: String,
     /// A hint such as "did you mean …", or empty.
     pub hint: String,
-}
-
-/// Storage settings from the workload (DLIO's conventions); used by `run` against S3.
-#[derive(Clone, PartialEq, Eq, Serialize)]
-pub struct StorageSettings {
-    pub storage_type: Option<String>,
-    /// `storage.storage_root`: the bucket.
-    pub bucket: Option<String>,
-    pub endpoint_url: Option<String>,
-    pub region: Option<String>,
-    /// Whether the workload carries credentials (never printed).
-    pub has_credentials: bool,
-    /// `storage.storage_options.access_key_id` and `secret_access_key`: never serialized or
-    /// shown by Debug.
-    #[serde(skip)]
-    pub static_keys: Option<(String, String)>,
-}
-
-impl fmt::Debug for StorageSettings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StorageSettings")
-            .field("storage_type", &self.storage_type)
-            .field("bucket", &self.bucket)
-            .field("endpoint_url", &self.endpoint_url)
-            .field("region", &self.region)
-            .field("has_credentials", &self.has_credentials)
-            .finish_non_exhaustive()
-    }
 }
 
 /// The workload's values, validated. The only product of configuration types.

@@ -221,7 +221,7 @@ fn show_progress(
             stderr,
             "\r\x1b[2Kstep {steps}/{total_steps} · AU so far {:.1}% · {:.0} MiB/s · {elapsed:.1} s",
             100.0 * compute_s / (np as f64 * elapsed).max(1e-9),
-            bytes as f64 / metrics::MIB / elapsed.max(1e-9),
+            bytes as f64 / crate::units::MIB / elapsed.max(1e-9),
         );
         let _ = stderr.flush();
     }

@@ -270,7 +270,9 @@ impl RunSummary {
             samples_per_s_per_rank: sps_per_rank,
             io_mib_per_s: samples_per_s
                 .map(|s| metrics::nominal_mib_per_s(s, settings.record_bytes)),
-            measured_mib_per_s: all.bytes_read as f64 / metrics::MIB / measured.wall_s.max(1e-9),
+            measured_mib_per_s: all.bytes_read as f64
+                / crate::units::MIB
+                / measured.wall_s.max(1e-9),
             bytes_read: all.bytes_read,
             bytes_planned: plan.bytes_per_epoch * u64::from(settings.epochs),
             footer_bytes,

@@ -3,8 +3,8 @@
 
 use std::fmt::Write;
 
-use super::{bytes, count, seconds};
 use crate::plan::{Get, Plan};
+use crate::units::{bytes, count, seconds};
 
 /// How many GETs of each reader are listed without `--full`.
 const GETS_SHOWN: usize = 3;

@@ -4,12 +4,12 @@
 
 use std::fmt::Write;
 
-use super::{bytes, count, seconds};
 use crate::engine::{RequestStats, rank_gets};
 use crate::metrics::Distribution;
 use crate::plan::Plan;
 use crate::rank::RankRecord;
 use crate::summary::RunSummary;
+use crate::units::{bytes, count, seconds};
 
 /// The header of the study's results table (reference/flux-study.md).
 pub const TABLE_HEADER: &str = "| NP | RT | AU% | samples/s | samp/s/GPU | I/O MiB/s | Wall (s) | Steps | Notes |\n|---|---|---|---|---|---|---|---|---|";

@@ -15,11 +15,10 @@ use tokio::runtime::Runtime;
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
+use super::client::{ByteRange, ObjectMeta};
 use super::client::{Client, RetryPolicy};
 use super::error::RequestError;
 use super::target::Target;
-use crate::catalog::{ByteRange, CatalogError, ObjectMeta, ObjectSource};
-use crate::datagen::{GenerateError, ObjectSink};
 
 /// The size of an upload part (the last one may be shorter; S3's minimum is 5 MiB).
 pub const PART_BYTES: usize = 16 << 20;
@@ -66,40 +65,20 @@ impl Bucket {
     pub fn check(&self) -> Result<(), RequestError> {
         self.runtime.block_on(self.client.check_bucket())
     }
-}
 
-impl ObjectSource for Bucket {
-    fn describe(&self, prefix: &str) -> String {
-        format!(
-            "s3://{}/{prefix} at {}",
-            self.client.target().bucket,
-            self.client.target().endpoint
-        )
+    /// Every object under `prefix` (ListObjectsV2, all pages).
+    pub fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, RequestError> {
+        self.runtime.block_on(self.client.list(prefix))
     }
 
-    fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, CatalogError> {
-        Ok(self.runtime.block_on(self.client.list(prefix))?)
+    /// One ranged GET, its body whole.
+    pub fn get_range(&self, key: &str, range: ByteRange) -> Result<Bytes, RequestError> {
+        self.runtime.block_on(self.client.get_range(key, range))
     }
 
-    fn get_range(&self, key: &str, range: ByteRange) -> Result<Bytes, CatalogError> {
-        Ok(self.runtime.block_on(self.client.get_range(key, range))?)
-    }
-}
-
-impl ObjectSink for Bucket {
-    type Writer = BucketWriter;
-
-    fn describe(&self) -> String {
-        self.client.target().describe()
-    }
-
-    fn free_bytes(&self) -> Result<Option<u64>, GenerateError> {
-        self.check()?;
-        Ok(None)
-    }
-
-    fn create(&self, key: &str) -> Result<BucketWriter, GenerateError> {
-        Ok(BucketWriter {
+    /// A writer that uploads `key`: nothing is visible until [`BucketWriter::finish`].
+    pub fn writer(&self, key: &str) -> BucketWriter {
+        BucketWriter {
             client: self.client.clone(),
             runtime: self.runtime.handle().clone(),
             key: key.to_string(),
@@ -109,14 +88,7 @@ impl ObjectSink for Bucket {
             parts: Vec::new(),
             in_flight: Arc::new(Semaphore::new(PARTS_IN_FLIGHT)),
             committed: false,
-        })
-    }
-
-    fn commit(&self, key: &str, writer: BucketWriter) -> Result<(), GenerateError> {
-        writer.finish().map_err(|source| GenerateError::Write {
-            key: key.to_string(),
-            source: io::Error::other(source),
-        })
+        }
     }
 }
 
@@ -171,7 +143,7 @@ impl BucketWriter {
     }
 
     /// Sends what is left and makes the object visible.
-    fn finish(mut self) -> Result<(), RequestError> {
+    pub fn finish(mut self) -> Result<(), RequestError> {
         let rest = Bytes::from(std::mem::take(&mut self.buffer));
         let result = if self.upload_id.is_none() {
             self.runtime

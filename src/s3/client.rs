@@ -17,12 +17,28 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use serde::Serialize;
 
 use super::error::{HintContext, RequestError};
 use super::sign::{self, Payload, Signer};
 use super::target::Target;
-use crate::catalog::{ByteRange, ObjectMeta};
-use crate::server::xml::XmlWriter;
+use super::xml::{self, XmlWriter};
+
+/// A byte range of an object, as HTTP `Range` states it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ByteRange {
+    /// `bytes=first-last`, both inclusive.
+    Bounded { first: u64, last: u64 },
+    /// `bytes=-n`: the last `n` bytes.
+    Suffix(u64),
+}
+
+/// One listed object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ObjectMeta {
+    pub key: String,
+    pub size_bytes: u64,
+}
 
 /// Retries after the first attempt, by default.
 pub const DEFAULT_RETRIES: u32 = 3;
@@ -387,7 +403,7 @@ impl Client {
         };
         let (_, body) = self.send(&spec).await?;
         let mut upload_id = None;
-        let _ = crate::server::xml::walk(&body, |path, text| {
+        let _ = xml::walk(&body, |path, text| {
             if path.last().map(String::as_str) == Some("UploadId") {
                 upload_id = Some(text);
             }
@@ -526,7 +542,7 @@ fn parse_list_page(body: &[u8]) -> Result<ListPage, String> {
     let mut page = ListPage::default();
     let (mut key, mut size): (Option<String>, Option<u64>) = (None, None);
     let mut saw_root = false;
-    crate::server::xml::walk(body, |path, text| {
+    xml::walk(body, |path, text| {
         match path.iter().map(String::as_str).collect::<Vec<_>>()[..] {
             ["ListBucketResult"] => saw_root = true,
             ["ListBucketResult", "IsTruncated"] => page.truncated = text == "true",

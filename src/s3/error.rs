@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::exit;
+use crate::exit::{self, ExitClass};
 
 /// A request that did not succeed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -73,20 +73,6 @@ impl RequestError {
             | RequestError::Transport { .. }
             | RequestError::Timeout { .. } => true,
             RequestError::BadResponse { .. } => false,
-        }
-    }
-
-    /// 2 when the configuration is the likely cause (a 4xx: keys, bucket, key; an endpoint
-    /// where nothing listens), else 3.
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            RequestError::Unreachable { .. } => exit::USAGE,
-            RequestError::Status { status, .. }
-                if (400..500).contains(status) && *status != 429 =>
-            {
-                exit::USAGE
-            }
-            _ => exit::FAILED,
         }
     }
 
@@ -178,7 +164,7 @@ fn hint_for(status: u16, code: Option<&str>, c: &HintContext<'_>) -> String {
 /// The `Code` and `Message` of an S3 error document; `(None, None)` if the body is not one.
 pub fn error_document(body: &[u8]) -> (Option<String>, Option<String>) {
     let (mut code, mut message) = (None, None);
-    let _ = crate::server::xml::walk(body, |path, text| {
+    let _ = super::xml::walk(body, |path, text| {
         match path.iter().map(String::as_str).collect::<Vec<_>>()[..] {
             ["Error", "Code"] => code = Some(text),
             ["Error", "Message"] => message = Some(text),
@@ -187,6 +173,22 @@ pub fn error_document(body: &[u8]) -> (Option<String>, Option<String>) {
         Ok(())
     });
     (code.filter(|c| !c.is_empty()), message)
+}
+
+impl ExitClass for RequestError {
+    /// 2 when the configuration is the likely cause (a 4xx: keys, bucket, key; an endpoint
+    /// where nothing listens), else 3.
+    fn exit_code(&self) -> u8 {
+        match self {
+            RequestError::Unreachable { .. } => exit::USAGE,
+            RequestError::Status { status, .. }
+                if (400..500).contains(status) && *status != 429 =>
+            {
+                exit::USAGE
+            }
+            _ => exit::FAILED,
+        }
+    }
 }
 
 #[cfg(test)]

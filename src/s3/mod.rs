@@ -18,9 +18,11 @@ pub mod bucket;
 pub mod client;
 pub mod error;
 pub mod sign;
+pub mod sigv4;
 pub mod target;
+pub mod xml;
 
 pub use bucket::Bucket;
-pub use client::{Client, RetryPolicy};
+pub use client::{ByteRange, Client, ObjectMeta, RetryPolicy};
 pub use error::RequestError;
 pub use target::{Credentials, Endpoint, Target, TargetFlags};

@@ -14,6 +14,7 @@ use aws_sigv4::http_request::{
 };
 use aws_sigv4::sign::v4;
 
+use super::sigv4::uri_encode;
 use super::target::{Credentials, Endpoint};
 
 /// The SigV4 service name of S3.
@@ -130,7 +131,6 @@ pub fn url(endpoint: &Endpoint, path: &str, query: &str) -> String {
 }
 
 /// S3's UriEncode: every byte but `A-Z a-z 0-9 - _ . ~` as `%XX`; `/` kept when `keep_slash`.
-pub use crate::server::sigv4::uri_encode;
 
 #[cfg(test)]
 mod tests {

@@ -14,8 +14,37 @@
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
 
+use serde::Serialize;
+
 use crate::exit::UsageError;
-use crate::plan::StorageSettings;
+
+/// The workload's storage keys (DLIO's conventions), as settings resolution read them.
+#[derive(Clone, PartialEq, Eq, Serialize)]
+pub struct StorageSettings {
+    pub storage_type: Option<String>,
+    /// `storage.storage_root`: the bucket.
+    pub bucket: Option<String>,
+    pub endpoint_url: Option<String>,
+    pub region: Option<String>,
+    /// Whether the workload carries credentials (never printed).
+    pub has_credentials: bool,
+    /// `storage.storage_options.access_key_id` and `secret_access_key`: never serialized or
+    /// shown by Debug.
+    #[serde(skip)]
+    pub static_keys: Option<(String, String)>,
+}
+
+impl fmt::Debug for StorageSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StorageSettings")
+            .field("storage_type", &self.storage_type)
+            .field("bucket", &self.bucket)
+            .field("endpoint_url", &self.endpoint_url)
+            .field("region", &self.region)
+            .field("has_credentials", &self.has_credentials)
+            .finish_non_exhaustive()
+    }
+}
 
 /// The region signed into requests when none is configured.
 pub const DEFAULT_REGION: &str = "us-east-1";

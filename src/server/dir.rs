@@ -26,7 +26,7 @@ use http::StatusCode;
 use super::error::{S3Error, from_io};
 use super::mmap;
 use super::store::{ObjectInfo, tag_of};
-use super::xml::CompletedPart;
+use crate::s3::xml::CompletedPart;
 
 /// Where uploads are written before they are renamed into place.
 const TMP_DIR: &str = ".ringload-tmp";

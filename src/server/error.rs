@@ -3,7 +3,7 @@
 
 use http::StatusCode;
 
-use super::xml::XmlWriter;
+use crate::s3::xml::XmlWriter;
 
 /// One S3 error response.
 #[derive(Debug, Clone, PartialEq, Eq)]

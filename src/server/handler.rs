@@ -26,7 +26,8 @@ use super::list::{self, After, Entry, ListParams};
 use super::range::{RangeError, RangeSpec};
 use super::sigv4::{self, Credentials, PayloadHash, SignedRequest};
 use super::store::{ObjectInfo, Store};
-use super::xml::{self, XmlWriter};
+use crate::s3::sigv4::uri_encode;
+use crate::s3::xml::{self, XmlWriter};
 
 /// S3's limit on the request header section.
 pub const MAX_HEADER_SECTION_BYTES: usize = 8 << 10;
@@ -440,7 +441,7 @@ fn list_objects(state: &State, req: &Req<'_>) -> Result<Response<Body>, S3Error>
     let page = list::page(&objects, &params);
     let enc = |s: &str| {
         if url_encoded {
-            sigv4::uri_encode(s, true)
+            uri_encode(s, true)
         } else {
             s.to_string()
         }

@@ -2,8 +2,8 @@
 //! count toward max-keys and appear once across pages), max-keys, continuation tokens.
 
 use super::error::S3Error;
-use super::sigv4::hex;
 use super::store::ObjectInfo;
+use crate::s3::sigv4::hex;
 
 /// S3's cap on max-keys.
 pub const MAX_KEYS: usize = 1000;

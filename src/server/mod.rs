@@ -27,7 +27,6 @@ pub mod range;
 pub mod sigv4;
 pub mod store;
 pub mod virtual_dataset;
-pub mod xml;
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -38,6 +37,8 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use serde::Serialize;
+
+use crate::exit::{self, ExitClass};
 use tokio::sync::watch;
 
 pub use handler::{Counters, MAX_HEADER_SECTION_BYTES};
@@ -82,6 +83,16 @@ pub enum ServerError {
     },
     #[error("cannot start the server's runtime: {0}")]
     Runtime(std::io::Error),
+}
+
+impl ExitClass for ServerError {
+    /// A port that cannot be bound is the user's to change; a runtime that cannot start is not.
+    fn exit_code(&self) -> u8 {
+        match self {
+            ServerError::Bind { .. } => exit::USAGE,
+            ServerError::Runtime(_) => exit::FAILED,
+        }
+    }
 }
 
 /// The server's totals at one moment.

@@ -18,6 +18,7 @@ use http::{HeaderMap, Method, StatusCode};
 use sha2::{Digest, Sha256};
 
 use super::error::S3Error;
+use crate::s3::sigv4::{hex, uri_encode};
 
 /// How far a request's time may be from the server's (S3: 15 minutes).
 pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(15 * 60);
@@ -85,17 +86,6 @@ impl PayloadHash {
     }
 }
 
-/// Lowercase hex.
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[usize::from(b >> 4)] as char);
-        out.push(DIGITS[usize::from(b & 15)] as char);
-    }
-    out
-}
-
 fn decode_hex32(text: &str) -> Option<[u8; 32]> {
     let bytes = text.as_bytes();
     if bytes.len() != 64 {
@@ -108,25 +98,6 @@ fn decode_hex32(text: &str) -> Option<[u8; 32]> {
         out[i] = (hi * 16 + lo) as u8;
     }
     Some(out)
-}
-
-/// S3's UriEncode: every byte but `A-Z a-z 0-9 - _ . ~` as `%XX` (uppercase); `/` kept when
-/// `keep_slash`.
-pub fn uri_encode(text: &str, keep_slash: bool) -> String {
-    let mut out = String::with_capacity(text.len());
-    for &b in text.as_bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                out.push(b as char)
-            }
-            b'/' if keep_slash => out.push('/'),
-            _ => {
-                out.push('%');
-                out.push_str(&format!("{b:02X}"));
-            }
-        }
-    }
-    out
 }
 
 /// Percent-decodes a path or query component (`+` stays `+`).

@@ -22,8 +22,10 @@ use std::time::SystemTime;
 use bytes::Bytes;
 
 use crate::catalog::{self, CatalogError};
-use crate::datagen::{self, DatasetSpec, Fill, ProbedFile};
-use crate::report;
+use crate::datagen::{self, Fill};
+use crate::exit::{self, ExitClass};
+use crate::schema::{DatasetSpec, ProbedFile};
+use crate::units;
 
 use super::error::S3Error;
 use super::store::{ObjectInfo, tag_of};
@@ -37,6 +39,13 @@ pub enum VirtualError {
     Layout(#[from] CatalogError),
     #[error("the writer's layout cannot be served from templates: {0}")]
     NotTemplatable(String),
+}
+
+impl ExitClass for VirtualError {
+    /// The workload cannot be laid out: a configuration error.
+    fn exit_code(&self) -> u8 {
+        exit::USAGE
+    }
 }
 
 /// One stretch of a virtual file.
@@ -176,10 +185,10 @@ impl VirtualDataset {
             self.label,
             self.keys.len(),
             if self.keys.len() == 1 { "" } else { "s" },
-            report::bytes(self.file_size_bytes),
-            report::bytes(self.file_size_bytes * self.keys.len() as u64),
+            units::bytes(self.file_size_bytes),
+            units::bytes(self.file_size_bytes * self.keys.len() as u64),
             self.bucket,
-            report::bytes(self.resident_bytes),
+            units::bytes(self.resident_bytes),
         )
     }
 
