@@ -3,14 +3,21 @@
 //! ancestors included), and RLIMIT_MEMLOCK unless the process has CAP_IPC_LOCK (the buffer pool
 //! is locked into memory, so it must also fit under that limit).
 //!
-//! Probing never fails: a limit that cannot be read is `None` and a note says why. The budget
-//! itself is checked against these numbers in `plan.rs`, which is pure, so the check is tested
-//! with made-up machines.
+//! Probing never fails: a limit that cannot be read is `None` and a note says why.
+//!
+//! The budget: a run needs `NP × RT × prefetch` buffers of the largest GET (rounded up to a
+//! page), plus [`CONNECTION_OVERHEAD_BYTES`] per connection (one per buffer),
+//! [`PROCESS_OVERHEAD_BYTES`] and an in-process server's resident data. [`check`] compares that
+//! with MemAvailable, the cgroup's room, RLIMIT_MEMLOCK (the pool only, without CAP_IPC_LOCK)
+//! and `--memory-budget`, and over any names the largest `read_threads` and `prefetch` that fit.
+//! It is pure (the limits are probed before), so it is tested with made-up machines.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
+
+use crate::units::bytes;
 
 /// A cgroup limit at or above this is "no limit" (v1 writes 2^63 rounded down to a page).
 const CGROUP_UNLIMITED_BYTES: u64 = 1 << 62;
@@ -255,6 +262,250 @@ fn read_v2(dir: &Path) -> Option<CgroupMemory> {
         usage_bytes: usage,
         reclaimable_bytes: reclaimable,
     })
+}
+
+/// Buffers are sized in whole pages.
+pub const BUFFER_ALIGN_BYTES: u64 = 4096;
+
+/// Kernel and user memory per connection besides its body buffer: the default TCP receive and
+/// send buffers (128 KiB and 16 KiB on Linux), a head buffer and slack.
+pub const CONNECTION_OVERHEAD_BYTES: u64 = 256 << 10;
+
+/// The process's fixed cost: code, thread stacks, footers, histograms, the in-process server.
+pub const PROCESS_OVERHEAD_BYTES: u64 = 64 << 20;
+
+/// A limit the budget was checked against.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LimitCheck {
+    pub name: String,
+    pub limit_bytes: u64,
+    /// What is compared with the limit: `total` or `pool` (the locked buffers only).
+    pub applies_to: &'static str,
+    pub fits: bool,
+}
+
+/// The memory a run needs, computed before anything is allocated.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MemoryBudget {
+    /// One buffer: the largest GET, rounded up to a page.
+    pub buffer_bytes: u64,
+    /// RT × prefetch.
+    pub buffers_per_rank: u64,
+    /// NP × RT × prefetch × buffer_bytes: the registered, locked buffer pool.
+    pub pool_bytes: u64,
+    /// NP × RT × prefetch keep-alive connections.
+    pub connections: u64,
+    pub connection_bytes: u64,
+    pub overhead_bytes: u64,
+    /// An in-process server's resident data.
+    pub server_bytes: u64,
+    pub total_bytes: u64,
+    pub checks: Vec<LimitCheck>,
+    /// The limit with the least room, if any was checked.
+    pub binding: Option<String>,
+}
+
+/// The numbers that size a run's memory: `np × read_threads × prefetch` buffers of
+/// `largest_get_bytes`, and an in-process server's share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BudgetShape {
+    pub np: u32,
+    pub read_threads: u32,
+    pub prefetch: u32,
+    pub largest_get_bytes: u64,
+    pub server_bytes: u64,
+}
+
+/// A run's memory is over a limit; the message names the budget, the limit that binds and the
+/// largest `read_threads` and `prefetch` that would fit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct OverBudget(pub String);
+
+fn round_up(x: u64, to: u64) -> u64 {
+    x.div_ceil(to) * to
+}
+
+/// The memory of a run with `np × rt × prefetch` buffers of the largest GET.
+fn budget_for(
+    largest_get_bytes: u64,
+    np: u32,
+    rt: u32,
+    prefetch: u32,
+    server_bytes: u64,
+) -> MemoryBudget {
+    let buffer_bytes = round_up(largest_get_bytes, BUFFER_ALIGN_BYTES);
+    let buffers_per_rank = u64::from(rt) * u64::from(prefetch);
+    let pool_bytes = u64::from(np) * buffers_per_rank * buffer_bytes;
+    let connections = u64::from(np) * buffers_per_rank;
+    let connection_bytes = connections * CONNECTION_OVERHEAD_BYTES;
+    MemoryBudget {
+        buffer_bytes,
+        buffers_per_rank,
+        pool_bytes,
+        connections,
+        connection_bytes,
+        overhead_bytes: PROCESS_OVERHEAD_BYTES,
+        server_bytes,
+        total_bytes: pool_bytes + connection_bytes + PROCESS_OVERHEAD_BYTES + server_bytes,
+        checks: Vec::new(),
+        binding: None,
+    }
+}
+
+/// The limits `budget` is compared with: `(name, bytes, applies to pool only)`.
+fn limits_for(limits: &MemoryLimits, cap: Option<u64>) -> Vec<(String, u64, bool)> {
+    let mut out = Vec::new();
+    if let Some(cap) = cap {
+        out.push(("--memory-budget".to_string(), cap, false));
+    }
+    if let Some(avail) = limits.mem_available_bytes {
+        out.push(("MemAvailable".to_string(), avail, false));
+    }
+    if let Some(cg) = &limits.cgroup {
+        out.push((
+            format!("the cgroup v{} memory limit (room left)", cg.version),
+            cg.available_bytes(),
+            false,
+        ));
+    }
+    if !limits.cap_ipc_lock
+        && let Some(memlock) = limits.memlock_bytes
+    {
+        out.push((
+            "RLIMIT_MEMLOCK (the pool is locked)".to_string(),
+            memlock,
+            true,
+        ));
+    }
+    out
+}
+
+fn fits(budget: &MemoryBudget, checks: &[(String, u64, bool)]) -> bool {
+    checks.iter().all(|(_, limit, pool_only)| {
+        let need = if *pool_only {
+            budget.pool_bytes
+        } else {
+            budget.total_bytes
+        };
+        need <= *limit
+    })
+}
+
+/// The memory a run of `shape` needs, compared with every limit (and `cap`, the user's
+/// `--memory-budget`). Over any, an error that names the budget, the limit that binds and the
+/// largest read_threads and prefetch that would fit.
+pub fn check(
+    shape: &BudgetShape,
+    limits: &MemoryLimits,
+    cap: Option<u64>,
+) -> Result<MemoryBudget, OverBudget> {
+    let checks = limits_for(limits, cap);
+    let mut budget = budget_for(
+        shape.largest_get_bytes,
+        shape.np,
+        shape.read_threads,
+        shape.prefetch,
+        shape.server_bytes,
+    );
+    budget.checks = checks
+        .iter()
+        .map(|(name, limit, pool_only)| {
+            let need = if *pool_only {
+                budget.pool_bytes
+            } else {
+                budget.total_bytes
+            };
+            LimitCheck {
+                name: name.clone(),
+                limit_bytes: *limit,
+                applies_to: if *pool_only { "pool" } else { "total" },
+                fits: need <= *limit,
+            }
+        })
+        .collect();
+    // The binding limit is the one with the least room left (most negative when over).
+    budget.binding = budget
+        .checks
+        .iter()
+        .min_by_key(|c| {
+            let need = if c.applies_to == "pool" {
+                budget.pool_bytes
+            } else {
+                budget.total_bytes
+            };
+            i128::from(c.limit_bytes) - i128::from(need)
+        })
+        .map(|c| c.name.clone());
+    if fits(&budget, &checks) {
+        return Ok(budget);
+    }
+    let over = budget
+        .checks
+        .iter()
+        .find(|c| !c.fits)
+        .cloned()
+        .unwrap_or_else(|| budget.checks[0].clone());
+    let try_fit = |rt: u32, pf: u32| {
+        fits(
+            &budget_for(
+                shape.largest_get_bytes,
+                shape.np,
+                rt,
+                pf,
+                shape.server_bytes,
+            ),
+            &checks,
+        )
+    };
+    let best_rt = (1..shape.read_threads)
+        .rev()
+        .find(|&rt| try_fit(rt, shape.prefetch));
+    let best_pf = (1..shape.prefetch)
+        .rev()
+        .find(|&pf| try_fit(shape.read_threads, pf));
+    let suggestion = match (best_rt, best_pf) {
+        (Some(rt), Some(pf)) => format!(
+            "largest that fit: --read-threads {rt} (at --prefetch {}), or --prefetch {pf} (at --read-threads {})",
+            shape.prefetch, shape.read_threads
+        ),
+        (Some(rt), None) => format!(
+            "largest that fits: --read-threads {rt} (at --prefetch {}); no --prefetch fits at --read-threads {}",
+            shape.prefetch, shape.read_threads
+        ),
+        (None, Some(pf)) => format!(
+            "largest that fits: --prefetch {pf} (at --read-threads {}); no --read-threads fits at --prefetch {}",
+            shape.read_threads, shape.prefetch
+        ),
+        (None, None) => {
+            if try_fit(1, 1) {
+                "lower --read-threads and --prefetch together, or --np".to_string()
+            } else {
+                "even --read-threads 1 --prefetch 1 does not fit: lower --np or --coalesce-rgs"
+                    .to_string()
+            }
+        }
+    };
+    let need = if over.applies_to == "pool" {
+        format!("buffer pool {}", bytes(budget.pool_bytes))
+    } else {
+        format!("memory budget {}", bytes(budget.total_bytes))
+    };
+    let fix = if over.applies_to == "pool" {
+        " (raise it with `ulimit -l unlimited` or grant CAP_IPC_LOCK)"
+    } else {
+        ""
+    };
+    Err(OverBudget(format!(
+        "{need} (NP {} × RT {} × prefetch {} × {} buffers + {} for connections and the process) exceeds {} {}{fix}; {suggestion}",
+        shape.np,
+        shape.read_threads,
+        shape.prefetch,
+        bytes(budget.buffer_bytes),
+        bytes(budget.connection_bytes + budget.overhead_bytes),
+        over.name,
+        bytes(over.limit_bytes),
+    )))
 }
 
 #[cfg(test)]

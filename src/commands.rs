@@ -11,11 +11,12 @@ use crate::config::ConfigError;
 use crate::datagen::{self, DirSink, GenerateError};
 use crate::engine::EngineKind;
 use crate::exit::{ExitClass, UsageError};
-use crate::plan::{Plan, PlanError, RunOptions, Settings};
+use crate::plan::{Plan, PlanError, RunOptions};
 use crate::s3::{self, Bucket, Client, RequestError, Target};
 use crate::server::dir::{DirStore, valid_bucket_name};
 use crate::server::virtual_dataset::{VirtualDataset, VirtualError};
 use crate::server::{self, Credentials, Server, ServerConfig, ServerError, Store};
+use crate::settings::{Settings, SettingsError};
 use crate::summary::{RunContext, RunSummary, TargetSummary};
 use crate::{budget, exit, metrics, report, units};
 
@@ -575,6 +576,7 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
             RequestError,
             ConfigError,
             PlanError,
+            SettingsError,
             VirtualError,
             ServerError,
             GenerateError,

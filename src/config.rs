@@ -8,19 +8,22 @@
 //! - every key DLIO's `LoadConfig` reads is accepted (`DLIO_KEYS`); the ones ringload does not
 //!   use are reported once as ignored, so a DLIO workload YAML loads unchanged;
 //! - `storage.storage_options` is a free-form dictionary in DLIO, so any key under it is accepted;
-//!   the ones ringload reads are in `STORAGE_OPTIONS_USED`;
+//!   the ones ringload reads are in `settings::keys::STORAGE_OPTIONS_READ`;
 //! - any other key is an error that names the nearest valid key.
 //!
 //! Overrides use DLIO's dotted names, with or without Hydra's `++workload.` prefix
 //! (`++workload.train.computation_time=0.05`); their values are YAML scalars (or flow
 //! collections), parsed the way Hydra would.
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::Path;
 
-use crate::exit::{self, ExitClass};
 use saphyr::{LoadableYamlNode, MarkedYamlOwned, ScalarOwned, YamlDataOwned};
+
+use crate::exit::{self, ExitClass};
+use crate::settings::keys::{READ, STORAGE_OPTIONS_READ};
 
 /// The built-in workloads, embedded at build time so that `ringload plan flux_b200` works from
 /// any directory. A path to a YAML file works too.
@@ -32,42 +35,6 @@ pub const BUILTIN_WORKLOADS: &[(&str, &str)] = &[
 
 /// The workload every command uses when none is named: small enough to generate in a second.
 pub const DEFAULT_WORKLOAD: &str = "flux_small";
-
-/// Keys ringload reads (besides the `storage.storage_options.*` ones below).
-pub const USED_KEYS: &[&str] = &[
-    "model.name",
-    "dataset.data_folder",
-    "dataset.format",
-    "dataset.compression",
-    "dataset.num_files_train",
-    "dataset.num_samples_per_file",
-    "dataset.num_subfolders_train",
-    "dataset.record_length",
-    "dataset.record_length_bytes",
-    "dataset.parquet.columns",
-    "dataset.parquet.row_group_size",
-    "reader.batch_size",
-    "reader.read_threads",
-    "reader.prefetch_size",
-    "train.epochs",
-    "train.computation_time",
-    "train.computation_time.mean",
-    "train.seed",
-    "train.total_training_steps",
-    "metric.au",
-    "storage.storage_type",
-    "storage.storage_root",
-];
-
-/// Options under `storage.storage_options` that ringload reads.
-pub const STORAGE_OPTIONS_USED: &[&str] = &[
-    "endpoint_url",
-    "access_key_id",
-    "secret_access_key",
-    "region",
-    "coalesce_rgs",
-    "prefetch_workers",
-];
 
 const STORAGE_OPTIONS: &str = "storage.storage_options";
 
@@ -305,7 +272,7 @@ enum KeyKind {
 
 /// Classifies `key`, or returns the nearest valid key when neither DLIO nor ringload defines it.
 fn classify(key: &str) -> Result<KeyKind, String> {
-    if USED_KEYS.contains(&key) {
+    if READ.contains(&key) {
         return Ok(KeyKind::Used);
     }
     if DLIO_KEYS.contains(&key) {
@@ -315,12 +282,12 @@ fn classify(key: &str) -> Result<KeyKind, String> {
         .strip_prefix(STORAGE_OPTIONS)
         .and_then(|rest| rest.strip_prefix('.'))
     {
-        if STORAGE_OPTIONS_USED.contains(&option) {
+        if STORAGE_OPTIONS_READ.contains(&option) {
             return Ok(KeyKind::Used);
         }
         // DLIO passes storage_options through as a dictionary, so any key is valid there;
         // point out a likely typo of one ringload reads.
-        let hint = STORAGE_OPTIONS_USED
+        let hint = STORAGE_OPTIONS_READ
             .iter()
             .map(|known| (strsim::damerau_levenshtein(option, known), *known))
             .filter(|(distance, _)| *distance <= 2)
@@ -334,12 +301,11 @@ fn classify(key: &str) -> Result<KeyKind, String> {
 
 /// Every key a configuration may hold, for suggestions.
 fn all_keys() -> impl Iterator<Item = String> {
-    USED_KEYS
-        .iter()
+    READ.iter()
         .chain(DLIO_KEYS)
         .map(|k| (*k).to_string())
         .chain(
-            STORAGE_OPTIONS_USED
+            STORAGE_OPTIONS_READ
                 .iter()
                 .map(|o| format!("{STORAGE_OPTIONS}.{o}")),
         )
@@ -382,6 +348,8 @@ pub struct RawConfig {
     settings: BTreeMap<String, Setting>,
     /// The settings as the workload file gave them, before any override.
     base: BTreeMap<String, Setting>,
+    /// Keys read through the getters (see [`RawConfig::keys_read`]).
+    read: RefCell<BTreeSet<String>>,
 }
 
 impl RawConfig {
@@ -462,6 +430,7 @@ impl RawConfig {
             },
             base: settings.clone(),
             settings,
+            read: RefCell::default(),
         })
     }
 
@@ -526,14 +495,31 @@ impl RawConfig {
         Ok(())
     }
 
-    /// The setting at `key`, if any.
+    /// The setting at `key`, if any. `key` must be one settings resolution lists as read.
     pub fn get(&self, key: &str) -> Option<&Setting> {
+        self.note_read(key);
         self.settings.get(key)
     }
 
     /// The setting at `key` as the workload file gave it, before overrides.
     pub fn base(&self, key: &str) -> Option<&Setting> {
+        self.note_read(key);
         self.base.get(key)
+    }
+
+    /// Records that `key` was read. Reading a key that `settings::keys` does not list would let
+    /// the accepted keys drift from the used ones: a bug, caught in debug builds.
+    fn note_read(&self, key: &str) {
+        debug_assert!(
+            classify(key) == Ok(KeyKind::Used),
+            "settings read '{key}', which settings::keys does not list"
+        );
+        self.read.borrow_mut().insert(key.to_string());
+    }
+
+    /// Every key read so far (present or not), for the test that every listed key is read.
+    pub fn keys_read(&self) -> BTreeSet<String> {
+        self.read.borrow().clone()
     }
 
     /// Every setting, in key order.
@@ -996,7 +982,7 @@ mod tests {
 
     #[test]
     fn every_dlio_key_is_accepted() {
-        for key in DLIO_KEYS.iter().chain(USED_KEYS) {
+        for key in DLIO_KEYS.iter().chain(READ) {
             let mut cfg = parse("").unwrap();
             cfg.apply_override(&format!("{key}=1")).unwrap();
         }

@@ -21,5 +21,6 @@ pub mod run;
 pub mod s3;
 pub mod schema;
 pub mod server;
+pub mod settings;
 pub mod summary;
 pub mod units;

@@ -1,9 +1,7 @@
 //! `Plan::resolve`: everything a run needs, decided before any data moves.
 //!
-//! Two steps, both pure. [`Settings::resolve`] reads the workload (the only place configuration
-//! types are read) and validates every value ringload uses. [`Plan::resolve`] takes those
-//! settings, the catalog (files and row-group byte ranges from footers), the run options and the
-//! machine's memory limits, and produces:
+//! Pure. It takes the validated [`Settings`], the catalog (files and row-group byte ranges from
+//! footers), the run options and the machine's memory limits, and produces:
 //!
 //! - **steps per rank**: `floor(num_samples_per_file × num_files_train / batch_size / NP)`, as
 //!   DLIO computes it (capped by `train.total_training_steps` when that is set);
@@ -19,47 +17,32 @@
 //!   reader per step; if that reader runs dry mid-batch, the rest comes from the next one), and
 //!   a GET's buffer is released after the step that consumes its last row. GETs no step reaches
 //!   are not planned, so shares cover exactly the row groups that are read;
-//! - **the memory budget**: `NP × RT × prefetch` buffers of the largest GET, plus socket buffers
-//!   and a fixed overhead, checked against MemAvailable, the cgroup limit, RLIMIT_MEMLOCK (the
-//!   pool is locked) and `--memory-budget`. Over budget, the error names the largest
-//!   `read_threads` and `prefetch` that fit.
+//! - **the memory budget**, from [`crate::budget::check`]: over any limit, the error names the
+//!   largest `read_threads` and `prefetch` that fit.
 
 use std::fmt;
 
 use serde::Serialize;
 
-use crate::budget::MemoryLimits;
+use crate::budget::{self, BudgetShape, MemoryBudget, MemoryLimits, OverBudget};
 use crate::catalog::Catalog;
-use crate::config::{ConfigError, Origin, RawConfig, Value, WorkloadSource};
 use crate::exit::{self, ExitClass};
-use crate::s3::target::StorageSettings;
-use crate::schema::{ColumnSpec, DatasetSpec, Dtype};
-use crate::units::bytes;
+use crate::settings::Settings;
 
-/// Buffers are sized in whole pages.
-pub const BUFFER_ALIGN_BYTES: u64 = 4096;
+/// Errors found while resolving a plan. All are usage or environment errors (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("{0}")]
+    Unsatisfiable(String),
+    #[error(transparent)]
+    OverBudget(#[from] OverBudget),
+}
 
-/// Kernel and user memory per connection besides its body buffer: the default TCP receive and
-/// send buffers (128 KiB and 16 KiB on Linux), a head buffer and slack.
-pub const CONNECTION_OVERHEAD_BYTES: u64 = 256 << 10;
-
-/// The process's fixed cost: code, thread stacks, footers, histograms, the in-process server.
-pub const PROCESS_OVERHEAD_BYTES: u64 = 64 << 20;
-
-/// DLIO's defaults for keys a workload may leave out.
-const DLIO_DEFAULT_DATA_FOLDER: &str = "./data/";
-const DLIO_DEFAULT_NUM_FILES: u64 = 8;
-const DLIO_DEFAULT_SAMPLES_PER_FILE: u64 = 1;
-const DLIO_DEFAULT_RECORD_LENGTH: u64 = 64 * 1024;
-const DLIO_DEFAULT_BATCH_SIZE: u64 = 1;
-const DLIO_DEFAULT_READ_THREADS: u64 = 1;
-const DLIO_DEFAULT_PREFETCH_SIZE: u64 = 2;
-const DLIO_DEFAULT_EPOCHS: u64 = 1;
-const DLIO_DEFAULT_SEED: i64 = 123;
-const DLIO_DEFAULT_AU: f64 = 0.90;
-
-/// ringload's default for `storage.storage_options.coalesce_rgs`.
-pub const DEFAULT_COALESCE_RGS: u64 = 8;
+impl ExitClass for PlanError {
+    fn exit_code(&self) -> u8 {
+        exit::USAGE
+    }
+}
 
 /// How ranks share the dataset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -78,395 +61,6 @@ impl fmt::Display for Sharding {
             Sharding::Dlio => "dlio",
         })
     }
-}
-
-/// Errors found while resolving a plan. All are usage or environment errors (exit 2).
-#[derive(Debug, thiserror::Error)]
-pub enum PlanError {
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    #[error("{key} = {value} ({origin}): {reason}")]
-    Invalid {
-        key: String,
-        value: String,
-        origin: Origin,
-        reason: String,
-    },
-    #[error("{key} is not set: {reason}")]
-    Missing { key: String, reason: String },
-    #[error("{0}")]
-    Unsatisfiable(String),
-    #[error("{0}")]
-    OverBudget(String),
-}
-
-impl ExitClass for PlanError {
-    fn exit_code(&self) -> u8 {
-        exit::USAGE
-    }
-}
-
-/// A key the workload sets that ringload accepts and does not use.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct IgnoredKey {
-    pub key: String,
-    /// A hint such as "did you mean …", or empty.
-    pub hint: String,
-}
-
-/// The workload's values, validated. The only product of configuration types.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Settings {
-    pub workload: WorkloadSource,
-    pub model: String,
-    pub dataset: DatasetSpec,
-    pub compression: String,
-    pub num_files: usize,
-    pub samples_per_file: u64,
-    /// Bytes of one sample, DLIO's `record_length`; drives the nominal MiB/s.
-    pub record_bytes: u64,
-    /// Top-level columns a reader fetches; `None` means all.
-    pub columns_read: Option<Vec<String>>,
-    pub batch_size: u64,
-    pub read_threads: u32,
-    pub prefetch: u32,
-    pub coalesce_rgs: u32,
-    pub epochs: u32,
-    pub computation_time_s: f64,
-    /// `train.computation_time` as the workload file gave it, before overrides.
-    pub workload_computation_time_s: f64,
-    pub total_training_steps: Option<u64>,
-    pub au_target_percent: f64,
-    pub storage: StorageSettings,
-    pub ignored_keys: Vec<IgnoredKey>,
-}
-
-fn invalid(cfg: &RawConfig, key: &str, reason: impl Into<String>) -> PlanError {
-    match cfg.get(key) {
-        Some(s) => PlanError::Invalid {
-            key: key.to_string(),
-            value: s.value.to_string(),
-            origin: s.origin.clone(),
-            reason: reason.into(),
-        },
-        None => PlanError::Missing {
-            key: key.to_string(),
-            reason: reason.into(),
-        },
-    }
-}
-
-impl Settings {
-    /// Reads and validates every value ringload uses from `cfg`.
-    pub fn resolve(cfg: &RawConfig) -> Result<Settings, PlanError> {
-        let format = cfg.text("dataset.format")?;
-        if format.as_deref() != Some("parquet") {
-            return Err(invalid(
-                cfg,
-                "dataset.format",
-                "ringload reads Parquet row groups; set dataset.format=parquet",
-            ));
-        }
-        if cfg.count("dataset.num_subfolders_train", 0)?.unwrap_or(0) > 0 {
-            return Err(invalid(
-                cfg,
-                "dataset.num_subfolders_train",
-                "ringload reads files directly under <data_folder>/train/; set it to 0",
-            ));
-        }
-        let folder = cfg
-            .text("dataset.data_folder")?
-            .unwrap_or_else(|| DLIO_DEFAULT_DATA_FOLDER.to_string());
-        // Always relative: to --dir, to generate's --out, to the bucket.
-        let folder = folder.trim_start_matches("./").trim_matches('/');
-        if folder.split('/').any(|part| part == "..") {
-            return Err(invalid(
-                cfg,
-                "dataset.data_folder",
-                "must stay inside the dataset root; remove the '..'",
-            ));
-        }
-        let train_prefix = if folder.is_empty() {
-            "train/".to_string()
-        } else {
-            format!("{folder}/train/")
-        };
-        let num_files = cfg
-            .count("dataset.num_files_train", 1)?
-            .unwrap_or(DLIO_DEFAULT_NUM_FILES);
-        let samples_per_file = cfg
-            .count("dataset.num_samples_per_file", 1)?
-            .unwrap_or(DLIO_DEFAULT_SAMPLES_PER_FILE);
-        let batch_size = cfg
-            .count("reader.batch_size", 1)?
-            .unwrap_or(DLIO_DEFAULT_BATCH_SIZE);
-        if cfg
-            .get("reader.read_threads")
-            .is_some_and(|s| s.value == Value::Int(0))
-        {
-            return Err(invalid(
-                cfg,
-                "reader.read_threads",
-                "DLIO's 0 loads in the main process; ringload needs at least one reader, set it to 1 or more",
-            ));
-        }
-        let read_threads = cfg
-            .count("reader.read_threads", 1)?
-            .unwrap_or(DLIO_DEFAULT_READ_THREADS);
-        let prefetch = match cfg.count("storage.storage_options.prefetch_workers", 1)? {
-            Some(p) => p,
-            None => cfg
-                .count("reader.prefetch_size", 1)?
-                .unwrap_or(DLIO_DEFAULT_PREFETCH_SIZE),
-        };
-        let coalesce_rgs = cfg
-            .count("storage.storage_options.coalesce_rgs", 1)?
-            .unwrap_or(DEFAULT_COALESCE_RGS);
-        let epochs = cfg.count("train.epochs", 1)?.unwrap_or(DLIO_DEFAULT_EPOCHS);
-        // DLIO takes `computation_time: 1.35` or `computation_time: {mean: 1.35, stdev: …}`.
-        let computation_time_s = cfg
-            .number("train.computation_time", 0.0, f64::INFINITY)?
-            .or(cfg.number("train.computation_time.mean", 0.0, f64::INFINITY)?)
-            .unwrap_or(0.0);
-        let workload_computation_time_s = match cfg
-            .base("train.computation_time")
-            .or_else(|| cfg.base("train.computation_time.mean"))
-        {
-            Some(setting) => match setting.value {
-                Value::Int(i) => i as f64,
-                Value::Float(x) => x,
-                _ => computation_time_s,
-            },
-            None => 0.0,
-        };
-        let total_training_steps = cfg
-            .integer("train.total_training_steps", i64::MIN)?
-            .filter(|&s| s > 0)
-            .map(|s| s as u64);
-        let au = cfg
-            .number("metric.au", 0.0, 1.0)?
-            .unwrap_or(DLIO_DEFAULT_AU);
-        if au <= 0.0 {
-            return Err(invalid(
-                cfg,
-                "metric.au",
-                "must be a fraction above 0, e.g. 0.90",
-            ));
-        }
-        let seed = cfg
-            .integer("train.seed", i64::MIN)?
-            .unwrap_or(DLIO_DEFAULT_SEED);
-
-        let record_length = match (
-            cfg.count("dataset.record_length_bytes", 1)?,
-            cfg.count("dataset.record_length", 1)?,
-        ) {
-            (Some(a), Some(b)) if a != b => {
-                return Err(invalid(
-                    cfg,
-                    "dataset.record_length",
-                    format!("disagrees with dataset.record_length_bytes = {a}; keep one"),
-                ));
-            }
-            (a, b) => a.or(b),
-        };
-        let columns = match parse_columns(cfg)? {
-            Some(columns) => columns,
-            // DLIO's Parquet generator without a column list: one `data` column of
-            // record_length bytes.
-            None => vec![ColumnSpec {
-                name: "data".to_string(),
-                dtype: Dtype::Uint8,
-                size: record_length.unwrap_or(DLIO_DEFAULT_RECORD_LENGTH),
-                read: true,
-            }],
-        };
-        let schema_bytes: u64 = columns.iter().map(ColumnSpec::row_bytes).sum();
-        let record_bytes = match record_length {
-            Some(r) if r != schema_bytes => {
-                let key = if cfg.get("dataset.record_length_bytes").is_some() {
-                    "dataset.record_length_bytes"
-                } else {
-                    "dataset.record_length"
-                };
-                return Err(invalid(
-                    cfg,
-                    key,
-                    format!(
-                        "disagrees with dataset.parquet.columns, which make {schema_bytes} bytes per sample; fix one"
-                    ),
-                ));
-            }
-            _ => schema_bytes,
-        };
-        let columns_read = if columns.iter().all(|c| c.read) {
-            None
-        } else {
-            Some(
-                columns
-                    .iter()
-                    .filter(|c| c.read)
-                    .map(|c| c.name.clone())
-                    .collect(),
-            )
-        };
-        if columns_read.as_ref().is_some_and(Vec::is_empty) {
-            return Err(invalid(
-                cfg,
-                "dataset.parquet.columns",
-                "every column has read: false; a reader must fetch at least one",
-            ));
-        }
-        let row_group_rows = cfg
-            .count("dataset.parquet.row_group_size", 1)?
-            .unwrap_or(batch_size);
-
-        let small = |key: &str, v: u64, max: u64| -> Result<u32, PlanError> {
-            if v > max {
-                Err(invalid(cfg, key, format!("must be at most {max}")))
-            } else {
-                Ok(v as u32)
-            }
-        };
-        let static_keys = match (
-            cfg.text("storage.storage_options.access_key_id")?,
-            cfg.text("storage.storage_options.secret_access_key")?,
-        ) {
-            (Some(a), Some(s)) => Some((a, s)),
-            (None, None) => None,
-            _ => {
-                return Err(invalid(
-                    cfg,
-                    "storage.storage_options.secret_access_key",
-                    "access_key_id and secret_access_key go together: set both or neither",
-                ));
-            }
-        };
-        let storage = StorageSettings {
-            storage_type: cfg.text("storage.storage_type")?,
-            bucket: cfg.text("storage.storage_root")?,
-            endpoint_url: cfg.text("storage.storage_options.endpoint_url")?,
-            region: cfg.text("storage.storage_options.region")?,
-            has_credentials: static_keys.is_some(),
-            static_keys,
-        };
-        Ok(Settings {
-            workload: cfg.source.clone(),
-            model: cfg
-                .text("model.name")?
-                .unwrap_or_else(|| cfg.source.name.clone()),
-            dataset: DatasetSpec {
-                train_prefix,
-                columns,
-                rows_per_file: samples_per_file,
-                row_group_rows,
-                seed: seed as u64,
-            },
-            compression: cfg
-                .text("dataset.compression")?
-                .unwrap_or_else(|| "none".to_string()),
-            num_files: small("dataset.num_files_train", num_files, 10_000_000)? as usize,
-            samples_per_file,
-            record_bytes,
-            columns_read,
-            batch_size,
-            read_threads: small("reader.read_threads", read_threads, 1024)?,
-            prefetch: small("storage.storage_options.prefetch_workers", prefetch, 1024)?,
-            coalesce_rgs: small(
-                "storage.storage_options.coalesce_rgs",
-                coalesce_rgs,
-                1 << 20,
-            )?,
-            epochs: small("train.epochs", epochs, 1 << 20)?,
-            computation_time_s,
-            workload_computation_time_s,
-            total_training_steps,
-            au_target_percent: au * 100.0,
-            storage,
-            ignored_keys: cfg
-                .ignored_keys()
-                .into_iter()
-                .map(|(key, hint)| IgnoredKey { key, hint })
-                .collect(),
-        })
-    }
-
-    /// Checks that `generate` can write this dataset: ringload writes uncompressed Parquet.
-    pub fn check_generatable(&self) -> Result<(), PlanError> {
-        match self.compression.to_ascii_lowercase().as_str() {
-            "none" | "null" | "" => Ok(()),
-            other => Err(PlanError::Unsatisfiable(format!(
-                "dataset.compression = '{other}': ringload writes uncompressed Parquet, as the Flux dataset is; set dataset.compression=none"
-            ))),
-        }
-    }
-}
-
-/// Reads `dataset.parquet.columns`: DLIO's list of `{name, dtype, size, read}` (or bare names).
-fn parse_columns(cfg: &RawConfig) -> Result<Option<Vec<ColumnSpec>>, PlanError> {
-    let key = "dataset.parquet.columns";
-    let Some((items, _)) = cfg.list(key)? else {
-        return Ok(None);
-    };
-    if items.is_empty() {
-        return Ok(None);
-    }
-    let mut columns = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let bad = |reason: String| invalid(cfg, key, format!("column {i}: {reason}"));
-        let column = match item {
-            Value::Str(name) => ColumnSpec {
-                name: name.clone(),
-                dtype: Dtype::Float32,
-                size: 1,
-                read: true,
-            },
-            Value::Map(fields) => {
-                let mut column = ColumnSpec {
-                    name: String::new(),
-                    dtype: Dtype::Float32,
-                    size: 1,
-                    read: true,
-                };
-                for (field, value) in fields {
-                    match (field.as_str(), value) {
-                        ("name", Value::Str(s)) => column.name = s.clone(),
-                        ("dtype", Value::Str(s)) => {
-                            column.dtype = Dtype::parse(s).ok_or_else(|| {
-                                let names: Vec<&str> = Dtype::ALL.iter().map(|(_, n)| *n).collect();
-                                bad(format!(
-                                    "dtype '{s}' is not one ringload writes ({})",
-                                    names.join(", ")
-                                ))
-                            })?;
-                        }
-                        ("size", Value::Int(n)) if *n >= 1 && *n <= i64::from(i32::MAX) => {
-                            column.size = *n as u64;
-                        }
-                        ("read", Value::Bool(b)) => column.read = *b,
-                        ("name" | "dtype" | "size" | "read", v) => {
-                            return Err(bad(format!("{field} = {v} has the wrong type")));
-                        }
-                        (other, _) => {
-                            return Err(bad(format!(
-                                "unknown field '{other}'; a column has name, dtype, size, read"
-                            )));
-                        }
-                    }
-                }
-                column
-            }
-            other => return Err(bad(format!("{other} is neither a name nor a mapping"))),
-        };
-        if column.name.is_empty() {
-            return Err(bad("has no name".to_string()));
-        }
-        if columns.iter().any(|c: &ColumnSpec| c.name == column.name) {
-            return Err(bad(format!("'{}' appears twice", column.name)));
-        }
-        columns.push(column);
-    }
-    Ok(Some(columns))
 }
 
 /// Options of a run that are not workload keys.
@@ -533,37 +127,6 @@ pub struct RankPlan {
     pub bytes: u64,
     /// The most GETs one reader must hold at once (≤ prefetch, checked).
     pub max_gets_held_per_reader: usize,
-}
-
-/// A limit the budget was checked against.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LimitCheck {
-    pub name: String,
-    pub limit_bytes: u64,
-    /// What is compared with the limit: `total` or `pool` (the locked buffers only).
-    pub applies_to: &'static str,
-    pub fits: bool,
-}
-
-/// The memory a run needs, computed before anything is allocated.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct MemoryBudget {
-    /// One buffer: the largest GET, rounded up to a page.
-    pub buffer_bytes: u64,
-    /// RT × prefetch.
-    pub buffers_per_rank: u64,
-    /// NP × RT × prefetch × buffer_bytes: the registered, locked buffer pool.
-    pub pool_bytes: u64,
-    /// NP × RT × prefetch keep-alive connections.
-    pub connections: u64,
-    pub connection_bytes: u64,
-    pub overhead_bytes: u64,
-    /// An in-process server's resident data.
-    pub server_bytes: u64,
-    pub total_bytes: u64,
-    pub checks: Vec<LimitCheck>,
-    /// The limit with the least room, if any was checked.
-    pub binding: Option<String>,
 }
 
 /// Everything a run needs, resolved before it starts.
@@ -668,23 +231,16 @@ impl Plan {
                 .flat_map(|r| r.readers.iter().flat_map(|rd| &rd.gets))
         };
         let largest_get_bytes = all_gets().map(|g| g.len_bytes).max().unwrap_or(0);
-        let memory = check_budget(
-            &budget_for(
-                largest_get_bytes,
-                np,
-                settings.read_threads,
-                settings.prefetch,
-                options.server_bytes,
-            ),
-            limits,
-            options.memory_cap_bytes,
+        let memory = budget::check(
             &BudgetShape {
                 np,
                 read_threads: settings.read_threads,
                 prefetch: settings.prefetch,
-                buffer_bytes: round_up(largest_get_bytes, BUFFER_ALIGN_BYTES),
+                largest_get_bytes,
                 server_bytes: options.server_bytes,
             },
+            limits,
+            options.memory_cap_bytes,
         )?;
         let mut notes = Vec::new();
         if (settings.computation_time_s - settings.workload_computation_time_s).abs() > 1e-12 {
@@ -731,10 +287,6 @@ impl Plan {
             notes,
         })
     }
-}
-
-fn round_up(x: u64, to: u64) -> u64 {
-    x.div_ceil(to) * to
 }
 
 /// Splits the row-group sequence into `parts` contiguous shares of whole row groups, each just
@@ -895,191 +447,12 @@ fn plan_rank(
     })
 }
 
-/// The numbers that size a budget, for searching what fits.
-#[derive(Debug, Clone, Copy)]
-struct BudgetShape {
-    np: u32,
-    read_threads: u32,
-    prefetch: u32,
-    buffer_bytes: u64,
-    server_bytes: u64,
-}
-
-/// The memory of a run with `np × rt × prefetch` buffers of the largest GET.
-fn budget_for(
-    largest_get_bytes: u64,
-    np: u32,
-    rt: u32,
-    prefetch: u32,
-    server_bytes: u64,
-) -> MemoryBudget {
-    let buffer_bytes = round_up(largest_get_bytes, BUFFER_ALIGN_BYTES);
-    let buffers_per_rank = u64::from(rt) * u64::from(prefetch);
-    let pool_bytes = u64::from(np) * buffers_per_rank * buffer_bytes;
-    let connections = u64::from(np) * buffers_per_rank;
-    let connection_bytes = connections * CONNECTION_OVERHEAD_BYTES;
-    MemoryBudget {
-        buffer_bytes,
-        buffers_per_rank,
-        pool_bytes,
-        connections,
-        connection_bytes,
-        overhead_bytes: PROCESS_OVERHEAD_BYTES,
-        server_bytes,
-        total_bytes: pool_bytes + connection_bytes + PROCESS_OVERHEAD_BYTES + server_bytes,
-        checks: Vec::new(),
-        binding: None,
-    }
-}
-
-/// The limits `budget` is compared with: `(name, bytes, applies to pool only)`.
-fn limits_for(limits: &MemoryLimits, cap: Option<u64>) -> Vec<(String, u64, bool)> {
-    let mut out = Vec::new();
-    if let Some(cap) = cap {
-        out.push(("--memory-budget".to_string(), cap, false));
-    }
-    if let Some(avail) = limits.mem_available_bytes {
-        out.push(("MemAvailable".to_string(), avail, false));
-    }
-    if let Some(cg) = &limits.cgroup {
-        out.push((
-            format!("the cgroup v{} memory limit (room left)", cg.version),
-            cg.available_bytes(),
-            false,
-        ));
-    }
-    if !limits.cap_ipc_lock
-        && let Some(memlock) = limits.memlock_bytes
-    {
-        out.push((
-            "RLIMIT_MEMLOCK (the pool is locked)".to_string(),
-            memlock,
-            true,
-        ));
-    }
-    out
-}
-
-fn fits(budget: &MemoryBudget, checks: &[(String, u64, bool)]) -> bool {
-    checks.iter().all(|(_, limit, pool_only)| {
-        let need = if *pool_only {
-            budget.pool_bytes
-        } else {
-            budget.total_bytes
-        };
-        need <= *limit
-    })
-}
-
-/// Compares `budget` with every limit; over any, an error that names the budget, the limit
-/// that binds and the largest read_threads and prefetch that would fit.
-fn check_budget(
-    budget: &MemoryBudget,
-    limits: &MemoryLimits,
-    cap: Option<u64>,
-    shape: &BudgetShape,
-) -> Result<MemoryBudget, PlanError> {
-    let checks = limits_for(limits, cap);
-    let mut budget = budget.clone();
-    budget.checks = checks
-        .iter()
-        .map(|(name, limit, pool_only)| {
-            let need = if *pool_only {
-                budget.pool_bytes
-            } else {
-                budget.total_bytes
-            };
-            LimitCheck {
-                name: name.clone(),
-                limit_bytes: *limit,
-                applies_to: if *pool_only { "pool" } else { "total" },
-                fits: need <= *limit,
-            }
-        })
-        .collect();
-    // The binding limit is the one with the least room left (most negative when over).
-    budget.binding = budget
-        .checks
-        .iter()
-        .min_by_key(|c| {
-            let need = if c.applies_to == "pool" {
-                budget.pool_bytes
-            } else {
-                budget.total_bytes
-            };
-            i128::from(c.limit_bytes) - i128::from(need)
-        })
-        .map(|c| c.name.clone());
-    if fits(&budget, &checks) {
-        return Ok(budget);
-    }
-    let over = budget
-        .checks
-        .iter()
-        .find(|c| !c.fits)
-        .cloned()
-        .unwrap_or_else(|| budget.checks[0].clone());
-    let try_fit = |rt: u32, pf: u32| {
-        fits(
-            &budget_for(shape.buffer_bytes, shape.np, rt, pf, shape.server_bytes),
-            &checks,
-        )
-    };
-    let best_rt = (1..shape.read_threads)
-        .rev()
-        .find(|&rt| try_fit(rt, shape.prefetch));
-    let best_pf = (1..shape.prefetch)
-        .rev()
-        .find(|&pf| try_fit(shape.read_threads, pf));
-    let suggestion = match (best_rt, best_pf) {
-        (Some(rt), Some(pf)) => format!(
-            "largest that fit: --read-threads {rt} (at --prefetch {}), or --prefetch {pf} (at --read-threads {})",
-            shape.prefetch, shape.read_threads
-        ),
-        (Some(rt), None) => format!(
-            "largest that fits: --read-threads {rt} (at --prefetch {}); no --prefetch fits at --read-threads {}",
-            shape.prefetch, shape.read_threads
-        ),
-        (None, Some(pf)) => format!(
-            "largest that fits: --prefetch {pf} (at --read-threads {}); no --read-threads fits at --prefetch {}",
-            shape.read_threads, shape.prefetch
-        ),
-        (None, None) => {
-            if try_fit(1, 1) {
-                "lower --read-threads and --prefetch together, or --np".to_string()
-            } else {
-                "even --read-threads 1 --prefetch 1 does not fit: lower --np or --coalesce-rgs"
-                    .to_string()
-            }
-        }
-    };
-    let need = if over.applies_to == "pool" {
-        format!("buffer pool {}", bytes(budget.pool_bytes))
-    } else {
-        format!("memory budget {}", bytes(budget.total_bytes))
-    };
-    let fix = if over.applies_to == "pool" {
-        " (raise it with `ulimit -l unlimited` or grant CAP_IPC_LOCK)"
-    } else {
-        ""
-    };
-    Err(PlanError::OverBudget(format!(
-        "{need} (NP {} × RT {} × prefetch {} × {} buffers + {} for connections and the process) exceeds {} {}{fix}; {suggestion}",
-        shape.np,
-        shape.read_threads,
-        shape.prefetch,
-        bytes(budget.buffer_bytes),
-        bytes(budget.connection_bytes + budget.overhead_bytes),
-        over.name,
-        bytes(over.limit_bytes),
-    )))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::budget::CgroupMemory;
     use crate::catalog::{FileLayout, RowGroupSpan};
+    use crate::config::RawConfig;
 
     /// The study's dataset as BRIEF §1 lays it out: 6 row groups of 48 rows and 103,915,069
     /// bytes, row group k at 4 + k × 103,915,069.
@@ -1491,101 +864,5 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("hold 384 rows"), "{err}");
-    }
-
-    #[test]
-    fn settings_validate_what_ringload_uses() {
-        let table: &[(&str, &str)] = &[
-            (
-                "dataset.format=npz",
-                "dataset.format = 'npz' (override 'dataset.format=npz'): ringload reads Parquet",
-            ),
-            (
-                "reader.read_threads=0",
-                "DLIO's 0 loads in the main process",
-            ),
-            ("reader.batch_size=0", "must be a positive integer"),
-            (
-                "storage.storage_options.prefetch_workers=0",
-                "must be a positive integer",
-            ),
-            ("metric.au=90", "must be a number from 0 to 1"),
-            ("train.computation_time=-1", "must be a number ≥ 0"),
-            (
-                "dataset.record_length=100",
-                "disagrees with dataset.parquet.columns, which make 2164832 bytes per sample",
-            ),
-            (
-                "dataset.num_subfolders_train=2",
-                "reads files directly under <data_folder>/train/",
-            ),
-            (
-                "dataset.parquet.columns=[{name: a, dtype: float16}]",
-                "dtype 'float16' is not one ringload writes",
-            ),
-            (
-                "dataset.parquet.columns=[{name: a, sise: 3}]",
-                "unknown field 'sise'",
-            ),
-            (
-                "dataset.data_folder=data/../../etc",
-                "must stay inside the dataset root",
-            ),
-            ("dataset.parquet.columns=[a, a]", "'a' appears twice"),
-        ];
-        for (o, expected) in table {
-            let mut cfg = RawConfig::load("flux_b200").unwrap();
-            cfg.apply_override(o).unwrap();
-            let err = Settings::resolve(&cfg).unwrap_err().to_string();
-            assert!(err.contains(expected), "{o}: {err}");
-        }
-    }
-
-    #[test]
-    fn a_missing_format_is_named() {
-        let cfg = RawConfig::parse("t", "t.yaml", "reader:\n  batch_size: 4\n").unwrap();
-        let err = Settings::resolve(&cfg).unwrap_err().to_string();
-        assert_eq!(
-            err,
-            "dataset.format is not set: ringload reads Parquet row groups; set dataset.format=parquet"
-        );
-    }
-
-    #[test]
-    fn settings_follow_dlio_defaults_and_spellings() {
-        let s = flux_settings(&[]);
-        assert_eq!(s.prefetch, 2); // reader.prefetch_size's DLIO default
-        assert_eq!(s.coalesce_rgs, 8);
-        assert_eq!(s.dataset.train_prefix, "data/flux/train/");
-        assert_eq!(s.record_bytes, 2_164_832);
-        assert_eq!(s.dataset.row_group_rows, 48);
-        assert_eq!(s.au_target_percent, 90.0);
-        assert_eq!(s.workload_computation_time_s, 1.35);
-        let s = flux_settings(&["train.computation_time=0.05", "reader.prefetch_size=4"]);
-        assert_eq!(
-            (s.computation_time_s, s.workload_computation_time_s),
-            (0.05, 1.35)
-        );
-        assert_eq!(s.prefetch, 4);
-        // A DLIO workload without a column list gets DLIO's single `data` column.
-        let cfg = RawConfig::parse(
-            "legacy",
-            "legacy.yaml",
-            "dataset:\n  format: parquet\n  record_length_bytes: 4096\n  num_samples_per_file: 16\n",
-        )
-        .unwrap();
-        let s = Settings::resolve(&cfg).unwrap();
-        assert_eq!(s.dataset.columns.len(), 1);
-        assert_eq!(
-            (s.dataset.columns[0].name.as_str(), s.record_bytes),
-            ("data", 4096)
-        );
-        assert_eq!(s.dataset.train_prefix, "data/train/");
-        // read: false narrows what readers fetch.
-        let s = flux_settings(&[
-            "dataset.parquet.columns=[{name: a, size: 4}, {name: b, size: 2, read: false}]",
-            "dataset.record_length=24",
-        ]);
-        assert_eq!(s.columns_read, Some(vec!["a".to_string()]));
     }
 }

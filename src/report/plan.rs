@@ -162,7 +162,7 @@ pub fn render(plan: &Plan, full: bool) -> String {
         w,
         "  other       {} connections × {} = {}; process {}",
         m.connections,
-        bytes(crate::plan::CONNECTION_OVERHEAD_BYTES),
+        bytes(crate::budget::CONNECTION_OVERHEAD_BYTES),
         bytes(m.connection_bytes),
         bytes(m.overhead_bytes)
     );

@@ -1,0 +1,546 @@
+//! `Settings::resolve`: the workload's values, validated — the only place configuration types
+//! are read. Every key it reads is listed in [`keys`], from which `config.rs` derives the keys
+//! it accepts, so the two cannot drift: reading an unlisted key is a bug caught by a debug
+//! assertion in the config getters, and a test checks that every listed key is read.
+//!
+//! Where a workload leaves a key out, DLIO's own default applies (the `DLIO_DEFAULT_*`
+//! constants), so a DLIO workload means the same here as under DLIO.
+
+pub mod keys;
+
+use serde::Serialize;
+
+use crate::config::{ConfigError, Origin, RawConfig, Value, WorkloadSource};
+use crate::exit::{self, ExitClass};
+use crate::s3::target::StorageSettings;
+use crate::schema::{ColumnSpec, DatasetSpec, Dtype};
+
+/// DLIO's defaults for keys a workload may leave out.
+const DLIO_DEFAULT_DATA_FOLDER: &str = "./data/";
+const DLIO_DEFAULT_NUM_FILES: u64 = 8;
+const DLIO_DEFAULT_SAMPLES_PER_FILE: u64 = 1;
+const DLIO_DEFAULT_RECORD_LENGTH: u64 = 64 * 1024;
+const DLIO_DEFAULT_BATCH_SIZE: u64 = 1;
+const DLIO_DEFAULT_READ_THREADS: u64 = 1;
+const DLIO_DEFAULT_PREFETCH_SIZE: u64 = 2;
+const DLIO_DEFAULT_EPOCHS: u64 = 1;
+const DLIO_DEFAULT_SEED: i64 = 123;
+const DLIO_DEFAULT_AU: f64 = 0.90;
+
+/// ringload's default for `storage.storage_options.coalesce_rgs`.
+pub const DEFAULT_COALESCE_RGS: u64 = 8;
+
+/// A workload value ringload cannot use. All are configuration errors (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("{key} = {value} ({origin}): {reason}")]
+    Invalid {
+        key: String,
+        value: String,
+        origin: Origin,
+        reason: String,
+    },
+    #[error("{key} is not set: {reason}")]
+    Missing { key: String, reason: String },
+    #[error("{0}")]
+    Unsatisfiable(String),
+}
+
+impl ExitClass for SettingsError {
+    fn exit_code(&self) -> u8 {
+        exit::USAGE
+    }
+}
+
+/// A key the workload sets that ringload accepts and does not use.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IgnoredKey {
+    pub key: String,
+    /// A hint such as "did you mean …", or empty.
+    pub hint: String,
+}
+
+/// The workload's values, validated. The only product of configuration types.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Settings {
+    pub workload: WorkloadSource,
+    pub model: String,
+    pub dataset: DatasetSpec,
+    pub compression: String,
+    pub num_files: usize,
+    pub samples_per_file: u64,
+    /// Bytes of one sample, DLIO's `record_length`; drives the nominal MiB/s.
+    pub record_bytes: u64,
+    /// Top-level columns a reader fetches; `None` means all.
+    pub columns_read: Option<Vec<String>>,
+    pub batch_size: u64,
+    pub read_threads: u32,
+    pub prefetch: u32,
+    pub coalesce_rgs: u32,
+    pub epochs: u32,
+    pub computation_time_s: f64,
+    /// `train.computation_time` as the workload file gave it, before overrides.
+    pub workload_computation_time_s: f64,
+    pub total_training_steps: Option<u64>,
+    pub au_target_percent: f64,
+    pub storage: StorageSettings,
+    pub ignored_keys: Vec<IgnoredKey>,
+}
+
+fn invalid(cfg: &RawConfig, key: &str, reason: impl Into<String>) -> SettingsError {
+    match cfg.get(key) {
+        Some(s) => SettingsError::Invalid {
+            key: key.to_string(),
+            value: s.value.to_string(),
+            origin: s.origin.clone(),
+            reason: reason.into(),
+        },
+        None => SettingsError::Missing {
+            key: key.to_string(),
+            reason: reason.into(),
+        },
+    }
+}
+
+impl Settings {
+    /// Reads and validates every value ringload uses from `cfg`.
+    pub fn resolve(cfg: &RawConfig) -> Result<Settings, SettingsError> {
+        let format = cfg.text("dataset.format")?;
+        if format.as_deref() != Some("parquet") {
+            return Err(invalid(
+                cfg,
+                "dataset.format",
+                "ringload reads Parquet row groups; set dataset.format=parquet",
+            ));
+        }
+        if cfg.count("dataset.num_subfolders_train", 0)?.unwrap_or(0) > 0 {
+            return Err(invalid(
+                cfg,
+                "dataset.num_subfolders_train",
+                "ringload reads files directly under <data_folder>/train/; set it to 0",
+            ));
+        }
+        let folder = cfg
+            .text("dataset.data_folder")?
+            .unwrap_or_else(|| DLIO_DEFAULT_DATA_FOLDER.to_string());
+        // Always relative: to --dir, to generate's --out, to the bucket.
+        let folder = folder.trim_start_matches("./").trim_matches('/');
+        if folder.split('/').any(|part| part == "..") {
+            return Err(invalid(
+                cfg,
+                "dataset.data_folder",
+                "must stay inside the dataset root; remove the '..'",
+            ));
+        }
+        let train_prefix = if folder.is_empty() {
+            "train/".to_string()
+        } else {
+            format!("{folder}/train/")
+        };
+        let num_files = cfg
+            .count("dataset.num_files_train", 1)?
+            .unwrap_or(DLIO_DEFAULT_NUM_FILES);
+        let samples_per_file = cfg
+            .count("dataset.num_samples_per_file", 1)?
+            .unwrap_or(DLIO_DEFAULT_SAMPLES_PER_FILE);
+        let batch_size = cfg
+            .count("reader.batch_size", 1)?
+            .unwrap_or(DLIO_DEFAULT_BATCH_SIZE);
+        if cfg
+            .get("reader.read_threads")
+            .is_some_and(|s| s.value == Value::Int(0))
+        {
+            return Err(invalid(
+                cfg,
+                "reader.read_threads",
+                "DLIO's 0 loads in the main process; ringload needs at least one reader, set it to 1 or more",
+            ));
+        }
+        let read_threads = cfg
+            .count("reader.read_threads", 1)?
+            .unwrap_or(DLIO_DEFAULT_READ_THREADS);
+        let prefetch = match cfg.count("storage.storage_options.prefetch_workers", 1)? {
+            Some(p) => p,
+            None => cfg
+                .count("reader.prefetch_size", 1)?
+                .unwrap_or(DLIO_DEFAULT_PREFETCH_SIZE),
+        };
+        let coalesce_rgs = cfg
+            .count("storage.storage_options.coalesce_rgs", 1)?
+            .unwrap_or(DEFAULT_COALESCE_RGS);
+        let epochs = cfg.count("train.epochs", 1)?.unwrap_or(DLIO_DEFAULT_EPOCHS);
+        // DLIO takes `computation_time: 1.35` or `computation_time: {mean: 1.35, stdev: …}`.
+        let computation_time_s = cfg
+            .number("train.computation_time", 0.0, f64::INFINITY)?
+            .or(cfg.number("train.computation_time.mean", 0.0, f64::INFINITY)?)
+            .unwrap_or(0.0);
+        let workload_computation_time_s = match cfg
+            .base("train.computation_time")
+            .or_else(|| cfg.base("train.computation_time.mean"))
+        {
+            Some(setting) => match setting.value {
+                Value::Int(i) => i as f64,
+                Value::Float(x) => x,
+                _ => computation_time_s,
+            },
+            None => 0.0,
+        };
+        let total_training_steps = cfg
+            .integer("train.total_training_steps", i64::MIN)?
+            .filter(|&s| s > 0)
+            .map(|s| s as u64);
+        let au = cfg
+            .number("metric.au", 0.0, 1.0)?
+            .unwrap_or(DLIO_DEFAULT_AU);
+        if au <= 0.0 {
+            return Err(invalid(
+                cfg,
+                "metric.au",
+                "must be a fraction above 0, e.g. 0.90",
+            ));
+        }
+        let seed = cfg
+            .integer("train.seed", i64::MIN)?
+            .unwrap_or(DLIO_DEFAULT_SEED);
+
+        let record_length = match (
+            cfg.count("dataset.record_length_bytes", 1)?,
+            cfg.count("dataset.record_length", 1)?,
+        ) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(invalid(
+                    cfg,
+                    "dataset.record_length",
+                    format!("disagrees with dataset.record_length_bytes = {a}; keep one"),
+                ));
+            }
+            (a, b) => a.or(b),
+        };
+        let columns = match parse_columns(cfg)? {
+            Some(columns) => columns,
+            // DLIO's Parquet generator without a column list: one `data` column of
+            // record_length bytes.
+            None => vec![ColumnSpec {
+                name: "data".to_string(),
+                dtype: Dtype::Uint8,
+                size: record_length.unwrap_or(DLIO_DEFAULT_RECORD_LENGTH),
+                read: true,
+            }],
+        };
+        let schema_bytes: u64 = columns.iter().map(ColumnSpec::row_bytes).sum();
+        let record_bytes = match record_length {
+            Some(r) if r != schema_bytes => {
+                let key = if cfg.get("dataset.record_length_bytes").is_some() {
+                    "dataset.record_length_bytes"
+                } else {
+                    "dataset.record_length"
+                };
+                return Err(invalid(
+                    cfg,
+                    key,
+                    format!(
+                        "disagrees with dataset.parquet.columns, which make {schema_bytes} bytes per sample; fix one"
+                    ),
+                ));
+            }
+            _ => schema_bytes,
+        };
+        let columns_read = if columns.iter().all(|c| c.read) {
+            None
+        } else {
+            Some(
+                columns
+                    .iter()
+                    .filter(|c| c.read)
+                    .map(|c| c.name.clone())
+                    .collect(),
+            )
+        };
+        if columns_read.as_ref().is_some_and(Vec::is_empty) {
+            return Err(invalid(
+                cfg,
+                "dataset.parquet.columns",
+                "every column has read: false; a reader must fetch at least one",
+            ));
+        }
+        let row_group_rows = cfg
+            .count("dataset.parquet.row_group_size", 1)?
+            .unwrap_or(batch_size);
+
+        let small = |key: &str, v: u64, max: u64| -> Result<u32, SettingsError> {
+            if v > max {
+                Err(invalid(cfg, key, format!("must be at most {max}")))
+            } else {
+                Ok(v as u32)
+            }
+        };
+        let static_keys = match (
+            cfg.text("storage.storage_options.access_key_id")?,
+            cfg.text("storage.storage_options.secret_access_key")?,
+        ) {
+            (Some(a), Some(s)) => Some((a, s)),
+            (None, None) => None,
+            _ => {
+                return Err(invalid(
+                    cfg,
+                    "storage.storage_options.secret_access_key",
+                    "access_key_id and secret_access_key go together: set both or neither",
+                ));
+            }
+        };
+        let storage = StorageSettings {
+            storage_type: cfg.text("storage.storage_type")?,
+            bucket: cfg.text("storage.storage_root")?,
+            endpoint_url: cfg.text("storage.storage_options.endpoint_url")?,
+            region: cfg.text("storage.storage_options.region")?,
+            has_credentials: static_keys.is_some(),
+            static_keys,
+        };
+        Ok(Settings {
+            workload: cfg.source.clone(),
+            model: cfg
+                .text("model.name")?
+                .unwrap_or_else(|| cfg.source.name.clone()),
+            dataset: DatasetSpec {
+                train_prefix,
+                columns,
+                rows_per_file: samples_per_file,
+                row_group_rows,
+                seed: seed as u64,
+            },
+            compression: cfg
+                .text("dataset.compression")?
+                .unwrap_or_else(|| "none".to_string()),
+            num_files: small("dataset.num_files_train", num_files, 10_000_000)? as usize,
+            samples_per_file,
+            record_bytes,
+            columns_read,
+            batch_size,
+            read_threads: small("reader.read_threads", read_threads, 1024)?,
+            prefetch: small("storage.storage_options.prefetch_workers", prefetch, 1024)?,
+            coalesce_rgs: small(
+                "storage.storage_options.coalesce_rgs",
+                coalesce_rgs,
+                1 << 20,
+            )?,
+            epochs: small("train.epochs", epochs, 1 << 20)?,
+            computation_time_s,
+            workload_computation_time_s,
+            total_training_steps,
+            au_target_percent: au * 100.0,
+            storage,
+            ignored_keys: cfg
+                .ignored_keys()
+                .into_iter()
+                .map(|(key, hint)| IgnoredKey { key, hint })
+                .collect(),
+        })
+    }
+
+    /// Checks that `generate` can write this dataset: ringload writes uncompressed Parquet.
+    pub fn check_generatable(&self) -> Result<(), SettingsError> {
+        match self.compression.to_ascii_lowercase().as_str() {
+            "none" | "null" | "" => Ok(()),
+            other => Err(SettingsError::Unsatisfiable(format!(
+                "dataset.compression = '{other}': ringload writes uncompressed Parquet, as the Flux dataset is; set dataset.compression=none"
+            ))),
+        }
+    }
+}
+
+/// Reads `dataset.parquet.columns`: DLIO's list of `{name, dtype, size, read}` (or bare names).
+fn parse_columns(cfg: &RawConfig) -> Result<Option<Vec<ColumnSpec>>, SettingsError> {
+    let key = "dataset.parquet.columns";
+    let Some((items, _)) = cfg.list(key)? else {
+        return Ok(None);
+    };
+    if items.is_empty() {
+        return Ok(None);
+    }
+    let mut columns = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let bad = |reason: String| invalid(cfg, key, format!("column {i}: {reason}"));
+        let column = match item {
+            Value::Str(name) => ColumnSpec {
+                name: name.clone(),
+                dtype: Dtype::Float32,
+                size: 1,
+                read: true,
+            },
+            Value::Map(fields) => {
+                let mut column = ColumnSpec {
+                    name: String::new(),
+                    dtype: Dtype::Float32,
+                    size: 1,
+                    read: true,
+                };
+                for (field, value) in fields {
+                    match (field.as_str(), value) {
+                        ("name", Value::Str(s)) => column.name = s.clone(),
+                        ("dtype", Value::Str(s)) => {
+                            column.dtype = Dtype::parse(s).ok_or_else(|| {
+                                let names: Vec<&str> = Dtype::ALL.iter().map(|(_, n)| *n).collect();
+                                bad(format!(
+                                    "dtype '{s}' is not one ringload writes ({})",
+                                    names.join(", ")
+                                ))
+                            })?;
+                        }
+                        ("size", Value::Int(n)) if *n >= 1 && *n <= i64::from(i32::MAX) => {
+                            column.size = *n as u64;
+                        }
+                        ("read", Value::Bool(b)) => column.read = *b,
+                        ("name" | "dtype" | "size" | "read", v) => {
+                            return Err(bad(format!("{field} = {v} has the wrong type")));
+                        }
+                        (other, _) => {
+                            return Err(bad(format!(
+                                "unknown field '{other}'; a column has name, dtype, size, read"
+                            )));
+                        }
+                    }
+                }
+                column
+            }
+            other => return Err(bad(format!("{other} is neither a name nor a mapping"))),
+        };
+        if column.name.is_empty() {
+            return Err(bad("has no name".to_string()));
+        }
+        if columns.iter().any(|c: &ColumnSpec| c.name == column.name) {
+            return Err(bad(format!("'{}' appears twice", column.name)));
+        }
+        columns.push(column);
+    }
+    Ok(Some(columns))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flux_settings(overrides: &[&str]) -> Settings {
+        let mut cfg = RawConfig::load("flux_b200").unwrap();
+        for o in overrides {
+            cfg.apply_override(o).unwrap();
+        }
+        Settings::resolve(&cfg).unwrap()
+    }
+
+    #[test]
+    fn every_listed_key_is_read() {
+        // A minimal workload: every key falls back to its default, so every getter runs.
+        let cfg = RawConfig::parse("t", "t.yaml", "dataset:\n  format: parquet\n").unwrap();
+        Settings::resolve(&cfg).unwrap();
+        let read = cfg.keys_read();
+        let listed = keys::READ.iter().map(|k| k.to_string()).chain(
+            keys::STORAGE_OPTIONS_READ
+                .iter()
+                .map(|o| format!("storage.storage_options.{o}")),
+        );
+        for key in listed {
+            assert!(
+                read.contains(&key),
+                "{key} is listed as read and never read"
+            );
+        }
+    }
+
+    #[test]
+    fn settings_validate_what_ringload_uses() {
+        let table: &[(&str, &str)] = &[
+            (
+                "dataset.format=npz",
+                "dataset.format = 'npz' (override 'dataset.format=npz'): ringload reads Parquet",
+            ),
+            (
+                "reader.read_threads=0",
+                "DLIO's 0 loads in the main process",
+            ),
+            ("reader.batch_size=0", "must be a positive integer"),
+            (
+                "storage.storage_options.prefetch_workers=0",
+                "must be a positive integer",
+            ),
+            ("metric.au=90", "must be a number from 0 to 1"),
+            ("train.computation_time=-1", "must be a number ≥ 0"),
+            (
+                "dataset.record_length=100",
+                "disagrees with dataset.parquet.columns, which make 2164832 bytes per sample",
+            ),
+            (
+                "dataset.num_subfolders_train=2",
+                "reads files directly under <data_folder>/train/",
+            ),
+            (
+                "dataset.parquet.columns=[{name: a, dtype: float16}]",
+                "dtype 'float16' is not one ringload writes",
+            ),
+            (
+                "dataset.parquet.columns=[{name: a, sise: 3}]",
+                "unknown field 'sise'",
+            ),
+            (
+                "dataset.data_folder=data/../../etc",
+                "must stay inside the dataset root",
+            ),
+            ("dataset.parquet.columns=[a, a]", "'a' appears twice"),
+        ];
+        for (o, expected) in table {
+            let mut cfg = RawConfig::load("flux_b200").unwrap();
+            cfg.apply_override(o).unwrap();
+            let err = Settings::resolve(&cfg).unwrap_err().to_string();
+            assert!(err.contains(expected), "{o}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_missing_format_is_named() {
+        let cfg = RawConfig::parse("t", "t.yaml", "reader:\n  batch_size: 4\n").unwrap();
+        let err = Settings::resolve(&cfg).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "dataset.format is not set: ringload reads Parquet row groups; set dataset.format=parquet"
+        );
+    }
+
+    #[test]
+    fn settings_follow_dlio_defaults_and_spellings() {
+        let s = flux_settings(&[]);
+        assert_eq!(s.prefetch, 2); // reader.prefetch_size's DLIO default
+        assert_eq!(s.coalesce_rgs, 8);
+        assert_eq!(s.dataset.train_prefix, "data/flux/train/");
+        assert_eq!(s.record_bytes, 2_164_832);
+        assert_eq!(s.dataset.row_group_rows, 48);
+        assert_eq!(s.au_target_percent, 90.0);
+        assert_eq!(s.workload_computation_time_s, 1.35);
+        let s = flux_settings(&["train.computation_time=0.05", "reader.prefetch_size=4"]);
+        assert_eq!(
+            (s.computation_time_s, s.workload_computation_time_s),
+            (0.05, 1.35)
+        );
+        assert_eq!(s.prefetch, 4);
+        // A DLIO workload without a column list gets DLIO's single `data` column.
+        let cfg = RawConfig::parse(
+            "legacy",
+            "legacy.yaml",
+            "dataset:\n  format: parquet\n  record_length_bytes: 4096\n  num_samples_per_file: 16\n",
+        )
+        .unwrap();
+        let s = Settings::resolve(&cfg).unwrap();
+        assert_eq!(s.dataset.columns.len(), 1);
+        assert_eq!(
+            (s.dataset.columns[0].name.as_str(), s.record_bytes),
+            ("data", 4096)
+        );
+        assert_eq!(s.dataset.train_prefix, "data/train/");
+        // read: false narrows what readers fetch.
+        let s = flux_settings(&[
+            "dataset.parquet.columns=[{name: a, size: 4}, {name: b, size: 2, read: false}]",
+            "dataset.record_length=24",
+        ]);
+        assert_eq!(s.columns_read, Some(vec!["a".to_string()]));
+    }
+}
