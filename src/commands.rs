@@ -11,7 +11,7 @@ use crate::config::ConfigError;
 use crate::datagen::{self, DirSink, GenerateError};
 use crate::engine::EngineKind;
 use crate::exit::{ExitClass, UsageError};
-use crate::plan::{Plan, PlanError, RunOptions};
+use crate::plan::{Plan, PlanError, PlanOptions};
 use crate::s3::{self, Bucket, Client, RequestError, Target};
 use crate::server::dir::{DirStore, valid_bucket_name};
 use crate::server::virtual_dataset::{VirtualDataset, VirtualError};
@@ -57,7 +57,7 @@ fn plan(args: &PlanArgs) -> anyhow::Result<u8> {
     let cfg = load_config(&args.workload, Some(&args.shape))?;
     let settings = Settings::resolve(&cfg)?;
     let catalog = catalog_for(&settings, args.dir.as_deref())?;
-    let options = RunOptions {
+    let options = PlanOptions {
         np: args.shape.np,
         sharding: args.shape.sharding,
         memory_cap_bytes: args.shape.memory_budget,
@@ -375,7 +375,7 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         settings.columns_read.as_deref(),
     )?;
     drop(bucket);
-    let options = RunOptions {
+    let options = PlanOptions {
         np: args.shape.np,
         sharding: args.shape.sharding,
         memory_cap_bytes: args.shape.memory_budget,
@@ -586,7 +586,7 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
     err.chain().find_map(class).unwrap_or(exit::FAILED)
 }
 
-fn exit_line(e: &crate::rank::RunError) -> String {
+fn exit_line(e: &crate::rank::RankError) -> String {
     e.to_string().replace('\n', " ")
 }
 

@@ -172,6 +172,50 @@ impl LatencyHistogram {
     }
 }
 
+/// One completed GET, for the request trace (`requests.csv`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GetRecord {
+    /// 0-based, as in steps.csv.
+    pub epoch: u32,
+    pub reader: usize,
+    /// The GET's index in its reader's list (see `Plan::ranged_gets`).
+    pub get: usize,
+    pub attempts: u32,
+    pub first_byte_us: u64,
+    pub total_us: u64,
+}
+
+/// What one rank's GETs did.
+#[derive(Debug, Clone, Default)]
+pub struct RequestStats {
+    /// GETs completed (each counted once, however many attempts it took).
+    pub requests: u64,
+    /// Attempts beyond the first.
+    pub retries: u64,
+    /// GETs that failed after their retries.
+    pub errors: u64,
+    /// Body bytes of completed GETs.
+    pub bytes_read: u64,
+    /// From sending the (last) attempt to the response head.
+    pub first_byte: LatencyHistogram,
+    /// From the first attempt to the last body byte, retries included.
+    pub total: LatencyHistogram,
+    /// Every completed GET, in completion order.
+    pub trace: Vec<GetRecord>,
+}
+
+impl RequestStats {
+    pub fn merge(&mut self, other: &RequestStats) {
+        self.requests += other.requests;
+        self.retries += other.retries;
+        self.errors += other.errors;
+        self.bytes_read += other.bytes_read;
+        self.first_byte.merge(&other.first_byte);
+        self.total.merge(&other.total);
+        self.trace.extend_from_slice(&other.trace);
+    }
+}
+
 /// CPU time of the whole process so far (all threads, live and exited): user + system.
 pub fn process_cpu_s() -> f64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);

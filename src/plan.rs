@@ -65,7 +65,7 @@ impl fmt::Display for Sharding {
 
 /// Options of a run that are not workload keys.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RunOptions {
+pub struct PlanOptions {
     /// Ranks (simulated accelerators).
     pub np: u32,
     pub sharding: Sharding,
@@ -76,9 +76,10 @@ pub struct RunOptions {
     pub server_bytes: u64,
 }
 
-/// One ranged GET: `coalesce_rgs` (or fewer) consecutive row groups of one file.
+/// What the plan decided one GET reads: `coalesce_rgs` (or fewer) consecutive row groups of
+/// one catalog file. [`Plan::ranged`] turns it into the [`RangedGet`] an engine sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Get {
+pub struct RowGroupGet {
     /// Index into the catalog's files.
     pub file: usize,
     pub first_row_group: usize,
@@ -88,10 +89,23 @@ pub struct Get {
     pub rows: u64,
 }
 
-impl Get {
+/// One ranged GET as it goes on the wire: the object's key and the byte range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangedGet {
+    pub key: String,
+    pub offset: u64,
+    pub len_bytes: u64,
+}
+
+impl RangedGet {
     /// The inclusive last byte, as `Range: bytes=offset-last` states it.
     pub fn last_byte(&self) -> u64 {
         self.offset + self.len_bytes - 1
+    }
+
+    /// The `Range` header value: `bytes=first-last`.
+    pub fn range_header(&self) -> String {
+        format!("bytes={}-{}", self.offset, self.last_byte())
     }
 }
 
@@ -101,12 +115,12 @@ pub struct ReaderPlan {
     pub reader: usize,
     /// Catalog file indices this reader walks, in order.
     pub files: Vec<usize>,
-    pub gets: Vec<Get>,
+    pub gets: Vec<RowGroupGet>,
 }
 
 /// Rows a step takes from one GET of one reader.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Take {
+pub struct BatchPart {
     pub reader: usize,
     /// Index into that reader's `gets`.
     pub get: usize,
@@ -121,7 +135,7 @@ pub struct RankPlan {
     pub rank: usize,
     pub readers: Vec<ReaderPlan>,
     /// `steps[s]`: what step `s` consumes; almost always a single take.
-    pub steps: Vec<Vec<Take>>,
+    pub steps: Vec<Vec<BatchPart>>,
     pub get_count: usize,
     pub row_groups: usize,
     pub bytes: u64,
@@ -133,7 +147,7 @@ pub struct RankPlan {
 #[derive(Debug, Clone, Serialize)]
 pub struct Plan {
     pub settings: Settings,
-    pub options: RunOptions,
+    pub options: PlanOptions,
     pub steps_per_rank: u64,
     /// `floor(samples_per_file × files / batch / NP)` before any total_training_steps cap.
     pub steps_formula: String,
@@ -151,7 +165,7 @@ pub struct Plan {
 
 /// `(file, row group)` with the row group's rows: one element of the file-major sequence.
 #[derive(Debug, Clone, Copy)]
-struct Unit {
+struct RowGroupRef {
     file: usize,
     row_group: usize,
     rows: u64,
@@ -162,7 +176,7 @@ impl Plan {
     pub fn resolve(
         settings: &Settings,
         catalog: &Catalog,
-        options: &RunOptions,
+        options: &PlanOptions,
         limits: &MemoryLimits,
     ) -> Result<Plan, PlanError> {
         let np = options.np;
@@ -187,7 +201,7 @@ impl Plan {
             )));
         }
         let rows_per_rank = steps * settings.batch_size;
-        let units: Vec<Unit> = catalog
+        let units: Vec<RowGroupRef> = catalog
             .files
             .iter()
             .enumerate()
@@ -196,7 +210,7 @@ impl Plan {
                     .row_groups
                     .iter()
                     .enumerate()
-                    .map(move |(row_group, rg)| Unit {
+                    .map(move |(row_group, rg)| RowGroupRef {
                         file,
                         row_group,
                         rows: rg.rows,
@@ -289,9 +303,33 @@ impl Plan {
     }
 }
 
+impl Plan {
+    /// The GET `get` as an engine sends it.
+    pub fn ranged(&self, get: &RowGroupGet) -> RangedGet {
+        RangedGet {
+            key: self.catalog.files[get.file].key.clone(),
+            offset: get.offset,
+            len_bytes: get.len_bytes,
+        }
+    }
+
+    /// The GETs of each reader of rank `rank`, in the order the reader issues them.
+    pub fn ranged_gets(&self, rank: usize) -> Vec<Vec<RangedGet>> {
+        self.ranks[rank]
+            .readers
+            .iter()
+            .map(|reader| reader.gets.iter().map(|g| self.ranged(g)).collect())
+            .collect()
+    }
+}
+
 /// Splits the row-group sequence into `parts` contiguous shares of whole row groups, each just
 /// long enough to hold `rows` rows.
-fn split_shares(units: &[Unit], parts: usize, rows: u64) -> Result<Vec<Vec<Unit>>, PlanError> {
+fn split_shares(
+    units: &[RowGroupRef],
+    parts: usize,
+    rows: u64,
+) -> Result<Vec<Vec<RowGroupRef>>, PlanError> {
     let mut shares = Vec::with_capacity(parts);
     let mut next = 0;
     for part in 0..parts {
@@ -315,14 +353,14 @@ fn split_shares(units: &[Unit], parts: usize, rows: u64) -> Result<Vec<Vec<Unit>
 /// Readers, GETs and the batch schedule of one rank's share.
 fn plan_rank(
     rank: usize,
-    share: &[Unit],
+    share: &[RowGroupRef],
     catalog: &Catalog,
     settings: &Settings,
     steps: u64,
 ) -> Result<RankPlan, PlanError> {
     let rt = settings.read_threads as usize;
     // The share's files in order, each with its row groups in the share.
-    let mut files: Vec<(usize, Vec<Unit>)> = Vec::new();
+    let mut files: Vec<(usize, Vec<RowGroupRef>)> = Vec::new();
     for unit in share {
         match files.last_mut() {
             Some((file, units)) if *file == unit.file => units.push(*unit),
@@ -344,7 +382,7 @@ fn plan_rank(
             let spans = chunk.iter().map(|u| layout.row_groups[u.row_group]);
             let offset = spans.clone().map(|s| s.offset).min().unwrap_or(0);
             let end = spans.clone().map(|s| s.end()).max().unwrap_or(0);
-            reader.gets.push(Get {
+            reader.gets.push(RowGroupGet {
                 file: *file,
                 first_row_group: chunk[0].row_group,
                 row_groups: chunk.len(),
@@ -388,7 +426,7 @@ fn plan_rank(
                     max_held = max_held.max(held[reader]);
                 }
                 let releases = rows == available;
-                takes.push(Take {
+                takes.push(BatchPart {
                     reader,
                     get,
                     rows,
@@ -498,8 +536,8 @@ mod tests {
         ])
     }
 
-    fn options(np: u32, sharding: Sharding) -> RunOptions {
-        RunOptions {
+    fn options(np: u32, sharding: Sharding) -> PlanOptions {
+        PlanOptions {
             np,
             sharding,
             memory_cap_bytes: None,
@@ -793,7 +831,11 @@ mod tests {
             (get.row_groups, get.offset, get.len_bytes),
             (6, 4, 6 * RG_BYTES)
         );
-        assert_eq!(get.last_byte(), 4 + 6 * RG_BYTES - 1);
+        assert_eq!(plan.ranged(&get).last_byte(), 4 + 6 * RG_BYTES - 1);
+        assert_eq!(
+            plan.ranged(&get).range_header(),
+            format!("bytes=4-{}", 4 + 6 * RG_BYTES - 1)
+        );
         assert_eq!(plan.largest_get_bytes, 6 * RG_BYTES);
     }
 

@@ -19,14 +19,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::engine::RequestStats;
-use crate::metrics::StepTimes;
+use crate::metrics::{RequestStats, StepTimes};
 use crate::plan::RankPlan;
 use crate::s3::RequestError;
 
 /// Why a rank stopped early.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum RunError {
+pub enum RankError {
     /// A GET failed after its retries.
     #[error(transparent)]
     Request(#[from] RequestError),
@@ -45,21 +44,21 @@ pub enum RunError {
 /// rank's thread.
 pub trait RankIo {
     /// Issues the epoch's first GETs: up to `prefetch` per reader.
-    fn start_epoch(&mut self) -> Result<(), RunError>;
+    fn start_epoch(&mut self) -> Result<(), RankError>;
     /// Returns when GET `get` of reader `reader` has arrived whole and checked.
-    fn wait_for(&mut self, reader: usize, get: usize) -> Result<(), RunError>;
+    fn wait_for(&mut self, reader: usize, get: usize) -> Result<(), RankError>;
     /// The simulated compute: returns after `duration`, reads going on meanwhile.
-    fn compute(&mut self, duration: Duration) -> Result<(), RunError>;
+    fn compute(&mut self, duration: Duration) -> Result<(), RankError>;
     /// Meets the other ranks. An engine that must keep reaping completions while it waits
     /// overrides this.
-    fn barrier(&mut self, barrier: &StepBarrier) -> Result<(), RunError> {
+    fn barrier(&mut self, barrier: &StepBarrier) -> Result<(), RankError> {
         barrier.wait()
     }
     /// Frees the buffer of a consumed GET; its reader issues its next GET, if any.
-    fn release(&mut self, reader: usize, get: usize) -> Result<(), RunError>;
+    fn release(&mut self, reader: usize, get: usize) -> Result<(), RankError>;
     /// Ends the epoch: releases what a partly consumed last GET still holds and checks that
     /// every GET was issued and consumed.
-    fn end_epoch(&mut self) -> Result<(), RunError>;
+    fn end_epoch(&mut self) -> Result<(), RankError>;
     /// What the rank's GETs did so far.
     fn stats(&self) -> &RequestStats;
 }
@@ -105,10 +104,10 @@ impl StepBarrier {
         }
     }
 
-    fn lock(&self) -> Result<std::sync::MutexGuard<'_, BarrierState>, RunError> {
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, BarrierState>, RankError> {
         self.state
             .lock()
-            .map_err(|_| RunError::Engine("the step barrier is poisoned".into()))
+            .map_err(|_| RankError::Engine("the step barrier is poisoned".into()))
     }
 
     /// Registers an eventfd to be written when the barrier turns or is aborted.
@@ -128,10 +127,10 @@ impl StepBarrier {
     }
 
     /// Arrives without waiting. The last party to arrive turns the barrier.
-    pub fn arrive(&self) -> Result<Arrival, RunError> {
+    pub fn arrive(&self) -> Result<Arrival, RankError> {
         let mut state = self.lock()?;
         if self.is_aborted() {
-            return Err(RunError::Aborted);
+            return Err(RankError::Aborted);
         }
         let arrival = Arrival {
             generation: state.generation,
@@ -150,13 +149,13 @@ impl StepBarrier {
 
     /// Whether the barrier has turned since `arrival`. Fails if it was aborted, or once the
     /// timeout has passed (and then aborts it for the others).
-    pub fn passed(&self, arrival: &Arrival) -> Result<bool, RunError> {
+    pub fn passed(&self, arrival: &Arrival) -> Result<bool, RankError> {
         let state = self.lock()?;
         if state.generation != arrival.generation {
             return Ok(true);
         }
         if self.is_aborted() {
-            return Err(RunError::Aborted);
+            return Err(RankError::Aborted);
         }
         if Instant::now() >= arrival.deadline {
             drop(state);
@@ -165,9 +164,9 @@ impl StepBarrier {
         Ok(false)
     }
 
-    fn stalled(&self) -> RunError {
+    fn stalled(&self) -> RankError {
         self.abort();
-        RunError::Stalled(format!(
+        RankError::Stalled(format!(
             "ranks did not meet at the step barrier within {:?}; a rank is stuck",
             self.timeout
         ))
@@ -175,12 +174,12 @@ impl StepBarrier {
 
     /// Waits until all parties have arrived. Fails if the barrier is aborted, or after the
     /// timeout (and then aborts it for the others).
-    pub fn wait(&self) -> Result<(), RunError> {
+    pub fn wait(&self) -> Result<(), RankError> {
         let arrival = self.arrive()?;
         let mut state = self.lock()?;
         while state.generation == arrival.generation {
             if self.is_aborted() {
-                return Err(RunError::Aborted);
+                return Err(RankError::Aborted);
             }
             let now = Instant::now();
             if now >= arrival.deadline {
@@ -190,13 +189,13 @@ impl StepBarrier {
             state = self
                 .turned
                 .wait_timeout(state, arrival.deadline - now)
-                .map_err(|_| RunError::Engine("the step barrier is poisoned".into()))?
+                .map_err(|_| RankError::Engine("the step barrier is poisoned".into()))?
                 .0;
         }
         Ok(())
     }
 
-    /// Makes every present and future wait fail with [`RunError::Aborted`].
+    /// Makes every present and future wait fail with [`RankError::Aborted`].
     pub fn abort(&self) {
         self.aborted.store(true, Ordering::SeqCst);
         let guard = self.state.lock();
@@ -239,7 +238,7 @@ pub fn run_rank(
     io: &mut dyn RankIo,
     barrier: &StepBarrier,
     progress: &Progress,
-) -> Result<RankRecord, RunError> {
+) -> Result<RankRecord, RankError> {
     let mut record = RankRecord::default();
     for _ in 0..epochs {
         let epoch = run_epoch(plan, computation_time, io, barrier, progress);
@@ -257,7 +256,7 @@ fn run_epoch(
     io: &mut dyn RankIo,
     barrier: &StepBarrier,
     progress: &Progress,
-) -> Result<(Vec<StepTimes>, u64), RunError> {
+) -> Result<(Vec<StepTimes>, u64), RankError> {
     io.barrier(barrier)?;
     let epoch_start = Instant::now();
     io.start_epoch()?;
@@ -305,31 +304,31 @@ mod tests {
     }
 
     impl RankIo for Recorder {
-        fn start_epoch(&mut self) -> Result<(), RunError> {
+        fn start_epoch(&mut self) -> Result<(), RankError> {
             self.calls.push("start".into());
             Ok(())
         }
-        fn wait_for(&mut self, reader: usize, get: usize) -> Result<(), RunError> {
+        fn wait_for(&mut self, reader: usize, get: usize) -> Result<(), RankError> {
             self.waits += 1;
             if self.fail_at_wait == Some(self.waits) {
-                return Err(RunError::Engine("injected".into()));
+                return Err(RankError::Engine("injected".into()));
             }
             self.calls.push(format!("wait {reader}.{get}"));
             Ok(())
         }
-        fn compute(&mut self, _: Duration) -> Result<(), RunError> {
+        fn compute(&mut self, _: Duration) -> Result<(), RankError> {
             self.calls.push("compute".into());
             Ok(())
         }
-        fn barrier(&mut self, barrier: &StepBarrier) -> Result<(), RunError> {
+        fn barrier(&mut self, barrier: &StepBarrier) -> Result<(), RankError> {
             self.calls.push("barrier".into());
             barrier.wait()
         }
-        fn release(&mut self, reader: usize, get: usize) -> Result<(), RunError> {
+        fn release(&mut self, reader: usize, get: usize) -> Result<(), RankError> {
             self.calls.push(format!("release {reader}.{get}"));
             Ok(())
         }
-        fn end_epoch(&mut self) -> Result<(), RunError> {
+        fn end_epoch(&mut self) -> Result<(), RankError> {
             self.calls.push("end".into());
             Ok(())
         }
@@ -338,8 +337,8 @@ mod tests {
         }
     }
 
-    fn take(reader: usize, get: usize, releases: bool) -> crate::plan::Take {
-        crate::plan::Take {
+    fn take(reader: usize, get: usize, releases: bool) -> crate::plan::BatchPart {
+        crate::plan::BatchPart {
             reader,
             get,
             rows: 24,
@@ -426,8 +425,8 @@ mod tests {
                 &barrier,
                 &progress,
             );
-            assert!(matches!(mine, Err(RunError::Engine(_))));
-            assert!(matches!(other.join().unwrap(), Err(RunError::Aborted)));
+            assert!(matches!(mine, Err(RankError::Engine(_))));
+            assert!(matches!(other.join().unwrap(), Err(RankError::Aborted)));
         });
     }
 
@@ -452,11 +451,11 @@ mod tests {
         let waiter = std::thread::spawn(move || b.wait());
         std::thread::sleep(Duration::from_millis(50));
         barrier.abort();
-        assert!(matches!(waiter.join().unwrap(), Err(RunError::Aborted)));
-        assert!(matches!(barrier.wait(), Err(RunError::Aborted)));
+        assert!(matches!(waiter.join().unwrap(), Err(RankError::Aborted)));
+        assert!(matches!(barrier.wait(), Err(RankError::Aborted)));
 
         let lonely = StepBarrier::new(2, Duration::from_millis(50));
-        assert!(matches!(lonely.wait(), Err(RunError::Stalled(_))));
+        assert!(matches!(lonely.wait(), Err(RankError::Stalled(_))));
         assert!(lonely.is_aborted());
     }
 }

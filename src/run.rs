@@ -13,12 +13,12 @@ use std::time::{Duration, Instant};
 
 use std::sync::OnceLock;
 
+use crate::engine::EngineKind;
 use crate::engine::baseline::Baseline;
-use crate::engine::uring::Uring;
-use crate::engine::{EngineKind, GetRequest, RequestStats, rank_gets};
-use crate::metrics;
-use crate::plan::Plan;
-use crate::rank::{Progress, RankIo, RankRecord, RunError, StepBarrier, run_rank};
+use crate::engine::uring::UringEngine;
+use crate::metrics::{self, RequestStats};
+use crate::plan::{Plan, RangedGet};
+use crate::rank::{Progress, RankError, RankIo, RankRecord, StepBarrier, run_rank};
 use crate::s3::Client;
 
 /// How a run is carried out, beyond its plan.
@@ -51,40 +51,42 @@ pub struct RunMeasurements {
 /// The engine every rank's I/O comes from.
 #[derive(Debug)]
 enum Engine {
-    Uring(Uring),
+    Uring(UringEngine),
     Baseline(Baseline),
 }
 
 impl Engine {
     fn rank<'a>(
         &self,
-        gets: Vec<Vec<GetRequest>>,
+        gets: Vec<Vec<RangedGet>>,
         plan: &Plan,
         barrier: &'a StepBarrier,
         progress: &'a Progress,
-    ) -> Result<Box<dyn RankIo + 'a>, RunError> {
+    ) -> Result<Box<dyn RankIo + 'a>, RankError> {
         let prefetch = plan.settings.prefetch as usize;
+        let epochs = plan.settings.epochs;
         Ok(match self {
             Engine::Uring(uring) => Box::new(uring.rank(
                 gets,
                 prefetch,
+                epochs,
                 plan.memory.buffer_bytes as usize,
                 barrier,
                 progress,
             )?),
             Engine::Baseline(baseline) => {
-                Box::new(baseline.rank(gets, prefetch, barrier, progress))
+                Box::new(baseline.rank(gets, prefetch, epochs, barrier, progress))
             }
         })
     }
 }
 
 /// Pins the calling thread to `cpu`.
-fn pin(cpu: usize) -> Result<(), RunError> {
+fn pin(cpu: usize) -> Result<(), RankError> {
     let mut set = rustix::thread::CpuSet::new();
     set.set(cpu);
     rustix::thread::sched_setaffinity(None, &set)
-        .map_err(|e| RunError::Engine(format!("cannot pin a rank thread to CPU {cpu}: {e}")))
+        .map_err(|e| RankError::Engine(format!("cannot pin a rank thread to CPU {cpu}: {e}")))
 }
 
 /// Runs the plan's ranks against `client`'s bucket. The first rank error stops every rank and
@@ -94,7 +96,7 @@ pub fn execute(
     client: &Client,
     config: &RunConfig,
     server_cpu_s: &(dyn Fn() -> f64 + Sync),
-) -> Result<RunMeasurements, RunError> {
+) -> Result<RunMeasurements, RankError> {
     let np = plan.ranks.len();
     let policy = client.policy();
     let computation_time = Duration::from_secs_f64(plan.settings.computation_time_s);
@@ -105,10 +107,11 @@ pub fn execute(
     let barrier = StepBarrier::new(np, barrier_timeout);
     let progress = Progress::default();
     let engine = match config.engine {
-        EngineKind::Uring => Engine::Uring(Uring::new(client.clone())?),
+        EngineKind::Uring => Engine::Uring(UringEngine::new(client.clone())?),
         EngineKind::Baseline => Engine::Baseline(
-            Baseline::new(client.clone(), config.engine_threads)
-                .map_err(|e| RunError::Engine(format!("cannot start the baseline runtime: {e}")))?,
+            Baseline::new(client.clone(), config.engine_threads).map_err(|e| {
+                RankError::Engine(format!("cannot start the baseline runtime: {e}"))
+            })?,
         ),
     };
     let epochs = plan.settings.epochs;
@@ -116,10 +119,10 @@ pub fn execute(
     let done = std::sync::atomic::AtomicBool::new(false);
     // When the last rank became ready: (instant, process CPU, server CPU).
     let ready: OnceLock<(Instant, f64, f64)> = OnceLock::new();
-    let results: Vec<Result<(RankRecord, RequestStats), RunError>> = std::thread::scope(|scope| {
+    let results: Vec<Result<(RankRecord, RequestStats), RankError>> = std::thread::scope(|scope| {
         let ranks: Vec<_> = (0..np)
             .map(|rank| {
-                let gets = rank_gets(plan, rank);
+                let gets = plan.ranged_gets(rank);
                 let (engine, barrier, progress, ready) = (&engine, &barrier, &progress, &ready);
                 let cpu = (!config.cpus.is_empty()).then(|| config.cpus[rank % config.cpus.len()]);
                 std::thread::Builder::new()
@@ -158,11 +161,13 @@ pub fn execute(
             .map(|spawned| match spawned {
                 Ok(handle) => handle.join().unwrap_or_else(|_| {
                     barrier.abort();
-                    Err(RunError::Engine("a rank thread panicked".into()))
+                    Err(RankError::Engine("a rank thread panicked".into()))
                 }),
                 Err(e) => {
                     barrier.abort();
-                    Err(RunError::Engine(format!("cannot start a rank thread: {e}")))
+                    Err(RankError::Engine(format!(
+                        "cannot start a rank thread: {e}"
+                    )))
                 }
             })
             .collect();
@@ -177,7 +182,7 @@ pub fn execute(
     if let Some(first) = results
         .iter()
         .filter_map(|r| r.as_ref().err())
-        .find(|e| !matches!(e, RunError::Aborted))
+        .find(|e| !matches!(e, RankError::Aborted))
         .or_else(|| results.iter().find_map(|r| r.as_ref().err()))
     {
         return Err(first.clone());
@@ -186,7 +191,7 @@ pub fn execute(
     let (ready_at, ready_cpu_s, ready_server_cpu_s) = ready
         .get()
         .copied()
-        .ok_or_else(|| RunError::Engine("the ranks finished without starting (a bug)".into()))?;
+        .ok_or_else(|| RankError::Engine("the ranks finished without starting (a bug)".into()))?;
     Ok(RunMeasurements {
         records,
         stats,

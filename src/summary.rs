@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::engine::{EngineKind, RequestStats};
-use crate::metrics::{self, Distribution};
+use crate::engine::EngineKind;
+use crate::metrics::{self, Distribution, RequestStats};
 use crate::plan::Plan;
 use crate::rank::RankRecord;
 use crate::run::RunMeasurements;

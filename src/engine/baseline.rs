@@ -6,8 +6,9 @@
 //! stock HTTP client does. The buffer is freed when the step loop releases the GET. Bytes are
 //! copied once by the kernel into hyper's read buffer and once more into the GET's buffer.
 //!
-//! The rank thread drives it: it spawns a GET task per request (the first `prefetch` per
-//! reader at the epoch's start, then one per release), and waits for arrivals on a channel.
+//! The rank thread drives it through the shared reader window ([`super::window`]): it spawns a
+//! GET task per request (the first `prefetch` per reader at the epoch's start, then one per
+//! release), and waits for outcomes on a channel.
 //! Responses are checked like the io_uring engine checks them: `206`, `Content-Range`,
 //! `Content-Length`, and exactly that many body bytes.
 
@@ -19,10 +20,10 @@ use http::{Method, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use tokio::runtime::Runtime;
 
-use super::{
-    GetRecord, GetRequest, RequestStats, check_all_issued, check_partial_content, schedule_bug,
-};
-use crate::rank::{Progress, RankIo, RunError, StepBarrier};
+use super::check_partial_content;
+use super::window::{Arrival, Transport, Window, WindowedRank};
+use crate::plan::RangedGet;
+use crate::rank::{Progress, RankError, StepBarrier};
 use crate::s3::client::{RequestSpec, transport_error, with_retries};
 use crate::s3::{Client, RequestError};
 
@@ -49,38 +50,32 @@ impl Baseline {
         Ok(Baseline { runtime, client })
     }
 
-    /// The I/O of one rank: its readers' GETs in order, `prefetch` in flight per reader.
+    /// The I/O of one rank: its readers' GETs in order, `prefetch` in flight per reader, for
+    /// `epochs` epochs.
     pub fn rank<'a>(
         &self,
-        gets: Vec<Vec<GetRequest>>,
+        gets: Vec<Vec<RangedGet>>,
         prefetch: usize,
+        epochs: u32,
         barrier: &'a StepBarrier,
         progress: &'a Progress,
     ) -> BaselineRank<'a> {
         let (sender, arrivals) = mpsc::channel();
-        let policy = self.client.policy();
         // A GET may take every attempt's timeout and every backoff; then some slack.
-        let wait_limit = policy.longest_request();
-        BaselineRank {
+        let wait_limit = self.client.policy().longest_request();
+        let transport = Tasks {
             runtime: self.runtime.handle().clone(),
             client: self.client.clone(),
-            readers: gets
-                .into_iter()
-                .map(|gets| Reader {
-                    slots: gets.iter().map(|_| Slot::NotIssued).collect(),
-                    gets,
-                    issued: 0,
-                })
-                .collect(),
-            prefetch,
             sender,
             arrivals,
-            stats: RequestStats::default(),
-            epochs_started: 0,
-            barrier,
             progress,
+        };
+        WindowedRank::new(
+            Window::new(gets, prefetch, epochs),
+            transport,
+            barrier,
             wait_limit,
-        }
+        )
     }
 
     /// Stops the runtime; GETs still running (after a failure) are dropped.
@@ -89,38 +84,12 @@ impl Baseline {
     }
 }
 
-/// Where a GET is.
-enum Slot {
-    NotIssued,
-    InFlight,
-    /// The body, held (not read) until the step loop releases it, as a loader holds a batch
-    /// while the accelerator trains on it.
-    Arrived(#[allow(dead_code)] Vec<u8>),
-    Released,
-}
-
-impl std::fmt::Debug for Slot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Slot::NotIssued => "not issued yet",
-            Slot::InFlight => "in flight",
-            Slot::Arrived(_) => "arrived",
-            Slot::Released => "released already",
-        })
-    }
-}
-
-#[derive(Debug)]
-struct Reader {
-    gets: Vec<GetRequest>,
-    slots: Vec<Slot>,
-    /// GETs issued this epoch (the next one to issue).
-    issued: usize,
-}
+/// One rank's I/O on the baseline engine.
+pub type BaselineRank<'a> = WindowedRank<'a, Tasks<'a>>;
 
 /// A GET's outcome, sent from its task to the rank thread.
 #[derive(Debug)]
-struct Arrival {
+struct Outcome {
     reader: usize,
     get: usize,
     result: Result<Vec<u8>, RequestError>,
@@ -129,33 +98,53 @@ struct Arrival {
     total: Duration,
 }
 
-/// One rank's I/O on the baseline engine.
+/// The baseline's transport: a task per GET on the shared runtime, outcomes on a channel.
 #[derive(Debug)]
-pub struct BaselineRank<'a> {
+pub struct Tasks<'a> {
     runtime: tokio::runtime::Handle,
     client: Client,
-    readers: Vec<Reader>,
-    prefetch: usize,
-    sender: Sender<Arrival>,
-    arrivals: Receiver<Arrival>,
-    stats: RequestStats,
-    epochs_started: u32,
-    barrier: &'a StepBarrier,
+    sender: Sender<Outcome>,
+    arrivals: Receiver<Outcome>,
     progress: &'a Progress,
-    /// The longest a rank waits for one GET before calling the run stalled.
-    wait_limit: Duration,
 }
 
-impl BaselineRank<'_> {
-    /// Starts reader `r`'s next GET.
-    fn issue(&mut self, r: usize) {
-        let reader = &mut self.readers[r];
-        let index = reader.issued;
-        let Some(get) = reader.gets.get(index).cloned() else {
-            return;
-        };
-        reader.issued += 1;
-        reader.slots[index] = Slot::InFlight;
+impl Tasks<'_> {
+    /// Reports an outcome to the window.
+    fn accept(
+        &mut self,
+        window: &mut Window<(), Vec<u8>>,
+        outcome: Outcome,
+    ) -> Result<(), RankError> {
+        match outcome.result {
+            Ok(body) => {
+                self.progress
+                    .bytes_received
+                    .fetch_add(body.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                let arrival = Arrival {
+                    retries: outcome.retries,
+                    first_byte: outcome.first_byte,
+                    total: outcome.total,
+                };
+                window.arrived(outcome.reader, outcome.get, body, arrival)
+            }
+            Err(e) => window.failed(outcome.reader, outcome.get, outcome.retries, e),
+        }
+    }
+}
+
+impl Transport for Tasks<'_> {
+    type InFlight = ();
+    /// The body, held (not read) until the step loop releases it, as a loader holds a batch
+    /// while the accelerator trains on it.
+    type Held = Vec<u8>;
+
+    fn start(
+        &mut self,
+        window: &Window<(), Vec<u8>>,
+        reader: usize,
+        index: usize,
+    ) -> Result<(), RankError> {
+        let get = window.get(reader, index).clone();
         let client = self.client.clone();
         let sender = self.sender.clone();
         self.runtime.spawn(async move {
@@ -168,8 +157,8 @@ impl BaselineRank<'_> {
                 Err(e) => (Err(e), Duration::ZERO),
             };
             // The rank may have stopped after another failure; then nobody listens.
-            let _ = sender.send(Arrival {
-                reader: r,
+            let _ = sender.send(Outcome {
+                reader,
                 get: index,
                 result,
                 retries,
@@ -177,120 +166,44 @@ impl BaselineRank<'_> {
                 total: started.elapsed(),
             });
         });
-    }
-
-    /// Records an arrival; a failed GET ends the rank.
-    fn accept(&mut self, arrival: Arrival) -> Result<(), RunError> {
-        self.stats.retries += u64::from(arrival.retries);
-        match arrival.result {
-            Ok(body) => {
-                self.stats.requests += 1;
-                self.stats.bytes_read += body.len() as u64;
-                self.stats.first_byte.record(arrival.first_byte);
-                self.stats.total.record(arrival.total);
-                self.stats.trace.push(GetRecord {
-                    epoch: self.epochs_started - 1,
-                    reader: arrival.reader,
-                    get: arrival.get,
-                    attempts: arrival.retries + 1,
-                    first_byte_us: arrival.first_byte.as_micros() as u64,
-                    total_us: arrival.total.as_micros() as u64,
-                });
-                self.progress
-                    .bytes_received
-                    .fetch_add(body.len() as u64, std::sync::atomic::Ordering::Relaxed);
-                self.readers[arrival.reader].slots[arrival.get] = Slot::Arrived(body);
-                Ok(())
-            }
-            Err(e) => {
-                self.stats.errors += 1;
-                Err(RunError::Request(e))
-            }
-        }
-    }
-}
-
-impl RankIo for BaselineRank<'_> {
-    fn start_epoch(&mut self) -> Result<(), RunError> {
-        self.epochs_started += 1;
-        for r in 0..self.readers.len() {
-            let reader = &mut self.readers[r];
-            reader.issued = 0;
-            reader.slots.iter_mut().for_each(|s| *s = Slot::NotIssued);
-            for _ in 0..self.prefetch.min(reader.gets.len()) {
-                self.issue(r);
-            }
-        }
         Ok(())
     }
 
-    fn wait_for(&mut self, reader: usize, get: usize) -> Result<(), RunError> {
-        let deadline = Instant::now() + self.wait_limit;
-        loop {
-            match &self.readers[reader].slots[get] {
-                Slot::Arrived(_) => return Ok(()),
-                Slot::InFlight => {}
-                other => return Err(schedule_bug("waits for", reader, get, &other)),
-            }
-            match self.arrivals.recv_timeout(ABORT_POLL) {
-                Ok(arrival) => self.accept(arrival)?,
-                Err(RecvTimeoutError::Timeout) => {
-                    if self.barrier.is_aborted() {
-                        return Err(RunError::Aborted);
-                    }
-                    if Instant::now() >= deadline {
-                        return Err(RunError::Stalled(format!(
-                            "GET {} of reader {reader} did not complete within {:?}",
-                            self.readers[reader].gets[get].range_header(),
-                            self.wait_limit
-                        )));
-                    }
-                }
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err(RunError::Engine("the GET tasks' channel closed".into()));
-                }
+    fn progress(
+        &mut self,
+        window: &mut Window<(), Vec<u8>>,
+        until: Instant,
+    ) -> Result<(), RankError> {
+        // Woken at least every ABORT_POLL, so the caller sees another rank's failure.
+        let wait = until
+            .saturating_duration_since(Instant::now())
+            .min(ABORT_POLL);
+        match self.arrivals.recv_timeout(wait) {
+            Ok(outcome) => self.accept(window, outcome),
+            Err(RecvTimeoutError::Timeout) => Ok(()),
+            Err(RecvTimeoutError::Disconnected) => {
+                Err(RankError::Engine("the GET tasks' channel closed".into()))
             }
         }
     }
 
-    fn compute(&mut self, duration: Duration) -> Result<(), RunError> {
-        // GETs go on in the runtime; their arrivals queue on the channel.
+    fn compute(
+        &mut self,
+        _window: &mut Window<(), Vec<u8>>,
+        duration: Duration,
+    ) -> Result<(), RankError> {
+        // GETs go on in the runtime; their outcomes queue on the channel.
         std::thread::sleep(duration);
         Ok(())
     }
 
-    fn release(&mut self, reader: usize, get: usize) -> Result<(), RunError> {
-        let slot = &mut self.readers[reader].slots[get];
-        if !matches!(slot, Slot::Arrived(_)) {
-            return Err(schedule_bug("release of", reader, get, &*slot));
-        }
-        *slot = Slot::Released;
-        self.issue(reader);
-        Ok(())
-    }
-
-    fn end_epoch(&mut self) -> Result<(), RunError> {
-        for r in 0..self.readers.len() {
-            let reader = &self.readers[r];
-            check_all_issued(r, reader.issued, reader.gets.len())?;
-            for get in 0..self.readers[r].gets.len() {
-                if matches!(self.readers[r].slots[get], Slot::InFlight) {
-                    self.wait_for(r, get)?;
-                }
-                // A partly consumed last GET still holds its buffer.
-                self.readers[r].slots[get] = Slot::Released;
-            }
-        }
-        Ok(())
-    }
-
-    fn stats(&self) -> &RequestStats {
-        &self.stats
+    fn give_back(&mut self, body: Vec<u8>) {
+        drop(body);
     }
 }
 
 /// One attempt of a GET: the body in a fresh buffer, and the time to the response head.
-async fn fetch(client: &Client, get: &GetRequest) -> Result<(Vec<u8>, Duration), RequestError> {
+async fn fetch(client: &Client, get: &RangedGet) -> Result<(Vec<u8>, Duration), RequestError> {
     let operation = || {
         format!(
             "{} ({})",

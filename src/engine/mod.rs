@@ -1,6 +1,7 @@
 //! Engines: how a rank's ranged GETs are sent and where their bodies land. Every engine is
-//! driven through [`crate::rank::RankIo`] by the same step loop, from the same plan, and keeps
-//! the same [`RequestStats`], so a comparison between engines differs only in the transport.
+//! driven through [`crate::rank::RankIo`] by the same step loop, from the same plan, through
+//! the same reader window ([`window`]), and keeps the same [`crate::metrics::RequestStats`], so
+//! a comparison between engines differs only in the transport. Engines never import each other.
 //!
 //! - [`uring`]: one io_uring per pinned rank thread, keep-alive connections driven by a
 //!   completion loop, bodies read by the kernel straight into registered buffers.
@@ -9,14 +10,13 @@
 
 pub mod baseline;
 pub mod uring;
+pub mod window;
 
 use std::fmt;
 
 use serde::Serialize;
 
-use crate::metrics::LatencyHistogram;
-use crate::plan::Plan;
-use crate::rank::RunError;
+use crate::plan::RangedGet;
 
 /// Which engine moves the bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -37,115 +37,12 @@ impl fmt::Display for EngineKind {
     }
 }
 
-/// One ranged GET as an engine sends it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GetRequest {
-    pub key: String,
-    pub offset: u64,
-    pub len_bytes: u64,
-}
-
-impl GetRequest {
-    /// The inclusive last byte.
-    pub fn last_byte(&self) -> u64 {
-        self.offset + self.len_bytes - 1
-    }
-
-    /// The `Range` header value: `bytes=first-last`.
-    pub fn range_header(&self) -> String {
-        format!("bytes={}-{}", self.offset, self.last_byte())
-    }
-}
-
-/// The GETs of each reader of rank `rank`, in the order the reader issues them.
-pub fn rank_gets(plan: &Plan, rank: usize) -> Vec<Vec<GetRequest>> {
-    plan.ranks[rank]
-        .readers
-        .iter()
-        .map(|reader| {
-            reader
-                .gets
-                .iter()
-                .map(|g| GetRequest {
-                    key: plan.catalog.files[g.file].key.clone(),
-                    offset: g.offset,
-                    len_bytes: g.len_bytes,
-                })
-                .collect()
-        })
-        .collect()
-}
-
-/// One completed GET, for the request trace (`requests.csv`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GetRecord {
-    /// 0-based, as in steps.csv.
-    pub epoch: u32,
-    pub reader: usize,
-    /// The GET's index in its reader's list (see [`rank_gets`]).
-    pub get: usize,
-    pub attempts: u32,
-    pub first_byte_us: u64,
-    pub total_us: u64,
-}
-
-/// What one rank's GETs did.
-#[derive(Debug, Clone, Default)]
-pub struct RequestStats {
-    /// GETs completed (each counted once, however many attempts it took).
-    pub requests: u64,
-    /// Attempts beyond the first.
-    pub retries: u64,
-    /// GETs that failed after their retries.
-    pub errors: u64,
-    /// Body bytes of completed GETs.
-    pub bytes_read: u64,
-    /// From sending the (last) attempt to the response head.
-    pub first_byte: LatencyHistogram,
-    /// From the first attempt to the last body byte, retries included.
-    pub total: LatencyHistogram,
-    /// Every completed GET, in completion order.
-    pub trace: Vec<GetRecord>,
-}
-
-impl RequestStats {
-    pub fn merge(&mut self, other: &RequestStats) {
-        self.requests += other.requests;
-        self.retries += other.retries;
-        self.errors += other.errors;
-        self.bytes_read += other.bytes_read;
-        self.first_byte.merge(&other.first_byte);
-        self.total.merge(&other.total);
-        self.trace.extend_from_slice(&other.trace);
-    }
-}
-
-/// The step loop asked for a GET in the wrong state: `what` is "waits for" or "release of".
-/// The plan's schedule and the prefetch window make this impossible; it is reported, not
-/// panicked on.
-pub fn schedule_bug(what: &str, reader: usize, get: usize, state: &dyn fmt::Debug) -> RunError {
-    RunError::Engine(format!(
-        "rank {what} GET {get} of reader {reader}, which is {state:?}; the plan's schedule and \
-         the prefetch window disagree (a bug)"
-    ))
-}
-
-/// At the end of an epoch every reader has issued all of its GETs.
-pub fn check_all_issued(reader: usize, issued: usize, gets: usize) -> Result<(), RunError> {
-    if issued == gets {
-        return Ok(());
-    }
-    Err(RunError::Engine(format!(
-        "reader {reader} issued {issued} of its {gets} GETs this epoch (a bug)"
-    )))
-}
-
 /// Checks a `206 Partial Content` answer's `Content-Range` and `Content-Length` against the
 /// range asked for; the error says what was wrong.
 pub fn check_partial_content(
     content_range: Option<&str>,
     content_length: Option<&str>,
-    get: &GetRequest,
+    get: &RangedGet,
 ) -> Result<(), String> {
     let expected = format!("bytes {}-{}/", get.offset, get.last_byte());
     match content_range {
@@ -179,7 +76,7 @@ mod tests {
 
     #[test]
     fn partial_content_checks() {
-        let get = GetRequest {
+        let get = RangedGet {
             key: "k".into(),
             offset: 4,
             len_bytes: 10,

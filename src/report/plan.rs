@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::plan::{Get, Plan};
+use crate::plan::{Plan, RowGroupGet};
 use crate::units::{bytes, count, seconds};
 
 /// How many GETs of each reader are listed without `--full`.
@@ -17,7 +17,7 @@ fn file_name(plan: &Plan, file: usize) -> &str {
     key.rsplit('/').next().unwrap_or(key)
 }
 
-fn get_line(plan: &Plan, get: &Get) -> String {
+fn get_line(plan: &Plan, get: &RowGroupGet) -> String {
     let groups = if get.row_groups == 1 {
         format!("rg {}", get.first_row_group)
     } else {
@@ -28,10 +28,9 @@ fn get_line(plan: &Plan, get: &Get) -> String {
         )
     };
     format!(
-        "{}  {groups:<8} bytes={}-{}  ({}, {} rows)",
+        "{}  {groups:<8} {}  ({}, {} rows)",
         file_name(plan, get.file),
-        get.offset,
-        get.last_byte(),
+        plan.ranged(get).range_header(),
         bytes(get.len_bytes),
         get.rows
     )

@@ -4,8 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::engine::{RequestStats, rank_gets};
-use crate::metrics::Distribution;
+use crate::metrics::{Distribution, RequestStats};
 use crate::plan::Plan;
 use crate::rank::RankRecord;
 use crate::summary::RunSummary;
@@ -194,7 +193,7 @@ pub fn requests_csv(plan: &Plan, stats: &[RequestStats]) -> String {
         "rank,epoch,reader,get,key,offset,len_bytes,attempts,first_byte_us,total_us\n",
     );
     for (rank, stats) in stats.iter().enumerate() {
-        let gets = rank_gets(plan, rank);
+        let gets = plan.ranged_gets(rank);
         let mut trace = stats.trace.clone();
         trace.sort_by_key(|r| (r.epoch, r.reader, r.get));
         for r in trace {

@@ -130,8 +130,6 @@ pub fn url(endpoint: &Endpoint, path: &str, query: &str) -> String {
     }
 }
 
-/// S3's UriEncode: every byte but `A-Z a-z 0-9 - _ . ~` as `%XX`; `/` kept when `keep_slash`.
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,7 +16,8 @@
 
 use std::io::Write;
 
-use crate::engine::{GetRequest, check_partial_content};
+use crate::engine::check_partial_content;
+use crate::plan::RangedGet;
 
 /// The most header lines a response may have.
 const MAX_HEADERS: usize = 32;
@@ -26,7 +27,7 @@ pub fn request_head(
     out: &mut Vec<u8>,
     path: &str,
     host: &str,
-    range: &GetRequest,
+    range: &RangedGet,
     signed: &[(&str, String)],
 ) {
     out.clear();
@@ -99,7 +100,7 @@ impl HeadReader {
         &mut self,
         scratch: &[u8],
         n: usize,
-        get: &GetRequest,
+        get: &RangedGet,
     ) -> Result<HeadStep, HeadError> {
         if n == 0 {
             return Err(HeadError::Closed(self.consumed));
@@ -132,7 +133,7 @@ impl HeadReader {
     }
 }
 
-fn head_of(response: &httparse::Response<'_, '_>, len: usize, get: &GetRequest) -> ResponseHead {
+fn head_of(response: &httparse::Response<'_, '_>, len: usize, get: &RangedGet) -> ResponseHead {
     let header = |name: &str| {
         response
             .headers
@@ -161,8 +162,8 @@ fn head_of(response: &httparse::Response<'_, '_>, len: usize, get: &GetRequest) 
 mod tests {
     use super::*;
 
-    fn get() -> GetRequest {
-        GetRequest {
+    fn get() -> RangedGet {
+        RangedGet {
             key: "train/f.parquet".into(),
             offset: 100,
             len_bytes: 10,

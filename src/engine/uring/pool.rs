@@ -138,7 +138,7 @@ impl BufferPool {
     }
 
     /// The start of buffer `index`. The kernel writes through it; Rust code only reads it
-    /// through [`BufferPool::bytes`] once the write is complete.
+    /// through [`BufferPool::bytes`] once the write is complete (`Ring::filled` checks that).
     pub fn ptr(&self, index: BufIndex) -> *mut u8 {
         assert!(
             usize::from(index.0) < self.count,
@@ -153,12 +153,17 @@ impl BufferPool {
         }
     }
 
-    /// The first `len` bytes of buffer `index`, to read what the kernel wrote. The caller must
-    /// not have a read into this buffer in flight; the engine only calls it for arrived GETs.
-    pub fn bytes(&self, index: BufIndex, len: usize) -> &[u8] {
+    /// The first `len` bytes of buffer `index`, to read what the kernel wrote.
+    ///
+    /// # Safety
+    ///
+    /// No write into buffer `index` may be in flight, nor start while the slice lives: the
+    /// kernel writes through registered buffers behind Rust's back. Use `Ring::filled`, which
+    /// knows which buffers its reads fill.
+    pub unsafe fn bytes(&self, index: BufIndex, len: usize) -> &[u8] {
         assert!(len <= self.buffer_bytes);
         // SAFETY: inside the mapping (asserted); the mapping lives as long as `self`; no write
-        // into the buffer is in flight (the caller's contract above).
+        // into the buffer is in flight (the caller's obligation above).
         unsafe { std::slice::from_raw_parts(self.ptr(index), len) }
     }
 
@@ -201,7 +206,8 @@ mod tests {
         assert_eq!(pool.free_count(), 1);
         assert_eq!(pool.take(), Some(b));
         // Pre-faulted and zeroed.
-        assert!(pool.bytes(c, 8192).iter().all(|&x| x == 0));
+        // SAFETY: no ring exists, so nothing writes into the pool.
+        assert!(unsafe { pool.bytes(c, 8192) }.iter().all(|&x| x == 0));
         assert_eq!(pool.iovecs().len(), 3);
     }
 

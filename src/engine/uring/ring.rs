@@ -87,6 +87,8 @@ struct ConnIo {
     scratch: Box<[u8]>,
     /// The address a connect in flight points to.
     addr: Option<Box<SockAddr>>,
+    /// The pool buffer a `READ_FIXED` in flight writes into.
+    filling: Option<BufIndex>,
     /// An operation of this connection is in flight.
     pending: bool,
 }
@@ -177,6 +179,7 @@ impl Ring {
                 request: Vec::with_capacity(4096),
                 scratch: vec![0u8; scratch_bytes].into_boxed_slice(),
                 addr: None,
+                filling: None,
                 pending: false,
             })
             .collect();
@@ -221,6 +224,25 @@ impl Ring {
 
     pub fn scratch_len(&self, conn: usize) -> usize {
         self.conns[conn].scratch.len()
+    }
+
+    /// The length of the request head last formatted for `conn`.
+    pub fn request_len(&self, conn: usize) -> usize {
+        self.conns[conn].request.len()
+    }
+
+    /// The first `len` bytes of pool buffer `buf`, as the kernel wrote them. Panics if a read
+    /// into `buf` is in flight: then the kernel may still be writing it.
+    pub fn filled(&self, buf: BufIndex, len: usize) -> &[u8] {
+        assert!(
+            self.conns.iter().all(|io| io.filling != Some(buf)),
+            "buffer {} has a read in flight",
+            buf.0
+        );
+        // SAFETY: every kernel write into the pool is a READ_FIXED queued by this ring, and
+        // none into `buf` is in flight (asserted). No new one can be queued while the slice
+        // lives: queueing takes `&mut self`.
+        unsafe { self.pool.bytes(buf, len) }
     }
 
     fn push(&mut self, entry: squeue::Entry) -> io::Result<()> {
@@ -297,7 +319,9 @@ impl Ring {
         // SAFETY: `offset + len <= buffer_bytes`, inside buffer `buf` of the registered pool.
         let ptr = unsafe { self.pool.ptr(buf).add(offset) };
         let entry = opcode::ReadFixed::new(Fd(fd.as_raw_fd()), ptr, len as u32, buf.0).build();
-        self.push_conn(conn, entry)
+        self.push_conn(conn, entry)?;
+        self.conns[conn].filling = Some(buf);
+        Ok(())
     }
 
     /// Completes with [`COMPUTE_TAG`] after `duration`.
@@ -354,6 +378,7 @@ impl Ring {
             if let Some(io) = self.conns.get_mut(c.tag as usize) {
                 io.pending = false;
                 io.addr = None;
+                io.filling = None;
             }
         }
         Ok(())

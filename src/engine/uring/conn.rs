@@ -1,0 +1,691 @@
+//! One keep-alive connection's state machine, apart from the ring.
+//!
+//! As io-uring's `tcp_echo` example keeps each connection's state beside the ring, a [`Conn`]
+//! never touches the ring or a socket: it is told what completed and answers with a [`Step`] —
+//! the next [`Op`] to queue, the GET's arrival, or why the attempt failed. The engine
+//! (`mod.rs`) queues the operations and words the failures; tests drive a `Conn` with made-up
+//! completions. A GET goes:
+//!
+//! ```text
+//! Idle ─▶ Connecting (only if the socket is closed) ─▶ Sending ─▶ Peeking ⇄ Consuming ─▶ Body
+//!                                                                        └─▶ ErrorBody
+//! ```
+//!
+//! One method per phase; each phase has exactly one operation in flight, except `Idle` and
+//! `Backoff`, which have none.
+
+use std::os::fd::OwnedFd;
+use std::time::{Duration, Instant};
+
+use super::http::{HeadError, HeadReader, HeadStep, ResponseHead};
+use super::pool::BufIndex;
+use crate::plan::RangedGet;
+
+/// `SO_RCVLOWAT` while a body streams.
+pub const RCVLOWAT_BYTES: usize = 1 << 20;
+
+/// The GET a connection serves, and its attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Job {
+    pub reader: usize,
+    pub get: usize,
+    pub buf: BufIndex,
+    /// Attempts beyond the first so far.
+    pub retries: u32,
+    pub first_started: Instant,
+    pub attempt_started: Instant,
+    /// From the attempt's start to its complete response head.
+    pub first_byte: Duration,
+    /// The attempt ran past the policy's timeout and its socket was shut down.
+    pub timed_out: bool,
+}
+
+impl Job {
+    pub fn new(reader: usize, get: usize, buf: BufIndex, now: Instant) -> Job {
+        Job {
+            reader,
+            get,
+            buf,
+            retries: 0,
+            first_started: now,
+            attempt_started: now,
+            first_byte: Duration::ZERO,
+            timed_out: false,
+        }
+    }
+}
+
+/// The operation a connection needs queued next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// Open a socket and connect it.
+    Connect,
+    /// Format the GET's request head into the connection's request buffer and send it.
+    SendRequest,
+    /// Send the rest of the request head, from byte `from`.
+    SendRest { from: usize },
+    /// Peek at what has arrived, into `scratch[at..]`, with `SO_RCVLOWAT` 1: a head is small,
+    /// so the receive must complete on its first byte.
+    Peek { at: usize },
+    /// Receive exactly `len` bytes into `scratch[at..]`: head bytes already peeked, or an
+    /// error document.
+    Recv { at: usize, len: usize },
+    /// Read `len` body bytes into the GET's registered buffer at `offset`, with `SO_RCVLOWAT`
+    /// `lowat`.
+    Body {
+        offset: usize,
+        len: usize,
+        lowat: usize,
+    },
+}
+
+/// Why an attempt failed. The engine words it as a `RequestError` that names the GET.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// The attempt ran past its timeout (its socket was shut down).
+    TimedOut,
+    /// An operation failed with `errno`; `connecting` when it was the connect.
+    Io { errno: i32, connecting: bool },
+    /// The connection ended early or broke the protocol.
+    Transport(String),
+    /// The answer is not the one asked for.
+    BadResponse(String),
+    /// No response head could be read; `reused` when the socket had carried a response before.
+    Head { error: HeadError, reused: bool },
+    /// An error status; its document is in `scratch[..document_len]`.
+    Status { status: u16, document_len: usize },
+}
+
+/// What a completion led to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Queue(Op),
+    /// The body is whole: take the job with [`Conn::finish`].
+    Arrived,
+    Failed(Failure),
+}
+
+/// What the timers ask of a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimerAction {
+    None,
+    /// The backoff is over: start the attempt again ([`Conn::start_attempt`]).
+    Retry,
+    /// The attempt ran past its timeout: shut its socket down, so that its operation completes
+    /// and the next completion reports the timeout.
+    ShutDown,
+}
+
+/// What a connection is waiting for.
+#[derive(Debug, Default)]
+enum Phase {
+    #[default]
+    Idle,
+    Connecting,
+    Sending {
+        sent: usize,
+    },
+    Peeking(HeadReader),
+    /// Consuming `n` head bytes; `head` is set when they end the head.
+    Consuming {
+        reader: HeadReader,
+        n: usize,
+        head: Option<ResponseHead>,
+    },
+    Body {
+        received: usize,
+    },
+    ErrorBody {
+        status: u16,
+        received: usize,
+        want: usize,
+    },
+    /// Waiting to try the GET again.
+    Backoff {
+        until: Instant,
+    },
+}
+
+/// One keep-alive connection.
+#[derive(Debug, Default)]
+pub struct Conn {
+    /// The socket, while open. Set by the engine after it queues the connect.
+    pub socket: Option<OwnedFd>,
+    /// `SO_RCVLOWAT` as last set on the socket (a new socket's is 1).
+    pub rcvlowat_bytes: usize,
+    /// The socket has carried a response (a close before the next one is the server's
+    /// keep-alive timeout, not a failure of this GET).
+    reused: bool,
+    job: Option<Job>,
+    phase: Phase,
+}
+
+impl Conn {
+    /// Free for a new GET.
+    pub fn is_free(&self) -> bool {
+        self.job.is_none() && matches!(self.phase, Phase::Idle)
+    }
+
+    pub fn job(&self) -> Option<&Job> {
+        self.job.as_ref()
+    }
+
+    /// Whether the operation in flight reads body bytes.
+    pub fn is_reading_body(&self) -> bool {
+        matches!(self.phase, Phase::Body { .. })
+    }
+
+    /// Takes a GET; then [`Conn::start_attempt`].
+    pub fn assign(&mut self, job: Job) {
+        debug_assert!(self.is_free(), "a connection serves one GET at a time");
+        self.job = Some(job);
+    }
+
+    /// Starts an attempt of the job: connect if the socket is closed, else send.
+    pub fn start_attempt(&mut self, now: Instant) -> Op {
+        if let Some(job) = &mut self.job {
+            job.attempt_started = now;
+            job.timed_out = false;
+        }
+        if self.socket.is_some() {
+            self.phase = Phase::Sending { sent: 0 };
+            return Op::SendRequest;
+        }
+        self.phase = Phase::Connecting;
+        self.reused = false;
+        Op::Connect
+    }
+
+    /// The socket a connect was queued for.
+    pub fn set_socket(&mut self, socket: OwnedFd) {
+        self.socket = Some(socket);
+        self.rcvlowat_bytes = 1;
+    }
+
+    /// Handles the completion of the connection's operation: `result` is bytes or `-errno`;
+    /// `scratch` the connection's scratch buffer; `request_len` the request head's length;
+    /// `get` the GET the job is for. `Err` is a completion for a connection with nothing in
+    /// flight (a bug).
+    pub fn on_completion(
+        &mut self,
+        result: i32,
+        scratch: &[u8],
+        request_len: usize,
+        get: &RangedGet,
+        now: Instant,
+    ) -> Result<Step, String> {
+        let body_len = get.len_bytes as usize;
+        if self.job.is_some_and(|j| j.timed_out) {
+            return Ok(Step::Failed(Failure::TimedOut));
+        }
+        if result < 0 {
+            return Ok(Step::Failed(Failure::Io {
+                errno: -result,
+                connecting: matches!(self.phase, Phase::Connecting),
+            }));
+        }
+        let n = result as usize;
+        Ok(match std::mem::take(&mut self.phase) {
+            Phase::Connecting => self.on_connected(),
+            Phase::Sending { sent } => self.on_sent(sent + n, request_len),
+            Phase::Peeking(reader) => self.on_peeked(reader, scratch, n, get, now),
+            Phase::Consuming {
+                reader,
+                n: want,
+                head,
+            } => self.on_consumed(reader, n, want, head, scratch.len(), body_len),
+            Phase::Body { received } => self.on_body(received, n, body_len),
+            Phase::ErrorBody {
+                status,
+                received,
+                want,
+            } => self.on_error_body(status, received + n, n, want),
+            Phase::Idle | Phase::Backoff { .. } => {
+                return Err("a completion for a connection with nothing in flight".into());
+            }
+        })
+    }
+
+    fn on_connected(&mut self) -> Step {
+        self.phase = Phase::Sending { sent: 0 };
+        Step::Queue(Op::SendRequest)
+    }
+
+    fn on_sent(&mut self, sent: usize, request_len: usize) -> Step {
+        if sent < request_len {
+            self.phase = Phase::Sending { sent };
+            return Step::Queue(Op::SendRest { from: sent });
+        }
+        self.peek(HeadReader::new())
+    }
+
+    fn peek(&mut self, reader: HeadReader) -> Step {
+        let at = reader.peek_at();
+        self.phase = Phase::Peeking(reader);
+        Step::Queue(Op::Peek { at })
+    }
+
+    fn on_peeked(
+        &mut self,
+        mut reader: HeadReader,
+        scratch: &[u8],
+        n: usize,
+        get: &RangedGet,
+        now: Instant,
+    ) -> Step {
+        let body_len = get.len_bytes as usize;
+        match reader.on_peek(scratch, n, get) {
+            Ok(HeadStep::Consume(n)) => {
+                let at = reader.peek_at();
+                self.phase = Phase::Consuming {
+                    reader,
+                    n,
+                    head: None,
+                };
+                Step::Queue(Op::Recv { at, len: n })
+            }
+            Ok(HeadStep::Complete { head, consume }) => {
+                if let Some(job) = &mut self.job {
+                    job.first_byte = now.saturating_duration_since(job.attempt_started);
+                }
+                if consume == 0 {
+                    return self.after_head(head, scratch.len(), body_len);
+                }
+                let at = reader.peek_at();
+                self.phase = Phase::Consuming {
+                    reader,
+                    n: consume,
+                    head: Some(head),
+                };
+                Step::Queue(Op::Recv { at, len: consume })
+            }
+            Err(error) => Step::Failed(Failure::Head {
+                error,
+                reused: self.reused,
+            }),
+        }
+    }
+
+    fn on_consumed(
+        &mut self,
+        mut reader: HeadReader,
+        n: usize,
+        want: usize,
+        head: Option<ResponseHead>,
+        scratch_len: usize,
+        body_len: usize,
+    ) -> Step {
+        if n != want {
+            return Step::Failed(Failure::Transport(format!(
+                "consumed {n} of {want} peeked head bytes"
+            )));
+        }
+        reader.on_consumed(n);
+        match head {
+            Some(head) => self.after_head(head, scratch_len, body_len),
+            None => self.peek(reader),
+        }
+    }
+
+    /// A complete, checked head: read the body, or the error document, or fail the attempt.
+    fn after_head(&mut self, head: ResponseHead, scratch_len: usize, body_len: usize) -> Step {
+        // After `Connection: close` the socket is dropped once this response is read.
+        self.reused = !head.closes;
+        if head.status == 206 {
+            return match head.partial {
+                Ok(()) => self.body(0, body_len),
+                Err(reason) => Step::Failed(Failure::BadResponse(reason)),
+            };
+        }
+        if (200..300).contains(&head.status) {
+            // Never read a whole object into a range-sized buffer.
+            return Step::Failed(Failure::BadResponse(format!(
+                "answered {} instead of 206 Partial Content: the server ignores Range",
+                head.status
+            )));
+        }
+        let want = head
+            .content_length
+            .map_or(scratch_len, |l| l as usize)
+            .min(scratch_len);
+        if want == 0 {
+            return Step::Failed(Failure::Status {
+                status: head.status,
+                document_len: 0,
+            });
+        }
+        self.phase = Phase::ErrorBody {
+            status: head.status,
+            received: 0,
+            want,
+        };
+        Step::Queue(Op::Recv { at: 0, len: want })
+    }
+
+    /// Reads the rest of the body straight into the GET's registered buffer.
+    fn body(&mut self, received: usize, body_len: usize) -> Step {
+        let remaining = body_len - received;
+        // Never wait for more than will come: lowered for the tail. To 1, not to what remains:
+        // a blocking receive with SO_RCVLOWAT just under the remaining bytes was seen to stall
+        // until the server gave up (scripts/floor-reader); the tail is under a MiB of ~99.
+        let lowat = if remaining >= RCVLOWAT_BYTES {
+            RCVLOWAT_BYTES
+        } else {
+            1
+        };
+        self.phase = Phase::Body { received };
+        Step::Queue(Op::Body {
+            offset: received,
+            len: remaining,
+            lowat,
+        })
+    }
+
+    fn on_body(&mut self, received: usize, n: usize, body_len: usize) -> Step {
+        if n == 0 {
+            return Step::Failed(Failure::Transport(format!(
+                "the connection ended after {received} of {body_len} body bytes"
+            )));
+        }
+        let received = received + n;
+        if received < body_len {
+            return self.body(received, body_len);
+        }
+        Step::Arrived
+    }
+
+    fn on_error_body(&mut self, status: u16, received: usize, n: usize, want: usize) -> Step {
+        if n > 0 && received < want {
+            self.phase = Phase::ErrorBody {
+                status,
+                received,
+                want,
+            };
+            return Step::Queue(Op::Recv {
+                at: received,
+                len: want - received,
+            });
+        }
+        Step::Failed(Failure::Status {
+            status,
+            document_len: received,
+        })
+    }
+
+    /// After [`Step::Arrived`]: the connection is free for the next GET; its job.
+    pub fn finish(&mut self) -> Option<Job> {
+        let job = self.job.take()?;
+        self.phase = Phase::Idle;
+        if !self.reused {
+            // `Connection: close`: the server ends it.
+            self.socket = None;
+        }
+        Some(job)
+    }
+
+    /// After [`Step::Failed`]: the socket is closed; with `retry_at`, the GET is tried again
+    /// then (its retries counted); without, the connection gives the job up.
+    pub fn attempt_failed(&mut self, retry_at: Option<Instant>) -> Option<Job> {
+        self.socket = None;
+        self.reused = false;
+        match (retry_at, &mut self.job) {
+            (Some(until), Some(job)) => {
+                job.retries += 1;
+                self.phase = Phase::Backoff { until };
+                None
+            }
+            _ => {
+                self.phase = Phase::Idle;
+                self.job.take()
+            }
+        }
+    }
+
+    /// When this connection's timers next need a look: the end of its backoff, or its
+    /// attempt's deadline.
+    pub fn wake_at(&self, timeout: Duration) -> Option<Instant> {
+        match (&self.phase, self.job) {
+            (Phase::Backoff { until }, _) => Some(*until),
+            (Phase::Idle, _) | (_, None) => None,
+            (_, Some(job)) if !job.timed_out => Some(job.attempt_started + timeout),
+            _ => None,
+        }
+    }
+
+    /// What the timers ask at `now`.
+    pub fn on_timer(&mut self, now: Instant, timeout: Duration) -> TimerAction {
+        match (&self.phase, &mut self.job) {
+            (Phase::Backoff { until }, _) if *until <= now => {
+                self.phase = Phase::Idle;
+                TimerAction::Retry
+            }
+            (Phase::Idle | Phase::Backoff { .. }, _) | (_, None) => TimerAction::None,
+            (_, Some(job)) if !job.timed_out && job.attempt_started + timeout <= now => {
+                job.timed_out = true;
+                TimerAction::ShutDown
+            }
+            _ => TimerAction::None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! A connection driven by made-up completions, as the ring would deliver them.
+    use super::*;
+
+    const SCRATCH: usize = 256;
+
+    fn range(len_bytes: usize) -> RangedGet {
+        RangedGet {
+            key: "k".into(),
+            offset: 0,
+            len_bytes: len_bytes as u64,
+        }
+    }
+
+    fn head(body_len: usize, extra: &str) -> Vec<u8> {
+        format!(
+            "HTTP/1.1 206 Partial Content\r\ncontent-range: bytes 0-{}/1000000\r\n\
+             content-length: {body_len}\r\n{extra}\r\n",
+            body_len - 1
+        )
+        .into_bytes()
+    }
+
+    /// A connection with a GET of `body_len` bytes assigned and connected, its request sent.
+    fn sent(body_len: usize) -> (Conn, Instant) {
+        let now = Instant::now();
+        let mut conn = Conn::default();
+        conn.assign(Job::new(0, 0, BufIndex(0), now));
+        assert_eq!(conn.start_attempt(now), Op::Connect);
+        let scratch = [0u8; SCRATCH];
+        let step = conn
+            .on_completion(0, &scratch, 100, &range(body_len), now)
+            .unwrap();
+        assert_eq!(step, Step::Queue(Op::SendRequest));
+        // A short send, then the rest.
+        let step = conn
+            .on_completion(60, &scratch, 100, &range(body_len), now)
+            .unwrap();
+        assert_eq!(step, Step::Queue(Op::SendRest { from: 60 }));
+        let step = conn
+            .on_completion(40, &scratch, 100, &range(body_len), now)
+            .unwrap();
+        assert_eq!(step, Step::Queue(Op::Peek { at: 0 }));
+        (conn, now)
+    }
+
+    #[test]
+    fn a_head_in_two_peeks_then_the_body_in_pieces() {
+        let body_len = 3 * RCVLOWAT_BYTES;
+        let (mut conn, now) = sent(body_len);
+        let head = head(body_len, "");
+        let mut scratch = vec![0u8; SCRATCH];
+        // The first peek sees 10 bytes: all head, consumed, then peek again after them.
+        scratch[..10].copy_from_slice(&head[..10]);
+        let step = conn
+            .on_completion(10, &scratch, 100, &range(body_len), now)
+            .unwrap();
+        assert_eq!(step, Step::Queue(Op::Recv { at: 0, len: 10 }));
+        let step = conn
+            .on_completion(10, &scratch, 100, &range(body_len), now)
+            .unwrap();
+        assert_eq!(step, Step::Queue(Op::Peek { at: 10 }));
+        // The second peek sees the rest of the head and 5 body bytes: only the head's rest
+        // is consumed; the body bytes stay in the socket.
+        scratch[10..head.len()].copy_from_slice(&head[10..]);
+        let rest = head.len() - 10;
+        let step = conn
+            .on_completion(rest as i32 + 5, &scratch, 100, &range(body_len), now)
+            .unwrap();
+        assert_eq!(step, Step::Queue(Op::Recv { at: 10, len: rest }));
+        let step = conn
+            .on_completion(rest as i32, &scratch, 100, &range(body_len), now)
+            .unwrap();
+        let lowat = RCVLOWAT_BYTES;
+        assert_eq!(
+            step,
+            Step::Queue(Op::Body {
+                offset: 0,
+                len: body_len,
+                lowat
+            })
+        );
+        assert!(conn.is_reading_body());
+        // Two MiB arrive; the last MiB is read with SO_RCVLOWAT 1.
+        let mib = RCVLOWAT_BYTES as i32;
+        let step = conn
+            .on_completion(2 * mib, &scratch, 100, &range(body_len), now)
+            .unwrap();
+        assert_eq!(
+            step,
+            Step::Queue(Op::Body {
+                offset: 2 * RCVLOWAT_BYTES,
+                len: RCVLOWAT_BYTES,
+                lowat
+            })
+        );
+        let step = conn
+            .on_completion(mib - 1, &scratch, 100, &range(body_len), now)
+            .unwrap();
+        assert_eq!(
+            step,
+            Step::Queue(Op::Body {
+                offset: body_len - 1,
+                len: 1,
+                lowat: 1
+            })
+        );
+        assert_eq!(
+            conn.on_completion(1, &scratch, 100, &range(body_len), now),
+            Ok(Step::Arrived)
+        );
+        // Kept alive: the socket stays (none was set here) and the connection is free.
+        let job = conn.finish().unwrap();
+        assert_eq!((job.reader, job.get, job.retries), (0, 0, 0));
+        assert!(conn.is_free());
+    }
+
+    #[test]
+    fn failures_say_why() {
+        // A body cut short.
+        let (mut conn, now) = sent(100);
+        let mut scratch = vec![0u8; SCRATCH];
+        let h = head(100, "connection: close\r\n");
+        scratch[..h.len()].copy_from_slice(&h);
+        let step = conn
+            .on_completion(h.len() as i32, &scratch, 100, &range(100), now)
+            .unwrap();
+        assert_eq!(
+            step,
+            Step::Queue(Op::Recv {
+                at: 0,
+                len: h.len()
+            })
+        );
+        conn.on_completion(h.len() as i32, &scratch, 100, &range(100), now)
+            .unwrap();
+        conn.on_completion(40, &scratch, 100, &range(100), now)
+            .unwrap();
+        assert_eq!(
+            conn.on_completion(0, &scratch, 100, &range(100), now),
+            Ok(Step::Failed(Failure::Transport(
+                "the connection ended after 40 of 100 body bytes".into()
+            )))
+        );
+        // Retried after a backoff: the timer starts the attempt again on a new socket.
+        let later = now + Duration::from_millis(5);
+        assert_eq!(conn.attempt_failed(Some(later)), None);
+        assert_eq!(conn.wake_at(Duration::from_secs(1)), Some(later));
+        assert_eq!(
+            conn.on_timer(now, Duration::from_secs(1)),
+            TimerAction::None
+        );
+        assert_eq!(
+            conn.on_timer(later, Duration::from_secs(1)),
+            TimerAction::Retry
+        );
+        assert_eq!(conn.start_attempt(later), Op::Connect);
+        assert_eq!(conn.job().unwrap().retries, 1);
+        // A refused connect names itself as one.
+        assert_eq!(
+            conn.on_completion(-libc::ECONNREFUSED, &scratch, 100, &range(100), later),
+            Ok(Step::Failed(Failure::Io {
+                errno: libc::ECONNREFUSED,
+                connecting: true
+            }))
+        );
+        // Given up: the job comes back for the window.
+        assert_eq!(conn.attempt_failed(None).map(|j| j.retries), Some(1));
+        assert!(conn.is_free());
+
+        // An error status: its document is read into the scratch buffer.
+        let (mut conn, now) = sent(100);
+        let doc = "<Error><Code>SlowDown</Code></Error>";
+        let h = format!(
+            "HTTP/1.1 503 Slow Down\r\ncontent-length: {}\r\n\r\n",
+            doc.len()
+        );
+        scratch[..h.len()].copy_from_slice(h.as_bytes());
+        conn.on_completion(h.len() as i32, &scratch, 100, &range(100), now)
+            .unwrap();
+        let step = conn
+            .on_completion(h.len() as i32, &scratch, 100, &range(100), now)
+            .unwrap();
+        assert_eq!(
+            step,
+            Step::Queue(Op::Recv {
+                at: 0,
+                len: doc.len()
+            })
+        );
+        assert_eq!(
+            conn.on_completion(doc.len() as i32, &scratch, 100, &range(100), now),
+            Ok(Step::Failed(Failure::Status {
+                status: 503,
+                document_len: doc.len()
+            }))
+        );
+
+        // Past its timeout: shut down, and the completion that follows reports it.
+        let (mut conn, now) = sent(100);
+        let timeout = Duration::from_millis(300);
+        assert_eq!(conn.wake_at(timeout), Some(now + timeout));
+        assert_eq!(conn.on_timer(now + timeout, timeout), TimerAction::ShutDown);
+        assert_eq!(conn.wake_at(timeout), None);
+        assert_eq!(
+            conn.on_completion(0, &scratch, 100, &range(100), now + timeout),
+            Ok(Step::Failed(Failure::TimedOut))
+        );
+    }
+
+    #[test]
+    fn a_completion_with_nothing_in_flight_is_a_bug() {
+        let mut conn = Conn::default();
+        assert!(
+            conn.on_completion(0, &[0u8; 8], 10, &range(10), Instant::now())
+                .is_err()
+        );
+    }
+}
