@@ -430,22 +430,37 @@ mod tests {
     }
 
     #[test]
-    fn every_listed_key_is_read() {
-        // A minimal workload: every key falls back to its default, so every getter runs.
-        let cfg = RawConfig::parse("t", "t.yaml", "dataset:\n  format: parquet\n").unwrap();
-        Settings::resolve(&cfg).unwrap();
-        let read = cfg.keys_read();
-        let listed = keys::READ.iter().map(|k| k.to_string()).chain(
-            keys::STORAGE_OPTIONS_READ
-                .iter()
-                .map(|o| format!("storage.storage_options.{o}")),
+    fn the_keys_read_are_exactly_the_listed_ones() {
+        // A minimal workload: every key falls back to its default, so every getter runs; and
+        // the full Flux workload, so the branches taken when keys are set run too.
+        let minimal = RawConfig::parse("t", "t.yaml", "dataset:\n  format: parquet\n").unwrap();
+        Settings::resolve(&minimal).unwrap();
+        let flux = RawConfig::load("flux_b200").unwrap();
+        Settings::resolve(&flux).unwrap();
+        let read: std::collections::BTreeSet<String> = minimal
+            .keys_read()
+            .into_iter()
+            .chain(flux.keys_read())
+            .collect();
+        let listed: std::collections::BTreeSet<String> = keys::READ
+            .iter()
+            .map(|k| k.to_string())
+            .chain(
+                keys::STORAGE_OPTIONS_READ
+                    .iter()
+                    .map(|o| format!("storage.storage_options.{o}")),
+            )
+            .collect();
+        let unlisted: Vec<_> = read.difference(&listed).collect();
+        assert!(
+            unlisted.is_empty(),
+            "read and not in settings::keys: {unlisted:?}"
         );
-        for key in listed {
-            assert!(
-                read.contains(&key),
-                "{key} is listed as read and never read"
-            );
-        }
+        let unread: Vec<_> = listed.difference(&read).collect();
+        assert!(
+            unread.is_empty(),
+            "listed in settings::keys and never read: {unread:?}"
+        );
     }
 
     #[test]
