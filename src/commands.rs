@@ -11,6 +11,7 @@ use crate::config::ConfigError;
 use crate::datagen::{self, DirSink, GenerateError};
 use crate::engine::EngineKind;
 use crate::exit::{ExitClass, UsageError};
+use crate::metrics::{CpuCosts, CpuReading};
 use crate::plan::{Plan, PlanError, PlanOptions};
 use crate::s3::{self, Bucket, Client, RequestError, Target};
 use crate::server::dir::{DirStore, valid_bucket_name};
@@ -18,7 +19,7 @@ use crate::server::virtual_dataset::{VirtualDataset, VirtualError};
 use crate::server::{self, Credentials, Server, ServerConfig, ServerError, Store};
 use crate::settings::{Settings, SettingsError};
 use crate::summary::{RunContext, RunSummary, TargetSummary};
-use crate::{budget, exit, metrics, report, units};
+use crate::{affinity, budget, exit, metrics, report, units};
 
 /// Runs a command; `Ok` carries the exit code.
 pub fn dispatch(command: Command) -> anyhow::Result<u8> {
@@ -351,7 +352,11 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let cfg = load_config(&args.workload, Some(&args.shape))?;
     let settings = Settings::resolve(&cfg)?;
     let mut notes = Vec::new();
-    let cpus = choose_cpus(args.cpus.as_deref(), args.shape.np, &mut notes)?;
+    let (cpus, shared) = affinity::choose_cpus(args.cpus.as_deref(), args.shape.np)?;
+    if let Some(note) = shared {
+        eprintln!("ringload run: WARNING: {note}");
+        notes.push(note);
+    }
     let (server, target, server_bytes) =
         match s3::target::resolve(&args.s3.target_flags(), &settings.storage, env)? {
             Some(target) => (None, target, 0),
@@ -361,8 +366,8 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
             }
         };
     // Costs are counted from here: the virtual dataset's layout above is not the loader's.
-    let cpu_start = metrics::process_cpu_s();
-    let server_cpu_start = server.as_ref().map_or(0.0, |s| s.stats().cpu_s);
+    let server_cpu_now = || server.as_ref().map_or(0.0, |s| s.stats().cpu_s);
+    let setup_cpu = CpuReading::now(server_cpu_now());
     let peak_rss_since_setup = metrics::reset_peak_rss();
 
     let policy = args.s3.retry_policy();
@@ -396,29 +401,15 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         show_progress: std::io::stderr().is_terminal(),
         cpus,
     };
-    let server_cpu_now = || server.as_ref().map_or(0.0, |s| s.stats().cpu_s);
-    let measured = crate::run::execute(&plan, &client, &config, &server_cpu_now);
+    let measured = crate::run::run_ranks(&plan, &client, &config, &server_cpu_now);
     let server_stats = server.map(|s| s.shutdown());
     let measured = measured.map_err(|e| RunFailed(exit_line(&e)))?;
-    let cpu_end = metrics::process_cpu_s();
+    let end_cpu = CpuReading::now(server_stats.as_ref().map_or(0.0, |s| s.cpu_s));
     let setup_s = (measured.ready_at - started).as_secs_f64();
-    // Costs over the run: from every rank being ready to the end, the server's apart.
-    let server_cpu_s = server_stats
-        .as_ref()
-        .map_or(0.0, |s| s.cpu_s - measured.ready_server_cpu_s);
-    let client_cpu_s = (cpu_end - measured.ready_cpu_s - server_cpu_s).max(0.0);
-    let setup_cpu_s =
-        (measured.ready_cpu_s - cpu_start - (measured.ready_server_cpu_s - server_cpu_start))
-            .max(0.0);
+    let costs = CpuCosts::between(setup_cpu, measured.ready_cpu, end_cpu);
     let peak_rss_bytes = metrics::peak_rss_bytes();
-    if let Some(peak) = peak_rss_bytes.filter(|&p| p > plan.memory.total_bytes) {
-        let warning = format!(
-            "peak RSS {} exceeded the memory budget {} by {}: the budget's fixed allowances \
-             (PROCESS_OVERHEAD_BYTES, CONNECTION_OVERHEAD_BYTES) are too small for this run",
-            units::bytes(peak),
-            units::bytes(plan.memory.total_bytes),
-            units::bytes(peak - plan.memory.total_bytes)
-        );
+    if let Some(over) = metrics::rss_over_budget(peak_rss_bytes, plan.memory.total_bytes) {
+        let warning = report::run::rss_over_budget(plan.memory.total_bytes, over);
         eprintln!("ringload run: WARNING: {warning}");
         notes.push(warning);
     }
@@ -433,14 +424,14 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
                 embedded: server_stats.is_some(),
                 // Its CPU over the run (from the catalog on), as the client's is counted.
                 server: server_stats.map(|mut s| {
-                    s.cpu_s = server_cpu_s;
-                    s.cpu_s_per_gib = metrics::cpu_s_per_gib(server_cpu_s, s.bytes_sent);
+                    s.cpu_s = costs.server_cpu_s;
+                    s.cpu_s_per_gib = metrics::cpu_s_per_gib(costs.server_cpu_s, s.bytes_sent);
                     s
                 }),
             },
             setup_s,
-            setup_cpu_s,
-            client_cpu_s,
+            setup_cpu_s: costs.setup_cpu_s,
+            client_cpu_s: costs.client_cpu_s,
             peak_rss_bytes,
             peak_rss_since_setup,
             notes,
@@ -505,46 +496,6 @@ fn choose_engine(
             Ok(EngineKind::Baseline)
         }
     }
-}
-
-/// The CPUs rank threads are pinned to: `--cpus`, each checked against the process's affinity
-/// mask, or the whole mask. A note when ranks outnumber them.
-fn choose_cpus(
-    asked: Option<&str>,
-    np: u32,
-    notes: &mut Vec<String>,
-) -> anyhow::Result<Vec<usize>> {
-    let allowed = crate::run::allowed_cpus();
-    let cpus = match asked {
-        None => allowed,
-        Some(text) => {
-            let cpus =
-                crate::run::parse_cpu_list(text).map_err(|e| UsageError(format!("--cpus {e}")))?;
-            if let Some(cpu) = cpus.iter().find(|c| !allowed.contains(c)) {
-                return Err(UsageError(format!(
-                    "--cpus {text}: CPU {cpu} is not in this process's affinity mask ({}); \
-                     choose from those",
-                    allowed
-                        .iter()
-                        .map(usize::to_string)
-                        .collect::<Vec<_>>()
-                        .join(",")
-                ))
-                .into());
-            }
-            cpus
-        }
-    };
-    if !cpus.is_empty() && np as usize > cpus.len() {
-        let note = format!(
-            "{np} ranks on {} CPUs: rank threads share cores (pinned round-robin), so a rank \
-             may wait for a core as well as for storage",
-            cpus.len()
-        );
-        eprintln!("ringload run: WARNING: {note}");
-        notes.push(note);
-    }
-    Ok(cpus)
 }
 
 /// A run that started and failed (exit 3, whatever the cause).

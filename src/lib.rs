@@ -5,6 +5,7 @@
 //! [`catalog`], memory limits from [`budget`]) → rank threads → engine → buffer pool → metrics →
 //! [`report`]. [`datagen`] writes the Flux-schema Parquet datasets the runs read.
 
+pub mod affinity;
 pub mod budget;
 pub mod catalog;
 pub mod cli;

@@ -216,6 +216,57 @@ impl RequestStats {
     }
 }
 
+/// The CPU clocks at one moment: the whole process's, and an in-process server's share of it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CpuReading {
+    pub process_s: f64,
+    pub server_s: f64,
+}
+
+impl CpuReading {
+    /// The process's clock now, with the server's `server_s` read by the caller.
+    pub fn now(server_s: f64) -> CpuReading {
+        CpuReading {
+            process_s: process_cpu_s(),
+            server_s,
+        }
+    }
+}
+
+/// What a run cost in CPU, from readings at the start of set-up, when every rank was ready
+/// (the clock's start), and at the end; an in-process server's CPU is kept apart:
+///
+/// ```text
+/// setup_cpu  = (process@ready − process@setup) − (server@ready − server@setup)
+/// client_cpu = (process@end   − process@ready) − (server@end   − server@ready)
+/// server_cpu =  server@end    − server@ready
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CpuCosts {
+    pub setup_cpu_s: f64,
+    pub client_cpu_s: f64,
+    pub server_cpu_s: f64,
+}
+
+impl CpuCosts {
+    pub fn between(setup: CpuReading, ready: CpuReading, end: CpuReading) -> CpuCosts {
+        let server_cpu_s = (end.server_s - ready.server_s).max(0.0);
+        CpuCosts {
+            setup_cpu_s: ((ready.process_s - setup.process_s) - (ready.server_s - setup.server_s))
+                .max(0.0),
+            client_cpu_s: ((end.process_s - ready.process_s) - server_cpu_s).max(0.0),
+            server_cpu_s,
+        }
+    }
+}
+
+/// How far a peak resident set went over the memory budget, if it did.
+pub fn rss_over_budget(peak_rss_bytes: Option<u64>, budget_bytes: u64) -> Option<u64> {
+    peak_rss_bytes
+        .filter(|&p| p > budget_bytes)
+        .map(|p| p - budget_bytes)
+}
+
 /// CPU time of the whole process so far (all threads, live and exited): user + system.
 pub fn process_cpu_s() -> f64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
@@ -362,5 +413,21 @@ mod tests {
         assert!(rss <= peak, "{rss} > {peak}");
         assert_eq!(cpu_s_per_gib(1.0, 1 << 30), Some(1.0));
         assert_eq!(cpu_s_per_gib(1.0, 0), None);
+    }
+
+    #[test]
+    fn cpu_costs_keep_the_server_apart() {
+        let reading = |process_s, server_s| CpuReading {
+            process_s,
+            server_s,
+        };
+        let costs = CpuCosts::between(reading(1.0, 0.5), reading(3.0, 1.0), reading(10.0, 4.0));
+        // Set-up: 2 s of process CPU, 0.5 s of it the server's.
+        assert_eq!(costs.setup_cpu_s, 1.5);
+        // Run: 7 s of process CPU, 3 s of it the server's.
+        assert_eq!((costs.client_cpu_s, costs.server_cpu_s), (4.0, 3.0));
+        assert_eq!(rss_over_budget(Some(10), 8), Some(2));
+        assert_eq!(rss_over_budget(Some(8), 8), None);
+        assert_eq!(rss_over_budget(None, 8), None);
     }
 }

@@ -13,10 +13,11 @@ use std::time::{Duration, Instant};
 
 use std::sync::OnceLock;
 
+use crate::affinity;
 use crate::engine::EngineKind;
 use crate::engine::baseline::Baseline;
 use crate::engine::uring::UringEngine;
-use crate::metrics::{self, RequestStats};
+use crate::metrics::{CpuReading, RequestStats};
 use crate::plan::{Plan, RangedGet};
 use crate::rank::{Progress, RankError, RankIo, RankRecord, StepBarrier, run_rank};
 use crate::s3::Client;
@@ -40,10 +41,8 @@ pub struct RunMeasurements {
     pub stats: Vec<RequestStats>,
     /// From every rank being ready (its I/O set up) to the last rank's end.
     pub wall_s: f64,
-    /// The process's CPU time, and the in-process server's, when every rank was ready: costs
-    /// are counted from there.
-    pub ready_cpu_s: f64,
-    pub ready_server_cpu_s: f64,
+    /// The CPU clocks when every rank was ready: costs are counted from there.
+    pub ready_cpu: CpuReading,
     /// When every rank was ready.
     pub ready_at: Instant,
 }
@@ -81,17 +80,9 @@ impl Engine {
     }
 }
 
-/// Pins the calling thread to `cpu`.
-fn pin(cpu: usize) -> Result<(), RankError> {
-    let mut set = rustix::thread::CpuSet::new();
-    set.set(cpu);
-    rustix::thread::sched_setaffinity(None, &set)
-        .map_err(|e| RankError::Engine(format!("cannot pin a rank thread to CPU {cpu}: {e}")))
-}
-
 /// Runs the plan's ranks against `client`'s bucket. The first rank error stops every rank and
 /// is returned.
-pub fn execute(
+pub fn run_ranks(
     plan: &Plan,
     client: &Client,
     config: &RunConfig,
@@ -118,7 +109,7 @@ pub fn execute(
     let total_steps = plan.steps_per_rank * np as u64 * u64::from(epochs);
     let done = std::sync::atomic::AtomicBool::new(false);
     // When the last rank became ready: (instant, process CPU, server CPU).
-    let ready: OnceLock<(Instant, f64, f64)> = OnceLock::new();
+    let ready: OnceLock<(Instant, CpuReading)> = OnceLock::new();
     let results: Vec<Result<(RankRecord, RequestStats), RankError>> = std::thread::scope(|scope| {
         let ranks: Vec<_> = (0..np)
             .map(|rank| {
@@ -130,16 +121,14 @@ pub fn execute(
                     .spawn_scoped(scope, move || {
                         let set_up = || {
                             if let Some(cpu) = cpu {
-                                pin(cpu)?;
+                                affinity::pin(cpu).map_err(RankError::Engine)?;
                             }
                             engine.rank(gets, plan, barrier, progress)
                         };
                         let mut io = set_up().inspect_err(|_| barrier.abort())?;
                         // Every rank set up: the clock starts.
                         barrier.wait()?;
-                        ready.get_or_init(|| {
-                            (Instant::now(), metrics::process_cpu_s(), server_cpu_s())
-                        });
+                        ready.get_or_init(|| (Instant::now(), CpuReading::now(server_cpu_s())));
                         let record = run_rank(
                             &plan.ranks[rank],
                             epochs,
@@ -188,7 +177,7 @@ pub fn execute(
         return Err(first.clone());
     }
     let (records, stats) = results.into_iter().filter_map(Result::ok).unzip();
-    let (ready_at, ready_cpu_s, ready_server_cpu_s) = ready
+    let (ready_at, ready_cpu) = ready
         .get()
         .copied()
         .ok_or_else(|| RankError::Engine("the ranks finished without starting (a bug)".into()))?;
@@ -196,8 +185,7 @@ pub fn execute(
         records,
         stats,
         wall_s: (ended - ready_at).as_secs_f64(),
-        ready_cpu_s,
-        ready_server_cpu_s,
+        ready_cpu,
         ready_at,
     })
 }
@@ -208,12 +196,12 @@ fn show_progress(
     done: &std::sync::atomic::AtomicBool,
     total_steps: u64,
     np: usize,
-    ready: &OnceLock<(Instant, f64, f64)>,
+    ready: &OnceLock<(Instant, CpuReading)>,
 ) {
     let mut stderr = std::io::stderr();
     while !done.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(500));
-        let Some((started, _, _)) = ready.get() else {
+        let Some((started, _)) = ready.get() else {
             let _ = write!(stderr, "\r\x1b[2Ksetting up the ranks' I/O…");
             let _ = stderr.flush();
             continue;
@@ -231,54 +219,4 @@ fn show_progress(
         let _ = stderr.flush();
     }
     let _ = write!(stderr, "\r\x1b[2K");
-}
-
-/// The CPUs this process may run on (its affinity mask), read once before any pinning.
-pub fn allowed_cpus() -> Vec<usize> {
-    match rustix::thread::sched_getaffinity(None) {
-        Ok(set) => (0..rustix::thread::CpuSet::MAX_CPU)
-            .filter(|&cpu| set.is_set(cpu))
-            .collect(),
-        Err(_) => Vec::new(),
-    }
-}
-
-/// Parses a CPU list such as `0-3,6`.
-pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, String> {
-    let bad = || format!("'{text}' is not a CPU list; write e.g. 0-3,6");
-    let mut cpus = Vec::new();
-    for part in text.split(',') {
-        let part = part.trim();
-        let (first, last) = match part.split_once('-') {
-            Some((a, b)) => (a.trim(), b.trim()),
-            None => (part, part),
-        };
-        let first: usize = first.parse().map_err(|_| bad())?;
-        let last: usize = last.parse().map_err(|_| bad())?;
-        if first > last || last >= rustix::thread::CpuSet::MAX_CPU {
-            return Err(bad());
-        }
-        for cpu in first..=last {
-            if !cpus.contains(&cpu) {
-                cpus.push(cpu);
-            }
-        }
-    }
-    Ok(cpus)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cpu_lists() {
-        assert_eq!(parse_cpu_list("0-3,6"), Ok(vec![0, 1, 2, 3, 6]));
-        assert_eq!(parse_cpu_list("1"), Ok(vec![1]));
-        assert_eq!(parse_cpu_list("1,1,0"), Ok(vec![1, 0]));
-        for bad in ["", "a", "3-1", "0-", "-1", "0,,1", "99999"] {
-            assert!(parse_cpu_list(bad).is_err(), "{bad}");
-        }
-        assert!(!allowed_cpus().is_empty());
-    }
 }
