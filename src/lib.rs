@@ -1,9 +1,14 @@
 //! ringload: a load generator for AI-training storage.
 //!
 //! The data path, one owner per stage: workload YAML + overrides ([`config`]) → validated
-//! settings and a resolved, printable [`plan::Plan`] (files and row-group ranges from
-//! [`catalog`], memory limits from [`budget`]) → rank threads → engine → buffer pool → metrics →
-//! [`report`]. [`datagen`] writes the Flux-schema Parquet datasets the runs read.
+//! [`settings`] → a resolved, printable [`plan::Plan`] (files and row-group ranges from
+//! [`catalog`], the memory budget from [`budget`]) → rank threads ([`run`]) → the step loop
+//! ([`rank`]) → the reader window and an engine ([`engine`]) → [`metrics`] → [`summary`] →
+//! [`report`]. [`datagen`] writes the Flux-schema Parquet datasets the runs read; [`server`] is
+//! the embedded S3 server. ARCHITECTURE.md has the map and the arrows that must never exist.
+//!
+//! `unsafe` code is in three files only: `engine/uring/ring.rs`, `engine/uring/pool.rs` and
+//! `server/mmap.rs`; the crate denies it everywhere else.
 
 pub mod affinity;
 pub mod budget;
