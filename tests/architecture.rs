@@ -3,6 +3,7 @@
 //! top-level module), engines never import each other, and the hot path (the rank loop and the
 //! engines) never imports the code that formats numbers for people.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
