@@ -308,9 +308,23 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
 
+    /// Send each object body no faster than this many MiB/s, to stand in for a slow store
+    #[arg(long, value_name = "MIB_PER_S", value_parser = parse_rate)]
+    pub throttle_mib_per_s: Option<f64>,
+
     /// Print the totals at exit as JSON on stdout
     #[arg(long)]
     pub json: bool,
+}
+
+/// Parses a positive rate in MiB/s.
+pub fn parse_rate(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!(
+            "'{text}' is not a rate in MiB/s; write a positive number, e.g. 300"
+        )),
+    }
 }
 
 /// Parses a positive number of seconds.

@@ -279,6 +279,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         credentials,
         region: args.region.clone(),
         worker_threads: args.threads.unwrap_or_else(cores),
+        throttle_bytes_per_s: args.throttle_mib_per_s.map(|r| (r * units::MIB) as u64),
     })?;
     {
         let mut stdout = std::io::stdout().lock();
@@ -297,8 +298,12 @@ fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
             }
         );
     }
+    let throttle = args
+        .throttle_mib_per_s
+        .map(|r| format!("; each body sent at most {r} MiB/s"))
+        .unwrap_or_default();
     eprintln!(
-        "ringload serve: {} at {} ({}); Ctrl-C stops",
+        "ringload serve: {} at {} ({}{throttle}); Ctrl-C stops",
         server.describe(),
         server.endpoint_url(),
         if signed {
@@ -332,6 +337,7 @@ fn start_embedded(args: &RunArgs) -> anyhow::Result<(Server, Target, u64)> {
         credentials: None,
         region: server::DEFAULT_REGION.to_string(),
         worker_threads: args.server_threads.unwrap_or_else(cores),
+        throttle_bytes_per_s: None,
     })?;
     let endpoint = s3::Endpoint::parse(&server.endpoint_url()).map_err(UsageError)?;
     let target = Target {

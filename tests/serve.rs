@@ -21,6 +21,10 @@ const SECRET_KEY: &str = "c2VjcmV0LW9mLXRoZS1yaW5nbG9hZC10ZXN0LWtleQ";
 const BUCKET: &str = "test-bucket";
 
 fn start(store: Store, signed: bool) -> Server {
+    start_throttled(store, signed, None)
+}
+
+fn start_throttled(store: Store, signed: bool, throttle_bytes_per_s: Option<u64>) -> Server {
     Server::start(ServerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         store,
@@ -30,6 +34,7 @@ fn start(store: Store, signed: bool) -> Server {
         }),
         region: "us-east-1".into(),
         worker_threads: 2,
+        throttle_bytes_per_s,
     })
     .unwrap()
 }
@@ -214,6 +219,47 @@ fn bad_and_missing_signatures_are_refused_with_403() {
     let r = curl(&[&url]);
     assert_eq!((r.status, r.code()), (403, "AccessDenied".into()));
     assert_eq!(server.stats().errors, 3);
+}
+
+#[test]
+fn a_throttled_server_paces_each_body_and_sends_it_whole() {
+    // 2 MiB at 8 MiB/s takes at least 0.25 s, however loaded the machine: pacing only slows.
+    let workload = WorkloadArgs {
+        workload: Some("flux_small".into()),
+        overrides: vec![],
+        files: Some(1),
+    };
+    let store = || Store::Virtual(virtual_store(&workload, None, false).unwrap());
+    let plain = start(store(), false);
+    let throttled = start_throttled(store(), false, Some(8 << 20));
+    let len = 2 << 20;
+    let get = |server: &Server| {
+        let mut stream = TcpStream::connect(server.addr()).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let request = format!(
+            "GET /{VIRTUAL_KEY} HTTP/1.1\r\nHost: x\r\nRange: bytes=0-{}\r\nConnection: close\r\n\r\n",
+            len - 1
+        );
+        let started = std::time::Instant::now();
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut reply = Vec::new();
+        stream.read_to_end(&mut reply).unwrap();
+        let head_end = reply.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        (started.elapsed(), reply.split_off(head_end))
+    };
+    let (_, expected) = get(&plain);
+    let (elapsed, body) = get(&throttled);
+    assert_eq!(body.len(), len);
+    assert!(
+        body == expected,
+        "the throttled body differs from the plain one"
+    );
+    assert!(
+        elapsed >= Duration::from_millis(240),
+        "2 MiB at 8 MiB/s arrived in {elapsed:?}"
+    );
 }
 
 /// Sends raw bytes and returns the status line of the reply.
@@ -624,6 +670,17 @@ fn serve_refuses_bad_setups_in_one_line_with_exit_2() {
 
     let half_key = run(&["serve", "--access-key", "AK"]);
     assert_eq!(half_key.0, 2, "{half_key:?}");
+
+    for rate in ["0", "-5", "fast"] {
+        let throttle = run(&["serve", "--files", "1", "--throttle-mib-per-s", rate]);
+        assert_eq!(throttle.0, 2, "{throttle:?}");
+        assert!(
+            throttle.2.contains("is not a rate in MiB/s"),
+            "{}",
+            throttle.2
+        );
+        assert_eq!(throttle.2.trim().lines().count(), 1, "{}", throttle.2);
+    }
     let _ = python();
 }
 

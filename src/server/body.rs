@@ -1,6 +1,10 @@
 //! Response bodies: a short list of shared `Bytes` slices (an mmap'd file range, template
 //! slices of a virtual file, or an XML document), handed to hyper one frame each, so the bytes
 //! are written to the socket from where they already are. Bytes are counted as hyper takes them.
+//!
+//! A throttled server (`serve --throttle-mib-per-s`) paces each body instead: frames of at most
+//! [`PACED_FRAME_BYTES`], each handed over no earlier than the rate allows since the body's
+//! first byte — a slow store, on loopback.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -8,9 +12,22 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};
+
+/// The largest frame of a paced body.
+pub const PACED_FRAME_BYTES: usize = 64 << 10;
+
+/// A body's pace: `rate_bytes_per_s` from its first frame on.
+#[derive(Debug)]
+struct Pace {
+    rate_bytes_per_s: u64,
+    started: Option<tokio::time::Instant>,
+    taken_bytes: u64,
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+}
 
 /// A response body of known length.
 #[derive(Debug, Default)]
@@ -18,6 +35,7 @@ pub struct Body {
     chunks: VecDeque<Bytes>,
     remaining_bytes: u64,
     sent_bytes: Option<Arc<AtomicU64>>,
+    pace: Option<Pace>,
 }
 
 impl Body {
@@ -31,6 +49,7 @@ impl Body {
             remaining_bytes: chunks.iter().map(|c| c.len() as u64).sum(),
             chunks,
             sent_bytes: None,
+            pace: None,
         }
     }
 
@@ -43,6 +62,40 @@ impl Body {
         self.sent_bytes = Some(counter);
         self
     }
+
+    /// Hands the body over no faster than `rate_bytes_per_s` (`None`: as fast as it is taken).
+    pub fn paced(mut self, rate_bytes_per_s: Option<u64>) -> Body {
+        self.pace = rate_bytes_per_s
+            .filter(|&r| r > 0)
+            .map(|rate_bytes_per_s| Pace {
+                rate_bytes_per_s,
+                started: None,
+                taken_bytes: 0,
+                sleep: None,
+            });
+        self
+    }
+
+    /// Waits until the pace allows the next frame; its size.
+    fn poll_pace(&mut self, cx: &mut Context<'_>) -> Poll<usize> {
+        let Some(pace) = &mut self.pace else {
+            return Poll::Ready(usize::MAX);
+        };
+        let now = tokio::time::Instant::now();
+        let started = *pace.started.get_or_insert(now);
+        let due = started
+            + Duration::from_secs_f64(pace.taken_bytes as f64 / pace.rate_bytes_per_s as f64);
+        if due > now {
+            let sleep = pace
+                .sleep
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due)));
+            sleep.as_mut().reset(due);
+            if sleep.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+        }
+        Poll::Ready(PACED_FRAME_BYTES)
+    }
 }
 
 impl http_body::Body for Body {
@@ -51,11 +104,24 @@ impl http_body::Body for Body {
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
+        cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        let Some(chunk) = self.chunks.pop_front() else {
+        if self.chunks.is_empty() {
+            return Poll::Ready(None);
+        }
+        let Poll::Ready(most) = self.poll_pace(cx) else {
+            return Poll::Pending;
+        };
+        let Some(mut chunk) = self.chunks.pop_front() else {
             return Poll::Ready(None);
         };
+        if chunk.len() > most {
+            let rest = chunk.split_off(most);
+            self.chunks.push_front(rest);
+        }
+        if let Some(pace) = &mut self.pace {
+            pace.taken_bytes += chunk.len() as u64;
+        }
         self.remaining_bytes -= chunk.len() as u64;
         if let Some(counter) = &self.sent_bytes {
             counter.fetch_add(chunk.len() as u64, Ordering::Relaxed);

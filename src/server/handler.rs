@@ -64,6 +64,8 @@ pub struct State {
     pub store: Store,
     pub credentials: Option<Credentials>,
     pub region: String,
+    /// Each object body is sent no faster than this.
+    pub throttle_bytes_per_s: Option<u64>,
     pub counters: Counters,
 }
 
@@ -627,7 +629,8 @@ fn get_object(state: &State, req: &Req<'_>) -> Result<Response<Body>, S3Error> {
     let len = last.map_or(0, |l| l + 1 - first);
     let body = match last {
         Some(last) if *req.method == Method::GET => Body::from_chunks(object.slices(first, last)?)
-            .counted(state.counters.bytes_sent.clone()),
+            .counted(state.counters.bytes_sent.clone())
+            .paced(state.throttle_bytes_per_s),
         _ => Body::empty(),
     };
     let mut r = Response::new(body);

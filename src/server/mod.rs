@@ -71,6 +71,8 @@ pub struct ServerConfig {
     pub region: String,
     /// Tokio worker threads.
     pub worker_threads: usize,
+    /// Each object body is sent no faster than this (`None`: as fast as the socket takes it).
+    pub throttle_bytes_per_s: Option<u64>,
 }
 
 /// Why a server did not start.
@@ -203,6 +205,7 @@ impl Server {
             store: config.store,
             credentials: config.credentials,
             region: config.region,
+            throttle_bytes_per_s: config.throttle_bytes_per_s,
             counters: Counters::default(),
         });
         let (stop, stop_rx) = watch::channel(false);

@@ -19,8 +19,11 @@
 //!   copies each byte once, from the socket into the pool; no user-space code touches it.
 //!   `SO_RCVLOWAT` is raised to 1 MiB while streaming (a read completes when a MiB is queued,
 //!   so a 99 MiB body takes about a hundred completions, not thousands) and lowered to 1 for
-//!   the last MiB (a read never waits for bytes that will not come). Never one huge
-//!   `RECV | MSG_WAITALL`: the kernel would hand that to an io-wq thread.
+//!   the last MiB (a read never waits for bytes that will not come). At that switch a
+//!   `TCP_QUICKACK` sends the ACK the kernel held back while a MiB sat unread; without it a
+//!   sender with Nagle on holds the body's last segment for the ~40 ms delayed-ACK timer
+//!   (BENCHMARKS.md, "slow servers"). Never one huge `RECV | MSG_WAITALL`: the kernel would
+//!   hand that to an io-wq thread.
 //! - **Failures**: a retryable failure (5xx, 429, a closed or reset connection, a timeout)
 //!   closes the connection, waits out the backoff and starts the GET again on a new connection,
 //!   up to the policy's retries; each attempt has the policy's timeout.
@@ -272,7 +275,16 @@ impl RingIo<'_> {
                 ring.recv(c, fd, at, len, false).map_err(queued)
             }
             Op::Body { offset, len, lowat } => {
+                let tail = lowat < self.conns[c].rcvlowat_bytes;
                 self.set_rcvlowat(c, lowat)?;
+                if tail {
+                    // While a MiB or more sits unread, Linux leaves the ACK to the reader. A
+                    // sender with Nagle on (garage, s3s-fs) then holds the body's last partial
+                    // segment until the delayed-ACK timer fires: ~40 ms per GET. Send that ACK
+                    // now, once per GET, as the last MiB is read.
+                    let (_, fd) = self.ring_and_socket(c)?;
+                    ring::quickack(fd).map_err(|e| Self::engine_error("TCP_QUICKACK", e))?;
+                }
                 let buf = self.job(c)?.buf;
                 let (ring, fd) = self.ring_and_socket(c)?;
                 ring.read_fixed(c, fd, buf, offset, len).map_err(queued)
