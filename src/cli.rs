@@ -309,7 +309,7 @@ pub struct ServeArgs {
     pub threads: Option<usize>,
 
     /// Send each object body no faster than this many MiB/s, to stand in for a slow store
-    #[arg(long, value_name = "MIB_PER_S", value_parser = parse_rate)]
+    #[arg(long, value_name = "MIB_PER_S", value_parser = parse_rate, allow_negative_numbers = true)]
     pub throttle_mib_per_s: Option<f64>,
 
     /// Print the totals at exit as JSON on stdout
