@@ -21,7 +21,7 @@ use http_body_util::{BodyExt, Limited};
 use tokio::runtime::Runtime;
 
 use super::check_partial_content;
-use super::window::{Arrival, Transport, Window, WindowedRank};
+use super::window::{Fetched, Transport, Window, WindowedRank};
 use crate::plan::RangedGet;
 use crate::rank::{Progress, RankError, StepBarrier};
 use crate::s3::client::{RequestSpec, transport_error, with_retries};
@@ -120,7 +120,7 @@ impl Tasks<'_> {
                 self.progress
                     .bytes_received
                     .fetch_add(body.len() as u64, std::sync::atomic::Ordering::Relaxed);
-                let arrival = Arrival {
+                let arrival = Fetched {
                     retries: outcome.retries,
                     first_byte: outcome.first_byte,
                     total: outcome.total,

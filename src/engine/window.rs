@@ -68,9 +68,9 @@ struct Reader<F, H> {
     held: usize,
 }
 
-/// What a GET that arrived whole took.
+/// What fetching a GET that arrived whole took.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Arrival {
+pub struct Fetched {
     /// Attempts beyond the first.
     pub retries: u32,
     /// From sending the (last) attempt to its response head.
@@ -182,7 +182,7 @@ impl<F, H> Window<F, H> {
         reader: usize,
         get: usize,
         held: H,
-        arrival: Arrival,
+        arrival: Fetched,
     ) -> Result<F, RankError> {
         let slot = std::mem::replace(&mut self.readers[reader].slots[get], Slot::Arrived(held));
         let Slot::InFlight(in_flight) = slot else {

@@ -62,7 +62,7 @@ pub use self::probe::unavailable_cause;
 use self::conn::{Conn, Failure, Job, Op, Step, TimerAction};
 use self::pool::{BufIndex, BufferPool};
 use self::ring::{COMPUTE_TAG, Completion, Ring, WAKE_TAG};
-use super::window::{Arrival, Transport, Window, WindowedRank};
+use super::window::{Fetched, Transport, Window, WindowedRank};
 use crate::plan::RangedGet;
 use crate::rank::{Progress, RankError, StepBarrier};
 use crate::s3::sign::{Payload, Signer, object_path};
@@ -418,7 +418,7 @@ impl RingIo<'_> {
                 let job = self.conns[c]
                     .finish()
                     .ok_or_else(|| RankError::Engine("an arrival without a GET (a bug)".into()))?;
-                let arrival = Arrival {
+                let arrival = Fetched {
                     retries: job.retries,
                     first_byte: job.first_byte,
                     total: job.first_started.elapsed(),
