@@ -80,13 +80,11 @@ fn not_enough_files(location: &str, found: usize, needed: usize) -> String {
 }
 
 impl ExitClass for CatalogError {
-    /// 2 for a dataset that is missing or not what the workload says, or a request the
-    /// configuration makes fail (keys, bucket); 3 when the storage fails past its retries.
+    /// Reading the catalog is set-up: nothing has run yet, whatever failed (a dataset that is
+    /// missing or not what the workload says, keys or a bucket refused, a storage that fails
+    /// or does not answer the LIST or a footer read). All are 2.
     fn exit_code(&self) -> u8 {
-        match self {
-            CatalogError::Request(e) => e.exit_code(),
-            _ => exit::USAGE,
-        }
+        exit::USAGE
     }
 }
 

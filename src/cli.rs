@@ -229,12 +229,12 @@ pub struct RunArgs {
 
     /// Worker threads of the baseline engine's runtime [default: the cores this process may
     /// use]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_threads)]
     pub engine_threads: Option<usize>,
 
     /// Worker threads of the embedded server, when no endpoint is given [default: the cores
     /// this process may use]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_threads)]
     pub server_threads: Option<usize>,
 }
 
@@ -305,7 +305,7 @@ pub struct ServeArgs {
     pub region: String,
 
     /// Server worker threads [default: the cores this process may use]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_threads)]
     pub threads: Option<usize>,
 
     /// Send each object body no faster than this many MiB/s, to stand in for a slow store
@@ -315,6 +315,14 @@ pub struct ServeArgs {
     /// Print the totals at exit as JSON on stdout
     #[arg(long)]
     pub json: bool,
+}
+
+/// Parses a thread count: 1 or more.
+pub fn parse_threads(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("'{text}' is not a thread count; write 1 or more")),
+    }
 }
 
 /// Parses a positive rate in MiB/s.

@@ -13,8 +13,9 @@ use crate::engine::EngineKind;
 use crate::exit::{ExitClass, UsageError};
 use crate::metrics::{CpuCosts, CpuReading};
 use crate::plan::{Plan, PlanError, PlanOptions};
+use crate::s3::target::valid_bucket_name;
 use crate::s3::{self, Bucket, Client, RequestError, Target};
-use crate::server::dir::{DirStore, valid_bucket_name};
+use crate::server::dir::DirStore;
 use crate::server::virtual_dataset::{VirtualDataset, VirtualError};
 use crate::server::{self, Credentials, Server, ServerConfig, ServerError, Store};
 use crate::settings::{Settings, SettingsError};
@@ -253,6 +254,12 @@ fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
                     })?;
                 }
             }
+            for folder in store.unserved_folders() {
+                eprintln!(
+                    "ringload serve: warning: folder '{folder}' in --dir is not served: a bucket \
+                     name has 3-63 characters of a-z, 0-9, '.' and '-'; rename it to serve it"
+                );
+            }
             Store::Dir(store)
         }
         None => {
@@ -358,10 +365,10 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let cfg = load_config(&args.workload, Some(&args.shape))?;
     let settings = Settings::resolve(&cfg)?;
     let mut notes = Vec::new();
-    let (cpus, shared) = affinity::choose_cpus(args.cpus.as_deref(), args.shape.np)?;
-    if let Some(note) = shared {
-        eprintln!("ringload run: WARNING: {note}");
-        notes.push(note);
+    let (cpus, shared_cores) = affinity::choose_cpus(args.cpus.as_deref(), args.shape.np)?;
+    // Results are written where --output says: checked now, so a run never ends unable to.
+    if let Some(dir) = &args.output {
+        prepare_output(dir)?;
     }
     let (server, target, server_bytes) =
         match s3::target::resolve(&args.s3.target_flags(), &settings.storage, env)? {
@@ -378,7 +385,8 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
 
     let policy = args.s3.retry_policy();
     let bucket = Bucket::new(target.clone(), policy).context("starting the S3 client")?;
-    bucket.check()?;
+    // Set-up: a failure here is exit 2, as the catalog's are.
+    bucket.check().map_err(CatalogError::Request)?;
     let catalog = catalog::discover(
         &bucket,
         &settings.dataset.train_prefix,
@@ -399,6 +407,11 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         ..limits.clone()
     };
     let plan = Plan::resolve(&settings, &catalog, &options, &unlocked)?;
+    // Warned only for a plan that will run.
+    if let Some(note) = shared_cores {
+        eprintln!("ringload run: WARNING: {note}");
+        notes.push(note);
+    }
     let engine = choose_engine(args.engine, &plan, &limits, &mut notes)?;
     let client = Client::new(target.clone(), policy);
     let config = crate::run::RunConfig {
@@ -545,6 +558,20 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
 
 fn exit_line(e: &crate::rank::RankError) -> String {
     e.to_string().replace('\n', " ")
+}
+
+/// Creates `--output DIR` and checks that files can be written in it, before anything runs.
+fn prepare_output(dir: &std::path::Path) -> Result<(), UsageError> {
+    let fail = |e: std::io::Error| {
+        UsageError(format!(
+            "cannot write results into --output {}: {e}; choose a directory you can write",
+            dir.display()
+        ))
+    };
+    std::fs::create_dir_all(dir).map_err(fail)?;
+    let probe = dir.join(format!(".ringload-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(fail)?;
+    std::fs::remove_file(&probe).map_err(fail)
 }
 
 /// Writes summary.json, steps.csv and requests.csv into `dir`, each through a temporary file renamed into

@@ -14,7 +14,10 @@ fn main() -> ExitCode {
             | ErrorKind::DisplayVersion
             | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => err.exit(),
             _ => {
-                eprintln!("ringload: {}", usage_error_line(&err.to_string()));
+                let args: Vec<String> = std::env::args().collect();
+                let line = negative_value_line(&err, &args)
+                    .unwrap_or_else(|| usage_error_line(&err.to_string()));
+                eprintln!("ringload: {line}");
                 return ExitCode::from(exit::USAGE);
             }
         },
@@ -26,6 +29,29 @@ fn main() -> ExitCode {
             ExitCode::from(commands::exit_code(&err))
         }
     }
+}
+
+/// A negative number given to a flag: clap takes it for an unknown flag and suggests `-- -1`,
+/// which would not help. Every number ringload takes is positive: say so, naming the flag.
+fn negative_value_line(err: &clap::Error, args: &[String]) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue};
+    if err.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let Some(ContextValue::String(value)) = err.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    // clap names what it took for a flag: all of `-1`, or just `-0` of `-0.5`.
+    let negative = |a: &String| a.starts_with('-') && a[1..].parse::<f64>().is_ok();
+    let at = args
+        .iter()
+        .position(|a| a.starts_with(value.as_str()) && negative(a))?;
+    let flag = args[..at].last().filter(|f| f.starts_with("--"))?;
+    Some(format!(
+        "{flag} {}: negative values are not allowed; give a positive number; see \
+         'ringload --help'",
+        args[at]
+    ))
 }
 
 /// clap's usage error on one line: the message without its usage block, plus where help is.

@@ -320,7 +320,11 @@ fn bad_input_gets_one_line_and_exit_2() {
         ),
         (
             vec!["plan", "flux_small", "--np", "-1"],
-            "unexpected argument '-1'",
+            "--np -1: negative values are not allowed",
+        ),
+        (
+            vec!["run", "--computation-time", "-0.5"],
+            "--computation-time -0.5: negative values are not allowed",
         ),
         (
             vec!["generate", "flux_small"],
@@ -348,6 +352,44 @@ fn bad_input_gets_one_line_and_exit_2() {
         (
             vec!["run", "--request-timeout", "0"],
             "not a time in seconds",
+        ),
+        (
+            vec!["run", "--engine-threads", "0"],
+            "'0' is not a thread count; write 1 or more",
+        ),
+        (
+            vec![
+                "run",
+                "--endpoint",
+                "http://127.0.0.1:9",
+                "--bucket",
+                "bkt/data",
+            ],
+            "--bucket: 'bkt/data' is not a bucket name: it has a '/'",
+        ),
+        (
+            vec![
+                "run",
+                "--endpoint",
+                "http://127.0.0.1:9",
+                "--bucket",
+                "../etc",
+            ],
+            "--bucket: '../etc' is not a bucket name",
+        ),
+        (
+            vec!["run", "--endpoint", "http://127.0.0.1:9", "--bucket", ""],
+            "--bucket: the bucket name is empty",
+        ),
+        // Refused before the warning about ranks sharing cores: one line.
+        (vec!["run", "--np", "100000"], "0 steps per rank"),
+        (
+            vec!["run", "--output", "/proc/ringload-results"],
+            "cannot write results into --output /proc/ringload-results",
+        ),
+        (
+            vec!["run", "--output", "/etc/hostname/results"],
+            "cannot write results into --output /etc/hostname/results",
         ),
         (vec!["run", "--engine", "fast"], "invalid value 'fast'"),
         (

@@ -284,13 +284,14 @@ fn malformed_requests_get_s3_errors_and_the_server_keeps_serving() {
     let url = format!("{}/{VIRTUAL_KEY}", server.endpoint_url());
     let base = server.endpoint_url();
 
-    let bad_range = curl(&["-H", "Range: bytes=abc", &url]);
-    assert_eq!(
-        (bad_range.status, bad_range.code()),
-        (400, "InvalidArgument".into())
-    );
-    let reversed = curl(&["-H", "Range: bytes=9-3", &url]);
-    assert_eq!(reversed.status, 400);
+    // A Range that does not parse is ignored, as S3 does: 200 and the whole object.
+    let whole = curl(&[&url]);
+    assert_eq!(whole.status, 200);
+    for range in ["Range: bytes=abc", "Range: bytes=9-3", "Range: items=0-1"] {
+        let ignored = curl(&["-H", range, &url]);
+        assert_eq!(ignored.status, 200, "{range}");
+        assert!(ignored.body == whole.body, "{range}: not the whole object");
+    }
     let multi = curl(&["-H", "Range: bytes=0-1,5-9", &url]);
     assert_eq!((multi.status, multi.code()), (501, "NotImplemented".into()));
     let past_end = curl(&["-r", "999999999-", &url]);
@@ -602,6 +603,107 @@ fn a_virtual_file_downloaded_with_boto3_reads_back_with_pyarrow() {
     assert!(stats.bytes_sent >= size, "{stats:?} for a {size}-byte file");
     assert!(stats.cpu_s > 0.0);
     assert_eq!(stats.errors, 0);
+}
+
+#[test]
+fn a_signature_for_another_region_is_refused_as_s3_refuses_it() {
+    let (_root, server) = dir_server(true);
+    let url = format!("{}/{BUCKET}?list-type=2", server.endpoint_url());
+    let ok = signed_curl(&[&url]);
+    assert_eq!(ok.status, 200, "{ok:?}");
+    let r = curl(&[
+        "--aws-sigv4",
+        "aws:amz:eu-west-3:s3",
+        "--user",
+        &format!("{ACCESS_KEY}:{SECRET_KEY}"),
+        "-H",
+        "x-amz-content-sha256: UNSIGNED-PAYLOAD",
+        &url,
+    ]);
+    assert_eq!(
+        (r.status, r.code()),
+        (400, "AuthorizationHeaderMalformed".into())
+    );
+    let text = String::from_utf8_lossy(&r.body);
+    assert!(
+        text.contains("the region 'eu-west-3' is wrong; expecting 'us-east-1'")
+            && text.contains("<Region>us-east-1</Region>"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_directory_backend_keeps_to_its_root() {
+    let (root, server) = dir_server(false);
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), b"not for clients").unwrap();
+    let bucket = root.path().join(BUCKET);
+    std::fs::write(bucket.join("inside.txt"), b"served").unwrap();
+    // A link to a file outside --dir, a link to a folder outside it, a link that stays inside.
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), bucket.join("leak.txt")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), bucket.join("elsewhere")).unwrap();
+    std::os::unix::fs::symlink(bucket.join("inside.txt"), bucket.join("alias.txt")).unwrap();
+    let base = format!("{}/{BUCKET}", server.endpoint_url());
+    for key in ["leak.txt", "elsewhere/secret.txt"] {
+        let r = curl(&[&format!("{base}/{key}")]);
+        assert_eq!((r.status, r.code()), (404, "NoSuchKey".into()), "{key}");
+    }
+    let alias = curl(&[&format!("{base}/alias.txt")]);
+    assert_eq!((alias.status, alias.body.as_slice()), (200, &b"served"[..]));
+    let list = curl(&[&format!("{base}?list-type=2")]);
+    let text = String::from_utf8_lossy(&list.body);
+    assert!(text.contains("<Key>alias.txt</Key>"), "{text}");
+    assert!(
+        !text.contains("leak") && !text.contains("elsewhere"),
+        "{text}"
+    );
+    // Writing through the link to a folder outside --dir is refused.
+    let file = root.path().join("upload.bin");
+    std::fs::write(&file, b"x").unwrap();
+    let put = curl(&[
+        "-T",
+        file.to_str().unwrap(),
+        &format!("{base}/elsewhere/new.txt"),
+    ]);
+    assert_eq!((put.status, put.code()), (403, "AccessDenied".into()));
+    assert!(!outside.path().join("new.txt").exists());
+    // A key the directory cannot hold does not exist: NoSuchKey, not a complaint about storing.
+    let r = curl(&["--path-as-is", &format!("{base}/a//b")]);
+    assert_eq!((r.status, r.code()), (404, "NoSuchKey".into()));
+}
+
+#[test]
+fn serve_warns_about_folders_it_cannot_serve_as_buckets() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("ab")).unwrap();
+    std::fs::create_dir(dir.path().join("Data_Set")).unwrap();
+    std::fs::create_dir(dir.path().join("good-bucket")).unwrap();
+    let mut child = common::ringload()
+        .args(["serve", "--listen", "127.0.0.1:0", "--dir"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut endpoint = String::new();
+    stdout.read_line(&mut endpoint).unwrap();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for folder in ["ab", "Data_Set"] {
+        assert!(
+            stderr.contains(&format!(
+                "warning: folder '{folder}' in --dir is not served"
+            )),
+            "{stderr}"
+        );
+    }
+    assert!(!stderr.contains("'good-bucket'"), "{stderr}");
 }
 
 #[test]

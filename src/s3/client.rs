@@ -306,7 +306,8 @@ impl Client {
     pub async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, RequestError> {
         let mut objects = Vec::new();
         let mut token: Option<String> = None;
-        for _ in 0..MAX_LIST_PAGES {
+        let mut tokens_seen = std::collections::HashSet::new();
+        for page_number in 1..=MAX_LIST_PAGES {
             let mut query = vec![("list-type", "2"), ("prefix", prefix), ("delimiter", "/")];
             if let Some(t) = &token {
                 query.push(("continuation-token", t.as_str()));
@@ -322,6 +323,15 @@ impl Client {
             })?;
             objects.extend(page.objects);
             match page.next_token {
+                Some(next) if page.truncated && !tokens_seen.insert(next.clone()) => {
+                    return Err(RequestError::BadResponse {
+                        operation: format!("LIST s3://{}/{prefix}", self.target.bucket),
+                        reason: format!(
+                            "page {page_number} gives continuation token '{next}' again: the \
+                             server pages in a loop (a server bug), so the listing never ends"
+                        ),
+                    });
+                }
                 Some(next) if page.truncated => token = Some(next),
                 None if page.truncated => {
                     return Err(RequestError::BadResponse {
@@ -334,7 +344,10 @@ impl Client {
         }
         Err(RequestError::BadResponse {
             operation: format!("LIST s3://{}/{prefix}", self.target.bucket),
-            reason: format!("more than {MAX_LIST_PAGES} pages; narrow dataset.data_folder"),
+            reason: format!(
+                "more than {MAX_LIST_PAGES} pages of objects under the prefix; point \
+                 dataset.data_folder at a folder that holds only the training files"
+            ),
         })
     }
 
@@ -606,12 +619,86 @@ mod tests {
             }
         );
         assert!(parse_list_page(b"<Error><Code>x</Code></Error>").is_err());
+        // Cut short anywhere inside the root: named as such, not as "not a ListBucketResult".
+        let root = body
+            .windows(17)
+            .position(|w| w == b"<ListBucketResult")
+            .unwrap();
+        for cut in root + 18..body.len() - 1 {
+            let err = parse_list_page(&body[..cut]).unwrap_err();
+            assert!(
+                err.contains("the XML ends") && err.contains("cut short"),
+                "cut at {cut}: {err}"
+            );
+        }
         assert!(
             parse_list_page(
                 b"<ListBucketResult><Contents><Key>k</Key></Contents></ListBucketResult>"
             )
             .is_err()
         );
+    }
+
+    /// A listing whose every page is truncated with the same token ends with an error that
+    /// says the server pages in a loop, after two pages.
+    #[test]
+    fn a_server_that_repeats_its_continuation_token_is_named() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let page = "<ListBucketResult><IsTruncated>true</IsTruncated>\
+                    <NextContinuationToken>again</NextContinuationToken></ListBucketResult>";
+        let pages = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let served = std::sync::Arc::clone(&pages);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                loop {
+                    head.clear();
+                    while !head.ends_with(b"\r\n\r\n") {
+                        if !matches!(stream.read(&mut byte), Ok(1)) {
+                            break;
+                        }
+                        head.push(byte[0]);
+                    }
+                    if head.is_empty() {
+                        break;
+                    }
+                    served.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let reply = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{page}",
+                        page.len()
+                    );
+                    if stream.write_all(reply.as_bytes()).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        let target = Target {
+            endpoint: super::super::Endpoint::parse(&url).unwrap(),
+            bucket: "b".into(),
+            region: "us-east-1".into(),
+            credentials: None,
+            credentials_from: "nowhere",
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let client = Client::new(target, RetryPolicy::default());
+        let err = rt
+            .block_on(client.list("d/train/"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("page 2 gives continuation token 'again' again")
+                && err.contains("pages in a loop"),
+            "{err}"
+        );
+        assert_eq!(pages.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
     #[test]

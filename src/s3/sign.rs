@@ -180,10 +180,27 @@ mod tests {
         let good = verify(
             &request,
             &server("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"),
+            "us-east-1",
             now,
         );
         assert_eq!(good.map_err(|e| e.code), Ok(()));
-        assert!(verify(&request, &server("other"), now).is_err());
+        assert!(verify(&request, &server("other"), "us-east-1", now).is_err());
+        // Signed for us-east-1, checked by a server in another region: S3's answer.
+        let other_region = verify(
+            &request,
+            &server("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"),
+            "eu-west-3",
+            now,
+        )
+        .unwrap_err();
+        assert_eq!(other_region.code, "AuthorizationHeaderMalformed");
+        assert!(
+            other_region
+                .message
+                .contains("the region 'us-east-1' is wrong; expecting 'eu-west-3'"),
+            "{}",
+            other_region.message
+        );
 
         let unsigned = Signer::new(None, "us-east-1");
         assert!(!unsigned.signs());

@@ -140,6 +140,41 @@ impl fmt::Debug for Credentials {
     }
 }
 
+/// S3's bucket naming rules: 3–63 characters of `a-z 0-9 . -`, starting and ending with a letter
+/// or digit.
+pub fn valid_bucket_name(name: &str) -> bool {
+    let alnum = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    (3..=63).contains(&name.len())
+        && name.bytes().all(|c| alnum(c) || c == b'.' || c == b'-')
+        && name.bytes().next().is_some_and(alnum)
+        && name.bytes().last().is_some_and(alnum)
+        && !name.contains("..")
+}
+
+/// Whether `name` can name a bucket on any S3-compatible store: stores differ on case and `_`
+/// (S3's own rule is [`valid_bucket_name`]), but none takes an empty name, `.`/`..`, a `/`,
+/// whitespace or control characters. The error says what is wrong and what to do.
+pub fn check_bucket_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("the bucket name is empty; name a bucket".into());
+    }
+    if name.contains('/') {
+        return Err(format!(
+            "'{name}' is not a bucket name: it has a '/'; name the bucket alone and put the \
+             folder inside it in dataset.data_folder"
+        ));
+    }
+    if name == "." || name == ".." {
+        return Err(format!("'{name}' is not a bucket name; name a bucket"));
+    }
+    if name.len() > 255 || name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "'{name}' is not a bucket name: use up to 63 characters of a-z, 0-9, '.' and '-'"
+        ));
+    }
+    Ok(())
+}
+
 /// A bucket on an endpoint, and how to sign for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
@@ -194,16 +229,17 @@ pub fn resolve(
     };
     let endpoint =
         Endpoint::parse(&endpoint_text).map_err(|e| UsageError(format!("{endpoint_from} {e}")))?;
-    let bucket = flags
-        .bucket
-        .clone()
-        .or_else(|| storage.bucket.clone())
-        .ok_or_else(|| {
-            UsageError(format!(
+    let (bucket, bucket_from) = match (&flags.bucket, &storage.bucket) {
+        (Some(b), _) => (b.clone(), "--bucket"),
+        (None, Some(b)) => (b.clone(), "storage.storage_root"),
+        (None, None) => {
+            return Err(UsageError(format!(
                 "no bucket for {endpoint}: pass --bucket NAME or set storage.storage_root in the \
                  workload"
-            ))
-        })?;
+            )));
+        }
+    };
+    check_bucket_name(&bucket).map_err(|e| UsageError(format!("{bucket_from}: {e}")))?;
     let region = flags
         .region
         .clone()

@@ -79,10 +79,31 @@ pub(crate) fn walk(
     // The raw text of the innermost element: text pieces and `&…;` references, unescaped at
     // its end tag.
     let mut raw = String::new();
+    let cut_short = |path: &[String]| {
+        let inside = if path.is_empty() {
+            "in its first tag".to_string()
+        } else {
+            format!("inside <{}>", path.join("><"))
+        };
+        format!(
+            "the XML ends {inside} after {} bytes: the body was cut short",
+            body.len()
+        )
+    };
     loop {
         match reader.read_event() {
+            // Every syntax error of quick-xml is "the input ended before …": cut short; so
+            // are a reference and a start tag left open at the end.
+            Err(
+                quick_xml::Error::Syntax(_)
+                | quick_xml::Error::IllFormed(
+                    quick_xml::errors::IllFormedError::UnclosedReference
+                    | quick_xml::errors::IllFormedError::MissingEndTag(_),
+                ),
+            ) => return Err(cut_short(&path)),
             Err(e) => return Err(format!("the body is not XML ({e})")),
-            Ok(Event::Eof) => return Ok(()),
+            Ok(Event::Eof) if path.is_empty() => return Ok(()),
+            Ok(Event::Eof) => return Err(cut_short(&path)),
             Ok(Event::Start(e)) => {
                 path.push(e.local_name().as_ref().to_string());
                 raw.clear();

@@ -26,6 +26,7 @@ use http::StatusCode;
 use super::error::{S3Error, from_io};
 use super::mmap;
 use super::store::{ObjectInfo, tag_of};
+use crate::s3::target::valid_bucket_name;
 use crate::s3::xml::CompletedPart;
 
 /// Where uploads are written before they are renamed into place.
@@ -41,6 +42,8 @@ pub const MAX_PART_NUMBER: u32 = 10_000;
 #[derive(Debug)]
 pub struct DirStore {
     root: PathBuf,
+    /// The root with every symlink resolved: no object path may lead outside it.
+    root_real: PathBuf,
     /// Makes temporary names unique within this process.
     next_temp: AtomicU64,
 }
@@ -76,17 +79,6 @@ impl OpenFile {
         mmap::map_range(&self.file, first, len)
             .map_err(|e| from_io(&e, &format!("mapping {}", self.info.key)))
     }
-}
-
-/// S3's bucket naming rules: 3–63 characters of `a-z 0-9 . -`, starting and ending with a letter
-/// or digit.
-pub fn valid_bucket_name(name: &str) -> bool {
-    let alnum = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-    (3..=63).contains(&name.len())
-        && name.bytes().all(|c| alnum(c) || c == b'.' || c == b'-')
-        && name.bytes().next().is_some_and(alnum)
-        && name.bytes().last().is_some_and(alnum)
-        && !name.contains("..")
 }
 
 fn invalid_bucket(name: &str) -> S3Error {
@@ -147,12 +139,38 @@ impl DirStore {
         fs::create_dir_all(root.join(MULTIPART_DIR))?;
         Ok(DirStore {
             root: root.to_path_buf(),
+            root_real: fs::canonicalize(root)?,
             next_temp: AtomicU64::new(0),
         })
     }
 
     pub fn describe(&self) -> String {
         format!("directory {}", self.root.display())
+    }
+
+    /// Top-level folders that are not served because their names are not bucket names.
+    pub fn unserved_folders(&self) -> Vec<String> {
+        let Ok(entries) = fs::read_dir(&self.root) else {
+            return Vec::new();
+        };
+        let mut out: Vec<String> = entries
+            .flatten()
+            .filter(|e| e.metadata().is_ok_and(|m| m.is_dir()))
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|name| name != TMP_DIR && name != MULTIPART_DIR && !valid_bucket_name(name))
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Whether `path` (under the root) stays inside the root once symlinks are resolved: its
+    /// deepest existing ancestor (itself, if it exists) must. A symlink that leads out of the
+    /// root is not followed, for reads or writes.
+    fn inside_root(&self, path: &Path) -> bool {
+        path.ancestors()
+            .find(|p| fs::symlink_metadata(p).is_ok())
+            .and_then(|p| fs::canonicalize(p).ok())
+            .is_some_and(|real| real.starts_with(&self.root_real))
     }
 
     /// The path of an existing bucket.
@@ -246,6 +264,15 @@ impl DirStore {
                     continue;
                 };
                 let key = format!("{dir_key}{name}");
+                // A symlink is listed as what it points to, if that stays inside the root.
+                let meta = if meta.file_type().is_symlink() {
+                    match fs::metadata(entry.path()) {
+                        Ok(target) if self.inside_root(&entry.path()) => target,
+                        _ => continue,
+                    }
+                } else {
+                    meta
+                };
                 if meta.is_dir() {
                     let sub = format!("{key}/");
                     if sub.starts_with(prefix) || prefix.starts_with(&sub) {
@@ -260,14 +287,30 @@ impl DirStore {
         Ok(out)
     }
 
+    /// Where `key` is written.
     fn object_path(&self, bucket: &str, key: &str) -> Result<PathBuf, S3Error> {
         let bucket_path = self.bucket_path(bucket)?;
         check_key(key)?;
-        Ok(bucket_path.join(key))
+        let path = bucket_path.join(key);
+        if !self.inside_root(&path) {
+            return Err(S3Error::access_denied(format!(
+                "ringload serve --dir does not write '{key}': a symlink on its path leads \
+                 outside --dir"
+            )));
+        }
+        Ok(path)
     }
 
     pub fn open(&self, bucket: &str, key: &str) -> Result<OpenFile, S3Error> {
-        let path = self.object_path(bucket, key)?;
+        let bucket_path = self.bucket_path(bucket)?;
+        // A key this backend cannot store cannot exist in it.
+        if check_key(key).is_err() {
+            return Err(S3Error::no_such_key(key));
+        }
+        let path = bucket_path.join(key);
+        if !self.inside_root(&path) {
+            return Err(S3Error::no_such_key(key));
+        }
         let file = match File::open(&path) {
             Ok(f) => f,
             Err(e)

@@ -195,7 +195,7 @@ async fn dispatch(
             raw_query,
             headers: &parts.headers,
         };
-        sigv4::verify(&signed, credentials, SystemTime::now())?;
+        sigv4::verify(&signed, credentials, &state.region, SystemTime::now())?;
     }
     let payload = PayloadHash::from_headers(&parts.headers)?;
     let query = Query::parse(raw_query)?;
@@ -598,11 +598,9 @@ fn get_object(state: &State, req: &Req<'_>) -> Result<Response<Body>, S3Error> {
             let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
             match RangeSpec::parse(&text) {
                 Ok(spec) => Some((spec, text)),
-                Err(RangeError::Syntax) => {
-                    return Err(S3Error::invalid_argument(format!(
-                        "Range '{text}' is not bytes=FIRST-LAST, bytes=FIRST- or bytes=-SUFFIX"
-                    )));
-                }
+                // RFC 9110 §14.2 lets a server ignore a Range it cannot parse; S3 does, and
+                // answers 200 with the whole object.
+                Err(RangeError::Syntax) => None,
                 Err(RangeError::Multiple) => {
                     return Err(S3Error::not_implemented(format!(
                         "Range '{text}' asks for several ranges; S3 serves one range per request"

@@ -248,10 +248,12 @@ fn canonical_header_value(headers: &HeaderMap, name: &str) -> String {
         .join(",")
 }
 
-/// Checks the request's signature against `credentials`, at time `now`.
+/// Checks the request's signature against `credentials` and the server's `region`, at time
+/// `now`.
 pub fn verify(
     request: &SignedRequest<'_>,
     credentials: &Credentials,
+    region: &str,
     now: SystemTime,
 ) -> Result<(), S3Error> {
     let Some(header) = request.headers.get(http::header::AUTHORIZATION) else {
@@ -275,6 +277,14 @@ pub fn verify(
             "The AWS Access Key Id you provided does not exist in our records.",
         )
         .with("AWSAccessKeyId", auth.access_key_id));
+    }
+    if auth.region != region {
+        // As S3 answers a signature scoped to another region.
+        return Err(malformed(format!(
+            "The authorization header is malformed; the region '{}' is wrong; expecting '{region}'",
+            auth.region
+        ))
+        .with("Region", region));
     }
     if auth.service != "s3" {
         return Err(malformed(format!(
@@ -426,7 +436,7 @@ mod tests {
         };
         let t = parse_amz_date("20130524T000000Z").unwrap();
         assert_eq!(t, 1_369_353_600);
-        verify(&request, &creds, at(t + 60)).unwrap();
+        verify(&request, &creds, "us-east-1", at(t + 60)).unwrap();
     }
 
     #[test]
@@ -444,15 +454,19 @@ mod tests {
             ..creds.clone()
         };
         assert_eq!(
-            verify(&get("/test.txt"), &wrong, at(t)).unwrap_err().code,
+            verify(&get("/test.txt"), &wrong, "us-east-1", at(t))
+                .unwrap_err()
+                .code,
             "SignatureDoesNotMatch"
         );
         assert_eq!(
-            verify(&get("/other.txt"), &creds, at(t)).unwrap_err().code,
+            verify(&get("/other.txt"), &creds, "us-east-1", at(t))
+                .unwrap_err()
+                .code,
             "SignatureDoesNotMatch"
         );
         assert_eq!(
-            verify(&get("/test.txt"), &creds, at(t + 3600))
+            verify(&get("/test.txt"), &creds, "us-east-1", at(t + 3600))
                 .unwrap_err()
                 .code,
             "RequestTimeTooSkewed"
@@ -462,7 +476,7 @@ mod tests {
             ..creds
         };
         assert_eq!(
-            verify(&get("/test.txt"), &other_key, at(t))
+            verify(&get("/test.txt"), &other_key, "us-east-1", at(t))
                 .unwrap_err()
                 .code,
             "InvalidAccessKeyId"

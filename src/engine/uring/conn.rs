@@ -17,7 +17,7 @@
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
-use super::http::{HeadError, HeadReader, HeadStep, ResponseHead};
+use super::http::{self, HeadError, HeadReader, HeadStep, ResponseHead};
 use super::pool::BufIndex;
 use crate::plan::RangedGet;
 
@@ -92,8 +92,8 @@ pub enum Failure {
     BadResponse(String),
     /// No response head could be read; `reused` when the socket had carried a response before.
     Head { error: HeadError, reused: bool },
-    /// An error status; its document is in `scratch[..document_len]`.
-    Status { status: u16, document_len: usize },
+    /// An error status, with its document (at most the scratch buffer's size of it).
+    Status { status: u16, document: Vec<u8> },
 }
 
 /// What a completion led to.
@@ -114,6 +114,17 @@ pub enum TimerAction {
     /// The attempt ran past its timeout: shut its socket down, so that its operation completes
     /// and the next completion reports the timeout.
     ShutDown,
+}
+
+/// How an error document's end is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    /// `Content-Length` bytes (capped at the scratch buffer).
+    Length(usize),
+    /// `Transfer-Encoding: chunked`: the last chunk ends it.
+    Chunked,
+    /// Neither: the server closes the connection after it.
+    UntilClose,
 }
 
 /// What a connection is waiting for.
@@ -138,7 +149,7 @@ enum Phase {
     ErrorBody {
         status: u16,
         received: usize,
-        want: usize,
+        framing: Framing,
     },
     /// Waiting to try the GET again.
     Backoff {
@@ -238,8 +249,8 @@ impl Conn {
             Phase::ErrorBody {
                 status,
                 received,
-                want,
-            } => self.on_error_body(status, received + n, n, want),
+                framing,
+            } => self.on_error_body(status, scratch, received + n, n, framing),
             Phase::Idle | Phase::Backoff { .. } => {
                 return Err("a completion for a connection with nothing in flight".into());
             }
@@ -344,22 +355,29 @@ impl Conn {
                 head.status
             )));
         }
-        let want = head
-            .content_length
-            .map_or(scratch_len, |l| l as usize)
-            .min(scratch_len);
-        if want == 0 {
+        // The error document: read by its framing, so a chunked or close-delimited one ends
+        // the attempt when it is whole, not at the request timeout.
+        let framing = match (head.content_length, head.chunked) {
+            (_, true) => Framing::Chunked,
+            (Some(len), false) => Framing::Length((len as usize).min(scratch_len)),
+            (None, false) => Framing::UntilClose,
+        };
+        if framing == Framing::Length(0) {
             return Step::Failed(Failure::Status {
                 status: head.status,
-                document_len: 0,
+                document: Vec::new(),
             });
         }
         self.phase = Phase::ErrorBody {
             status: head.status,
             received: 0,
-            want,
+            framing,
         };
-        Step::Queue(Op::Recv { at: 0, len: want })
+        let len = match framing {
+            Framing::Length(len) => len,
+            Framing::Chunked | Framing::UntilClose => scratch_len,
+        };
+        Step::Queue(Op::Recv { at: 0, len })
     }
 
     /// Reads the rest of the body straight into the GET's registered buffer.
@@ -394,21 +412,44 @@ impl Conn {
         Step::Arrived
     }
 
-    fn on_error_body(&mut self, status: u16, received: usize, n: usize, want: usize) -> Step {
-        if n > 0 && received < want {
-            self.phase = Phase::ErrorBody {
-                status,
-                received,
-                want,
-            };
-            return Step::Queue(Op::Recv {
-                at: received,
-                len: want - received,
-            });
+    /// `scratch[..received]`: the document's bytes so far, `n` of them just received.
+    fn on_error_body(
+        &mut self,
+        status: u16,
+        scratch: &[u8],
+        received: usize,
+        n: usize,
+        framing: Framing,
+    ) -> Step {
+        let raw = &scratch[..received];
+        let whole = |document: Vec<u8>| Step::Failed(Failure::Status { status, document });
+        match framing {
+            Framing::Length(len) if received >= len => return whole(raw[..len].to_vec()),
+            Framing::Chunked => match http::dechunk(raw) {
+                Ok(Some(document)) => return whole(document),
+                Ok(None) => {}
+                // Not chunked after all: what came is the document.
+                Err(_) => return whole(raw.to_vec()),
+            },
+            Framing::Length(_) | Framing::UntilClose => {}
         }
-        Step::Failed(Failure::Status {
+        // The connection ended, or the document outgrew the scratch buffer: what came is the
+        // document (the connection is closed after a failed attempt either way).
+        if n == 0 || received >= scratch.len() {
+            return whole(raw.to_vec());
+        }
+        self.phase = Phase::ErrorBody {
             status,
-            document_len: received,
+            received,
+            framing,
+        };
+        let end = match framing {
+            Framing::Length(len) => len,
+            Framing::Chunked | Framing::UntilClose => scratch.len(),
+        };
+        Step::Queue(Op::Recv {
+            at: received,
+            len: end - received,
         })
     }
 
@@ -660,11 +701,12 @@ mod tests {
                 len: doc.len()
             })
         );
+        scratch[..doc.len()].copy_from_slice(doc.as_bytes());
         assert_eq!(
             conn.on_completion(doc.len() as i32, &scratch, 100, &range(100), now),
             Ok(Step::Failed(Failure::Status {
                 status: 503,
-                document_len: doc.len()
+                document: doc.as_bytes().to_vec()
             }))
         );
 
@@ -678,6 +720,76 @@ mod tests {
             conn.on_completion(0, &scratch, 100, &range(100), now + timeout),
             Ok(Step::Failed(Failure::TimedOut))
         );
+    }
+
+    #[test]
+    fn an_error_document_ends_by_its_framing_not_by_the_timeout() {
+        let doc = "<Error><Code>SlowDown</Code><Message>m</Message></Error>";
+        let chunked = format!("{:x}\r\n{doc}\r\n0\r\n\r\n", doc.len());
+        let framings = [
+            (
+                "HTTP/1.1 503 Slow Down\r\ntransfer-encoding: chunked\r\n\r\n",
+                chunked.as_str(),
+            ),
+            // Neither length nor chunks: the document ends when the connection does.
+            ("HTTP/1.1 503 Slow Down\r\nconnection: close\r\n\r\n", doc),
+        ];
+        for (head, body) in framings {
+            let (mut conn, now) = sent(100);
+            let mut scratch = vec![0u8; SCRATCH];
+            scratch[..head.len()].copy_from_slice(head.as_bytes());
+            let n = head.len() as i32;
+            conn.on_completion(n, &scratch, 100, &range(100), now)
+                .unwrap();
+            let step = conn
+                .on_completion(n, &scratch, 100, &range(100), now)
+                .unwrap();
+            assert_eq!(
+                step,
+                Step::Queue(Op::Recv {
+                    at: 0,
+                    len: SCRATCH
+                }),
+                "{head}"
+            );
+            // The body arrives in two pieces.
+            let (first, rest) = body.as_bytes().split_at(7);
+            scratch[..first.len()].copy_from_slice(first);
+            let step = conn
+                .on_completion(first.len() as i32, &scratch, 100, &range(100), now)
+                .unwrap();
+            assert_eq!(
+                step,
+                Step::Queue(Op::Recv {
+                    at: 7,
+                    len: SCRATCH - 7
+                })
+            );
+            scratch[7..7 + rest.len()].copy_from_slice(rest);
+            let step = conn
+                .on_completion(rest.len() as i32, &scratch, 100, &range(100), now)
+                .unwrap();
+            let whole = Step::Failed(Failure::Status {
+                status: 503,
+                document: doc.as_bytes().to_vec(),
+            });
+            if head.contains("chunked") {
+                // Whole at its last chunk: no wait for more bytes.
+                assert_eq!(step, whole);
+            } else {
+                assert_eq!(
+                    step,
+                    Step::Queue(Op::Recv {
+                        at: body.len(),
+                        len: SCRATCH - body.len()
+                    })
+                );
+                let end = conn
+                    .on_completion(0, &scratch, 100, &range(100), now)
+                    .unwrap();
+                assert_eq!(end, whole);
+            }
+        }
     }
 
     #[test]

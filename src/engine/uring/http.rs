@@ -54,6 +54,8 @@ pub struct ResponseHead {
     pub partial: Result<(), String>,
     /// `Connection: close`, or HTTP/1.0: the connection ends after this response.
     pub closes: bool,
+    /// `Transfer-Encoding: chunked`: the body is framed in chunks, not by a length.
+    pub chunked: bool,
     /// The head's length in bytes, up to and including the blank line.
     pub len: usize,
 }
@@ -154,7 +156,44 @@ fn head_of(response: &httparse::Response<'_, '_>, len: usize, get: &RangedGet) -
         content_length: header("content-length").and_then(|l| l.trim().parse().ok()),
         partial,
         closes,
+        chunked: header("transfer-encoding")
+            .is_some_and(|t| t.to_ascii_lowercase().contains("chunked")),
         len,
+    }
+}
+
+/// Decodes a whole chunked body (RFC 9112 §7.1) from `raw`: `Some(body)` once its last chunk
+/// and the trailer's end have arrived, `None` while more is needed, `Err` when it is not
+/// chunked framing.
+pub fn dechunk(raw: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    let mut body = Vec::new();
+    let mut at = 0;
+    loop {
+        let Some(line_len) = raw[at..].windows(2).position(|w| w == b"\r\n") else {
+            return Ok(None);
+        };
+        let line = std::str::from_utf8(&raw[at..at + line_len])
+            .map_err(|_| "a chunk size line is not text".to_string())?;
+        let size_text = line.split(';').next().unwrap_or("").trim();
+        let size = usize::from_str_radix(size_text, 16)
+            .map_err(|_| format!("'{size_text}' is not a chunk size"))?;
+        at += line_len + 2;
+        if size == 0 {
+            // Trailer fields, then an empty line.
+            let rest = &raw[at..];
+            if rest.starts_with(b"\r\n") {
+                return Ok(Some(body));
+            }
+            return Ok(rest.windows(4).position(|w| w == b"\r\n\r\n").map(|_| body));
+        }
+        if raw.len() < at + size + 2 {
+            return Ok(None);
+        }
+        body.extend_from_slice(&raw[at..at + size]);
+        if &raw[at + size..at + size + 2] != b"\r\n" {
+            return Err("a chunk does not end with CRLF".into());
+        }
+        at += size + 2;
     }
 }
 
@@ -365,5 +404,19 @@ mod tests {
             "GET /b/train/f.parquet HTTP/1.1\r\nHost: 127.0.0.1:9000\r\nRange: bytes=100-109\r\n\
              authorization: AWS4-HMAC-SHA256 x\r\n\r\n"
         );
+    }
+
+    #[test]
+    fn chunked_bodies_decode_once_whole() {
+        let raw = b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n";
+        assert_eq!(dechunk(raw), Ok(Some(b"hello world".to_vec())));
+        // Every prefix is incomplete, never an error.
+        for cut in 0..raw.len() {
+            assert_eq!(dechunk(&raw[..cut]), Ok(None), "cut at {cut}");
+        }
+        let trailer = b"2\r\nok\r\n0\r\nx-trailer: 1\r\n\r\n";
+        assert_eq!(dechunk(trailer), Ok(Some(b"ok".to_vec())));
+        assert!(dechunk(b"zz\r\nhello\r\n").is_err());
+        assert!(dechunk(b"2\r\nokX\r\n0\r\n\r\n").is_err());
     }
 }

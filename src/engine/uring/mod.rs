@@ -329,8 +329,8 @@ impl RingIo<'_> {
         )
     }
 
-    /// A failed attempt of connection `c`, in words that name the GET.
-    fn request_error(&self, c: usize, get: &RangedGet, failure: Failure) -> RequestError {
+    /// A failed attempt, in words that name the GET.
+    fn request_error(&self, get: &RangedGet, failure: Failure) -> RequestError {
         let operation = self.operation(get);
         match failure {
             Failure::TimedOut => RequestError::Timeout {
@@ -376,13 +376,10 @@ impl RingIo<'_> {
                     }
                 }
             },
-            Failure::Status {
-                status,
-                document_len,
-            } => RequestError::from_response(
+            Failure::Status { status, document } => RequestError::from_response(
                 operation,
                 status,
-                &self.ring.scratch(c)[..document_len],
+                &document,
                 &self.engine.client.hint_context(),
             ),
         }
@@ -427,7 +424,7 @@ impl RingIo<'_> {
                 Ok(())
             }
             Step::Failed(failure) => {
-                let error = self.request_error(c, get, failure);
+                let error = self.request_error(get, failure);
                 self.attempt_failed(window, c, job.retries, error)
             }
         }
@@ -889,6 +886,45 @@ mod tests {
         let (result, _) = fetch_all(&server.url, policy(0, 300), vec![g]).unwrap();
         let err = result.unwrap_err().to_string();
         assert!(err.contains("no complete response within 300ms"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(3));
+    }
+
+    #[test]
+    fn error_documents_without_a_length_end_the_attempt_at_once() {
+        let g = get(0, 100);
+        let chunked = |status: &str, doc: &str| {
+            format!(
+                "HTTP/1.1 {status}\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{doc}\r\n0\r\n\r\n",
+                doc.len()
+            )
+            .into_bytes()
+        };
+        // A 503 sent chunked on a kept-alive connection: retried at once, not after the
+        // request timeout (5 s here).
+        let slow_down = chunked(
+            "503 Slow Down",
+            "<Error><Code>SlowDown</Code><Message>m</Message></Error>",
+        );
+        let server = serve(vec![vec![Piece::Write(slow_down)], whole(&g)]);
+        let started = Instant::now();
+        let Some((result, stats)) = fetch_all(&server.url, policy(2, 5000), vec![g.clone()]) else {
+            return;
+        };
+        result.unwrap();
+        assert_eq!((stats.retries, stats.requests), (1, 1));
+        assert!(started.elapsed() < Duration::from_secs(3));
+
+        // A 403 sent chunked: reported at once with its code, and not retried.
+        let denied = chunked(
+            "403 Forbidden",
+            "<Error><Code>AccessDenied</Code><Message>no</Message></Error>",
+        );
+        let server = serve(vec![vec![Piece::Write(denied)]]);
+        let started = Instant::now();
+        let (result, stats) = fetch_all(&server.url, policy(2, 5000), vec![g]).unwrap();
+        let err = result.unwrap_err().to_string();
+        assert!(err.contains("HTTP 403 AccessDenied (no)"), "{err}");
+        assert_eq!((stats.retries, stats.errors), (0, 1));
         assert!(started.elapsed() < Duration::from_secs(3));
     }
 
