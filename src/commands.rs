@@ -13,6 +13,7 @@ use crate::engine::EngineKind;
 use crate::exit::{ExitClass, UsageError};
 use crate::metrics::{CpuCosts, CpuReading};
 use crate::plan::{Plan, PlanError, PlanOptions};
+use crate::run::RunFailure;
 use crate::s3::target::valid_bucket_name;
 use crate::s3::{self, Bucket, Client, RequestError, Target};
 use crate::server::dir::DirStore;
@@ -420,9 +421,20 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         show_progress: std::io::stderr().is_terminal(),
         cpus,
     };
-    let measured = crate::run::run_ranks(&plan, &client, &config, &server_cpu_now);
+    let outcome = crate::run::run_ranks(&plan, &client, &config, &server_cpu_now);
     let server_stats = server.map(|s| s.shutdown());
-    let measured = measured.map_err(|e| RunFailed(exit_line(&e)))?;
+    // A run that failed once the clock had started still reports what it measured.
+    let (measured, failure) = match outcome {
+        Ok(measured) => (measured, None),
+        Err(RunFailure {
+            error,
+            partial: Some(measured),
+        }) => (*measured, Some(exit_line(&error))),
+        Err(RunFailure {
+            error,
+            partial: None,
+        }) => return Err(RunFailed(exit_line(&error)).into()),
+    };
     let end_cpu = CpuReading::now(server_stats.as_ref().map_or(0.0, |s| s.cpu_s));
     let setup_s = (measured.ready_at - started).as_secs_f64();
     let costs = CpuCosts::between(setup_cpu, measured.ready_cpu, end_cpu);
@@ -454,10 +466,21 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
             peak_rss_bytes,
             peak_rss_since_setup,
             notes,
+            failure: failure.clone(),
         },
     );
     if let Some(dir) = &args.output {
         write_output(dir, &plan, &summary, &measured)?;
+    }
+    if let Some(line) = failure {
+        // The figures up to the failure are in --output and on stdout with --json; stderr
+        // keeps its one line.
+        if args.json {
+            let mut stdout = std::io::stdout().lock();
+            serde_json::to_writer_pretty(&mut stdout, &summary)?;
+            writeln!(stdout)?;
+        }
+        return Err(RunFailed(line).into());
     }
     let human = report::run::render(&summary);
     let banner = report::run::computation_time_banner(&summary);

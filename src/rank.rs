@@ -230,7 +230,9 @@ fn ns(d: Duration) -> u64 {
     d.as_nanos().min(u128::from(u64::MAX)) as u64
 }
 
-/// Runs one rank's epochs. On error the barrier is aborted, so the other ranks stop too.
+/// Runs one rank's epochs into `record`, each step kept as it completes, so that a failed run
+/// still has its figures up to the failure. On error the barrier is aborted, so the other ranks
+/// stop too.
 pub fn run_rank(
     plan: &RankPlan,
     epochs: u32,
@@ -238,29 +240,30 @@ pub fn run_rank(
     io: &mut dyn RankIo,
     barrier: &StepBarrier,
     progress: &Progress,
-) -> Result<RankRecord, RankError> {
-    let mut record = RankRecord::default();
+    record: &mut RankRecord,
+) -> Result<(), RankError> {
     for _ in 0..epochs {
-        let epoch = run_epoch(plan, computation_time, io, barrier, progress);
-        let (steps, window_ns) = epoch.inspect_err(|_| barrier.abort())?;
-        record.steps.push(steps);
-        record.windows_ns.push(window_ns);
+        run_epoch(plan, computation_time, io, barrier, progress, record)
+            .inspect_err(|_| barrier.abort())?;
     }
-    Ok(record)
+    Ok(())
 }
 
-/// One epoch: its steps' times, and its window from the start to the end of the last step.
+/// One epoch: its steps' times, and its window from the start to the end of the epoch (to the
+/// end of its last completed step, if it fails).
 fn run_epoch(
     plan: &RankPlan,
     computation_time: Duration,
     io: &mut dyn RankIo,
     barrier: &StepBarrier,
     progress: &Progress,
-) -> Result<(Vec<StepTimes>, u64), RankError> {
+    record: &mut RankRecord,
+) -> Result<(), RankError> {
     io.barrier(barrier)?;
     let epoch_start = Instant::now();
+    record.steps.push(Vec::with_capacity(plan.steps.len()));
+    record.windows_ns.push(0);
     io.start_epoch()?;
-    let mut steps = Vec::with_capacity(plan.steps.len());
     for takes in &plan.steps {
         let loading = Instant::now();
         for take in takes {
@@ -279,14 +282,21 @@ fn run_epoch(
             compute_ns: ns(meeting - computing),
             barrier_ns: ns(done - meeting),
         };
-        steps.push(step);
+        if let (Some(steps), Some(window)) = (record.steps.last_mut(), record.windows_ns.last_mut())
+        {
+            steps.push(step);
+            *window = ns(epoch_start.elapsed());
+        }
         progress.steps_done.fetch_add(1, Ordering::Relaxed);
         progress
             .compute_ns
             .fetch_add(step.compute_ns, Ordering::Relaxed);
     }
     io.end_epoch()?;
-    Ok((steps, ns(epoch_start.elapsed())))
+    if let Some(window) = record.windows_ns.last_mut() {
+        *window = ns(epoch_start.elapsed());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -368,13 +378,15 @@ mod tests {
         let barrier = StepBarrier::new(1, Duration::from_secs(5));
         let progress = Progress::default();
         let mut io = Recorder::default();
-        let record = run_rank(
+        let mut record = RankRecord::default();
+        run_rank(
             &two_steps(),
             2,
             Duration::ZERO,
             &mut io,
             &barrier,
             &progress,
+            &mut record,
         )
         .unwrap();
         let epoch = [
@@ -411,12 +423,14 @@ mod tests {
                     &mut io,
                     &barrier,
                     &progress,
+                    &mut RankRecord::default(),
                 )
             });
             let mut failing = Recorder {
                 fail_at_wait: Some(2),
                 ..Recorder::default()
             };
+            let mut record = RankRecord::default();
             let mine = run_rank(
                 &two_steps(),
                 1,
@@ -424,8 +438,13 @@ mod tests {
                 &mut failing,
                 &barrier,
                 &progress,
+                &mut record,
             );
             assert!(matches!(mine, Err(RankError::Engine(_))));
+            // The step completed before the failure is kept, with its window.
+            assert_eq!(record.steps.len(), 1);
+            assert_eq!(record.steps[0].len(), 1);
+            assert!(record.windows_ns[0] > 0);
             assert!(matches!(other.join().unwrap(), Err(RankError::Aborted)));
         });
     }

@@ -47,6 +47,14 @@ pub struct RunMeasurements {
     pub ready_at: Instant,
 }
 
+/// A run that failed: the first rank's error (the root cause), and what was measured up to it
+/// when the clock had started.
+#[derive(Debug)]
+pub struct RunFailure {
+    pub error: RankError,
+    pub partial: Option<Box<RunMeasurements>>,
+}
+
 /// The engine every rank's I/O comes from.
 #[derive(Debug)]
 enum Engine {
@@ -81,13 +89,17 @@ impl Engine {
 }
 
 /// Runs the plan's ranks against `client`'s bucket. The first rank error stops every rank and
-/// is returned.
+/// is returned with the measurements up to it.
 pub fn run_ranks(
     plan: &Plan,
     client: &Client,
     config: &RunConfig,
     server_cpu_s: &(dyn Fn() -> f64 + Sync),
-) -> Result<RunMeasurements, RankError> {
+) -> Result<RunMeasurements, RunFailure> {
+    let not_started = |error| RunFailure {
+        error,
+        partial: None,
+    };
     let np = plan.ranks.len();
     let policy = client.policy();
     let computation_time = Duration::from_secs_f64(plan.settings.computation_time_s);
@@ -98,10 +110,12 @@ pub fn run_ranks(
     let barrier = StepBarrier::new(np, barrier_timeout);
     let progress = Progress::default();
     let engine = match config.engine {
-        EngineKind::Uring => Engine::Uring(UringEngine::new(client.clone())?),
+        EngineKind::Uring => Engine::Uring(UringEngine::new(client.clone()).map_err(not_started)?),
         EngineKind::Baseline => Engine::Baseline(
             Baseline::new(client.clone(), config.engine_threads).map_err(|e| {
-                RankError::Engine(format!("cannot start the baseline runtime: {e}"))
+                not_started(RankError::Engine(format!(
+                    "cannot start the baseline runtime: {e}"
+                )))
             })?,
         ),
     };
@@ -110,7 +124,9 @@ pub fn run_ranks(
     let done = std::sync::atomic::AtomicBool::new(false);
     // When the last rank became ready: (instant, process CPU, server CPU).
     let ready: OnceLock<(Instant, CpuReading)> = OnceLock::new();
-    let results: Vec<Result<(RankRecord, RequestStats), RankError>> = std::thread::scope(|scope| {
+    // Each rank's record and request stats so far, and how it ended.
+    type RankResult = (RankRecord, RequestStats, Result<(), RankError>);
+    let results: Vec<RankResult> = std::thread::scope(|scope| {
         let ranks: Vec<_> = (0..np)
             .map(|rank| {
                 let gets = plan.ranged_gets(rank);
@@ -118,26 +134,35 @@ pub fn run_ranks(
                 let cpu = (!config.cpus.is_empty()).then(|| config.cpus[rank % config.cpus.len()]);
                 std::thread::Builder::new()
                     .name(format!("ringload-rank-{rank}"))
-                    .spawn_scoped(scope, move || {
+                    .spawn_scoped(scope, move || -> RankResult {
+                        let mut record = RankRecord::default();
                         let set_up = || {
                             if let Some(cpu) = cpu {
                                 affinity::pin(cpu).map_err(RankError::Engine)?;
                             }
                             engine.rank(gets, plan, barrier, progress)
                         };
-                        let mut io = set_up().inspect_err(|_| barrier.abort())?;
+                        let mut io = match set_up() {
+                            Ok(io) => io,
+                            Err(e) => {
+                                barrier.abort();
+                                return (record, RequestStats::default(), Err(e));
+                            }
+                        };
                         // Every rank set up: the clock starts.
-                        barrier.wait()?;
-                        ready.get_or_init(|| (Instant::now(), CpuReading::now(server_cpu_s())));
-                        let record = run_rank(
-                            &plan.ranks[rank],
-                            epochs,
-                            computation_time,
-                            io.as_mut(),
-                            barrier,
-                            progress,
-                        )?;
-                        Ok((record, io.stats().clone()))
+                        let ran = barrier.wait().and_then(|()| {
+                            ready.get_or_init(|| (Instant::now(), CpuReading::now(server_cpu_s())));
+                            run_rank(
+                                &plan.ranks[rank],
+                                epochs,
+                                computation_time,
+                                io.as_mut(),
+                                barrier,
+                                progress,
+                                &mut record,
+                            )
+                        });
+                        (record, io.stats().clone(), ran)
                     })
             })
             .collect();
@@ -145,16 +170,17 @@ pub fn run_ranks(
             let (progress, done, ready) = (&progress, &done, &ready);
             scope.spawn(move || show_progress(progress, done, total_steps, np, ready));
         }
+        let failed = |e: RankError| (RankRecord::default(), RequestStats::default(), Err(e));
         let results = ranks
             .into_iter()
             .map(|spawned| match spawned {
                 Ok(handle) => handle.join().unwrap_or_else(|_| {
                     barrier.abort();
-                    Err(RankError::Engine("a rank thread panicked".into()))
+                    failed(RankError::Engine("a rank thread panicked".into()))
                 }),
                 Err(e) => {
                     barrier.abort();
-                    Err(RankError::Engine(format!(
+                    failed(RankError::Engine(format!(
                         "cannot start a rank thread: {e}"
                     )))
                 }
@@ -168,26 +194,34 @@ pub fn run_ranks(
         baseline.shutdown();
     }
     // The root cause, not the "stopped because another rank failed" of the others.
-    if let Some(first) = results
-        .iter()
-        .filter_map(|r| r.as_ref().err())
+    let errors = || results.iter().filter_map(|(_, _, r)| r.as_ref().err());
+    let error = errors()
         .find(|e| !matches!(e, RankError::Aborted))
-        .or_else(|| results.iter().find_map(|r| r.as_ref().err()))
-    {
-        return Err(first.clone());
-    }
-    let (records, stats) = results.into_iter().filter_map(Result::ok).unzip();
-    let (ready_at, ready_cpu) = ready
+        .or_else(|| errors().next())
+        .cloned();
+    let (records, stats) = results.into_iter().map(|(r, s, _)| (r, s)).unzip();
+    // Measurements exist once the clock started, failed run or not.
+    let partial = ready
         .get()
         .copied()
-        .ok_or_else(|| RankError::Engine("the ranks finished without starting (a bug)".into()))?;
-    Ok(RunMeasurements {
-        records,
-        stats,
-        wall_s: (ended - ready_at).as_secs_f64(),
-        ready_cpu,
-        ready_at,
-    })
+        .map(|(ready_at, ready_cpu)| RunMeasurements {
+            records,
+            stats,
+            wall_s: (ended - ready_at).as_secs_f64(),
+            ready_cpu,
+            ready_at,
+        });
+    match (error, partial) {
+        (None, Some(measured)) => Ok(measured),
+        (Some(error), partial) => Err(RunFailure {
+            error,
+            partial: partial.map(Box::new),
+        }),
+        (None, None) => Err(RunFailure {
+            error: RankError::Engine("the ranks finished without starting (a bug)".into()),
+            partial: None,
+        }),
+    }
 }
 
 /// Rewrites one stderr line twice a second: steps done, AU so far, MiB/s.

@@ -66,11 +66,26 @@ pub struct RunContext {
     pub peak_rss_since_setup: bool,
     /// Notes from choosing the engine and the cores, and from checking memory.
     pub notes: Vec<String>,
+    /// Why the run failed, when it did; the figures are then up to the failure.
+    pub failure: Option<String>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// Every rank ran every step.
+    Completed,
+    /// A rank failed; the figures are up to the failure.
+    Failed,
 }
 
 /// The result of `ringload run`.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunSummary {
+    pub outcome: Outcome,
+    /// Why the run failed (the one line exit 3 prints), when it did.
+    pub failure: Option<String>,
     pub engine: EngineKind,
     pub workload: String,
     pub np: u32,
@@ -247,8 +262,19 @@ impl RunSummary {
                     .into(),
             );
         }
+        if let Some(failure) = &context.failure {
+            notes.push(format!(
+                "the run failed ({failure}); every figure is up to the failure"
+            ));
+        }
         let au_target_percent = settings.au_target_percent;
+        let outcome = match context.failure {
+            None => Outcome::Completed,
+            Some(_) => Outcome::Failed,
+        };
         RunSummary {
+            outcome,
+            failure: context.failure,
             engine: context.engine,
             workload: settings.workload.name.clone(),
             np: plan.options.np,
@@ -265,7 +291,8 @@ impl RunSummary {
             au_percent,
             au_percent_per_rank: au_per_rank,
             au_target_percent,
-            au_target_met: au_percent.is_some_and(|au| au >= au_target_percent),
+            au_target_met: outcome == Outcome::Completed
+                && au_percent.is_some_and(|au| au >= au_target_percent),
             samples_per_s,
             samples_per_s_per_rank: sps_per_rank,
             io_mib_per_s: samples_per_s

@@ -371,6 +371,7 @@ fn a_server_that_dies_mid_run_fails_the_run_with_exit_3() {
     BufReader::new(server.stdout.take().unwrap())
         .read_line(&mut endpoint)
         .unwrap();
+    let results = tempfile::tempdir().unwrap();
     let client = common::ringload()
         .args([
             "run",
@@ -385,7 +386,10 @@ fn a_server_that_dies_mid_run_fails_the_run_with_exit_3() {
             "1.0",
             "--retries",
             "1",
+            "--json",
+            "--output",
         ])
+        .arg(results.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -411,6 +415,32 @@ fn a_server_that_dies_mid_run_fails_the_run_with_exit_3() {
             "GET s3://ringload/data/flux_small/train/train_000",
         ],
     );
+    // Nothing lost: the figures up to the failure, on stdout and in --output, marked failed.
+    let stdout: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON on stdout ({e}): {stderr}"));
+    let written: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(results.path().join("summary.json")).unwrap(),
+    )
+    .unwrap();
+    for summary in [&stdout, &written] {
+        assert_eq!(summary["outcome"], "failed", "{summary}");
+        assert!(
+            summary["failure"]
+                .as_str()
+                .unwrap()
+                .contains("GET s3://ringload/"),
+            "{summary}"
+        );
+        assert!(summary["errors"].as_u64().unwrap() >= 1, "{summary}");
+        assert!(summary["requests"].as_u64().unwrap() >= 1, "{summary}");
+        assert_eq!(summary["au_target_met"], false);
+    }
+    let steps = std::fs::read_to_string(results.path().join("steps.csv")).unwrap();
+    assert!(
+        steps.lines().count() >= 2,
+        "no step before the failure: {steps}"
+    );
+    assert!(results.path().join("requests.csv").exists());
 }
 
 // ---- garage -------------------------------------------------------------------------------
