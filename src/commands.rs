@@ -2,6 +2,8 @@
 //! output. [`exit_code`] maps an error to its documented code.
 
 use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 
@@ -420,10 +422,21 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         engine_threads: args.engine_threads.unwrap_or_else(cores),
         show_progress: std::io::stderr().is_terminal(),
         cpus,
+        interrupt: Arc::new(AtomicBool::new(false)),
     };
+    // From here Ctrl-C and SIGTERM stop the run and keep what it measured.
+    let signals = StopSignals::install()?;
+    let interrupt = Arc::clone(&config.interrupt);
+    std::thread::Builder::new()
+        .name("ringload-signals".into())
+        .spawn(move || {
+            signals.wait();
+            interrupt.store(true, Ordering::SeqCst);
+        })?;
     let outcome = crate::run::run_ranks(&plan, &client, &config, &server_cpu_now);
     let server_stats = server.map(|s| s.shutdown());
     // A run that failed once the clock had started still reports what it measured.
+    let interrupted = config.interrupt.load(Ordering::SeqCst);
     let (measured, failure) = match outcome {
         Ok(measured) => (measured, None),
         Err(RunFailure {
@@ -467,6 +480,7 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
             peak_rss_since_setup,
             notes,
             failure: failure.clone(),
+            interrupted,
         },
     );
     if let Some(dir) = &args.output {
@@ -479,6 +493,9 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
             let mut stdout = std::io::stdout().lock();
             serde_json::to_writer_pretty(&mut stdout, &summary)?;
             writeln!(stdout)?;
+        }
+        if interrupted {
+            return Err(RunInterrupted.into());
         }
         return Err(RunFailed(line).into());
     }
@@ -551,6 +568,20 @@ impl ExitClass for RunFailed {
     }
 }
 
+/// A run stopped by Ctrl-C or SIGTERM (exit 3: it started and did not finish).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the run was interrupted (Ctrl-C or SIGTERM) before its last step; the figures up to then \
+     are in --output and, with --json, on stdout"
+)]
+pub struct RunInterrupted;
+
+impl ExitClass for RunInterrupted {
+    fn exit_code(&self) -> u8 {
+        exit::FAILED
+    }
+}
+
 /// The exit code for an error: the first cause in its chain whose type knows its class
 /// decides; an error no layer classified is a failure.
 pub fn exit_code(err: &anyhow::Error) -> u8 {
@@ -564,6 +595,7 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
         }
         first_of!(
             RunFailed,
+            RunInterrupted,
             UsageError,
             CatalogError,
             RequestError,

@@ -32,6 +32,9 @@ pub enum RankError {
     /// Another rank failed first; this one stopped.
     #[error("stopped because another rank failed")]
     Aborted,
+    /// The run was told to stop (Ctrl-C or SIGTERM).
+    #[error("interrupted (Ctrl-C or SIGTERM) before the last step")]
+    Interrupted,
     /// A wait ran past its bound.
     #[error("{0}")]
     Stalled(String),

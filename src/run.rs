@@ -8,10 +8,9 @@
 //! time is read, and every rank runs [`crate::rank::run_rank`].
 
 use std::io::Write;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
-
-use std::sync::OnceLock;
 
 use crate::affinity;
 use crate::engine::EngineKind;
@@ -32,7 +31,12 @@ pub struct RunConfig {
     pub show_progress: bool,
     /// The CPUs rank threads are pinned to, round-robin (empty: not pinned).
     pub cpus: Vec<usize>,
+    /// Set (by a signal) to stop the run: every rank stops within [`INTERRUPT_POLL`].
+    pub interrupt: Arc<AtomicBool>,
 }
+
+/// How often the run looks at [`RunConfig::interrupt`].
+pub const INTERRUPT_POLL: Duration = Duration::from_millis(100);
 
 /// What a run measured, rank by rank.
 #[derive(Debug, Clone)]
@@ -170,6 +174,17 @@ pub fn run_ranks(
             let (progress, done, ready) = (&progress, &done, &ready);
             scope.spawn(move || show_progress(progress, done, total_steps, np, ready));
         }
+        // An interrupt aborts the barrier: every rank stops at its next wait.
+        let (done_ref, barrier_ref, interrupt) = (&done, &barrier, &config.interrupt);
+        scope.spawn(move || {
+            while !done_ref.load(Ordering::Relaxed) {
+                if interrupt.load(Ordering::Relaxed) {
+                    barrier_ref.abort();
+                    return;
+                }
+                std::thread::sleep(INTERRUPT_POLL);
+            }
+        });
         let failed = |e: RankError| (RankRecord::default(), RequestStats::default(), Err(e));
         let results = ranks
             .into_iter()
@@ -198,7 +213,14 @@ pub fn run_ranks(
     let error = errors()
         .find(|e| !matches!(e, RankError::Aborted))
         .or_else(|| errors().next())
-        .cloned();
+        .cloned()
+        .map(|e| match e {
+            // Aborted by the interrupt, not by a failing rank.
+            RankError::Aborted if config.interrupt.load(Ordering::Relaxed) => {
+                RankError::Interrupted
+            }
+            other => other,
+        });
     let (records, stats) = results.into_iter().map(|(r, s, _)| (r, s)).unzip();
     // Measurements exist once the clock started, failed run or not.
     let partial = ready

@@ -68,6 +68,8 @@ pub struct RunContext {
     pub notes: Vec<String>,
     /// Why the run failed, when it did; the figures are then up to the failure.
     pub failure: Option<String>,
+    /// The failure was an interrupt (Ctrl-C or SIGTERM).
+    pub interrupted: bool,
 }
 
 /// How a run ended.
@@ -78,6 +80,8 @@ pub enum Outcome {
     Completed,
     /// A rank failed; the figures are up to the failure.
     Failed,
+    /// Ctrl-C or SIGTERM stopped the run; the figures are up to then.
+    Interrupted,
 }
 
 /// The result of `ringload run`.
@@ -264,13 +268,14 @@ impl RunSummary {
         }
         if let Some(failure) = &context.failure {
             notes.push(format!(
-                "the run failed ({failure}); every figure is up to the failure"
+                "the run did not finish ({failure}); every figure is up to then"
             ));
         }
         let au_target_percent = settings.au_target_percent;
-        let outcome = match context.failure {
-            None => Outcome::Completed,
-            Some(_) => Outcome::Failed,
+        let outcome = match (&context.failure, context.interrupted) {
+            (None, _) => Outcome::Completed,
+            (Some(_), true) => Outcome::Interrupted,
+            (Some(_), false) => Outcome::Failed,
         };
         RunSummary {
             outcome,

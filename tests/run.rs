@@ -443,6 +443,56 @@ fn a_server_that_dies_mid_run_fails_the_run_with_exit_3() {
     assert!(results.path().join("requests.csv").exists());
 }
 
+#[test]
+fn ctrl_c_stops_the_run_and_keeps_its_figures() {
+    let results = tempfile::tempdir().unwrap();
+    let child = common::ringload()
+        .args([
+            "run",
+            "flux_small",
+            "--files",
+            "2",
+            "--computation-time",
+            "1.0",
+            "--json",
+            "--output",
+        ])
+        .arg(results.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // 12 steps of 1 s: after 3 s the run is under way.
+    std::thread::sleep(Duration::from_secs(3));
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    // Each rank stops at its next wait: within a compute step and a poll, not at the end.
+    assert!(started.elapsed() < Duration::from_secs(5), "no prompt stop");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_one_line_error(
+        out.status.code().unwrap_or(-1),
+        &stderr,
+        3,
+        &["the run was interrupted (Ctrl-C or SIGTERM)"],
+    );
+    let stdout: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON on stdout ({e}): {stderr}"));
+    let written: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(results.path().join("summary.json")).unwrap(),
+    )
+    .unwrap();
+    for summary in [&stdout, &written] {
+        assert_eq!(summary["outcome"], "interrupted", "{summary}");
+        assert_eq!(summary["errors"], 0, "{summary}");
+        assert!(summary["requests"].as_u64().unwrap() >= 1, "{summary}");
+    }
+}
+
 // ---- garage -------------------------------------------------------------------------------
 
 struct Garage {
