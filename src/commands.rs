@@ -437,12 +437,12 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let server_stats = server.map(|s| s.shutdown());
     // A run that failed once the clock had started still reports what it measured.
     let interrupted = config.interrupt.load(Ordering::SeqCst);
-    let (measured, failure) = match outcome {
+    let (measured, failure) = match outcome.map_err(|failure| *failure) {
         Ok(measured) => (measured, None),
         Err(RunFailure {
             error,
             partial: Some(measured),
-        }) => (*measured, Some(exit_line(&error))),
+        }) => (measured, Some(exit_line(&error))),
         Err(RunFailure {
             error,
             partial: None,

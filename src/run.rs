@@ -56,7 +56,7 @@ pub struct RunMeasurements {
 #[derive(Debug)]
 pub struct RunFailure {
     pub error: RankError,
-    pub partial: Option<Box<RunMeasurements>>,
+    pub partial: Option<RunMeasurements>,
 }
 
 /// The engine every rank's I/O comes from.
@@ -99,10 +99,12 @@ pub fn run_ranks(
     client: &Client,
     config: &RunConfig,
     server_cpu_s: &(dyn Fn() -> f64 + Sync),
-) -> Result<RunMeasurements, RunFailure> {
-    let not_started = |error| RunFailure {
-        error,
-        partial: None,
+) -> Result<RunMeasurements, Box<RunFailure>> {
+    let not_started = |error| {
+        Box::new(RunFailure {
+            error,
+            partial: None,
+        })
     };
     let np = plan.ranks.len();
     let policy = client.policy();
@@ -235,14 +237,10 @@ pub fn run_ranks(
         });
     match (error, partial) {
         (None, Some(measured)) => Ok(measured),
-        (Some(error), partial) => Err(RunFailure {
-            error,
-            partial: partial.map(Box::new),
-        }),
-        (None, None) => Err(RunFailure {
-            error: RankError::Engine("the ranks finished without starting (a bug)".into()),
-            partial: None,
-        }),
+        (Some(error), partial) => Err(Box::new(RunFailure { error, partial })),
+        (None, None) => Err(not_started(RankError::Engine(
+            "the ranks finished without starting (a bug)".into(),
+        ))),
     }
 }
 

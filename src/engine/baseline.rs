@@ -240,12 +240,17 @@ async fn fetch(client: &Client, get: &RangedGet) -> Result<(Vec<u8>, Duration), 
             .await
             .map(|c| c.to_bytes())
             .unwrap_or_default();
+        let retry_after = parts
+            .headers
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok());
         return Err(RequestError::from_response(
             operation(),
             parts.status.as_u16(),
             &document,
             &client.hint_context(),
-        ));
+        )
+        .with_retry_after(retry_after));
     }
     let header = |name| parts.headers.get(name).and_then(|v| v.to_str().ok());
     check_partial_content(header(CONTENT_RANGE), header(CONTENT_LENGTH), get).map_err(

@@ -60,17 +60,41 @@ pub struct RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// The wait before retry number `retry` (0-based): `first_backoff`, doubling.
-    pub fn backoff(&self, retry: u32) -> Duration {
-        self.first_backoff * 2u32.saturating_pow(retry)
+    /// The most the backoff before retry number `retry` (0-based) can be: `first_backoff`,
+    /// doubling, capped at [`MAX_BACKOFF`].
+    pub fn backoff_cap(&self, retry: u32) -> Duration {
+        (self.first_backoff * 2u32.saturating_pow(retry.min(31))).min(MAX_BACKOFF)
     }
 
-    /// The longest one request can legitimately take: every attempt's timeout and every
-    /// backoff, plus a little slack. A wait for a GET past this is a stall.
-    pub fn longest_request(&self) -> Duration {
-        let backoffs: Duration = (0..self.retries).map(|i| self.backoff(i)).sum();
-        self.timeout * (self.retries + 1) + backoffs + Duration::from_secs(5)
+    /// The wait before retry number `retry`, as the AWS SDKs wait: "full jitter", a uniform
+    /// draw from zero to the backoff cap, so that clients that failed together do not retry
+    /// together; at least the server's `Retry-After` (itself capped at [`MAX_BACKOFF`]).
+    pub fn delay(&self, retry: u32, retry_after: Option<Duration>) -> Duration {
+        let jittered = self.backoff_cap(retry).mul_f64(unit_random());
+        jittered.max(retry_after.unwrap_or(Duration::ZERO).min(MAX_BACKOFF))
     }
+
+    /// The longest one request can legitimately take: every attempt's timeout and the longest
+    /// every wait between them can be, plus a little slack. A wait for a GET past this is a
+    /// stall.
+    pub fn longest_request(&self) -> Duration {
+        let waits = MAX_BACKOFF * self.retries;
+        self.timeout * (self.retries + 1) + waits + Duration::from_secs(5)
+    }
+}
+
+/// The longest wait between two attempts, jittered or asked for with `Retry-After` (the AWS
+/// SDKs' cap).
+pub const MAX_BACKOFF: Duration = Duration::from_secs(20);
+
+/// A uniform draw from [0, 1): jitter needs no stronger randomness than the standard
+/// library's per-process hash keys and a counter.
+fn unit_random() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    static DRAWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(DRAWS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 impl Default for RetryPolicy {
@@ -106,7 +130,7 @@ where
         };
         match result {
             Err(e) if e.retryable() && retries < policy.retries => {
-                tokio::time::sleep(policy.backoff(retries)).await;
+                tokio::time::sleep(policy.delay(retries, e.retry_after())).await;
                 retries += 1;
             }
             other => return (other, retries),
@@ -271,12 +295,17 @@ impl Client {
             .map_err(|e| transport_error(operation(), &self.target, &e))?
             .to_bytes();
         if !parts.status.is_success() {
+            let retry_after = parts
+                .headers
+                .get(http::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok());
             return Err(RequestError::from_response(
                 operation(),
                 parts.status.as_u16(),
                 &body,
                 &self.hint_context(),
-            ));
+            )
+            .with_retry_after(retry_after));
         }
         Ok((parts, body))
     }
@@ -494,6 +523,7 @@ impl Client {
                 code: Some(code),
                 message,
                 hint: String::new(),
+                retry_after: None,
             });
         }
         Ok(())
@@ -702,6 +732,37 @@ mod tests {
     }
 
     #[test]
+    fn backoff_is_jittered_under_its_cap_and_honours_retry_after() {
+        let policy = RetryPolicy {
+            retries: 3,
+            timeout: Duration::from_secs(5),
+            first_backoff: Duration::from_millis(200),
+        };
+        assert_eq!(policy.backoff_cap(0), Duration::from_millis(200));
+        assert_eq!(policy.backoff_cap(2), Duration::from_millis(800));
+        assert_eq!(policy.backoff_cap(40), MAX_BACKOFF);
+        let draws: Vec<Duration> = (0..200).map(|_| policy.delay(2, None)).collect();
+        assert!(draws.iter().all(|d| *d <= Duration::from_millis(800)));
+        // Full jitter spreads the waits: not all the same, some in each half.
+        let low = draws
+            .iter()
+            .filter(|d| **d < Duration::from_millis(400))
+            .count();
+        assert!(low > 20 && low < 180, "{low} of 200 in the lower half");
+        // Retry-After is a floor, itself capped.
+        let asked = policy.delay(0, Some(Duration::from_secs(3)));
+        assert!(
+            asked >= Duration::from_secs(3)
+                && asked <= Duration::from_secs(3) + policy.backoff_cap(0)
+        );
+        assert_eq!(
+            policy.delay(0, Some(Duration::from_secs(3600))),
+            MAX_BACKOFF
+        );
+        assert!(policy.longest_request() >= policy.timeout * 4 + MAX_BACKOFF * 3);
+    }
+
+    #[test]
     fn retries_stop_at_the_limit_and_on_errors_that_are_not_retryable() {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_time()
@@ -718,6 +779,7 @@ mod tests {
             code: None,
             message: None,
             hint: String::new(),
+            retry_after: None,
         };
         let mut calls = 0;
         let (result, retries) = rt.block_on(with_retries(&policy, "op", || {

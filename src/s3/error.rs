@@ -22,6 +22,8 @@ pub enum RequestError {
         message: Option<String>,
         /// A likely cause and fix, or empty.
         hint: String,
+        /// The server's `Retry-After`, when it sent one.
+        retry_after: Option<Duration>,
     },
     /// Nothing listens at the endpoint (connection refused) or its name does not resolve.
     #[error("{operation}: {reason}")]
@@ -99,8 +101,39 @@ impl RequestError {
             code,
             message,
             hint,
+            retry_after: None,
         }
     }
+
+    /// The same error, carrying the answer's `Retry-After` header value (if it parses).
+    pub fn with_retry_after(mut self, header: Option<&str>) -> RequestError {
+        if let RequestError::Status { retry_after, .. } = &mut self {
+            *retry_after = header.and_then(parse_retry_after);
+        }
+        self
+    }
+
+    /// How long the server asked to wait before retrying, if it did.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            RequestError::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+/// A `Retry-After` value (RFC 9110 §10.2.3): seconds, or an HTTP date (its distance from now;
+/// a date in the past is no wait).
+pub fn parse_retry_after(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(
+        at.duration_since(std::time::SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
 }
 
 /// What a hint may name.
@@ -242,5 +275,23 @@ mod tests {
             &unsigned,
         );
         assert!(e.to_string().contains("unsigned"), "{e}");
+    }
+
+    #[test]
+    fn retry_after_is_seconds_or_a_date() {
+        assert_eq!(parse_retry_after("3"), Some(Duration::from_secs(3)));
+        assert_eq!(parse_retry_after(" 0 "), Some(Duration::ZERO));
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(Duration::ZERO)
+        );
+        let later =
+            httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(120));
+        let wait = parse_retry_after(&later).unwrap();
+        assert!(wait > Duration::from_secs(100) && wait <= Duration::from_secs(120));
+        assert_eq!(parse_retry_after("soon"), None);
+        let e = RequestError::from_response("GET".into(), 503, b"", &CONTEXT)
+            .with_retry_after(Some("2"));
+        assert_eq!(e.retry_after(), Some(Duration::from_secs(2)));
     }
 }

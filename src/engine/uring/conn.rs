@@ -92,8 +92,13 @@ pub enum Failure {
     BadResponse(String),
     /// No response head could be read; `reused` when the socket had carried a response before.
     Head { error: HeadError, reused: bool },
-    /// An error status, with its document (at most the scratch buffer's size of it).
-    Status { status: u16, document: Vec<u8> },
+    /// An error status, with its document (at most the scratch buffer's size of it) and its
+    /// `Retry-After` header.
+    Status {
+        status: u16,
+        document: Vec<u8>,
+        retry_after: Option<String>,
+    },
 }
 
 /// What a completion led to.
@@ -150,6 +155,7 @@ enum Phase {
         status: u16,
         received: usize,
         framing: Framing,
+        retry_after: Option<String>,
     },
     /// Waiting to try the GET again.
     Backoff {
@@ -250,7 +256,8 @@ impl Conn {
                 status,
                 received,
                 framing,
-            } => self.on_error_body(status, scratch, received + n, n, framing),
+                retry_after,
+            } => self.on_error_body(status, retry_after, scratch, received + n, n, framing),
             Phase::Idle | Phase::Backoff { .. } => {
                 return Err("a completion for a connection with nothing in flight".into());
             }
@@ -366,12 +373,14 @@ impl Conn {
             return Step::Failed(Failure::Status {
                 status: head.status,
                 document: Vec::new(),
+                retry_after: head.retry_after,
             });
         }
         self.phase = Phase::ErrorBody {
             status: head.status,
             received: 0,
             framing,
+            retry_after: head.retry_after,
         };
         let len = match framing {
             Framing::Length(len) => len,
@@ -416,13 +425,20 @@ impl Conn {
     fn on_error_body(
         &mut self,
         status: u16,
+        retry_after: Option<String>,
         scratch: &[u8],
         received: usize,
         n: usize,
         framing: Framing,
     ) -> Step {
         let raw = &scratch[..received];
-        let whole = |document: Vec<u8>| Step::Failed(Failure::Status { status, document });
+        let whole = |document: Vec<u8>| {
+            Step::Failed(Failure::Status {
+                status,
+                document,
+                retry_after: retry_after.clone(),
+            })
+        };
         match framing {
             Framing::Length(len) if received >= len => return whole(raw[..len].to_vec()),
             Framing::Chunked => match http::dechunk(raw) {
@@ -442,6 +458,7 @@ impl Conn {
             status,
             received,
             framing,
+            retry_after,
         };
         let end = match framing {
             Framing::Length(len) => len,
@@ -706,7 +723,8 @@ mod tests {
             conn.on_completion(doc.len() as i32, &scratch, 100, &range(100), now),
             Ok(Step::Failed(Failure::Status {
                 status: 503,
-                document: doc.as_bytes().to_vec()
+                document: doc.as_bytes().to_vec(),
+                retry_after: None
             }))
         );
 
@@ -772,6 +790,7 @@ mod tests {
             let whole = Step::Failed(Failure::Status {
                 status: 503,
                 document: doc.as_bytes().to_vec(),
+                retry_after: None,
             });
             if head.contains("chunked") {
                 // Whole at its last chunk: no wait for more bytes.

@@ -56,6 +56,8 @@ pub struct ResponseHead {
     pub closes: bool,
     /// `Transfer-Encoding: chunked`: the body is framed in chunks, not by a length.
     pub chunked: bool,
+    /// The `Retry-After` header, as sent.
+    pub retry_after: Option<String>,
     /// The head's length in bytes, up to and including the blank line.
     pub len: usize,
 }
@@ -158,6 +160,7 @@ fn head_of(response: &httparse::Response<'_, '_>, len: usize, get: &RangedGet) -
         closes,
         chunked: header("transfer-encoding")
             .is_some_and(|t| t.to_ascii_lowercase().contains("chunked")),
+        retry_after: header("retry-after").map(str::to_string),
         len,
     }
 }

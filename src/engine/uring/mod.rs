@@ -376,12 +376,17 @@ impl RingIo<'_> {
                     }
                 }
             },
-            Failure::Status { status, document } => RequestError::from_response(
+            Failure::Status {
+                status,
+                document,
+                retry_after,
+            } => RequestError::from_response(
                 operation,
                 status,
                 &document,
                 &self.engine.client.hint_context(),
-            ),
+            )
+            .with_retry_after(retry_after.as_deref()),
         }
     }
 
@@ -440,7 +445,7 @@ impl RingIo<'_> {
         error: RequestError,
     ) -> Result<(), RankError> {
         let retry_at = (error.retryable() && retries < self.policy.retries)
-            .then(|| Instant::now() + self.policy.backoff(retries));
+            .then(|| Instant::now() + self.policy.delay(retries, error.retry_after()));
         if let Some(job) = self.conns[c].attempt_failed(retry_at) {
             window.failed(job.reader, job.get, job.retries, error)?;
             self.ring.pool_mut().give(job.buf);
@@ -926,6 +931,26 @@ mod tests {
         assert!(err.contains("HTTP 403 AccessDenied (no)"), "{err}");
         assert_eq!((stats.retries, stats.errors), (0, 1));
         assert!(started.elapsed() < Duration::from_secs(3));
+    }
+
+    #[test]
+    fn retry_after_is_waited_out_before_the_retry() {
+        let g = get(0, 100);
+        let slow_down =
+            b"HTTP/1.1 503 Slow Down\r\nretry-after: 1\r\ncontent-length: 0\r\n\r\n".to_vec();
+        let server = serve(vec![vec![Piece::Write(slow_down)], whole(&g)]);
+        let started = Instant::now();
+        let Some((result, stats)) = fetch_all(&server.url, policy(2, 5000), vec![g]) else {
+            return;
+        };
+        result.unwrap();
+        assert_eq!(stats.retries, 1);
+        // The backoff alone is at most 5 ms here: the second is the server's.
+        assert!(
+            started.elapsed() >= Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[test]
