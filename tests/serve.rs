@@ -606,6 +606,26 @@ fn a_virtual_file_downloaded_with_boto3_reads_back_with_pyarrow() {
 }
 
 #[test]
+fn curl_signed_queries_of_several_parameters_with_a_raw_slash_are_accepted() {
+    let (root, server) = dir_server(true);
+    std::fs::create_dir_all(root.path().join(BUCKET).join("data/x")).unwrap();
+    std::fs::write(root.path().join(BUCKET).join("data/x/a"), b"hi").unwrap();
+    let base = format!("{}/{BUCKET}", server.endpoint_url());
+    for query in [
+        "list-type=2&max-keys=1&prefix=data/x/",
+        "prefix=data/x/&list-type=2",
+        "max-keys=5&list-type=2&prefix=data/x/&delimiter=/",
+    ] {
+        let r = signed_curl(&[&format!("{base}?{query}")]);
+        assert_eq!(r.status, 200, "{query}: {r:?}");
+        assert!(
+            String::from_utf8_lossy(&r.body).contains("<Key>data/x/a</Key>"),
+            "{query}"
+        );
+    }
+}
+
+#[test]
 fn a_signature_for_another_region_is_refused_as_s3_refuses_it() {
     let (_root, server) = dir_server(true);
     let url = format!("{}/{BUCKET}?list-type=2", server.endpoint_url());

@@ -227,7 +227,7 @@ fn canonical_query(raw_query: &str) -> Result<String, S3Error> {
         .join("&"))
 }
 
-/// The query's parameters sorted, as they arrived (what curl 7.88 signs).
+/// The query's parameters sorted, as they arrived (what curl 7.88 signs for a sorted query).
 fn as_sent_query(raw_query: &str) -> String {
     let mut items: Vec<&str> = raw_query.split('&').filter(|s| !s.is_empty()).collect();
     items.sort();
@@ -340,9 +340,12 @@ pub fn verify(
         .iter()
         .map(|name| format!("{name}:{}\n", canonical_header_value(request.headers, name)))
         .collect();
+    // SigV4's canonical form first; then what curl 7.88 signs: the query as it was sent,
+    // with its parameters sorted or in their order.
     let queries = [
         canonical_query(request.raw_query)?,
         as_sent_query(request.raw_query),
+        request.raw_query.to_string(),
     ];
     let scope = format!("{}/{}/s3/aws4_request", auth.date, auth.region);
     let mut key = hmac_sha256(
