@@ -308,6 +308,15 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", value_parser = parse_threads)]
     pub threads: Option<usize>,
 
+    /// Misbehave on purpose: faults to inject, e.g. '503@rg/nth=2,cut=1000000@rg/rate=0.05'
+    /// (KIND[=ARG][@rg|footer|list|any][/nth=N|every=N|rate=P]; see the README)
+    #[arg(long, value_name = "SPEC")]
+    pub faults: Option<String>,
+
+    /// Seed of the draws for rate=P faults
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub faults_seed: u64,
+
     /// Send each object body no faster than this many MiB/s, to stand in for a slow store
     #[arg(long, value_name = "MIB_PER_S", value_parser = parse_rate, allow_negative_numbers = true)]
     pub throttle_mib_per_s: Option<f64>,

@@ -19,6 +19,7 @@ use crate::run::RunFailure;
 use crate::s3::target::valid_bucket_name;
 use crate::s3::{self, Bucket, Client, RequestError, Target};
 use crate::server::dir::DirStore;
+use crate::server::faults::Faults;
 use crate::server::virtual_dataset::{VirtualDataset, VirtualError};
 use crate::server::{self, Credentials, Server, ServerConfig, ServerError, Store};
 use crate::settings::{Settings, SettingsError};
@@ -282,6 +283,12 @@ fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         _ => None,
     };
     let signed = credentials.is_some();
+    let faults = match &args.faults {
+        Some(spec) => Faults::parse(spec, args.faults_seed)
+            .map_err(|e| UsageError(format!("--faults: {e}")))?,
+        None => Faults::default(),
+    };
+    let injecting = args.faults.clone();
     let signals = StopSignals::install()?;
     let server = Server::start(ServerConfig {
         listen: args.listen,
@@ -290,6 +297,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         region: args.region.clone(),
         worker_threads: args.threads.unwrap_or_else(cores),
         throttle_bytes_per_s: args.throttle_mib_per_s.map(|r| (r * units::MIB) as u64),
+        faults,
     })?;
     {
         let mut stdout = std::io::stdout().lock();
@@ -311,7 +319,10 @@ fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     let throttle = args
         .throttle_mib_per_s
         .map(|r| format!("; each body sent at most {r} MiB/s"))
-        .unwrap_or_default();
+        .unwrap_or_default()
+        + &injecting
+            .map(|spec| format!("; INJECTING FAULTS: {spec}"))
+            .unwrap_or_default();
     eprintln!(
         "ringload serve: {} at {} ({}{throttle}); Ctrl-C stops",
         server.describe(),
@@ -348,6 +359,7 @@ fn start_embedded(args: &RunArgs) -> anyhow::Result<(Server, Target, u64)> {
         region: server::DEFAULT_REGION.to_string(),
         worker_threads: args.server_threads.unwrap_or_else(cores),
         throttle_bytes_per_s: None,
+        faults: Faults::default(),
     })?;
     let endpoint = s3::Endpoint::parse(&server.endpoint_url()).map_err(UsageError)?;
     let target = Target {

@@ -254,6 +254,7 @@ fn keyed_dir_server(objects: &[(&str, Vec<u8>)]) -> (tempfile::TempDir, Server) 
         region: "us-east-1".into(),
         worker_threads: 2,
         throttle_bytes_per_s: None,
+        faults: Default::default(),
     })
     .unwrap();
     (root, server)

@@ -35,6 +35,7 @@ fn start_throttled(store: Store, signed: bool, throttle_bytes_per_s: Option<u64>
         region: "us-east-1".into(),
         worker_threads: 2,
         throttle_bytes_per_s,
+        faults: Default::default(),
     })
     .unwrap()
 }

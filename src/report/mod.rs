@@ -26,9 +26,23 @@ pub fn server_stats(stats: &crate::server::ServerStats) -> String {
         Some(c) => format!(" ({c:.3} CPU-s per GiB sent)"),
         None => String::new(),
     };
+    let faults = if stats.faults.is_empty() {
+        String::new()
+    } else {
+        let each: Vec<String> = stats
+            .faults
+            .iter()
+            .map(|(spec, n)| format!("{spec}: {n}"))
+            .collect();
+        format!(
+            "; {} faults injected ({})",
+            count(stats.faults_injected),
+            each.join(", ")
+        )
+    };
     format!(
         "served {} requests ({} errors) over {} connections ({} failed) in {:.1} s: {} sent, {} \
-         received; server CPU {:.2} s{per_gib}",
+         received; server CPU {:.2} s{per_gib}{faults}",
         count(stats.requests),
         count(stats.errors),
         count(stats.connections),

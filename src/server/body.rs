@@ -7,7 +7,6 @@
 //! first byte — a slow store, on loopback.
 
 use std::collections::VecDeque;
-use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,6 +28,19 @@ struct Pace {
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
+/// How a body ends: whole, or (an injected fault) cut off after some bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Ending {
+    #[default]
+    Whole,
+    /// After this many bytes the body fails: hyper drops the connection mid-body.
+    FailAfter(u64),
+    /// After this many bytes nothing more is sent, and the connection stays open.
+    StallAfter(u64),
+    /// This many bytes before its end the body ends, short of its Content-Length.
+    ShortBy(u64),
+}
+
 /// A response body of known length.
 #[derive(Debug, Default)]
 pub struct Body {
@@ -36,6 +48,10 @@ pub struct Body {
     remaining_bytes: u64,
     sent_bytes: Option<Arc<AtomicU64>>,
     pace: Option<Pace>,
+    ending: Ending,
+    taken_bytes: u64,
+    /// Sent with `Transfer-Encoding: chunked` (no length given to hyper).
+    chunked: bool,
 }
 
 impl Body {
@@ -50,6 +66,9 @@ impl Body {
             chunks,
             sent_bytes: None,
             pace: None,
+            ending: Ending::Whole,
+            taken_bytes: 0,
+            chunked: false,
         }
     }
 
@@ -76,6 +95,35 @@ impl Body {
         self
     }
 
+    /// Ends the body as `ending` says.
+    pub fn ending(mut self, ending: Ending) -> Body {
+        self.ending = ending;
+        self
+    }
+
+    /// Sends the body chunked, without a length.
+    pub fn chunked(mut self) -> Body {
+        self.chunked = true;
+        self
+    }
+
+    /// The bytes of the whole body (for small bodies that a fault rewrites).
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.chunks.iter().flat_map(|c| c.iter().copied()).collect()
+    }
+
+    /// The most bytes the ending lets out from here, if it limits them.
+    fn allowance(&self) -> Option<u64> {
+        let total = self.taken_bytes + self.remaining_bytes;
+        match self.ending {
+            Ending::Whole => None,
+            Ending::FailAfter(n) | Ending::StallAfter(n) => {
+                Some(n.saturating_sub(self.taken_bytes))
+            }
+            Ending::ShortBy(n) => Some(total.saturating_sub(n).saturating_sub(self.taken_bytes)),
+        }
+    }
+
     /// Waits until the pace allows the next frame; its size.
     fn poll_pace(&mut self, cx: &mut Context<'_>) -> Poll<usize> {
         let Some(pace) = &mut self.pace else {
@@ -100,18 +148,30 @@ impl Body {
 
 impl http_body::Body for Body {
     type Data = Bytes;
-    type Error = Infallible;
+    type Error = std::io::Error;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
         if self.chunks.is_empty() {
             return Poll::Ready(None);
+        }
+        let allowed = self.allowance();
+        if allowed == Some(0) {
+            return match self.ending {
+                Ending::FailAfter(n) => Poll::Ready(Some(Err(std::io::Error::other(format!(
+                    "injected fault: the connection is cut after {n} body bytes"
+                ))))),
+                // Never woken: the client's timeout ends it.
+                Ending::StallAfter(_) => Poll::Pending,
+                Ending::ShortBy(_) | Ending::Whole => Poll::Ready(None),
+            };
         }
         let Poll::Ready(most) = self.poll_pace(cx) else {
             return Poll::Pending;
         };
+        let most = allowed.map_or(most, |a| most.min(a.min(usize::MAX as u64) as usize));
         let Some(mut chunk) = self.chunks.pop_front() else {
             return Poll::Ready(None);
         };
@@ -122,6 +182,7 @@ impl http_body::Body for Body {
         if let Some(pace) = &mut self.pace {
             pace.taken_bytes += chunk.len() as u64;
         }
+        self.taken_bytes += chunk.len() as u64;
         self.remaining_bytes -= chunk.len() as u64;
         if let Some(counter) = &self.sent_bytes {
             counter.fetch_add(chunk.len() as u64, Ordering::Relaxed);
@@ -134,6 +195,9 @@ impl http_body::Body for Body {
     }
 
     fn size_hint(&self) -> SizeHint {
+        if self.chunked {
+            return SizeHint::default();
+        }
         SizeHint::with_exact(self.remaining_bytes)
     }
 }

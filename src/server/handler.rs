@@ -66,6 +66,7 @@ pub struct State {
     pub region: String,
     /// Each object body is sent no faster than this.
     pub throttle_bytes_per_s: Option<u64>,
+    pub faults: super::faults::Faults,
     pub counters: Counters,
 }
 
@@ -131,6 +132,8 @@ pub async fn respond(
     let request_id = format!("{:016X}", n + 1);
     let method = request.method().clone();
     let resource = request.uri().path().to_string();
+    // A GET of a bucket (no key) is a listing, for fault injection.
+    let listing = method == Method::GET && !resource.trim_matches('/').contains('/');
     let mut response = match dispatch(&state, request).await {
         Ok(r) => r,
         Err(e) => {
@@ -150,6 +153,10 @@ pub async fn respond(
             r
         }
     };
+    if !state.faults.is_empty() {
+        // The answer, whatever it was, misbehaves as the spec says.
+        response = state.faults.apply(listing, response).await;
+    }
     let headers = response.headers_mut();
     if let Ok(v) = request_id.parse() {
         headers.insert("x-amz-request-id", v);

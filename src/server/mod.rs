@@ -20,6 +20,7 @@
 mod body;
 pub mod dir;
 pub mod error;
+pub mod faults;
 mod handler;
 pub mod list;
 mod mmap;
@@ -73,6 +74,8 @@ pub struct ServerConfig {
     pub worker_threads: usize,
     /// Each object body is sent no faster than this (`None`: as fast as the socket takes it).
     pub throttle_bytes_per_s: Option<u64>,
+    /// Faults to inject (`serve --faults`); empty for a well-behaved server.
+    pub faults: faults::Faults,
 }
 
 /// Why a server did not start.
@@ -98,7 +101,7 @@ impl ExitClass for ServerError {
 }
 
 /// The server's totals at one moment.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ServerStats {
     pub requests: u64,
     /// Response body bytes handed to connections.
@@ -114,6 +117,9 @@ pub struct ServerStats {
     pub wall_s: f64,
     /// `cpu_s` per GiB of `bytes_sent`.
     pub cpu_s_per_gib: Option<f64>,
+    /// Faults injected (`serve --faults`), all of them and by spec.
+    pub faults_injected: u64,
+    pub faults: std::collections::BTreeMap<String, u64>,
 }
 
 /// The CPU time of a set of threads: live ones by tid, exited ones accumulated.
@@ -206,6 +212,7 @@ impl Server {
             credentials: config.credentials,
             region: config.region,
             throttle_bytes_per_s: config.throttle_bytes_per_s,
+            faults: config.faults,
             counters: Counters::default(),
         });
         let (stop, stop_rx) = watch::channel(false);
@@ -252,6 +259,8 @@ impl Server {
             wall_s: self.started.elapsed().as_secs_f64(),
             cpu_s_per_gib: (bytes_sent > 0)
                 .then(|| cpu_s / (bytes_sent as f64 / (1u64 << 30) as f64)),
+            faults_injected: self.state.faults.counts().iter().map(|(_, n)| n).sum(),
+            faults: self.state.faults.counts().into_iter().collect(),
         }
     }
 

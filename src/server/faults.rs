@@ -1,0 +1,479 @@
+//! Fault injection (`ringload serve --faults SPEC`): a misbehaving store on demand, so that a
+//! client's handling of each fault can be seen and tested.
+//!
+//! A spec is a comma-separated list of faults, each `KIND[=ARG][@TARGET][/WHEN]`:
+//!
+//! | kind | what the answer does |
+//! |---|---|
+//! | `503`, `500`, `403` | that status with an S3 error document (`SlowDown`, `InternalError`, `AccessDenied`), with a Content-Length |
+//! | `503-chunked`, `500-chunked`, `403-chunked` | the same, sent with `Transfer-Encoding: chunked` |
+//! | `503-retry-after=S` | `503 SlowDown` with `Retry-After: S` |
+//! | `cut=N` | the body fails after N bytes: the connection is dropped mid-body |
+//! | `short=N` | the body ends N bytes before its Content-Length, and the connection closes |
+//! | `stall=N` | after N body bytes nothing more is sent; the connection stays open |
+//! | `drip=B` | the body is sent at B bytes/s |
+//! | `wrong-range` | `Content-Range` names the range shifted by one byte |
+//! | `ok-200` | `200 OK` instead of `206 Partial Content` |
+//! | `corrupt-footer` | the object's last bytes (the footer's length and `PAR1`) are garbled |
+//! | `bad-xml` | the listing is cut in half: XML that ends early |
+//! | `repeat-token` | the listing says it is truncated and gives the same continuation token every time |
+//! | `hang` | the request is read and never answered |
+//!
+//! `TARGET` is what the fault applies to: `rg` (ranged GETs of row groups: every ranged GET
+//! whose range ends before the object's last byte), `footer` (ranged GETs that reach the
+//! object's end), `list` (ListObjects) or `any` request. The default is `rg`; `bad-xml` and
+//! `repeat-token` apply only to `list`, `corrupt-footer` only to `footer`.
+//!
+//! `WHEN`: `nth=N` (the Nth request of the target, once), `every=N` (every Nth), or `rate=P`
+//! (each request with probability P, drawn from `--faults-seed`). The default is `nth=1`.
+//!
+//! Each fault counts what it injected; `ServerStats::faults` reports the counts by spec.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode};
+
+use super::body::{Body, Ending};
+
+/// What a fault does to an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    /// An error status with its S3 code; `chunked` sends the document without a length.
+    Status {
+        status: u16,
+        chunked: bool,
+        retry_after_s: Option<u64>,
+    },
+    Cut(u64),
+    Short(u64),
+    Stall(u64),
+    Drip(u64),
+    WrongRange,
+    Ok200,
+    CorruptFooter,
+    BadXml,
+    RepeatToken,
+    Hang,
+}
+
+/// What a request is, for matching faults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    RowGroup,
+    Footer,
+    List,
+    Any,
+}
+
+/// When a fault fires among the requests of its target.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum When {
+    Nth(u64),
+    Every(u64),
+    Rate(f64),
+}
+
+/// One fault of a spec, with its counters.
+#[derive(Debug)]
+pub struct Fault {
+    /// As written in the spec, for reports.
+    pub text: String,
+    pub kind: FaultKind,
+    pub target: Target,
+    pub when: When,
+    /// Requests of the target seen so far.
+    seen: AtomicU64,
+    /// Faults injected so far.
+    pub injected: AtomicU64,
+}
+
+/// The faults a server injects.
+#[derive(Debug, Default)]
+pub struct Faults {
+    faults: Vec<Fault>,
+    rng: Mutex<u64>,
+}
+
+fn parse_one(text: &str) -> Result<Fault, String> {
+    let bad =
+        |why: &str| format!("fault '{text}': {why}; see 'ringload serve --help' for the forms");
+    let (rest, when) = match text.split_once('/') {
+        Some((rest, when)) => (rest, Some(when)),
+        None => (text, None),
+    };
+    let (kind_text, target_text) = match rest.split_once('@') {
+        Some((k, t)) => (k, Some(t)),
+        None => (rest, None),
+    };
+    let (name, arg) = match kind_text.split_once('=') {
+        Some((n, a)) => (n, Some(a)),
+        None => (kind_text, None),
+    };
+    let number = |what: &str| -> Result<u64, String> {
+        arg.and_then(|a| a.trim().parse::<u64>().ok())
+            .ok_or_else(|| bad(&format!("{name} needs {what}, e.g. {name}=1000")))
+    };
+    let status = |status, chunked| FaultKind::Status {
+        status,
+        chunked,
+        retry_after_s: None,
+    };
+    let kind = match name {
+        "503" => status(503, false),
+        "500" => status(500, false),
+        "403" => status(403, false),
+        "503-chunked" => status(503, true),
+        "500-chunked" => status(500, true),
+        "403-chunked" => status(403, true),
+        "503-retry-after" => FaultKind::Status {
+            status: 503,
+            chunked: false,
+            retry_after_s: Some(number("seconds")?),
+        },
+        "cut" => FaultKind::Cut(number("a byte count")?),
+        "short" => FaultKind::Short(number("a byte count")?),
+        "stall" => FaultKind::Stall(number("a byte count")?),
+        "drip" => match number("bytes per second")? {
+            0 => return Err(bad("drip needs a rate above 0")),
+            rate => FaultKind::Drip(rate),
+        },
+        "wrong-range" => FaultKind::WrongRange,
+        "ok-200" => FaultKind::Ok200,
+        "corrupt-footer" => FaultKind::CorruptFooter,
+        "bad-xml" => FaultKind::BadXml,
+        "repeat-token" => FaultKind::RepeatToken,
+        "hang" => FaultKind::Hang,
+        _ => return Err(bad("unknown kind")),
+    };
+    let target = match (target_text, kind) {
+        (None, FaultKind::BadXml | FaultKind::RepeatToken) => Target::List,
+        (None, FaultKind::CorruptFooter) => Target::Footer,
+        (None, _) => Target::RowGroup,
+        (Some("rg"), _) => Target::RowGroup,
+        (Some("footer"), _) => Target::Footer,
+        (Some("list"), _) => Target::List,
+        (Some("any"), _) => Target::Any,
+        (Some(other), _) => {
+            return Err(bad(&format!(
+                "unknown target '{other}'; use rg, footer, list or any"
+            )));
+        }
+    };
+    match (kind, target) {
+        (FaultKind::BadXml | FaultKind::RepeatToken, t) if t != Target::List => {
+            return Err(bad("this kind applies to listings only: @list"));
+        }
+        (FaultKind::CorruptFooter, t) if t != Target::Footer => {
+            return Err(bad("this kind applies to footer reads only: @footer"));
+        }
+        _ => {}
+    }
+    let when = match when.map(|w| w.split_once('=')) {
+        None => When::Nth(1),
+        Some(Some(("nth", n))) => When::Nth(
+            n.parse()
+                .ok()
+                .filter(|&n| n >= 1)
+                .ok_or_else(|| bad("nth needs a count of 1 or more"))?,
+        ),
+        Some(Some(("every", n))) => When::Every(
+            n.parse()
+                .ok()
+                .filter(|&n| n >= 1)
+                .ok_or_else(|| bad("every needs a count of 1 or more"))?,
+        ),
+        Some(Some(("rate", p))) => When::Rate(
+            p.parse()
+                .ok()
+                .filter(|p: &f64| (0.0..=1.0).contains(p))
+                .ok_or_else(|| bad("rate needs a probability from 0 to 1"))?,
+        ),
+        Some(_) => return Err(bad("WHEN is nth=N, every=N or rate=P")),
+    };
+    Ok(Fault {
+        text: text.to_string(),
+        kind,
+        target,
+        when,
+        seen: AtomicU64::new(0),
+        injected: AtomicU64::new(0),
+    })
+}
+
+impl Faults {
+    /// Parses a spec; the error names the fault that is wrong and why.
+    pub fn parse(spec: &str, seed: u64) -> Result<Faults, String> {
+        let faults = spec
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(parse_one)
+            .collect::<Result<Vec<_>, _>>()?;
+        if faults.is_empty() {
+            return Err("--faults names no fault; e.g. --faults 503@rg/nth=2".into());
+        }
+        Ok(Faults {
+            faults,
+            rng: Mutex::new(seed),
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.faults.is_empty()
+    }
+
+    /// `(spec, injected)` for every fault.
+    pub fn counts(&self) -> Vec<(String, u64)> {
+        self.faults
+            .iter()
+            .map(|f| (f.text.clone(), f.injected.load(Ordering::Relaxed)))
+            .collect()
+    }
+
+    fn draw(&self) -> f64 {
+        // splitmix64: a seeded, reproducible sequence.
+        let mut state = self.rng.lock().unwrap_or_else(|e| e.into_inner());
+        *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = *state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (((z ^ (z >> 31)) >> 11) as f64) / (1u64 << 53) as f64
+    }
+
+    /// The first fault that fires for a request of `target`, counted as injected.
+    fn pick(&self, target: Target) -> Option<FaultKind> {
+        for fault in &self.faults {
+            if fault.target != target && fault.target != Target::Any {
+                continue;
+            }
+            let n = fault.seen.fetch_add(1, Ordering::Relaxed) + 1;
+            let fires = match fault.when {
+                When::Nth(k) => n == k,
+                When::Every(k) => n % k == 0,
+                When::Rate(p) => self.draw() < p,
+            };
+            if fires {
+                fault.injected.fetch_add(1, Ordering::Relaxed);
+                return Some(fault.kind);
+            }
+        }
+        None
+    }
+
+    /// Applies the fault that fires, if any, to `response`, the answer to a request that is a
+    /// listing when `listing`. Hangs forever for `hang`.
+    pub async fn apply(&self, listing: bool, response: Response<Body>) -> Response<Body> {
+        let target = if listing {
+            Target::List
+        } else {
+            match range_end(&response) {
+                Some(true) => Target::Footer,
+                Some(false) => Target::RowGroup,
+                None => Target::Any,
+            }
+        };
+        let Some(kind) = self.pick(target) else {
+            return response;
+        };
+        inject(kind, response).await
+    }
+}
+
+/// For a `206`: whether its range reaches the object's end.
+fn range_end(response: &Response<Body>) -> Option<bool> {
+    if response.status() != StatusCode::PARTIAL_CONTENT {
+        return None;
+    }
+    let range = response
+        .headers()
+        .get(http::header::CONTENT_RANGE)?
+        .to_str()
+        .ok()?;
+    let (span, total) = range.strip_prefix("bytes ")?.split_once('/')?;
+    let last: u64 = span.split_once('-')?.1.parse().ok()?;
+    Some(total.parse::<u64>().ok()? == last + 1)
+}
+
+fn error_response(status: u16, chunked: bool, retry_after_s: Option<u64>) -> Response<Body> {
+    let (code, message) = match status {
+        503 => ("SlowDown", "Please reduce your request rate."),
+        403 => ("AccessDenied", "Access Denied"),
+        _ => (
+            "InternalError",
+            "We encountered an internal error. Please try again.",
+        ),
+    };
+    let document = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code>\
+         <Message>{message}</Message><Resource>injected by ringload serve --faults</Resource>\
+         </Error>"
+    );
+    let body = Body::text(document);
+    let mut response = Response::new(if chunked { body.chunked() } else { body });
+    *response.status_mut() =
+        StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/xml"),
+    );
+    if let Some(seconds) = retry_after_s
+        && let Ok(value) = HeaderValue::from_str(&seconds.to_string())
+    {
+        response
+            .headers_mut()
+            .insert(http::header::RETRY_AFTER, value);
+    }
+    response
+}
+
+async fn inject(kind: FaultKind, response: Response<Body>) -> Response<Body> {
+    let (mut parts, body) = response.into_parts();
+    let with_body = |parts, body| Response::from_parts(parts, body);
+    match kind {
+        FaultKind::Status {
+            status,
+            chunked,
+            retry_after_s,
+        } => error_response(status, chunked, retry_after_s),
+        FaultKind::Cut(n) => with_body(parts, body.ending(Ending::FailAfter(n))),
+        FaultKind::Short(n) => with_body(parts, body.ending(Ending::ShortBy(n.max(1)))),
+        FaultKind::Stall(n) => with_body(parts, body.ending(Ending::StallAfter(n))),
+        FaultKind::Drip(rate) => with_body(parts, body.paced(Some(rate))),
+        FaultKind::WrongRange => {
+            let shifted = parts
+                .headers
+                .get(http::header::CONTENT_RANGE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(shift_range);
+            if let Some(value) = shifted.and_then(|s| HeaderValue::from_str(&s).ok()) {
+                parts.headers.insert(http::header::CONTENT_RANGE, value);
+            }
+            with_body(parts, body)
+        }
+        FaultKind::Ok200 => {
+            parts.status = StatusCode::OK;
+            parts.headers.remove(http::header::CONTENT_RANGE);
+            with_body(parts, body)
+        }
+        FaultKind::CorruptFooter => {
+            let mut bytes = body.into_bytes();
+            let n = bytes.len();
+            for b in &mut bytes[n.saturating_sub(8)..] {
+                *b ^= 0x5A;
+            }
+            with_body(parts, Body::from_chunks(vec![Bytes::from(bytes)]))
+        }
+        FaultKind::BadXml => {
+            let mut bytes = body.into_bytes();
+            bytes.truncate(bytes.len() / 2);
+            parts.headers.remove(http::header::CONTENT_LENGTH);
+            with_body(parts, Body::from_chunks(vec![Bytes::from(bytes)]))
+        }
+        FaultKind::RepeatToken => {
+            let document = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListBucketResult \
+                 xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><IsTruncated>true</IsTruncated>\
+                 <NextContinuationToken>injected-token</NextContinuationToken>\
+                 <KeyCount>0</KeyCount></ListBucketResult>";
+            parts.status = StatusCode::OK;
+            parts.headers.remove(http::header::CONTENT_LENGTH);
+            with_body(parts, Body::text(document.to_string()))
+        }
+        FaultKind::Hang => {
+            // Read and never answered: the client's timeout ends it (or the server's shutdown).
+            loop {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+            }
+        }
+    }
+}
+
+/// `bytes a-b/t` shifted by one byte: `bytes (a+1)-(b+1)/t`.
+fn shift_range(range: &str) -> Option<String> {
+    let (span, total) = range.strip_prefix("bytes ")?.split_once('/')?;
+    let (a, b) = span.split_once('-')?;
+    let (a, b): (u64, u64) = (a.parse().ok()?, b.parse().ok()?);
+    Some(format!("bytes {}-{}/{total}", a + 1, b + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_with_defaults_and_bad_ones_say_why() {
+        let f = Faults::parse("503, cut=1000@rg/every=3, bad-xml, hang@any/rate=0.5", 1).unwrap();
+        let kinds: Vec<_> = f
+            .faults
+            .iter()
+            .map(|f| (f.kind, f.target, f.when))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (
+                    FaultKind::Status {
+                        status: 503,
+                        chunked: false,
+                        retry_after_s: None
+                    },
+                    Target::RowGroup,
+                    When::Nth(1)
+                ),
+                (FaultKind::Cut(1000), Target::RowGroup, When::Every(3)),
+                (FaultKind::BadXml, Target::List, When::Nth(1)),
+                (FaultKind::Hang, Target::Any, When::Rate(0.5)),
+            ]
+        );
+        for (bad, why) in [
+            ("", "names no fault"),
+            ("504", "unknown kind"),
+            ("cut", "cut needs a byte count"),
+            ("503@disk", "unknown target 'disk'"),
+            ("bad-xml@rg", "listings only"),
+            ("corrupt-footer@rg", "footer reads only"),
+            ("503/nth=0", "nth needs a count of 1 or more"),
+            ("503/rate=2", "rate needs a probability"),
+            ("503/sometimes", "WHEN is nth=N"),
+            ("drip=0", "drip needs a rate above 0"),
+        ] {
+            let err = Faults::parse(bad, 1).unwrap_err();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn faults_fire_when_told_and_are_counted() {
+        let f = Faults::parse("503/nth=2, 500@footer/every=2", 7).unwrap();
+        let picks: Vec<_> = (0..4).map(|_| f.pick(Target::RowGroup)).collect();
+        assert_eq!(picks.iter().filter(|p| p.is_some()).count(), 1);
+        assert!(picks[1].is_some());
+        let footers: Vec<_> = (0..4).map(|_| f.pick(Target::Footer).is_some()).collect();
+        assert_eq!(footers, vec![false, true, false, true]);
+        assert_eq!(
+            f.counts(),
+            vec![
+                ("503/nth=2".to_string(), 1),
+                ("500@footer/every=2".to_string(), 2)
+            ]
+        );
+        // A rate is reproducible from its seed.
+        let a = Faults::parse("503/rate=0.3", 42).unwrap();
+        let b = Faults::parse("503/rate=0.3", 42).unwrap();
+        let fired = |f: &Faults| -> Vec<bool> {
+            (0..200)
+                .map(|_| f.pick(Target::RowGroup).is_some())
+                .collect()
+        };
+        let (fa, fb) = (fired(&a), fired(&b));
+        assert_eq!(fa, fb);
+        let n = fa.iter().filter(|x| **x).count();
+        assert!((30..=90).contains(&n), "{n} of 200 at rate 0.3");
+        assert_eq!(
+            shift_range("bytes 4-13/100").as_deref(),
+            Some("bytes 5-14/100")
+        );
+    }
+}

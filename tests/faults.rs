@@ -1,0 +1,174 @@
+//! The fault matrix: both engines against `ringload serve`'s fault injection, one fault at a
+//! time. Recoverable faults are retried and the run reads every planned byte; fatal ones fail
+//! the run (exit 3) with one line naming the GET and what was wrong; faults during set-up (the
+//! listing, the footers) exit 2. The server counts what it injected.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use ringload::cli::WorkloadArgs;
+use ringload::commands::virtual_store;
+use ringload::server::faults::Faults;
+use ringload::server::{Server, ServerConfig, Store};
+
+fn faulty_server(spec: &str) -> Server {
+    let workload = WorkloadArgs {
+        workload: Some("flux_small".into()),
+        overrides: vec![],
+        files: Some(2),
+    };
+    Server::start(ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        store: Store::Virtual(virtual_store(&workload, None, false).unwrap()),
+        credentials: None,
+        region: "us-east-1".into(),
+        worker_threads: 2,
+        throttle_bytes_per_s: None,
+        faults: Faults::parse(spec, 1).unwrap(),
+    })
+    .unwrap()
+}
+
+/// Runs flux_small (2 files, 12 steps) against `server` with `engine`; returns the exit code,
+/// the summary (when one was printed), stderr and the time it took.
+fn run(server: &Server, engine: &str) -> (i32, Option<serde_json::Value>, String, Duration) {
+    let url = server.endpoint_url();
+    let started = Instant::now();
+    let (code, stdout, stderr) = common::run(&[
+        "run",
+        "flux_small",
+        "--files",
+        "2",
+        "--endpoint",
+        &url,
+        "--bucket",
+        "ringload",
+        "--engine",
+        engine,
+        "--computation-time",
+        "0.01",
+        "--retries",
+        "2",
+        "--request-timeout",
+        "2",
+        "--json",
+    ]);
+    (
+        code,
+        serde_json::from_str(&stdout).ok(),
+        stderr,
+        started.elapsed(),
+    )
+}
+
+fn engines() -> Vec<&'static str> {
+    let mut engines = vec!["baseline"];
+    match ringload::engine::uring::unavailable_cause() {
+        None => engines.push("uring"),
+        Some(cause) => {
+            eprintln!("skipping the uring engine: io_uring is not available here: {cause}")
+        }
+    }
+    engines
+}
+
+/// The one error line (a computation_time NOTE may precede it).
+fn error_line(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("ringload run: NOTE"))
+        .collect()
+}
+
+#[test]
+fn recoverable_faults_are_retried_and_every_byte_arrives() {
+    let cases = [
+        "503@rg/nth=2",
+        "503-chunked@rg/nth=2",
+        "503-retry-after=1@rg/nth=1",
+        "500@rg/nth=3",
+        "cut=100000@rg/nth=1",
+        "short=1000@rg/nth=2",
+        "stall=100000@rg/nth=1",
+        "hang@rg/nth=1",
+        "503@footer/nth=1",
+    ];
+    for engine in engines() {
+        for spec in cases {
+            let server = faulty_server(spec);
+            let (code, summary, stderr, took) = run(&server, engine);
+            assert!(
+                code == 0 || code == 1,
+                "{engine} {spec}: exit {code}: {stderr}"
+            );
+            let s = summary.unwrap_or_else(|| panic!("{engine} {spec}: no summary: {stderr}"));
+            assert_eq!(s["outcome"], "completed", "{engine} {spec}");
+            assert_eq!(s["bytes_read"], s["bytes_planned"], "{engine} {spec}");
+            assert_eq!(s["errors"], 0, "{engine} {spec}");
+            if !spec.contains("footer") {
+                assert!(s["retries"].as_u64().unwrap() >= 1, "{engine} {spec}: {s}");
+            }
+            assert_eq!(server.stats().faults_injected, 1, "{engine} {spec}");
+            // A stall or a silent server costs one request timeout (2 s), not more.
+            assert!(
+                took < Duration::from_secs(20),
+                "{engine} {spec}: took {took:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn fatal_faults_fail_the_run_in_one_line_naming_the_get() {
+    let cases = [
+        ("403@rg/nth=1", "HTTP 403 AccessDenied"),
+        ("403-chunked@rg/nth=1", "HTTP 403 AccessDenied"),
+        ("wrong-range@rg/nth=1", "Content-Range"),
+        ("ok-200@rg/nth=1", "instead of 206 Partial Content"),
+        ("503@rg/every=1", "SlowDown"),
+    ];
+    for engine in engines() {
+        for (spec, why) in cases {
+            let server = faulty_server(spec);
+            let (code, summary, stderr, took) = run(&server, engine);
+            assert_eq!(code, 3, "{engine} {spec}: {stderr}");
+            let lines = error_line(&stderr);
+            assert_eq!(lines.len(), 1, "{engine} {spec}: not one line: {stderr}");
+            assert!(
+                lines[0].contains("GET s3://ringload/data/flux_small/train/train_000")
+                    && lines[0].contains(why),
+                "{engine} {spec}: {stderr}"
+            );
+            let s = summary.unwrap_or_else(|| panic!("{engine} {spec}: no summary: {stderr}"));
+            assert_eq!(s["outcome"], "failed", "{engine} {spec}");
+            assert!(s["errors"].as_u64().unwrap() >= 1, "{engine} {spec}");
+            // Not retried as a timeout: reported at once.
+            assert!(
+                took < Duration::from_secs(15),
+                "{engine} {spec}: took {took:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn faults_during_set_up_exit_2_and_say_what_was_wrong() {
+    let cases = [
+        ("bad-xml@list/every=1", "cut short"),
+        ("repeat-token@list/every=1", "pages in a loop"),
+        ("corrupt-footer@footer/every=1", "train_000"),
+        ("hang@list/every=1", "no complete response within"),
+    ];
+    for (spec, why) in cases {
+        let server = faulty_server(spec);
+        let (code, _, stderr, _) = run(&server, "baseline");
+        assert_eq!(code, 2, "{spec}: {stderr}");
+        let lines = error_line(&stderr);
+        assert_eq!(lines.len(), 1, "{spec}: not one line: {stderr}");
+        assert!(lines[0].contains(why), "{spec}: {stderr}");
+        assert!(server.stats().faults_injected >= 1, "{spec}");
+    }
+}
