@@ -21,6 +21,7 @@
 //! threads) per GiB received (row groups and footers). Latencies go into fixed-size log-linear
 //! histograms (hdrhistogram, microseconds, 3 significant digits).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
@@ -202,6 +203,10 @@ pub struct RequestStats {
     pub total: LatencyHistogram,
     /// Every completed GET, in completion order.
     pub trace: Vec<GetRecord>,
+    /// Retries by the cause of the failed attempt (`503`, `timeout`, `connection`, …).
+    pub retries_by_cause: BTreeMap<&'static str, u64>,
+    /// GETs that failed past their retries, by the cause of the last attempt.
+    pub errors_by_cause: BTreeMap<&'static str, u64>,
 }
 
 impl RequestStats {
@@ -213,6 +218,12 @@ impl RequestStats {
         self.first_byte.merge(&other.first_byte);
         self.total.merge(&other.total);
         self.trace.extend_from_slice(&other.trace);
+        for (cause, n) in &other.retries_by_cause {
+            *self.retries_by_cause.entry(cause).or_default() += n;
+        }
+        for (cause, n) in &other.errors_by_cause {
+            *self.errors_by_cause.entry(cause).or_default() += n;
+        }
     }
 }
 

@@ -125,6 +125,11 @@ pub struct RunSummary {
     pub requests: u64,
     pub retries: u64,
     pub errors: u64,
+    /// Retries by the cause of the failed attempt: `503`, `500`, `429`, `timeout`,
+    /// `connection`, … (they add up to `retries`).
+    pub retries_by_cause: BTreeMap<String, u64>,
+    /// GETs that failed past their retries, by the cause of the last attempt.
+    pub errors_by_cause: BTreeMap<String, u64>,
     /// From every rank being ready (I/O set up) to the last rank's end.
     pub wall_s: f64,
     /// Listing, footers, planning, server start, the ranks' I/O set-up: before the clock.
@@ -311,6 +316,16 @@ impl RunSummary {
             requests: all.requests,
             retries: all.retries,
             errors: all.errors,
+            retries_by_cause: all
+                .retries_by_cause
+                .iter()
+                .map(|(c, n)| (c.to_string(), *n))
+                .collect(),
+            errors_by_cause: all
+                .errors_by_cause
+                .iter()
+                .map(|(c, n)| (c.to_string(), *n))
+                .collect(),
             wall_s: measured.wall_s,
             setup_s: context.setup_s,
             setup_cpu_s: context.setup_cpu_s,

@@ -85,19 +85,21 @@ fn error_line(stderr: &str) -> Vec<&str> {
 
 #[test]
 fn recoverable_faults_are_retried_and_every_byte_arrives() {
+    // Each fault, and the cause its retry is counted under ("" for a footer read, which is
+    // set-up and not in the run's counts).
     let cases = [
-        "503@rg/nth=2",
-        "503-chunked@rg/nth=2",
-        "503-retry-after=1@rg/nth=1",
-        "500@rg/nth=3",
-        "cut=100000@rg/nth=1",
-        "short=1000@rg/nth=2",
-        "stall=100000@rg/nth=1",
-        "hang@rg/nth=1",
-        "503@footer/nth=1",
+        ("503@rg/nth=2", "503"),
+        ("503-chunked@rg/nth=2", "503"),
+        ("503-retry-after=1@rg/nth=1", "503"),
+        ("500@rg/nth=3", "500"),
+        ("cut=100000@rg/nth=1", "connection"),
+        ("short=1000@rg/nth=2", "connection"),
+        ("stall=100000@rg/nth=1", "timeout"),
+        ("hang@rg/nth=1", "timeout"),
+        ("503@footer/nth=1", ""),
     ];
     for engine in engines() {
-        for spec in cases {
+        for (spec, cause) in cases {
             let server = faulty_server(spec);
             let (code, summary, stderr, took) = run(&server, engine);
             assert!(
@@ -108,8 +110,13 @@ fn recoverable_faults_are_retried_and_every_byte_arrives() {
             assert_eq!(s["outcome"], "completed", "{engine} {spec}");
             assert_eq!(s["bytes_read"], s["bytes_planned"], "{engine} {spec}");
             assert_eq!(s["errors"], 0, "{engine} {spec}");
-            if !spec.contains("footer") {
-                assert!(s["retries"].as_u64().unwrap() >= 1, "{engine} {spec}: {s}");
+            if !cause.is_empty() {
+                assert_eq!(s["retries"], 1, "{engine} {spec}: {s}");
+                assert_eq!(
+                    s["retries_by_cause"],
+                    serde_json::json!({ cause: 1 }),
+                    "{engine} {spec}"
+                );
             }
             assert_eq!(server.stats().faults_injected, 1, "{engine} {spec}");
             // A stall or a silent server costs one request timeout (2 s), not more.
@@ -124,14 +131,18 @@ fn recoverable_faults_are_retried_and_every_byte_arrives() {
 #[test]
 fn fatal_faults_fail_the_run_in_one_line_naming_the_get() {
     let cases = [
-        ("403@rg/nth=1", "HTTP 403 AccessDenied"),
-        ("403-chunked@rg/nth=1", "HTTP 403 AccessDenied"),
-        ("wrong-range@rg/nth=1", "Content-Range"),
-        ("ok-200@rg/nth=1", "instead of 206 Partial Content"),
-        ("503@rg/every=1", "SlowDown"),
+        ("403@rg/nth=1", "HTTP 403 AccessDenied", "403"),
+        ("403-chunked@rg/nth=1", "HTTP 403 AccessDenied", "403"),
+        ("wrong-range@rg/nth=1", "Content-Range", "bad_response"),
+        (
+            "ok-200@rg/nth=1",
+            "instead of 206 Partial Content",
+            "bad_response",
+        ),
+        ("503@rg/every=1", "SlowDown", "503"),
     ];
     for engine in engines() {
-        for (spec, why) in cases {
+        for (spec, why, cause) in cases {
             let server = faulty_server(spec);
             let (code, summary, stderr, took) = run(&server, engine);
             assert_eq!(code, 3, "{engine} {spec}: {stderr}");
@@ -145,6 +156,11 @@ fn fatal_faults_fail_the_run_in_one_line_naming_the_get() {
             let s = summary.unwrap_or_else(|| panic!("{engine} {spec}: no summary: {stderr}"));
             assert_eq!(s["outcome"], "failed", "{engine} {spec}");
             assert!(s["errors"].as_u64().unwrap() >= 1, "{engine} {spec}");
+            assert!(
+                s["errors_by_cause"][cause].as_u64().unwrap_or(0) >= 1,
+                "{engine} {spec}: {}",
+                s["errors_by_cause"]
+            );
             // Not retried as a timeout: reported at once.
             assert!(
                 took < Duration::from_secs(15),

@@ -93,7 +93,8 @@ struct Outcome {
     reader: usize,
     get: usize,
     result: Result<Vec<u8>, RequestError>,
-    retries: u32,
+    /// The cause of each retry.
+    retry_causes: Vec<&'static str>,
     first_byte: Duration,
     total: Duration,
 }
@@ -115,19 +116,23 @@ impl Tasks<'_> {
         window: &mut Window<(), Vec<u8>>,
         outcome: Outcome,
     ) -> Result<(), RankError> {
+        for cause in &outcome.retry_causes {
+            window.retrying(cause);
+        }
+        let retries = outcome.retry_causes.len() as u32;
         match outcome.result {
             Ok(body) => {
                 self.progress
                     .bytes_received
                     .fetch_add(body.len() as u64, std::sync::atomic::Ordering::Relaxed);
                 let arrival = Fetched {
-                    retries: outcome.retries,
+                    retries,
                     first_byte: outcome.first_byte,
                     total: outcome.total,
                 };
                 window.arrived(outcome.reader, outcome.get, body, arrival)
             }
-            Err(e) => window.failed(outcome.reader, outcome.get, outcome.retries, e),
+            Err(e) => window.failed(outcome.reader, outcome.get, retries, e),
         }
     }
 }
@@ -150,7 +155,7 @@ impl Transport for Tasks<'_> {
         self.runtime.spawn(async move {
             let started = Instant::now();
             let operation = client.operation("GET", Some(&get.key));
-            let (result, retries) =
+            let (result, retry_causes) =
                 with_retries(client.policy(), &operation, || fetch(&client, &get)).await;
             let (result, first_byte) = match result {
                 Ok((body, first_byte)) => (Ok(body), first_byte),
@@ -161,7 +166,7 @@ impl Transport for Tasks<'_> {
                 reader,
                 get: index,
                 result,
-                retries,
+                retry_causes,
                 first_byte,
                 total: started.elapsed(),
             });

@@ -229,8 +229,14 @@ impl<F, H> Window<F, H> {
         r.held -= 1;
         self.stats.retries += u64::from(retries);
         self.stats.errors += 1;
+        *self.stats.errors_by_cause.entry(error.cause()).or_default() += 1;
         self.failure.get_or_insert(error);
         Ok(in_flight)
+    }
+
+    /// An attempt failed with `cause` and its GET will be tried again.
+    pub fn retrying(&mut self, cause: &'static str) {
+        *self.stats.retries_by_cause.entry(cause).or_default() += 1;
     }
 
     /// The step loop is done with GET `get` of `reader`: what it held, to give back.

@@ -109,18 +109,20 @@ impl Default for RetryPolicy {
 
 /// Runs `attempt` until it succeeds, fails with an error that is not retryable, or has been
 /// retried `policy.retries` times. Each attempt is bounded by `policy.timeout`. Returns the
-/// result and the number of retries made.
+/// result and the cause of each retry made ([`RequestError::cause`]; empty without retries, so
+/// nothing is allocated then).
 pub async fn with_retries<T, F, Fut>(
     policy: &RetryPolicy,
     operation: &str,
     mut attempt: F,
-) -> (Result<T, RequestError>, u32)
+) -> (Result<T, RequestError>, Vec<&'static str>)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, RequestError>>,
 {
-    let mut retries = 0;
+    let mut causes = Vec::new();
     loop {
+        let retries = causes.len() as u32;
         let result = match tokio::time::timeout(policy.timeout, attempt()).await {
             Ok(result) => result,
             Err(_) => Err(RequestError::Timeout {
@@ -131,9 +133,9 @@ where
         match result {
             Err(e) if e.retryable() && retries < policy.retries => {
                 tokio::time::sleep(policy.delay(retries, e.retry_after())).await;
-                retries += 1;
+                causes.push(e.cause());
             }
-            other => return (other, retries),
+            other => return (other, causes),
         }
     }
 }
@@ -787,7 +789,7 @@ mod tests {
             std::future::ready(Err::<(), _>(server_error()))
         }));
         assert!(result.is_err());
-        assert_eq!((calls, retries), (3, 2));
+        assert_eq!((calls, retries), (3, vec!["503", "503"]));
 
         let mut calls = 0;
         let (result, retries) = rt.block_on(with_retries(&policy, "op", || {
@@ -798,7 +800,7 @@ mod tests {
                 Ok(7)
             })
         }));
-        assert_eq!((result.ok(), retries), (Some(7), 1));
+        assert_eq!((result.ok(), retries), (Some(7), vec!["503"]));
 
         let mut calls = 0;
         let (result, _) = rt.block_on(with_retries(&policy, "op", || {
@@ -821,6 +823,6 @@ mod tests {
             Ok::<(), RequestError>(())
         }));
         assert!(matches!(result, Err(RequestError::Timeout { .. })));
-        assert_eq!(retries, 1);
+        assert_eq!(retries, vec!["timeout"]);
     }
 }

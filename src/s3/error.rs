@@ -78,6 +78,29 @@ impl RequestError {
         }
     }
 
+    /// What kind of failure this is, as a summary counts retries and errors: the status for
+    /// the common ones (`503`, `500`, `429`, …), else `5xx`, `4xx`, `timeout`, `connection`,
+    /// `unreachable` or `bad_response`.
+    pub fn cause(&self) -> &'static str {
+        match self {
+            RequestError::Status { status, .. } => match status {
+                500 => "500",
+                502 => "502",
+                503 => "503",
+                504 => "504",
+                429 => "429",
+                403 => "403",
+                404 => "404",
+                s if *s >= 500 => "5xx",
+                _ => "4xx",
+            },
+            RequestError::Timeout { .. } => "timeout",
+            RequestError::Transport { .. } => "connection",
+            RequestError::Unreachable { .. } => "unreachable",
+            RequestError::BadResponse { .. } => "bad_response",
+        }
+    }
+
     /// The S3 error code, if the server sent one.
     pub fn code(&self) -> Option<&str> {
         match self {

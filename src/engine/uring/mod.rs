@@ -446,6 +446,9 @@ impl RingIo<'_> {
     ) -> Result<(), RankError> {
         let retry_at = (error.retryable() && retries < self.policy.retries)
             .then(|| Instant::now() + self.policy.delay(retries, error.retry_after()));
+        if retry_at.is_some() {
+            window.retrying(error.cause());
+        }
         if let Some(job) = self.conns[c].attempt_failed(retry_at) {
             window.failed(job.reader, job.get, job.retries, error)?;
             self.ring.pool_mut().give(job.buf);
