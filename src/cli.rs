@@ -173,6 +173,18 @@ pub struct S3Args {
     /// The time one attempt of a request may take, in seconds
     #[arg(long, value_name = "SECONDS", default_value_t = crate::s3::client::DEFAULT_REQUEST_TIMEOUT.as_secs_f64(), value_parser = parse_seconds, help_heading = "Storage")]
     pub request_timeout: f64,
+
+    /// The time a connection may take to open, in seconds
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::s3::client::DEFAULT_CONNECT_TIMEOUT.as_secs_f64(), value_parser = parse_seconds, help_heading = "Storage")]
+    pub connect_timeout: f64,
+
+    /// The time from sending a request to its response head, in seconds
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::s3::client::DEFAULT_FIRST_BYTE_TIMEOUT.as_secs_f64(), value_parser = parse_seconds, help_heading = "Storage")]
+    pub first_byte_timeout: f64,
+
+    /// The longest pause between body bytes before the attempt counts as stalled, in seconds
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::s3::client::DEFAULT_IDLE_TIMEOUT.as_secs_f64(), value_parser = parse_seconds, help_heading = "Storage")]
+    pub idle_timeout: f64,
 }
 
 impl S3Args {
@@ -187,9 +199,13 @@ impl S3Args {
     }
 
     pub fn retry_policy(&self) -> crate::s3::RetryPolicy {
+        let seconds = std::time::Duration::from_secs_f64;
         crate::s3::RetryPolicy {
             retries: self.retries,
-            timeout: std::time::Duration::from_secs_f64(self.request_timeout),
+            timeout: seconds(self.request_timeout),
+            connect_timeout: seconds(self.connect_timeout),
+            first_byte_timeout: seconds(self.first_byte_timeout),
+            idle_timeout: seconds(self.idle_timeout),
             ..crate::s3::RetryPolicy::default()
         }
     }

@@ -171,6 +171,42 @@ fn fatal_faults_fail_the_run_in_one_line_naming_the_get() {
 }
 
 #[test]
+fn a_stalled_body_is_caught_by_the_idle_timeout_not_the_request_timeout() {
+    for engine in engines() {
+        // Every row-group GET stalls after 100 KB: the idle limit (1 s) ends each attempt,
+        // long before the request limit (120 s), and the run fails once its retries are spent.
+        let server = faulty_server("stall=100000@rg/every=1");
+        let url = server.endpoint_url();
+        let started = Instant::now();
+        let (code, _, stderr) = common::run(&[
+            "run",
+            "flux_small",
+            "--files",
+            "2",
+            "--endpoint",
+            &url,
+            "--bucket",
+            "ringload",
+            "--engine",
+            engine,
+            "--retries",
+            "1",
+            "--idle-timeout",
+            "1",
+        ]);
+        let took = started.elapsed();
+        assert_eq!(code, 3, "{engine}: {stderr}");
+        let lines = error_line(&stderr);
+        assert!(
+            lines[0].contains("no more body bytes within 1s")
+                && lines[0].contains("raise --idle-timeout"),
+            "{engine}: {stderr}"
+        );
+        assert!(took < Duration::from_secs(30), "{engine}: took {took:?}");
+    }
+}
+
+#[test]
 fn faults_during_set_up_exit_2_and_say_what_was_wrong() {
     let cases = [
         ("bad-xml@list/every=1", "cut short"),

@@ -25,7 +25,7 @@ use super::window::{Fetched, Transport, Window, WindowedRank};
 use crate::plan::RangedGet;
 use crate::rank::{Progress, RankError, StepBarrier};
 use crate::s3::client::{RequestSpec, transport_error, with_retries};
-use crate::s3::{Client, RequestError};
+use crate::s3::{Client, RequestError, Wait};
 
 /// The longest error document read from a failed GET.
 const ERROR_BODY_LIMIT_BYTES: usize = 64 << 10;
@@ -222,10 +222,16 @@ async fn fetch(client: &Client, get: &RangedGet) -> Result<(Vec<u8>, Duration), 
     };
     let request = client.http_request(&spec)?;
     let sent = Instant::now();
-    let response = client
-        .http()
-        .request(request)
+    let policy = client.policy();
+    let timed_out = |what: Wait, after: Duration| RequestError::Timeout {
+        operation: operation(),
+        after,
+        what,
+    };
+    // The connector bounds the connect; this, the wait for the response head.
+    let response = tokio::time::timeout(policy.first_byte_timeout, client.http().request(request))
         .await
+        .map_err(|_| timed_out(Wait::FirstByte, policy.first_byte_timeout))?
         .map_err(|e| transport_error(operation(), client.target(), &e))?;
     let first_byte = sent.elapsed();
     let (parts, body) = response.into_parts();
@@ -267,7 +273,11 @@ async fn fetch(client: &Client, get: &RangedGet) -> Result<(Vec<u8>, Duration), 
     let len = get.len_bytes as usize;
     let mut buffer = Vec::with_capacity(len);
     let mut body = body;
-    while let Some(frame) = body.frame().await {
+    // A stall is caught between frames, not only by the whole attempt's limit.
+    while let Some(frame) = tokio::time::timeout(policy.idle_timeout, body.frame())
+        .await
+        .map_err(|_| timed_out(Wait::Idle, policy.idle_timeout))?
+    {
         let frame = frame.map_err(|e| transport_error(operation(), client.target(), &e))?;
         if let Ok(data) = frame.into_data() {
             if buffer.len() + data.len() > len {

@@ -19,7 +19,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde::Serialize;
 
-use super::error::{HintContext, RequestError};
+use super::error::{HintContext, RequestError, Wait};
 use super::sign::{self, Payload, Signer};
 use super::target::Target;
 use super::xml::{self, XmlWriter};
@@ -44,6 +44,10 @@ pub struct ObjectMeta {
 pub const DEFAULT_RETRIES: u32 = 3;
 /// The wait before the first retry; doubled for each further one.
 pub const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+/// Default limits of the stages of an attempt (see [`RetryPolicy`]).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub const DEFAULT_FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// The time one attempt of a request may take, by default (a 99 MiB GET at 10 MiB/s).
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 /// A bound on ListObjectsV2 pages (1,000 keys each): ten million objects.
@@ -55,8 +59,15 @@ const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
     pub retries: u32,
+    /// The whole of one attempt.
     pub timeout: Duration,
     pub first_backoff: Duration,
+    /// Establishing the connection.
+    pub connect_timeout: Duration,
+    /// From sending a request to its response head.
+    pub first_byte_timeout: Duration,
+    /// Between body bytes: a stall is caught by this, not by the whole attempt's limit.
+    pub idle_timeout: Duration,
 }
 
 impl RetryPolicy {
@@ -103,6 +114,9 @@ impl Default for RetryPolicy {
             retries: DEFAULT_RETRIES,
             timeout: DEFAULT_REQUEST_TIMEOUT,
             first_backoff: FIRST_BACKOFF,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            first_byte_timeout: DEFAULT_FIRST_BYTE_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
         }
     }
 }
@@ -128,6 +142,7 @@ where
             Err(_) => Err(RequestError::Timeout {
                 operation: operation.to_string(),
                 after: policy.timeout,
+                what: Wait::Request,
             }),
         };
         match result {
@@ -180,7 +195,7 @@ impl Client {
     pub fn new(target: Target, policy: RetryPolicy) -> Client {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(Duration::from_secs(10)));
+        connector.set_connect_timeout(Some(policy.connect_timeout));
         let http = HttpClient::builder(TokioExecutor::new())
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             .build(connector);
@@ -739,6 +754,7 @@ mod tests {
             retries: 3,
             timeout: Duration::from_secs(5),
             first_backoff: Duration::from_millis(200),
+            ..RetryPolicy::default()
         };
         assert_eq!(policy.backoff_cap(0), Duration::from_millis(200));
         assert_eq!(policy.backoff_cap(2), Duration::from_millis(800));
@@ -774,6 +790,7 @@ mod tests {
             retries: 2,
             timeout: Duration::from_secs(5),
             first_backoff: Duration::from_millis(1),
+            ..RetryPolicy::default()
         };
         let server_error = || RequestError::Status {
             operation: "op".into(),
@@ -817,6 +834,7 @@ mod tests {
             retries: 1,
             timeout: Duration::from_millis(5),
             first_backoff: Duration::from_millis(1),
+            ..RetryPolicy::default()
         };
         let (result, retries) = rt.block_on(with_retries(&quick, "slow", || async {
             tokio::time::sleep(Duration::from_secs(10)).await;

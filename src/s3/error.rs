@@ -31,11 +31,17 @@ pub enum RequestError {
     /// The connection failed: reset, closed mid-response.
     #[error("{operation}: {reason}")]
     Transport { operation: String, reason: String },
-    /// No complete answer within the time allowed.
+    /// Something did not come within the time allowed for it.
     #[error(
-        "{operation}: no complete response within {after:?}; the server is stalled or too slow (raise --request-timeout)"
+        "{operation}: no {} within {after:?}; the server is stalled or too slow (raise {})",
+        what.awaited(),
+        what.flag()
     )]
-    Timeout { operation: String, after: Duration },
+    Timeout {
+        operation: String,
+        after: Duration,
+        what: Wait,
+    },
     /// The answer broke the protocol: a `200` where `206` was asked for, a `Content-Range` or
     /// length that does not match the request, XML that cannot be read.
     #[error("{operation}: {reason}")]
@@ -157,6 +163,41 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
         at.duration_since(std::time::SystemTime::now())
             .unwrap_or(Duration::ZERO),
     )
+}
+
+/// What a request waited for when it timed out; each has its own limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// The TCP connection.
+    Connect,
+    /// The response head, from the request's start.
+    FirstByte,
+    /// More body bytes, since the last ones.
+    Idle,
+    /// The whole attempt.
+    Request,
+}
+
+impl Wait {
+    /// What did not come, for messages.
+    pub fn awaited(self) -> &'static str {
+        match self {
+            Wait::Connect => "connection",
+            Wait::FirstByte => "response head",
+            Wait::Idle => "more body bytes",
+            Wait::Request => "complete response",
+        }
+    }
+
+    /// The flag that sets this limit.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Wait::Connect => "--connect-timeout",
+            Wait::FirstByte => "--first-byte-timeout",
+            Wait::Idle => "--idle-timeout",
+            Wait::Request => "--request-timeout",
+        }
+    }
 }
 
 /// What a hint may name.

@@ -24,5 +24,5 @@ pub mod xml;
 
 pub use bucket::Bucket;
 pub use client::{ByteRange, Client, ObjectMeta, RetryPolicy};
-pub use error::RequestError;
+pub use error::{RequestError, Wait};
 pub use target::{Credentials, Endpoint, Target, TargetFlags};

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use super::http::{self, HeadError, HeadReader, HeadStep, ResponseHead};
 use super::pool::BufIndex;
 use crate::plan::RangedGet;
+use crate::s3::{RetryPolicy, Wait};
 
 /// `SO_RCVLOWAT` while a body streams.
 pub const RCVLOWAT_BYTES: usize = 1 << 20;
@@ -36,8 +37,10 @@ pub struct Job {
     pub attempt_started: Instant,
     /// From the attempt's start to its complete response head.
     pub first_byte: Duration,
-    /// The attempt ran past the policy's timeout and its socket was shut down.
-    pub timed_out: bool,
+    /// When the attempt last received bytes (its start, before any).
+    pub last_progress: Instant,
+    /// The attempt ran past one of the policy's limits, and its socket was shut down.
+    pub timed_out: Option<Wait>,
 }
 
 impl Job {
@@ -50,7 +53,8 @@ impl Job {
             first_started: now,
             attempt_started: now,
             first_byte: Duration::ZERO,
-            timed_out: false,
+            last_progress: now,
+            timed_out: None,
         }
     }
 }
@@ -82,8 +86,8 @@ pub enum Op {
 /// Why an attempt failed. The engine words it as a `RequestError` that names the GET.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Failure {
-    /// The attempt ran past its timeout (its socket was shut down).
-    TimedOut,
+    /// The attempt waited past a limit for what it names (its socket was shut down).
+    TimedOut(Wait),
     /// An operation failed with `errno`; `connecting` when it was the connect.
     Io { errno: i32, connecting: bool },
     /// The connection ended early or broke the protocol.
@@ -202,7 +206,8 @@ impl Conn {
     pub fn start_attempt(&mut self, now: Instant) -> Op {
         if let Some(job) = &mut self.job {
             job.attempt_started = now;
-            job.timed_out = false;
+            job.last_progress = now;
+            job.timed_out = None;
         }
         if self.socket.is_some() {
             self.phase = Phase::Sending { sent: 0 };
@@ -232,8 +237,13 @@ impl Conn {
         now: Instant,
     ) -> Result<Step, String> {
         let body_len = get.len_bytes as usize;
-        if self.job.is_some_and(|j| j.timed_out) {
-            return Ok(Step::Failed(Failure::TimedOut));
+        if let Some(what) = self.job.and_then(|j| j.timed_out) {
+            return Ok(Step::Failed(Failure::TimedOut(what)));
+        }
+        if result > 0
+            && let Some(job) = &mut self.job
+        {
+            job.last_progress = now;
         }
         if result < 0 {
             return Ok(Step::Failed(Failure::Io {
@@ -499,27 +509,51 @@ impl Conn {
         }
     }
 
+    /// What the attempt waits for now, and until when: the earlier of the whole attempt's
+    /// limit and its phase's (the connect, the response head, the next body bytes).
+    fn deadline(&self, policy: &RetryPolicy) -> Option<(Wait, Instant)> {
+        let job = self.job.as_ref()?;
+        if job.timed_out.is_some() {
+            return None;
+        }
+        let phase = match self.phase {
+            Phase::Idle | Phase::Backoff { .. } => return None,
+            Phase::Connecting => (Wait::Connect, job.attempt_started + policy.connect_timeout),
+            Phase::Sending { .. } | Phase::Peeking(_) | Phase::Consuming { .. } => (
+                Wait::FirstByte,
+                job.attempt_started + policy.first_byte_timeout,
+            ),
+            Phase::Body { .. } | Phase::ErrorBody { .. } => {
+                (Wait::Idle, job.last_progress + policy.idle_timeout)
+            }
+        };
+        let whole = (Wait::Request, job.attempt_started + policy.timeout);
+        Some(if phase.1 < whole.1 { phase } else { whole })
+    }
+
     /// When this connection's timers next need a look: the end of its backoff, or its
     /// attempt's deadline.
-    pub fn wake_at(&self, timeout: Duration) -> Option<Instant> {
-        match (&self.phase, self.job) {
-            (Phase::Backoff { until }, _) => Some(*until),
-            (Phase::Idle, _) | (_, None) => None,
-            (_, Some(job)) if !job.timed_out => Some(job.attempt_started + timeout),
-            _ => None,
+    pub fn wake_at(&self, policy: &RetryPolicy) -> Option<Instant> {
+        match &self.phase {
+            Phase::Backoff { until } => Some(*until),
+            _ => self.deadline(policy).map(|(_, at)| at),
         }
     }
 
     /// What the timers ask at `now`.
-    pub fn on_timer(&mut self, now: Instant, timeout: Duration) -> TimerAction {
-        match (&self.phase, &mut self.job) {
-            (Phase::Backoff { until }, _) if *until <= now => {
+    pub fn on_timer(&mut self, now: Instant, policy: &RetryPolicy) -> TimerAction {
+        if let Phase::Backoff { until } = self.phase {
+            if until <= now {
                 self.phase = Phase::Idle;
-                TimerAction::Retry
+                return TimerAction::Retry;
             }
-            (Phase::Idle | Phase::Backoff { .. }, _) | (_, None) => TimerAction::None,
-            (_, Some(job)) if !job.timed_out && job.attempt_started + timeout <= now => {
-                job.timed_out = true;
+            return TimerAction::None;
+        }
+        match self.deadline(policy) {
+            Some((what, at)) if at <= now => {
+                if let Some(job) = &mut self.job {
+                    job.timed_out = Some(what);
+                }
                 TimerAction::ShutDown
             }
             _ => TimerAction::None,
@@ -675,15 +709,10 @@ mod tests {
         // Retried after a backoff: the timer starts the attempt again on a new socket.
         let later = now + Duration::from_millis(5);
         assert_eq!(conn.attempt_failed(Some(later)), None);
-        assert_eq!(conn.wake_at(Duration::from_secs(1)), Some(later));
-        assert_eq!(
-            conn.on_timer(now, Duration::from_secs(1)),
-            TimerAction::None
-        );
-        assert_eq!(
-            conn.on_timer(later, Duration::from_secs(1)),
-            TimerAction::Retry
-        );
+        let policy = RetryPolicy::default();
+        assert_eq!(conn.wake_at(&policy), Some(later));
+        assert_eq!(conn.on_timer(now, &policy), TimerAction::None);
+        assert_eq!(conn.on_timer(later, &policy), TimerAction::Retry);
         assert_eq!(conn.start_attempt(later), Op::Connect);
         assert_eq!(conn.job().unwrap().retries, 1);
         // A refused connect names itself as one.
@@ -728,15 +757,19 @@ mod tests {
             }))
         );
 
-        // Past its timeout: shut down, and the completion that follows reports it.
+        // Past its limit: shut down, and the completion that follows reports which limit.
         let (mut conn, now) = sent(100);
-        let timeout = Duration::from_millis(300);
-        assert_eq!(conn.wake_at(timeout), Some(now + timeout));
-        assert_eq!(conn.on_timer(now + timeout, timeout), TimerAction::ShutDown);
-        assert_eq!(conn.wake_at(timeout), None);
+        let policy = RetryPolicy {
+            timeout: Duration::from_millis(300),
+            ..RetryPolicy::default()
+        };
+        let timeout = policy.timeout;
+        assert_eq!(conn.wake_at(&policy), Some(now + timeout));
+        assert_eq!(conn.on_timer(now + timeout, &policy), TimerAction::ShutDown);
+        assert_eq!(conn.wake_at(&policy), None);
         assert_eq!(
             conn.on_completion(0, &scratch, 100, &range(100), now + timeout),
-            Ok(Step::Failed(Failure::TimedOut))
+            Ok(Step::Failed(Failure::TimedOut(Wait::Request)))
         );
     }
 
@@ -809,6 +842,49 @@ mod tests {
                 assert_eq!(end, whole);
             }
         }
+    }
+
+    #[test]
+    fn each_phase_has_its_own_limit_and_bytes_reset_the_idle_one() {
+        let policy = RetryPolicy {
+            timeout: Duration::from_secs(100),
+            connect_timeout: Duration::from_secs(1),
+            first_byte_timeout: Duration::from_secs(2),
+            idle_timeout: Duration::from_secs(3),
+            ..RetryPolicy::default()
+        };
+        let now = Instant::now();
+        let mut conn = Conn::default();
+        conn.assign(Job::new(0, 0, BufIndex(0), now));
+        conn.start_attempt(now);
+        assert_eq!(conn.wake_at(&policy), Some(now + Duration::from_secs(1)));
+        let scratch = vec![0u8; SCRATCH];
+        conn.on_completion(0, &scratch, 100, &range(100), now)
+            .unwrap();
+        // Sending: the response head's limit, from the attempt's start.
+        assert_eq!(conn.wake_at(&policy), Some(now + Duration::from_secs(2)));
+        let (mut conn, now) = sent(100);
+        let h = head(100, "");
+        let mut scratch = vec![0u8; SCRATCH];
+        scratch[..h.len()].copy_from_slice(&h);
+        let n = h.len() as i32;
+        conn.on_completion(n, &scratch, 100, &range(100), now)
+            .unwrap();
+        conn.on_completion(n, &scratch, 100, &range(100), now)
+            .unwrap();
+        // The body: the idle limit, from the last bytes; more bytes push it on.
+        let later = now + Duration::from_secs(2);
+        conn.on_completion(10, &scratch, 100, &range(100), later)
+            .unwrap();
+        assert_eq!(conn.wake_at(&policy), Some(later + Duration::from_secs(3)));
+        assert_eq!(
+            conn.on_timer(later + Duration::from_secs(3), &policy),
+            TimerAction::ShutDown
+        );
+        assert_eq!(
+            conn.on_completion(0, &scratch, 100, &range(100), later),
+            Ok(Step::Failed(Failure::TimedOut(Wait::Idle)))
+        );
     }
 
     #[test]

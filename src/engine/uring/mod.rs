@@ -66,7 +66,7 @@ use super::window::{Fetched, Transport, Window, WindowedRank};
 use crate::plan::RangedGet;
 use crate::rank::{Progress, RankError, StepBarrier};
 use crate::s3::sign::{Payload, Signer, object_path};
-use crate::s3::{Client, RequestError, RetryPolicy};
+use crate::s3::{Client, RequestError, RetryPolicy, Wait};
 
 /// Response heads (and error documents) are read into this much scratch per connection.
 pub const SCRATCH_BYTES: usize = 16 << 10;
@@ -333,9 +333,15 @@ impl RingIo<'_> {
     fn request_error(&self, get: &RangedGet, failure: Failure) -> RequestError {
         let operation = self.operation(get);
         match failure {
-            Failure::TimedOut => RequestError::Timeout {
+            Failure::TimedOut(what) => RequestError::Timeout {
                 operation,
-                after: self.policy.timeout,
+                after: match what {
+                    Wait::Connect => self.policy.connect_timeout,
+                    Wait::FirstByte => self.policy.first_byte_timeout,
+                    Wait::Idle => self.policy.idle_timeout,
+                    Wait::Request => self.policy.timeout,
+                },
+                what,
             },
             Failure::Io { errno, connecting } => {
                 let error = std::io::Error::from_raw_os_error(errno);
@@ -466,7 +472,7 @@ impl RingIo<'_> {
         let now = Instant::now();
         let mut wake = until.unwrap_or(now + POLL).min(now + POLL);
         for conn in &self.conns {
-            if let Some(at) = conn.wake_at(self.policy.timeout) {
+            if let Some(at) = conn.wake_at(&self.policy) {
                 wake = wake.min(at);
             }
         }
@@ -507,7 +513,7 @@ impl RingIo<'_> {
     fn timers(&mut self, window: &UringWindow) -> Result<(), RankError> {
         let now = Instant::now();
         for c in 0..self.conns.len() {
-            match self.conns[c].on_timer(now, self.policy.timeout) {
+            match self.conns[c].on_timer(now, &self.policy) {
                 TimerAction::None => {}
                 TimerAction::Retry => {
                     let op = self.conns[c].start_attempt(now);
@@ -720,6 +726,7 @@ mod tests {
             retries,
             timeout: Duration::from_millis(timeout_ms),
             first_backoff: Duration::from_millis(5),
+            ..RetryPolicy::default()
         }
     }
 
