@@ -329,6 +329,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SPEC")]
     pub faults: Option<String>,
 
+    /// Connections served at once; one more is closed as soon as it is accepted
+    #[arg(long, value_name = "N", default_value_t = crate::server::DEFAULT_MAX_CONNECTIONS, value_parser = parse_connections)]
+    pub max_connections: usize,
+
     /// Seed of the draws for rate=P faults
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub faults_seed: u64,
@@ -347,6 +351,16 @@ pub fn parse_threads(text: &str) -> Result<usize, String> {
     match text.trim().parse::<usize>() {
         Ok(n) if n >= 1 => Ok(n),
         _ => Err(format!("'{text}' is not a thread count; write 1 or more")),
+    }
+}
+
+/// Parses a connection count: 1 or more.
+pub fn parse_connections(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "'{text}' is not a number of connections; write 1 or more"
+        )),
     }
 }
 

@@ -298,6 +298,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         worker_threads: args.threads.unwrap_or_else(cores),
         throttle_bytes_per_s: args.throttle_mib_per_s.map(|r| (r * units::MIB) as u64),
         faults,
+        max_connections: args.max_connections,
     })?;
     {
         let mut stdout = std::io::stdout().lock();
@@ -360,6 +361,7 @@ fn start_embedded(args: &RunArgs) -> anyhow::Result<(Server, Target, u64)> {
         worker_threads: args.server_threads.unwrap_or_else(cores),
         throttle_bytes_per_s: None,
         faults: Faults::default(),
+        max_connections: server::DEFAULT_MAX_CONNECTIONS,
     })?;
     let endpoint = s3::Endpoint::parse(&server.endpoint_url()).map_err(UsageError)?;
     let target = Target {

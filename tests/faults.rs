@@ -28,6 +28,7 @@ fn faulty_server(spec: &str) -> Server {
         worker_threads: 2,
         throttle_bytes_per_s: None,
         faults: Faults::parse(spec, 1).unwrap(),
+        max_connections: ringload::server::DEFAULT_MAX_CONNECTIONS,
     })
     .unwrap()
 }

@@ -36,6 +36,7 @@ fn start_throttled(store: Store, signed: bool, throttle_bytes_per_s: Option<u64>
         worker_threads: 2,
         throttle_bytes_per_s,
         faults: Default::default(),
+        max_connections: ringload::server::DEFAULT_MAX_CONNECTIONS,
     })
     .unwrap()
 }
@@ -623,6 +624,59 @@ fn curl_signed_queries_of_several_parameters_with_a_raw_slash_are_accepted() {
             String::from_utf8_lossy(&r.body).contains("<Key>data/x/a</Key>"),
             "{query}"
         );
+    }
+}
+
+#[test]
+fn connections_past_the_limit_are_closed_and_counted_while_the_others_are_served() {
+    let workload = WorkloadArgs {
+        workload: Some("flux_small".into()),
+        overrides: vec![],
+        files: Some(1),
+    };
+    let server = Server::start(ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        store: Store::Virtual(virtual_store(&workload, None, false).unwrap()),
+        credentials: None,
+        region: "us-east-1".into(),
+        worker_threads: 2,
+        throttle_bytes_per_s: None,
+        faults: Default::default(),
+        max_connections: 2,
+    })
+    .unwrap();
+    // Two idle connections (a slowloris's) take the two places.
+    let held: Vec<TcpStream> = (0..2)
+        .map(|_| TcpStream::connect(server.addr()).unwrap())
+        .collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while server.stats().connections < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // A third is closed before any answer.
+    let mut third = TcpStream::connect(server.addr()).unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let _ = third.write_all(b"GET /ringload HTTP/1.1\r\nHost: x\r\n\r\n");
+    let mut reply = Vec::new();
+    let _ = third.read_to_end(&mut reply);
+    assert!(reply.is_empty(), "{}", String::from_utf8_lossy(&reply));
+    assert_eq!(server.stats().connections_refused, 1);
+    // Once one closes, a new client is served again.
+    drop(held);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = curl(&[
+            &format!("{}/{VIRTUAL_KEY}", server.endpoint_url()),
+            "-r",
+            "0-9",
+        ]);
+        if r.status == 206 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never served again");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -56,6 +56,8 @@ pub struct Counters {
     pub connections: AtomicU64,
     /// Connections that ended in an I/O or protocol error (peer reset, header timeout, …).
     pub connection_errors: AtomicU64,
+    /// Connections closed at once because the server had its maximum open.
+    pub connections_refused: AtomicU64,
 }
 
 /// What every request handler shares.

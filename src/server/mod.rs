@@ -61,6 +61,9 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Request heads larger than this are refused by hyper itself (431, no XML body); up to it the
 /// server answers S3's `RequestHeaderSectionTooLarge` past [`MAX_HEADER_SECTION_BYTES`].
 pub const MAX_HEAD_BYTES: usize = 64 << 10;
+/// Connections served at once by default; one more is closed as soon as it is accepted, so a
+/// client that opens and holds many (a slowloris) costs at most this many connections' memory.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 
 /// How to start a server.
 #[derive(Debug)]
@@ -76,6 +79,8 @@ pub struct ServerConfig {
     pub throttle_bytes_per_s: Option<u64>,
     /// Faults to inject (`serve --faults`); empty for a well-behaved server.
     pub faults: faults::Faults,
+    /// Connections served at once; more are closed at once ([`DEFAULT_MAX_CONNECTIONS`]).
+    pub max_connections: usize,
 }
 
 /// Why a server did not start.
@@ -112,6 +117,8 @@ pub struct ServerStats {
     pub connections: u64,
     /// Connections that ended in an I/O or protocol error.
     pub connection_errors: u64,
+    /// Connections closed at once because `max_connections` were open.
+    pub connections_refused: u64,
     /// CPU time of the server's threads (user + system).
     pub cpu_s: f64,
     pub wall_s: f64,
@@ -216,7 +223,12 @@ impl Server {
             counters: Counters::default(),
         });
         let (stop, stop_rx) = watch::channel(false);
-        let accept = runtime.spawn(accept_loop(listener, state.clone(), stop_rx));
+        let accept = runtime.spawn(accept_loop(
+            listener,
+            state.clone(),
+            stop_rx,
+            config.max_connections.max(1),
+        ));
         Ok(Server {
             addr,
             runtime: Some(runtime),
@@ -255,6 +267,7 @@ impl Server {
             errors: c.errors.load(Ordering::Relaxed),
             connections: c.connections.load(Ordering::Relaxed),
             connection_errors: c.connection_errors.load(Ordering::Relaxed),
+            connections_refused: c.connections_refused.load(Ordering::Relaxed),
             cpu_s,
             wall_s: self.started.elapsed().as_secs_f64(),
             cpu_s_per_gib: (bytes_sent > 0)
@@ -295,12 +308,18 @@ async fn accept_loop(
     listener: tokio::net::TcpListener,
     state: Arc<State>,
     mut stop: watch::Receiver<bool>,
+    max_connections: usize,
 ) {
     let mut connections = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
             _ = stop.changed() => break,
             accepted = listener.accept() => match accepted {
+                Ok((stream, _)) if connections.len() >= max_connections => {
+                    // Closed at once: the client sees the connection end before an answer.
+                    state.counters.connections_refused.fetch_add(1, Ordering::Relaxed);
+                    drop(stream);
+                }
                 Ok((stream, _)) => {
                     let _ = stream.set_nodelay(true);
                     state.counters.connections.fetch_add(1, Ordering::Relaxed);
