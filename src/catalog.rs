@@ -515,9 +515,20 @@ fn row_group_spans(
         let mut start = u64::MAX;
         let mut end = 0u64;
         for &leaf in &leaves {
-            let (offset, len) = rg.column(leaf).byte_range();
+            // Not `ColumnChunkMetaData::byte_range`: it panics on the negative offsets a
+            // corrupt footer can carry (found by the fuzz tests).
+            let chunk = rg.column(leaf);
+            let offset = chunk
+                .dictionary_page_offset()
+                .unwrap_or_else(|| chunk.data_page_offset());
+            let len = chunk.compressed_size();
+            let (Ok(offset), Ok(len)) = (u64::try_from(offset), u64::try_from(len)) else {
+                return Err(bad(format!(
+                    "row group {index}, column {leaf}: negative offset {offset} or length {len}"
+                )));
+            };
             start = start.min(offset);
-            end = end.max(offset + len);
+            end = end.max(offset.saturating_add(len));
         }
         if leaves.is_empty() || start < 4 || end > data_end || start >= end {
             return Err(bad(format!(

@@ -19,6 +19,8 @@ pub mod config;
 pub mod datagen;
 pub mod engine;
 pub mod exit;
+#[cfg(test)]
+mod fuzz;
 pub mod metrics;
 pub mod plan;
 pub mod rank;

@@ -42,6 +42,8 @@ const LAYERS: &[(&str, u32)] = &[
     // The top.
     ("cli", 12),
     ("commands", 13),
+    // Test-only: property tests over every parser.
+    ("fuzz", 14),
 ];
 
 /// Imports no layer rule catches: `(from, to)` by module prefix.

@@ -592,13 +592,13 @@ pub fn transport_error(
 
 /// One page of a ListObjectsV2 answer.
 #[derive(Debug, Default, PartialEq, Eq)]
-struct ListPage {
+pub(crate) struct ListPage {
     objects: Vec<ObjectMeta>,
     truncated: bool,
     next_token: Option<String>,
 }
 
-fn parse_list_page(body: &[u8]) -> Result<ListPage, String> {
+pub(crate) fn parse_list_page(body: &[u8]) -> Result<ListPage, String> {
     let mut page = ListPage::default();
     let (mut key, mut size): (Option<String>, Option<u64>) = (None, None);
     let mut saw_root = false;
