@@ -33,12 +33,26 @@ fn faulty_server(spec: &str) -> Server {
     .unwrap()
 }
 
-/// Runs flux_small (2 files, 12 steps) against `server` with `engine`; returns the exit code,
-/// the summary (when one was printed), stderr and the time it took.
+/// Runs flux_small (2 files, 12 steps) against `server` with `engine` (2 retries, 2 s per
+/// attempt); returns the exit code, the summary (when one was printed), stderr and the time it
+/// took.
 fn run(server: &Server, engine: &str) -> (i32, Option<serde_json::Value>, String, Duration) {
+    run_with(
+        server,
+        engine,
+        &["--retries", "2", "--request-timeout", "2", "--json"],
+    )
+}
+
+/// The same, with `extra` flags instead of the retry and timeout ones.
+fn run_with(
+    server: &Server,
+    engine: &str,
+    extra: &[&str],
+) -> (i32, Option<serde_json::Value>, String, Duration) {
     let url = server.endpoint_url();
     let started = Instant::now();
-    let (code, stdout, stderr) = common::run(&[
+    let mut args = vec![
         "run",
         "flux_small",
         "--files",
@@ -51,12 +65,9 @@ fn run(server: &Server, engine: &str) -> (i32, Option<serde_json::Value>, String
         engine,
         "--computation-time",
         "0.01",
-        "--retries",
-        "2",
-        "--request-timeout",
-        "2",
-        "--json",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let (code, stdout, stderr) = common::run(&args);
     (
         code,
         serde_json::from_str(&stdout).ok(),
@@ -177,25 +188,8 @@ fn a_stalled_body_is_caught_by_the_idle_timeout_not_the_request_timeout() {
         // Every row-group GET stalls after 100 KB: the idle limit (1 s) ends each attempt,
         // long before the request limit (120 s), and the run fails once its retries are spent.
         let server = faulty_server("stall=100000@rg/every=1");
-        let url = server.endpoint_url();
-        let started = Instant::now();
-        let (code, _, stderr) = common::run(&[
-            "run",
-            "flux_small",
-            "--files",
-            "2",
-            "--endpoint",
-            &url,
-            "--bucket",
-            "ringload",
-            "--engine",
-            engine,
-            "--retries",
-            "1",
-            "--idle-timeout",
-            "1",
-        ]);
-        let took = started.elapsed();
+        let (code, _, stderr, took) =
+            run_with(&server, engine, &["--retries", "1", "--idle-timeout", "1"]);
         assert_eq!(code, 3, "{engine}: {stderr}");
         let lines = error_line(&stderr);
         assert!(

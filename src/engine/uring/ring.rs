@@ -429,34 +429,29 @@ impl Drop for Ring {
 
 /// Sets `TCP_QUICKACK`: an ACK the kernel holds back is sent now.
 pub fn quickack(fd: BorrowedFd<'_>) -> io::Result<()> {
-    let value: libc::c_int = 1;
-    // SAFETY: `value` is a live c_int and its size is passed with it.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_QUICKACK,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    set_int_option(fd, libc::IPPROTO_TCP, libc::TCP_QUICKACK, 1)
 }
 
 /// Sets `SO_RCVLOWAT`: the socket reports readable (and a receive completes) only once `bytes`
 /// are queued, so a large read is served in few large copies instead of many small ones.
 pub fn set_rcvlowat(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<()> {
     let value = bytes.min(i32::MAX as usize) as libc::c_int;
+    set_int_option(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, value)
+}
+
+/// `setsockopt` of an `int` option.
+fn set_int_option(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
     // SAFETY: `value` is a live c_int and its size is passed with it.
     let rc = unsafe {
         libc::setsockopt(
             fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVLOWAT,
+            level,
+            name,
             (&value as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
