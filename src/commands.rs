@@ -450,13 +450,16 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let outcome = crate::run::run_ranks(&plan, &client, &config, &server_cpu_now);
     let server_stats = server.map(|s| s.shutdown());
     // A run that failed once the clock had started still reports what it measured.
-    let interrupted = config.interrupt.load(Ordering::SeqCst);
+    let mut interrupted = false;
     let (measured, failure) = match outcome.map_err(|failure| *failure) {
         Ok(measured) => (measured, None),
         Err(RunFailure {
             error,
             partial: Some(measured),
-        }) => (measured, Some(exit_line(&error))),
+        }) => {
+            interrupted = matches!(error, crate::rank::RankError::Interrupted);
+            (measured, Some(exit_line(&error)))
+        }
         Err(RunFailure {
             error,
             partial: None,
