@@ -42,6 +42,15 @@ pub enum RequestError {
         after: Duration,
         what: Wait,
     },
+    /// A kept-alive connection carried bytes after the previous response's body, where the
+    /// next response head should start: the server sent more than its Content-Length. The
+    /// connection is dropped and the GET tried again on a new one.
+    #[error(
+        "{operation}: the response head is not HTTP: bytes followed the body of {after} on this \
+         keep-alive connection (the server sent more than its Content-Length); the connection \
+         is dropped"
+    )]
+    StrayBytes { operation: String, after: String },
     /// The answer broke the protocol: a `200` where `206` was asked for, a `Content-Range` or
     /// length that does not match the request, XML that cannot be read.
     #[error("{operation}: {reason}")]
@@ -79,6 +88,7 @@ impl RequestError {
             RequestError::Status { status, .. } => *status >= 500 || *status == 429,
             RequestError::Unreachable { .. }
             | RequestError::Transport { .. }
+            | RequestError::StrayBytes { .. }
             | RequestError::Timeout { .. } => true,
             RequestError::BadResponse { .. } => false,
         }
@@ -102,6 +112,7 @@ impl RequestError {
             },
             RequestError::Timeout { .. } => "timeout",
             RequestError::Transport { .. } => "connection",
+            RequestError::StrayBytes { .. } => "stray_bytes",
             RequestError::Unreachable { .. } => "unreachable",
             RequestError::BadResponse { .. } => "bad_response",
         }

@@ -94,8 +94,13 @@ pub enum Failure {
     Transport(String),
     /// The answer is not the one asked for.
     BadResponse(String),
-    /// No response head could be read; `reused` when the socket had carried a response before.
-    Head { error: HeadError, reused: bool },
+    /// No response head could be read; `reused` when the socket had carried a response before,
+    /// `after` the GET (reader, index) whose response it carried last.
+    Head {
+        error: HeadError,
+        reused: bool,
+        after: Option<(usize, usize)>,
+    },
     /// An error status, with its document (at most the scratch buffer's size of it) and its
     /// `Retry-After` header.
     Status {
@@ -177,6 +182,8 @@ pub struct Conn {
     /// The socket has carried a response (a close before the next one is the server's
     /// keep-alive timeout, not a failure of this GET).
     reused: bool,
+    /// The GET (reader, index) whose response the open socket carried last.
+    previous: Option<(usize, usize)>,
     job: Option<Job>,
     phase: Phase,
 }
@@ -215,6 +222,7 @@ impl Conn {
         }
         self.phase = Phase::Connecting;
         self.reused = false;
+        self.previous = None;
         Op::Connect
     }
 
@@ -330,6 +338,7 @@ impl Conn {
             Err(error) => Step::Failed(Failure::Head {
                 error,
                 reused: self.reused,
+                after: self.previous,
             }),
         }
     }
@@ -484,9 +493,12 @@ impl Conn {
     pub fn finish(&mut self) -> Option<Job> {
         let job = self.job.take()?;
         self.phase = Phase::Idle;
-        if !self.reused {
+        if self.reused {
+            self.previous = Some((job.reader, job.get));
+        } else {
             // `Connection: close`: the server ends it.
             self.socket = None;
+            self.previous = None;
         }
         Some(job)
     }
@@ -496,6 +508,7 @@ impl Conn {
     pub fn attempt_failed(&mut self, retry_at: Option<Instant>) -> Option<Job> {
         self.socket = None;
         self.reused = false;
+        self.previous = None;
         match (retry_at, &mut self.job) {
             (Some(until), Some(job)) => {
                 job.retries += 1;

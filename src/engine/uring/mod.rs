@@ -330,7 +330,12 @@ impl RingIo<'_> {
     }
 
     /// A failed attempt, in words that name the GET.
-    fn request_error(&self, get: &RangedGet, failure: Failure) -> RequestError {
+    fn request_error(
+        &self,
+        window: &UringWindow,
+        get: &RangedGet,
+        failure: Failure,
+    ) -> RequestError {
         let operation = self.operation(get);
         match failure {
             Failure::TimedOut(what) => RequestError::Timeout {
@@ -366,7 +371,17 @@ impl RingIo<'_> {
             }
             Failure::Transport(reason) => RequestError::Transport { operation, reason },
             Failure::BadResponse(reason) => RequestError::BadResponse { operation, reason },
-            Failure::Head { error, reused } => match error {
+            // Garbage where a head should start, on a socket that carried a response: what
+            // followed that response's body. The baseline's pool drops such a connection too.
+            Failure::Head {
+                error: http::HeadError::Malformed(_),
+                after: Some((reader, index)),
+                ..
+            } => RequestError::StrayBytes {
+                operation,
+                after: self.operation(window.get(reader, index)),
+            },
+            Failure::Head { error, reused, .. } => match error {
                 http::HeadError::Closed(0) if reused => RequestError::Transport {
                     operation,
                     reason: "the server closed the keep-alive connection before answering".into(),
@@ -435,7 +450,7 @@ impl RingIo<'_> {
                 Ok(())
             }
             Step::Failed(failure) => {
-                let error = self.request_error(get, failure);
+                let error = self.request_error(window, get, failure);
                 self.attempt_failed(window, c, job.retries, error)
             }
         }
@@ -961,6 +976,27 @@ mod tests {
             "{:?}",
             started.elapsed()
         );
+    }
+
+    #[test]
+    fn bytes_after_a_body_drop_the_connection_and_the_next_get_is_retried() {
+        let (first, second) = (get(0, 100), get(100, 100));
+        let stray = [head_206(&first), pattern(&first), b"GARBAGE\r\n".to_vec()].concat();
+        // The second GET's answer comes after the garbage on the same connection, and again
+        // on a new one.
+        let server = serve(vec![
+            vec![Piece::Write(stray)],
+            whole(&second),
+            whole(&second),
+        ]);
+        let Some((result, stats)) = fetch_all(&server.url, policy(2, 5000), vec![first, second])
+        else {
+            return;
+        };
+        result.unwrap();
+        assert_eq!((stats.requests, stats.retries), (2, 1));
+        assert_eq!(stats.retries_by_cause.get("stray_bytes"), Some(&1));
+        assert_eq!(server.accepted.load(Ordering::SeqCst), 2);
     }
 
     #[test]
