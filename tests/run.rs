@@ -363,6 +363,38 @@ fn storage_errors_are_one_line_with_exit_2() {
     assert_one_line_error(code, &stderr, 2, &["cannot connect", "--endpoint"]);
 }
 
+/// Spawns `ringload run flux_small --files 2` with 1 s steps (12 of them), `--json` and
+/// `--output DIR`, plus `extra`: a run that is still under way a few seconds in.
+fn spawn_slow_run(extra: &[&str], output: &std::path::Path) -> std::process::Child {
+    common::ringload()
+        .args([
+            "run",
+            "flux_small",
+            "--files",
+            "2",
+            "--computation-time",
+            "1.0",
+            "--json",
+        ])
+        .args(extra)
+        .arg("--output")
+        .arg(output)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The summary a run printed on stdout and the one it wrote into `output`.
+fn both_summaries(stdout: &[u8], output: &std::path::Path, stderr: &str) -> [Value; 2] {
+    let printed: Value = serde_json::from_slice(stdout)
+        .unwrap_or_else(|e| panic!("no JSON on stdout ({e}): {stderr}"));
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(output.join("summary.json")).unwrap())
+            .unwrap();
+    [printed, written]
+}
+
 #[test]
 fn a_server_that_dies_mid_run_fails_the_run_with_exit_3() {
     let mut server = common::ringload()
@@ -376,28 +408,17 @@ fn a_server_that_dies_mid_run_fails_the_run_with_exit_3() {
         .read_line(&mut endpoint)
         .unwrap();
     let results = tempfile::tempdir().unwrap();
-    let client = common::ringload()
-        .args([
-            "run",
-            "flux_small",
-            "--files",
-            "2",
+    let client = spawn_slow_run(
+        &[
             "--endpoint",
             endpoint.trim(),
             "--bucket",
             "ringload",
-            "--computation-time",
-            "1.0",
             "--retries",
             "1",
-            "--json",
-            "--output",
-        ])
-        .arg(results.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        ],
+        results.path(),
+    );
     // Set-up takes well under a second; steps take 1 s (12 of them), so after 3 s the run is
     // under way and most GETs are still to be sent.
     std::thread::sleep(Duration::from_secs(3));
@@ -420,13 +441,7 @@ fn a_server_that_dies_mid_run_fails_the_run_with_exit_3() {
         ],
     );
     // Nothing lost: the figures up to the failure, on stdout and in --output, marked failed.
-    let stdout: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("no JSON on stdout ({e}): {stderr}"));
-    let written: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(results.path().join("summary.json")).unwrap(),
-    )
-    .unwrap();
-    for summary in [&stdout, &written] {
+    for summary in &both_summaries(&out.stdout, results.path(), &stderr) {
         assert_eq!(summary["outcome"], "failed", "{summary}");
         assert!(
             summary["failure"]
@@ -450,22 +465,7 @@ fn a_server_that_dies_mid_run_fails_the_run_with_exit_3() {
 #[test]
 fn ctrl_c_stops_the_run_and_keeps_its_figures() {
     let results = tempfile::tempdir().unwrap();
-    let child = common::ringload()
-        .args([
-            "run",
-            "flux_small",
-            "--files",
-            "2",
-            "--computation-time",
-            "1.0",
-            "--json",
-            "--output",
-        ])
-        .arg(results.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_slow_run(&[], results.path());
     // 12 steps of 1 s: after 3 s the run is under way.
     std::thread::sleep(Duration::from_secs(3));
     rustix::process::kill_process(
@@ -484,13 +484,7 @@ fn ctrl_c_stops_the_run_and_keeps_its_figures() {
         3,
         &["the run was interrupted (Ctrl-C or SIGTERM)"],
     );
-    let stdout: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("no JSON on stdout ({e}): {stderr}"));
-    let written: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(results.path().join("summary.json")).unwrap(),
-    )
-    .unwrap();
-    for summary in [&stdout, &written] {
+    for summary in &both_summaries(&out.stdout, results.path(), &stderr) {
         assert_eq!(summary["outcome"], "interrupted", "{summary}");
         assert_eq!(summary["errors"], 0, "{summary}");
         assert!(summary["requests"].as_u64().unwrap() >= 1, "{summary}");
