@@ -15,6 +15,7 @@
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use parquet::file::metadata::{FooterTail, ParquetMetaData, ParquetMetaDataReader};
@@ -23,6 +24,7 @@ use serde::Serialize;
 use crate::exit::{self, ExitClass};
 use crate::s3::{Bucket, ByteRange, ObjectMeta};
 use crate::schema::{DatasetSpec, ProbedFile};
+use crate::verify::{self, Chunk};
 
 /// The first suffix fetched for a footer: enough for any Flux-shaped footer (~3.5 KB) in one
 /// request; a longer one costs a second request for exactly what is missing.
@@ -262,6 +264,9 @@ pub struct FileLayout {
     pub metadata_bytes: u64,
     pub rows: u64,
     pub row_groups: Vec<RowGroupSpan>,
+    /// The column chunks inside the row groups read, for `run --verify` (else `None`).
+    #[serde(skip)]
+    pub chunks: Option<Arc<[Chunk]>>,
 }
 
 /// The files a run reads.
@@ -282,11 +287,13 @@ impl Catalog {
 
 /// Lists `prefix`, keeps the first `files` Parquet objects in key order and reads their footers.
 /// `columns`: the top-level columns whose bytes a reader fetches (`None`: all).
+/// `with_chunks`: also keep each file's column chunks and hashes, for `run --verify`.
 pub fn discover(
     source: &dyn ObjectSource,
     prefix: &str,
     files: usize,
     columns: Option<&[String]>,
+    with_chunks: bool,
 ) -> Result<Catalog, CatalogError> {
     let mut objects: Vec<ObjectMeta> = source
         .list(prefix)?
@@ -303,7 +310,7 @@ pub fn discover(
         });
     }
     objects.truncate(files);
-    let layouts = read_layouts(source, &objects, columns)?;
+    let layouts = read_layouts(source, &objects, columns, with_chunks)?;
     Ok(Catalog {
         source: source.describe(prefix),
         parquet_objects_listed: listed,
@@ -316,6 +323,7 @@ fn read_layouts(
     source: &dyn ObjectSource,
     objects: &[ObjectMeta],
     columns: Option<&[String]>,
+    with_chunks: bool,
 ) -> Result<Vec<FileLayout>, CatalogError> {
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results: Vec<std::sync::Mutex<Option<Result<FileLayout, CatalogError>>>> = objects
@@ -330,7 +338,7 @@ fn read_layouts(
                 while !failed.load(Relaxed) {
                     let i = next.fetch_add(1, Relaxed);
                     let Some(object) = objects.get(i) else { break };
-                    let result = read_layout(source, object, columns);
+                    let result = read_layout(source, object, columns, with_chunks);
                     failed.fetch_or(result.is_err(), Relaxed);
                     if let Ok(mut slot) = results[i].lock() {
                         *slot = Some(result);
@@ -370,6 +378,7 @@ pub fn computed(
     probe: &ProbedFile,
     files: usize,
     columns: Option<&[String]>,
+    with_chunks: bool,
 ) -> Result<Catalog, CatalogError> {
     let first_key = spec.file_key(0);
     let source = ProbedSource {
@@ -383,6 +392,7 @@ pub fn computed(
             size_bytes: probe.size_bytes,
         },
         columns,
+        with_chunks,
     )?;
     let layouts = (0..files)
         .map(|i| FileLayout {
@@ -402,6 +412,7 @@ pub fn read_layout(
     source: &dyn ObjectSource,
     object: &ObjectMeta,
     columns: Option<&[String]>,
+    with_chunks: bool,
 ) -> Result<FileLayout, CatalogError> {
     let key = &object.key;
     let size = object.size_bytes;
@@ -455,6 +466,10 @@ pub fn read_layout(
     })?;
     let data_end = size - metadata_len - TRAILER_BYTES;
     let row_groups = row_group_spans(key, &metadata, columns, data_end)?;
+    let chunks = match with_chunks {
+        true => Some(chunks_within(key, &metadata, &row_groups)?),
+        false => None,
+    };
     Ok(FileLayout {
         key: key.clone(),
         size_bytes: size,
@@ -462,6 +477,7 @@ pub fn read_layout(
         metadata_bytes: metadata_len,
         rows: metadata.file_metadata().num_rows().max(0) as u64,
         row_groups,
+        chunks,
     })
 }
 
@@ -515,18 +531,14 @@ fn row_group_spans(
         let mut start = u64::MAX;
         let mut end = 0u64;
         for &leaf in &leaves {
-            // Not `ColumnChunkMetaData::byte_range`: it panics on the negative offsets a
-            // corrupt footer can carry (found by the fuzz tests).
             let chunk = rg.column(leaf);
-            let offset = chunk
-                .dictionary_page_offset()
-                .unwrap_or_else(|| chunk.data_page_offset());
-            let len = chunk.compressed_size();
-            let (Ok(offset), Ok(len)) = (u64::try_from(offset), u64::try_from(len)) else {
-                return Err(bad(format!(
-                    "row group {index}, column {leaf}: negative offset {offset} or length {len}"
-                )));
-            };
+            let (offset, len) = verify::chunk_span(chunk).ok_or_else(|| {
+                bad(format!(
+                    "row group {index}, column {leaf}: negative offset {} or length {}",
+                    chunk.data_page_offset(),
+                    chunk.compressed_size()
+                ))
+            })?;
             start = start.min(offset);
             end = end.max(offset.saturating_add(len));
         }
@@ -542,6 +554,54 @@ fn row_group_spans(
         });
     }
     Ok(spans)
+}
+
+/// Every column chunk inside the row groups' `spans` (chunks of columns not read included,
+/// when they lie between read ones), in offset order, with its hash when the footer has
+/// [`verify::HASHES_KEY`].
+fn chunks_within(
+    key: &str,
+    metadata: &ParquetMetaData,
+    spans: &[RowGroupSpan],
+) -> Result<Arc<[Chunk]>, CatalogError> {
+    let bad = |reason: String| CatalogError::BadFooter {
+        key: key.to_string(),
+        reason,
+    };
+    let leaves = metadata.file_metadata().schema_descr().num_columns();
+    let hashes = match metadata
+        .file_metadata()
+        .key_value_metadata()
+        .and_then(|kv| kv.iter().find(|e| e.key == verify::HASHES_KEY))
+        .and_then(|e| e.value.as_deref())
+    {
+        Some(value) => Some(verify::decode_hashes(value, spans.len(), leaves).map_err(bad)?),
+        None => None,
+    };
+    let mut chunks = Vec::new();
+    for (index, (rg, span)) in metadata.row_groups().iter().zip(spans).enumerate() {
+        for leaf in 0..leaves {
+            let Some((offset, len_bytes)) = verify::chunk_span(rg.column(leaf)) else {
+                return Err(bad(format!(
+                    "row group {index}, column {leaf}: a negative offset or length"
+                )));
+            };
+            if offset >= span.offset && offset.saturating_add(len_bytes) <= span.end() {
+                chunks.push(Chunk {
+                    row_group: index as u32,
+                    column: leaf as u32,
+                    offset,
+                    len_bytes,
+                    xxh3: hashes.as_ref().map(|h| h[index * leaves + leaf]),
+                });
+            }
+        }
+    }
+    chunks.sort_by_key(|c| c.offset);
+    if chunks.windows(2).any(|w| w[0].end() > w[1].offset) {
+        return Err(bad("two column chunks overlap".into()));
+    }
+    Ok(chunks.into())
 }
 
 #[cfg(test)]
@@ -583,9 +643,9 @@ mod tests {
         let spec = spec();
         write_dataset(root.path(), &spec, 3);
         let source = DirSource::new(root.path());
-        let found = discover(&source, &spec.train_prefix, 3, None).unwrap();
+        let found = discover(&source, &spec.train_prefix, 3, None, false).unwrap();
         let probe = crate::datagen::probe_file(&spec).unwrap();
-        let computed = computed(&spec, &probe, 3, None).unwrap();
+        let computed = computed(&spec, &probe, 3, None, false).unwrap();
         assert_eq!(found.files, computed.files);
         let file = &found.files[0];
         assert_eq!(file.row_groups.len(), 3);
@@ -603,13 +663,26 @@ mod tests {
         let spec = spec();
         write_dataset(root.path(), &spec, 1);
         let source = DirSource::new(root.path());
-        let all = discover(&source, &spec.train_prefix, 1, None).unwrap();
-        let only_y = discover(&source, &spec.train_prefix, 1, Some(&["y".to_string()])).unwrap();
+        let all = discover(&source, &spec.train_prefix, 1, None, false).unwrap();
+        let only_y = discover(
+            &source,
+            &spec.train_prefix,
+            1,
+            Some(&["y".to_string()]),
+            false,
+        )
+        .unwrap();
         let (a, y) = (&all.files[0].row_groups[0], &only_y.files[0].row_groups[0]);
         assert!(y.offset > a.offset && y.end() == a.end(), "{a:?} {y:?}");
-        let err = discover(&source, &spec.train_prefix, 1, Some(&["z".to_string()]))
-            .unwrap_err()
-            .to_string();
+        let err = discover(
+            &source,
+            &spec.train_prefix,
+            1,
+            Some(&["z".to_string()]),
+            false,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("has no column 'z' (it has x, y)"), "{err}");
     }
 
@@ -631,7 +704,14 @@ mod tests {
         };
         let root = tempfile::tempdir().unwrap();
         write_dataset(root.path(), &spec, 1);
-        let found = discover(&DirSource::new(root.path()), &spec.train_prefix, 1, None).unwrap();
+        let found = discover(
+            &DirSource::new(root.path()),
+            &spec.train_prefix,
+            1,
+            None,
+            false,
+        )
+        .unwrap();
         let file = &found.files[0];
         assert!(
             file.metadata_bytes > FOOTER_FIRST_FETCH_BYTES,
@@ -653,14 +733,14 @@ mod tests {
         let files = 3 * FOOTER_READS_IN_FLIGHT;
         write_dataset(root.path(), &spec, files);
         let source = DirSource::new(root.path());
-        let found = discover(&source, &spec.train_prefix, files, None).unwrap();
+        let found = discover(&source, &spec.train_prefix, files, None, false).unwrap();
         let keys: Vec<String> = found.files.iter().map(|f| f.key.clone()).collect();
         let expected: Vec<String> = (0..files).map(|i| spec.file_key(i)).collect();
         assert_eq!(keys, expected);
         let bad = root.path().join(spec.file_key(files - 5));
         std::fs::write(&bad, b"not parquet at all").unwrap();
         for _ in 0..5 {
-            let err = discover(&source, &spec.train_prefix, files, None)
+            let err = discover(&source, &spec.train_prefix, files, None, false)
                 .unwrap_err()
                 .to_string();
             assert!(err.contains(&spec.file_key(files - 5)), "{err}");
@@ -699,7 +779,7 @@ mod tests {
             ),
         ];
         for (name, expected) in table {
-            let err = read_layout(&source, &meta(name), None)
+            let err = read_layout(&source, &meta(name), None, true)
                 .unwrap_err()
                 .to_string();
             assert!(err.contains(expected), "{name}: {err}");
@@ -715,14 +795,14 @@ mod tests {
         std::fs::write(dir.join("README.txt"), b"not data").unwrap();
         std::fs::write(dir.join(".train_0009.parquet.1.tmp"), b"partial").unwrap();
         let source = DirSource::new(root.path());
-        let err = discover(&source, &spec.train_prefix, 3, None)
+        let err = discover(&source, &spec.train_prefix, 3, None, false)
             .unwrap_err()
             .to_string();
         assert!(err.starts_with("found 2 Parquet files under"), "{err}");
         assert!(err.ends_with("pass --files 2"), "{err}");
-        let found = discover(&source, &spec.train_prefix, 2, None).unwrap();
+        let found = discover(&source, &spec.train_prefix, 2, None, false).unwrap();
         assert_eq!(found.files[1].key, "data/t/train/train_0001.parquet");
-        let err = discover(&source, "data/missing/train/", 1, None)
+        let err = discover(&source, "data/missing/train/", 1, None, false)
             .unwrap_err()
             .to_string();
         assert!(err.contains("does not exist"), "{err}");

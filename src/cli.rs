@@ -243,6 +243,14 @@ pub struct RunArgs {
     #[arg(long)]
     pub json: bool,
 
+    /// Check every GET's bytes after they land, before the step loop consumes them: against
+    /// the XXH3-64 of each column chunk that `generate` and the embedded server put in the
+    /// footer, or, for files without them (written by pyarrow, say), by walking the chunk's
+    /// page headers. A mismatch ends the run (exit 3) naming the object, range, row group and
+    /// column. The summary reports the bytes verified and the CPU it cost
+    #[arg(long)]
+    pub verify: bool,
+
     /// Worker threads of the baseline engine's runtime [default: the cores this process may
     /// use]
     #[arg(long, value_name = "N", value_parser = parse_threads)]

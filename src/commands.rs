@@ -45,6 +45,7 @@ fn catalog_for(settings: &Settings, dir: Option<&std::path::Path>) -> anyhow::Re
             &settings.dataset.train_prefix,
             settings.num_files,
             columns,
+            false,
         )?),
         None => {
             let probe = datagen::probe_file(&settings.dataset)
@@ -54,6 +55,7 @@ fn catalog_for(settings: &Settings, dir: Option<&std::path::Path>) -> anyhow::Re
                 &probe,
                 settings.num_files,
                 columns,
+                false,
             )?)
         }
     }
@@ -409,6 +411,7 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         &settings.dataset.train_prefix,
         settings.num_files,
         settings.columns_read.as_deref(),
+        args.verify,
     )?;
     drop(bucket);
     let options = PlanOptions {

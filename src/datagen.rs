@@ -33,6 +33,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding};
 use parquet::errors::ParquetError;
+use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use serde::Serialize;
 
@@ -40,6 +41,7 @@ use crate::exit::{self, ExitClass};
 use crate::s3::bucket::{Bucket, BucketWriter};
 use crate::schema::{ColumnSpec, DatasetSpec, Dtype, ProbedFile};
 use crate::units;
+use crate::verify;
 
 /// The most bytes of column values the generator builds at once.
 pub const GENERATION_BATCH_BYTES: u64 = 8 << 20;
@@ -177,26 +179,49 @@ fn column_array(column: &ColumnSpec, rows: u64, fill: &mut Fill) -> Result<Array
 }
 
 /// Writes one file of `spec` into `out`, calling `on_rows` after each sub-batch, and returns
-/// the writer.
+/// the writer. The footer carries each column chunk's hash (see [`crate::verify`]).
 pub fn write_file<W: Write + Send>(
     spec: &DatasetSpec,
-    mut fill: Fill,
+    fill: Fill,
+    out: W,
+    on_rows: impl FnMut(u64),
+) -> Result<W, ParquetError> {
+    write_file_with(spec, fill, false, out, on_rows)
+}
+
+/// [`write_file`], where `restart` starts every row group over from `fill`: every row group of
+/// a given row count then holds the same bytes (the embedded server's virtual files).
+fn write_file_with<W: Write + Send>(
+    spec: &DatasetSpec,
+    fill: Fill,
+    restart: bool,
     out: W,
     mut on_rows: impl FnMut(u64),
 ) -> Result<W, ParquetError> {
     let schema = arrow_schema(spec);
+    let out = Hashing {
+        inner: out,
+        position: 0,
+        pending_from: 0,
+        pending: Vec::new(),
+    };
     let mut writer = ArrowWriter::try_new(out, schema.clone(), Some(writer_properties(spec)))?;
     let batch_rows = generation_batch_rows(spec);
+    let mut hashes: Vec<Vec<u64>> = Vec::new();
+    let mut group_fill = fill.clone();
     let mut written = 0;
     while written < spec.rows_per_file {
         let group_rows = spec.row_group_rows.min(spec.rows_per_file - written);
+        if restart {
+            group_fill = fill.clone();
+        }
         let mut in_group = 0;
         while in_group < group_rows {
             let rows = batch_rows.min(group_rows - in_group);
             let columns = spec
                 .columns
                 .iter()
-                .map(|c| column_array(c, rows, &mut fill))
+                .map(|c| column_array(c, rows, &mut group_fill))
                 .collect::<Result<Vec<_>, _>>()?;
             let batch = RecordBatch::try_new(schema.clone(), columns)?;
             writer.write(&batch)?;
@@ -204,9 +229,78 @@ pub fn write_file<W: Write + Send>(
             on_rows(rows);
         }
         writer.flush()?;
+        writer.sync()?;
+        let group = writer
+            .flushed_row_groups()
+            .last()
+            .ok_or_else(|| ParquetError::General("a flushed row group is missing".into()))?;
+        let spans = group
+            .columns()
+            .iter()
+            .map(|c| {
+                verify::chunk_span(c)
+                    .ok_or_else(|| ParquetError::General("a negative chunk offset".into()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        hashes.push(writer.inner_mut().hash_and_forget(&spans)?);
         written += group_rows;
     }
-    writer.into_inner()
+    writer.append_key_value_metadata(KeyValue::new(
+        verify::HASHES_KEY.to_string(),
+        verify::encode_hashes(&hashes),
+    ));
+    Ok(writer.into_inner()?.inner)
+}
+
+/// A writer that keeps what passed through it since the last row group, to hash its chunks.
+#[derive(Debug)]
+struct Hashing<W> {
+    inner: W,
+    /// Bytes written so far.
+    position: u64,
+    /// The file offset of `pending[0]`.
+    pending_from: u64,
+    pending: Vec<u8>,
+}
+
+impl<W> Hashing<W> {
+    /// The hashes of the chunks at file ranges `spans` (all written since the last call); then
+    /// forgets what was written.
+    fn hash_and_forget(&mut self, spans: &[(u64, u64)]) -> Result<Vec<u64>, ParquetError> {
+        let hashes = spans
+            .iter()
+            .map(|&(offset, len)| {
+                let from = offset.checked_sub(self.pending_from);
+                from.and_then(|from| {
+                    let from = usize::try_from(from).ok()?;
+                    self.pending.get(from..from.checked_add(usize::try_from(len).ok()?)?)
+                })
+                .map(verify::hash)
+                .ok_or_else(|| {
+                    ParquetError::General(format!(
+                        "column chunk at {offset}+{len} is not among the bytes just written                          ({}..{})",
+                        self.pending_from, self.position
+                    ))
+                })
+            })
+            .collect();
+        self.pending.clear();
+        self.pending_from = self.position;
+        hashes
+    }
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.pending.extend_from_slice(&buf[..n]);
+        self.position += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 /// A sink that keeps only the size and the last `PROBE_TAIL_BYTES` of what is written.
@@ -236,7 +330,18 @@ impl Write for TailWriter {
 /// Writes one file of `spec` with zeros into a sink that keeps only its tail, so the exact
 /// layout and footer of every file of the dataset are known without storing any of them.
 pub fn probe_file(spec: &DatasetSpec) -> Result<ProbedFile, ParquetError> {
-    let sink = write_file(spec, Fill::Zeros, TailWriter::default(), |_| {})?;
+    probe_with(spec, Fill::Zeros, false)
+}
+
+/// The file the embedded server's virtual dataset serves for `spec`: every row group starts
+/// over from the dataset's seed, so one template per row count holds its bytes. Only the tail
+/// is kept; its footer carries the hashes of those row groups.
+pub fn probe_virtual_file(spec: &DatasetSpec) -> Result<ProbedFile, ParquetError> {
+    probe_with(spec, Fill::for_file(spec.seed, 0), true)
+}
+
+fn probe_with(spec: &DatasetSpec, fill: Fill, restart: bool) -> Result<ProbedFile, ParquetError> {
+    let sink = write_file_with(spec, fill, restart, TailWriter::default(), |_| {})?;
     let keep = sink.tail.len().min(PROBE_TAIL_BYTES);
     Ok(ProbedFile {
         size_bytes: sink.size_bytes,
@@ -608,13 +713,38 @@ pub(crate) mod tests {
         // Row groups of 8, 8, 8 and 6 rows.
         let rows: Vec<i64> = meta.row_groups().iter().map(|rg| rg.num_rows()).collect();
         assert_eq!(rows, vec![8, 8, 8, 6]);
-        // The footers are identical: values never reach the metadata.
+        // The footers agree but for the chunk hashes (fixed-width hex): values never reach
+        // the layout.
         let footer = |b: &[u8]| {
             let n = b.len();
             let meta_len = u32::from_le_bytes(b[n - 8..n - 4].try_into().unwrap()) as usize;
             b[n - 8 - meta_len..].to_vec()
         };
-        assert!(footer(&bytes) == footer(&probe.tail), "footers differ");
+        let (real, probed) = (footer(&bytes), footer(&probe.tail));
+        assert_eq!(real.len(), probed.len());
+        let probed_meta = parquet::file::metadata::ParquetMetaDataReader::new()
+            .parse_and_finish(&Bytes::from(probe.tail.to_vec()))
+            .unwrap();
+        let layout = |m: &parquet::file::metadata::ParquetMetaData| -> Vec<(u64, u64)> {
+            m.row_groups()
+                .iter()
+                .flat_map(|rg| rg.columns().iter().map(|c| verify::chunk_span(c).unwrap()))
+                .collect()
+        };
+        assert_eq!(layout(&meta), layout(&probed_meta));
+        let hashes = |m: &parquet::file::metadata::ParquetMetaData| {
+            let kv = m.file_metadata().key_value_metadata().unwrap();
+            let value = kv.iter().find(|e| e.key == verify::HASHES_KEY).unwrap();
+            value.value.clone().unwrap()
+        };
+        let (a, b) = (hashes(&meta), hashes(&probed_meta));
+        assert_eq!(a.len(), b.len());
+        assert_ne!(a, b, "zeros and random values hash apart");
+        assert_eq!(
+            String::from_utf8_lossy(&real).replace(&a, ""),
+            String::from_utf8_lossy(&probed).replace(&b, ""),
+            "the footers differ beyond the hashes"
+        );
     }
 
     #[test]

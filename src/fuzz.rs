@@ -1,6 +1,6 @@
-//! Property tests over every parser that reads bytes a server or client sent: arbitrary and
-//! mutated inputs, and the only property asked is the one that matters for a load generator
-//! talking to a misbehaving store — no panic, and every rejection is an error value.
+//! Property tests over every parser that reads bytes a server or client sent (page headers
+//! and footer hash lists among them): arbitrary and mutated inputs, and the only property
+//! asked is the one that matters for a load generator talking to a misbehaving store — no panic, and every rejection is an error value.
 //!
 //! Each property runs [`cases`] inputs: 2,000 in the test suite; `scripts/fuzz` runs the same
 //! properties with many more (`RINGLOAD_FUZZ_CASES`). Test-only: compiled under `cfg(test)`.
@@ -69,6 +69,7 @@ fn get() -> RangedGet {
         key: "k".into(),
         offset: 0,
         len_bytes: 100,
+        check: None,
     }
 }
 
@@ -195,6 +196,26 @@ proptest! {
     }
 
     #[test]
+    fn page_headers_never_panic(
+        bytes in prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..200),
+            mutated(parquet_file().get(4..300).unwrap_or_default().to_vec()),
+        ],
+    ) {
+        let _ = crate::verify::walk_pages(&bytes);
+        if let Ok((header, _)) = crate::verify::page_header(&bytes) {
+            prop_assert!(header <= bytes.len());
+        }
+    }
+
+    #[test]
+    fn chunk_hash_lists_never_panic(text in "[0-9a-f,;x]{0,80}", groups in 0usize..4, columns in 0usize..4) {
+        if let Ok(hashes) = crate::verify::decode_hashes(&text, groups, columns) {
+            prop_assert_eq!(hashes.len(), groups * columns);
+        }
+    }
+
+    #[test]
     fn sigv4_verification_never_panics(
         authorization in "(AWS4-HMAC-SHA256 )?[ -~]{0,120}",
         date in "[0-9TZ]{0,20}",
@@ -232,7 +253,7 @@ proptest! {
     #[test]
     fn footers_never_panic(bytes in mutated_footer()) {
         let source = OneObject(bytes);
-        let _ = catalog::read_layout(&source, &source.meta(), None);
+        let _ = catalog::read_layout(&source, &source.meta(), None, true);
     }
 }
 

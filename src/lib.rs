@@ -32,3 +32,4 @@ pub mod server;
 pub mod settings;
 pub mod summary;
 pub mod units;
+pub mod verify;

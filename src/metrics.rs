@@ -28,6 +28,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::units::{GIB, MIB};
+use crate::verify::Verified;
 
 /// What one step of one rank took.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -207,6 +208,40 @@ pub struct RequestStats {
     pub retries_by_cause: BTreeMap<&'static str, u64>,
     /// GETs that failed past their retries, by the cause of the last attempt.
     pub errors_by_cause: BTreeMap<&'static str, u64>,
+    /// What `--verify` checked, and the rank thread's CPU time it took.
+    pub verify: VerifyStats,
+    /// Kept-alive connections dropped because bytes followed a body (the server sent more
+    /// than its Content-Length).
+    pub stray_connections: u64,
+    /// The GET whose body the first such bytes followed.
+    pub stray_after: Option<String>,
+}
+
+/// What `--verify` checked in the GETs that arrived.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VerifyStats {
+    /// GETs checked.
+    pub gets: u64,
+    pub verified: Verified,
+    /// The checking threads' CPU time spent checking (`CLOCK_THREAD_CPUTIME_ID` around each).
+    pub cpu: Duration,
+}
+
+impl VerifyStats {
+    pub fn merge(&mut self, other: &VerifyStats) {
+        self.gets += other.gets;
+        self.verified.add(other.verified);
+        self.cpu += other.cpu;
+    }
+}
+
+/// The calling thread's CPU time so far.
+pub fn thread_cpu() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(
+        t.tv_sec.max(0) as u64,
+        t.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
 }
 
 impl RequestStats {
@@ -223,6 +258,11 @@ impl RequestStats {
         }
         for (cause, n) in &other.errors_by_cause {
             *self.errors_by_cause.entry(cause).or_default() += n;
+        }
+        self.verify.merge(&other.verify);
+        self.stray_connections += other.stray_connections;
+        if self.stray_after.is_none() {
+            self.stray_after.clone_from(&other.stray_after);
         }
     }
 }

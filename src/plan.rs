@@ -28,6 +28,7 @@ use crate::budget::{self, BudgetShape, MemoryBudget, MemoryLimits, OverBudget};
 use crate::catalog::Catalog;
 use crate::exit::{self, ExitClass};
 use crate::settings::Settings;
+use crate::verify::Check;
 
 /// Errors found while resolving a plan. All are usage or environment errors (exit 2).
 #[derive(Debug, thiserror::Error)]
@@ -95,6 +96,8 @@ pub struct RangedGet {
     pub key: String,
     pub offset: u64,
     pub len_bytes: u64,
+    /// What `--verify` checks the landed bytes against (`None` without it).
+    pub check: Option<Check>,
 }
 
 impl RangedGet {
@@ -306,10 +309,15 @@ impl Plan {
 impl Plan {
     /// The GET `get` as an engine sends it.
     pub fn ranged(&self, get: &RowGroupGet) -> RangedGet {
+        let file = &self.catalog.files[get.file];
         RangedGet {
-            key: self.catalog.files[get.file].key.clone(),
+            key: file.key.clone(),
             offset: get.offset,
             len_bytes: get.len_bytes,
+            check: file
+                .chunks
+                .as_ref()
+                .map(|chunks| Check::within(chunks, get.offset, get.len_bytes)),
         }
     }
 
@@ -510,6 +518,7 @@ mod tests {
                     len_bytes: RG_BYTES,
                 })
                 .collect(),
+            chunks: None,
         };
         Catalog {
             source: "test".into(),

@@ -130,6 +130,9 @@ pub struct RunSummary {
     pub retries_by_cause: BTreeMap<String, u64>,
     /// GETs that failed past their retries, by the cause of the last attempt.
     pub errors_by_cause: BTreeMap<String, u64>,
+    /// Kept-alive connections dropped because bytes followed a body (more than its
+    /// Content-Length); a note names the GET the first followed.
+    pub stray_connections: u64,
     /// From every rank being ready (I/O set up) to the last rank's end.
     pub wall_s: f64,
     /// Listing, footers, planning, server start, the ranks' I/O set-up: before the clock.
@@ -154,9 +157,49 @@ pub struct RunSummary {
     pub memory_budget_bytes: u64,
     /// AU at other computation times, from the implied wait, keyed by seconds.
     pub projected_au_percent: BTreeMap<String, f64>,
+    /// What `--verify` checked (absent without it).
+    pub verify: Option<VerifySummary>,
     pub target: TargetSummary,
     pub per_rank: Vec<RankSummary>,
     pub notes: Vec<String>,
+}
+
+/// What `run --verify` checked, over all ranks.
+#[derive(Debug, Clone, Serialize)]
+pub struct VerifySummary {
+    /// `xxh3` (the footer's chunk hashes), `page headers` (files without them), both, or
+    /// `none` (nothing arrived).
+    pub check: &'static str,
+    /// GETs whose bytes were checked, all of them unless the run failed.
+    pub gets: u64,
+    /// Bytes whose XXH3-64 matched the footer's.
+    pub hashed_bytes: u64,
+    /// Bytes of chunks whose page headers parsed and whose pages filled the chunk exactly.
+    pub page_checked_bytes: u64,
+    pub pages: u64,
+    /// Bytes of GETs that lie in no column chunk (e.g. a bloom filter between chunks).
+    pub unchecked_bytes: u64,
+    /// The rank threads' CPU time spent checking (part of `client_cpu_s`).
+    pub cpu_s: f64,
+    /// `cpu_s` per GiB checked.
+    pub cpu_s_per_gib: Option<f64>,
+}
+
+impl VerifySummary {
+    fn of(stats: &metrics::VerifyStats) -> VerifySummary {
+        let v = &stats.verified;
+        let cpu_s = stats.cpu.as_secs_f64();
+        VerifySummary {
+            check: v.method(),
+            gets: stats.gets,
+            hashed_bytes: v.hashed_bytes,
+            page_checked_bytes: v.paged_bytes,
+            pages: v.pages,
+            unchecked_bytes: v.unchecked_bytes,
+            cpu_s,
+            cpu_s_per_gib: metrics::cpu_s_per_gib(cpu_s, v.hashed_bytes + v.paged_bytes),
+        }
+    }
 }
 
 /// The computation times AU is projected to: 0.5 s and the workload's own.
@@ -271,6 +314,20 @@ impl RunSummary {
                     .into(),
             );
         }
+        if all.stray_connections > 0 {
+            notes.push(format!(
+                "{} kept-alive connection{} carried bytes after a body (the server sent more than \
+                 its Content-Length) and {} dropped; the first followed {}",
+                all.stray_connections,
+                if all.stray_connections == 1 { "" } else { "s" },
+                if all.stray_connections == 1 {
+                    "was"
+                } else {
+                    "were"
+                },
+                all.stray_after.as_deref().unwrap_or("an unknown GET")
+            ));
+        }
         if let Some(failure) = &context.failure {
             notes.push(format!(
                 "the run did not finish ({failure}); every figure is up to then"
@@ -326,6 +383,7 @@ impl RunSummary {
                 .iter()
                 .map(|(c, n)| (c.to_string(), *n))
                 .collect(),
+            stray_connections: all.stray_connections,
             wall_s: measured.wall_s,
             setup_s: context.setup_s,
             setup_cpu_s: context.setup_cpu_s,
@@ -343,6 +401,12 @@ impl RunSummary {
             peak_rss_since_setup: context.peak_rss_since_setup,
             memory_budget_bytes: plan.memory.total_bytes,
             projected_au_percent,
+            verify: plan
+                .catalog
+                .files
+                .iter()
+                .any(|f| f.chunks.is_some())
+                .then(|| VerifySummary::of(&all.verify)),
             target: context.target,
             per_rank,
             notes,

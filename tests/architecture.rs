@@ -17,6 +17,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("s3::xml", 0),
     ("s3::sigv4", 0),
     ("settings::keys", 0),
+    ("verify", 0),
     // Readers of the world: configuration text, clocks, the machine's limits, CPUs.
     ("config", 1),
     ("metrics", 1),

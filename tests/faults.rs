@@ -27,7 +27,10 @@ fn faulty_server(spec: &str) -> Server {
         region: "us-east-1".into(),
         worker_threads: 2,
         throttle_bytes_per_s: None,
-        faults: Faults::parse(spec, 1).unwrap(),
+        faults: match spec {
+            "" => Faults::default(),
+            spec => Faults::parse(spec, 1).unwrap(),
+        },
         max_connections: ringload::server::DEFAULT_MAX_CONNECTIONS,
     })
     .unwrap()
@@ -217,5 +220,77 @@ fn faults_during_set_up_exit_2_and_say_what_was_wrong() {
         assert_eq!(lines.len(), 1, "{spec}: not one line: {stderr}");
         assert!(lines[0].contains(why), "{spec}: {stderr}");
         assert!(server.stats().faults_injected >= 1, "{spec}");
+    }
+}
+
+#[test]
+fn verify_checks_every_byte_and_names_a_flipped_one() {
+    for engine in engines() {
+        // A healthy server: every byte read is hashed and matches the footer.
+        let server = faulty_server("");
+        let (code, summary, stderr, _) = run_with(&server, engine, &["--verify", "--json"]);
+        assert!(code == 0 || code == 1, "{engine}: {stderr}");
+        let s = summary.unwrap();
+        let v = &s["verify"];
+        assert_eq!(v["check"], "xxh3", "{engine}: {v}");
+        assert_eq!(v["hashed_bytes"], s["bytes_read"], "{engine}: {v}");
+        assert_eq!(v["gets"], s["requests"], "{engine}");
+        assert_eq!(v["unchecked_bytes"], 0, "{engine}");
+        assert!(v["cpu_s"].as_f64().unwrap() >= 0.0, "{engine}");
+        assert!(stderr.contains("by xxh3"), "{engine}: {stderr}");
+
+        // One byte of one row group inverted, with a 206 and the right length: without
+        // --verify the run cannot tell; with it the run fails, naming the GET and the chunk.
+        let server = faulty_server("flip=5000@rg/nth=3");
+        let (code, summary, stderr, _) = run(&server, engine);
+        assert!(code == 0 || code == 1, "{engine}: {stderr}");
+        assert!(summary.unwrap()["verify"].is_null(), "{engine}");
+        let server = faulty_server("flip=5000@rg/nth=3");
+        let (code, summary, stderr, _) = run_with(&server, engine, &["--verify", "--json"]);
+        assert_eq!(code, 3, "{engine}: {stderr}");
+        let lines = error_line(&stderr);
+        assert_eq!(lines.len(), 1, "{engine}: {stderr}");
+        assert!(
+            lines[0].contains("GET s3://ringload/data/flux_small/train/train_000")
+                && lines[0].contains("the bytes are not what the file holds")
+                && lines[0].contains("row group")
+                && lines[0].contains("the footer says"),
+            "{engine}: {stderr}"
+        );
+        let s = summary.unwrap();
+        assert_eq!(s["outcome"], "failed", "{engine}");
+        assert_eq!(s["errors_by_cause"]["content_mismatch"], 1, "{engine}: {s}");
+        assert_eq!(server.stats().faults_injected, 1, "{engine}");
+    }
+}
+
+#[test]
+fn bytes_after_a_body_drop_the_connection_counted_and_named_by_both_engines() {
+    for engine in engines() {
+        // Every other body is followed by 64 bytes. The baseline's pool sees them as they
+        // arrive; the io_uring engine when it next uses the connection (then retrying that
+        // GET), so a connection not used again is not counted: at least one is.
+        let server = faulty_server("extra=64@rg/every=2");
+        let (code, summary, stderr, _) = run(&server, engine);
+        assert!(code == 0 || code == 1, "{engine}: {stderr}");
+        let s = summary.unwrap_or_else(|| panic!("{engine}: no summary: {stderr}"));
+        assert_eq!(s["outcome"], "completed", "{engine}");
+        assert_eq!(s["bytes_read"], s["bytes_planned"], "{engine}");
+        assert_eq!(s["errors"], 0, "{engine}");
+        let stray = s["stray_connections"].as_u64().unwrap();
+        assert!((1..=6).contains(&stray), "{engine}: {s}");
+        if engine == "uring" {
+            assert_eq!(s["retries_by_cause"]["stray_bytes"], stray, "{engine}: {s}");
+        }
+        let notes = s["notes"].to_string();
+        assert!(
+            notes.contains("carried bytes after a body")
+                && notes.contains("data/flux_small/train/train_000")
+                && notes.contains("bytes="),
+            "{engine}: {notes}"
+        );
+        // 12 GETs, every other one followed by bytes; a GET retried is one more request.
+        let injected = server.stats().faults_injected;
+        assert!(injected >= 6 && injected >= stray, "{engine}: {injected}");
     }
 }

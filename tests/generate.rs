@@ -145,6 +145,15 @@ fn flux_small_reads_back_with_pyarrow() {
             .unwrap()
             .starts_with("parquet-rs")
     );
+    // Each column chunk's XXH3-64 is in the footer, as an independent hasher computes it.
+    let hashes = python_json(
+        common::CHUNK_HASHES,
+        &[train.join("train_0003.parquet").to_str().unwrap()],
+    );
+    assert_eq!(hashes["groups"], 6);
+    assert_eq!(hashes["matched"], 30, "{hashes}");
+    assert_eq!(hashes["mismatched"], serde_json::json!([]));
+
     // Random values: zlib cannot shrink them.
     let ratio = info["compress_ratio"].as_f64().unwrap();
     assert!(ratio > 0.99, "compressible data: ratio {ratio}");

@@ -614,11 +614,18 @@ fn a_pyarrow_dataset_on_garage_reads_exactly_its_row_groups() {
             "2",
             "--engine",
             engine,
+            "--verify",
             "--json",
         ]);
         assert!(code == 0 || code == 1, "{engine}: {stderr}");
         let s: Value = serde_json::from_str(&stdout).unwrap();
         assert_eq!(s["engine"], engine);
+        // pyarrow's files carry no chunk hashes: their pages are walked instead.
+        assert_eq!(s["verify"]["check"], "page headers", "{engine}: {s}");
+        assert_eq!(
+            s["verify"]["page_checked_bytes"], s["bytes_read"],
+            "{engine}"
+        );
         assert_eq!(s["target"]["embedded"], false);
         assert_eq!(s["steps_per_rank"], 12);
         assert_eq!(s["bytes_read"].as_u64().unwrap(), expected, "{engine}: {s}");
@@ -840,4 +847,91 @@ fn generate_uploads_to_ringloads_own_server_with_signed_payloads_and_run_reads_t
         2,
         &["SignatureDoesNotMatch"],
     );
+}
+
+/// Writes one flux_small-shaped file with pyarrow's defaults (dictionary pages, snappy) to
+/// PATH and prints the file offset of the first row group's first column chunk.
+const PYARROW_DEFAULT_FILE: &str = r#"
+import json, os, sys
+import pyarrow as pa, pyarrow.parquet as pq
+path = sys.argv[1]
+rows = 96
+child = pa.field("element", pa.float32(), nullable=False)
+arrays, fields = [], []
+for name, width in [("t5_encodings", 8192), ("clip_encodings", 409), ("mean", 8232),
+                    ("logvar", 8232), ("timestamp", 7)]:
+    values = pa.Array.from_buffers(pa.float32(), rows * width,
+                                   [None, pa.py_buffer(os.urandom(rows * width * 4))])
+    arrays.append(pa.FixedSizeListArray.from_arrays(values, type=pa.list_(child, width)))
+    fields.append(pa.field(name, pa.list_(child, width), nullable=False))
+pq.write_table(pa.Table.from_arrays(arrays, schema=pa.schema(fields)), path, row_group_size=48)
+col = pq.ParquetFile(path).metadata.row_group(1).column(0)
+start = col.dictionary_page_offset if col.has_dictionary_page else col.data_page_offset
+print(json.dumps({"chunk": start, "codec": col.compression}))
+"#;
+
+#[test]
+fn verify_walks_the_page_headers_of_a_pyarrow_file_and_names_a_broken_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f.parquet");
+    let written = python_json(PYARROW_DEFAULT_FILE, &[path.to_str().unwrap()]);
+    assert_eq!(written["codec"], "SNAPPY");
+    let good = std::fs::read(&path).unwrap();
+    let mut broken = good.clone();
+    // A page header that starts with Thrift's stop byte: the header of the second row group's
+    // first chunk no longer says its page's type or size.
+    broken[written["chunk"].as_u64().unwrap() as usize] = 0;
+    let key = "flux_small/train/train_0000.parquet";
+    let uring = ringload::engine::uring::unavailable_cause().is_none();
+    for engine in ["uring", "baseline"]
+        .into_iter()
+        .filter(|&e| uring || e == "baseline")
+    {
+        for (bytes, ok) in [(&good, true), (&broken, false)] {
+            let (_root, server) = keyed_dir_server(&[(key, bytes.clone())]);
+            let endpoint = server.endpoint_url();
+            let (code, stdout, stderr) = common::output(common::ringload().args([
+                "run",
+                "flux_small",
+                "dataset.data_folder=flux_small/",
+                "dataset.num_samples_per_file=96",
+                "--files",
+                "1",
+                "--endpoint",
+                &endpoint,
+                "--bucket",
+                "data",
+                "--access-key",
+                ACCESS_KEY,
+                "--secret-key",
+                SECRET_KEY,
+                "--engine",
+                engine,
+                "--verify",
+                "--json",
+            ]));
+            let s: Value =
+                serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{engine}: {e}: {stderr}"));
+            let v = &s["verify"];
+            if ok {
+                assert!(code == 0 || code == 1, "{engine}: {stderr}");
+                assert_eq!(v["check"], "page headers", "{engine}: {v}");
+                assert_eq!(v["page_checked_bytes"], s["bytes_read"], "{engine}: {v}");
+                assert_eq!(v["hashed_bytes"], 0, "{engine}");
+                // Each of 2 row groups × 5 columns holds a dictionary page and a data page
+                // at least.
+                assert!(v["pages"].as_u64().unwrap() >= 20, "{engine}: {v}");
+                assert!(stderr.contains("by page headers"), "{engine}: {stderr}");
+            } else {
+                assert_eq!(code, 3, "{engine}: {stderr}");
+                assert_one_line_error(
+                    code,
+                    &stderr,
+                    3,
+                    &[key, "row group 1, column 0", "page header 0"],
+                );
+                assert_eq!(s["errors_by_cause"]["content_mismatch"], 1, "{engine}");
+            }
+        }
+    }
 }

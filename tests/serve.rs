@@ -550,16 +550,18 @@ fn boto3_lists_pages_ranges_heads_puts_multiparts_aborts_and_deletes() {
 
 /// Downloads a virtual file with boto3 and reads it with pyarrow.
 const VIRTUAL_READBACK: &str = r#"
-import json, sys, tempfile
+import json, subprocess, sys, tempfile
 import boto3
 import pyarrow.parquet as pq
-endpoint, bucket, key = sys.argv[1:4]
+endpoint, bucket, key, HASHES = sys.argv[1:5]
 s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="x", aws_secret_access_key="y",
                   region_name="us-east-1")
 keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="data/flux_small/train/")["Contents"]]
 with tempfile.NamedTemporaryFile(suffix=".parquet") as f:
     s3.download_fileobj(bucket, key, f)
     f.flush()
+    hashes = json.loads(subprocess.run([sys.executable, "-c", HASHES, f.name],
+                                       capture_output=True, check=True).stdout)
     pf = pq.ParquetFile(f.name)
     table = pf.read()
     print(json.dumps({
@@ -570,6 +572,7 @@ with tempfile.NamedTemporaryFile(suffix=".parquet") as f:
         "read_rows": table.num_rows,
         "columns": [(fld.name, getattr(fld.type, "list_size", 1)) for fld in pf.schema_arrow],
         "t5_nonzero": any(v != 0 for v in table.column("t5_encodings").chunk(0).values[:1000].to_pylist()),
+        "hashes": hashes,
     }))
 "#;
 
@@ -577,7 +580,15 @@ with tempfile.NamedTemporaryFile(suffix=".parquet") as f:
 fn a_virtual_file_downloaded_with_boto3_reads_back_with_pyarrow() {
     let server = virtual_server(3);
     let key = VIRTUAL_KEY.trim_start_matches("ringload/");
-    let out = python_json(VIRTUAL_READBACK, &[&server.endpoint_url(), "ringload", key]);
+    let out = python_json(
+        VIRTUAL_READBACK,
+        &[
+            &server.endpoint_url(),
+            "ringload",
+            key,
+            common::CHUNK_HASHES,
+        ],
+    );
     assert_eq!(
         out["keys"],
         serde_json::json!([
@@ -600,6 +611,8 @@ fn a_virtual_file_downloaded_with_boto3_reads_back_with_pyarrow() {
         ])
     );
     assert_eq!(out["t5_nonzero"], true, "row groups carry random values");
+    // The footer's chunk hashes match the served bytes, as an independent hasher computes them.
+    assert_eq!(out["hashes"]["matched"], 30, "{}", out["hashes"]);
     let stats = server.shutdown();
     let size = out["size"].as_u64().unwrap();
     assert!(stats.bytes_sent >= size, "{stats:?} for a {size}-byte file");

@@ -71,7 +71,7 @@ impl Baseline {
             progress,
         };
         WindowedRank::new(
-            Window::new(gets, prefetch, epochs),
+            Window::new(gets, prefetch, epochs, self.client.location()),
             transport,
             barrier,
             wait_limit,
@@ -130,6 +130,7 @@ impl Tasks<'_> {
                     first_byte: outcome.first_byte,
                     total: outcome.total,
                 };
+                window.verify(outcome.reader, outcome.get, &body)?;
                 window.arrived(outcome.reader, outcome.get, body, arrival)
             }
             Err(e) => window.failed(outcome.reader, outcome.get, retries, e),
@@ -183,13 +184,20 @@ impl Transport for Tasks<'_> {
         let wait = until
             .saturating_duration_since(Instant::now())
             .min(ABORT_POLL);
-        match self.arrivals.recv_timeout(wait) {
+        let result = match self.arrivals.recv_timeout(wait) {
             Ok(outcome) => self.accept(window, outcome),
             Err(RecvTimeoutError::Timeout) => Ok(()),
             Err(RecvTimeoutError::Disconnected) => {
                 Err(RankError::Engine("the GET tasks' channel closed".into()))
             }
+        };
+        // Connections hyper's pool dropped for bytes after a body, counted by whichever rank
+        // looks first. The bytes are seen as the body's end is read, before its GET is
+        // reported: looking after each arrival misses none.
+        if let Some((connections, after)) = self.client.stray_bytes().take_new() {
+            window.stray_bytes(connections, &after);
         }
+        result
     }
 
     fn compute(
@@ -377,6 +385,7 @@ mod tests {
                 key: "f".into(),
                 offset: i * 100,
                 len_bytes: 100,
+                check: None,
             })
             .collect();
         let mut rank = baseline.rank(vec![gets], 1, 1, &barrier, &progress);

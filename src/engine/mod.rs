@@ -80,6 +80,7 @@ mod tests {
             key: "k".into(),
             offset: 4,
             len_bytes: 10,
+            check: None,
         };
         assert_eq!(get.range_header(), "bytes=4-13");
         let ok = |cr, cl| check_partial_content(cr, cl, &get);

@@ -26,10 +26,11 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::metrics::{GetRecord, RequestStats};
+use crate::metrics::{self, GetRecord, RequestStats};
 use crate::plan::RangedGet;
 use crate::rank::{RankError, RankIo, StepBarrier};
 use crate::s3::RequestError;
+use crate::verify;
 
 /// Where a GET is. `F` is what the transport keeps for a GET in flight, `H` what an arrived GET
 /// holds until the step loop releases it.
@@ -88,12 +89,20 @@ pub struct Window<F, H> {
     stats: RequestStats,
     /// The first GET that failed past its retries.
     failure: Option<RequestError>,
+    /// `s3://bucket/`, to name a GET in errors.
+    location: String,
 }
 
 impl<F, H> Window<F, H> {
     /// The window over `gets[reader]`, `prefetch` held per reader, for `epochs` epochs: the
     /// trace is reserved for every GET of every epoch here, so recording never allocates.
-    pub fn new(gets: Vec<Vec<RangedGet>>, prefetch: usize, epochs: u32) -> Window<F, H> {
+    /// `location` (`s3://bucket/`) names the GETs' objects in errors.
+    pub fn new(
+        gets: Vec<Vec<RangedGet>>,
+        prefetch: usize,
+        epochs: u32,
+        location: String,
+    ) -> Window<F, H> {
         let per_epoch: usize = gets.iter().map(Vec::len).sum();
         let mut stats = RequestStats::default();
         stats
@@ -113,6 +122,7 @@ impl<F, H> Window<F, H> {
             epochs_started: 0,
             stats,
             failure: None,
+            location,
         }
     }
 
@@ -175,8 +185,8 @@ impl<F, H> Window<F, H> {
         );
     }
 
-    /// GET `get` of `reader` arrived whole and checked: it holds `held` until released.
-    /// Returns what the transport kept for it while it was in flight.
+    /// GET `get` of `reader` arrived whole and [`verified`](Window::verify): it holds `held`
+    /// until released. Returns what the transport kept for it while it was in flight.
     pub fn arrived(
         &mut self,
         reader: usize,
@@ -210,6 +220,47 @@ impl<F, H> Window<F, H> {
         Ok(in_flight)
     }
 
+    /// Checks the body of GET `get` of `reader`, landed and not yet [`arrived`]
+    /// (Window::arrived), against what the file's footer says, when the GET has a check
+    /// (`--verify`). Every transport calls it on each body before reporting the arrival, so
+    /// the step loop never consumes unchecked bytes. A mismatch fails the GET and ends the
+    /// rank.
+    pub fn verify(&mut self, reader: usize, get: usize, body: &[u8]) -> Result<(), RankError> {
+        let ranged = &self.readers[reader].gets[get];
+        let Some(check) = &ranged.check else {
+            return Ok(());
+        };
+        let started = metrics::thread_cpu();
+        let result = verify::verify(check, ranged.offset, body);
+        let stats = &mut self.stats.verify;
+        stats.cpu += metrics::thread_cpu().saturating_sub(started);
+        match result {
+            Ok(verified) => {
+                stats.gets += 1;
+                stats.verified.add(verified);
+                Ok(())
+            }
+            Err(mismatch) => {
+                let error = RequestError::Corrupt {
+                    operation: format!(
+                        "GET {}{} ({})",
+                        self.location,
+                        ranged.key,
+                        ranged.range_header()
+                    ),
+                    reason: mismatch.to_string(),
+                };
+                let r = &mut self.readers[reader];
+                r.slots[get] = Slot::Failed;
+                r.held -= 1;
+                self.stats.errors += 1;
+                *self.stats.errors_by_cause.entry(error.cause()).or_default() += 1;
+                self.failure.get_or_insert(error.clone());
+                Err(RankError::Request(error))
+            }
+        }
+    }
+
     /// GET `get` of `reader` failed after `retries` retries: counted, and kept as the rank's
     /// failure if it is the first. Returns what the transport kept for it.
     pub fn failed(
@@ -232,6 +283,15 @@ impl<F, H> Window<F, H> {
         *self.stats.errors_by_cause.entry(error.cause()).or_default() += 1;
         self.failure.get_or_insert(error);
         Ok(in_flight)
+    }
+
+    /// `connections` kept-alive connections carried bytes after a body and were dropped; the
+    /// latest followed the GET `after`.
+    pub fn stray_bytes(&mut self, connections: u64, after: &str) {
+        self.stats.stray_connections += connections;
+        self.stats
+            .stray_after
+            .get_or_insert_with(|| after.to_string());
     }
 
     /// An attempt failed with `cause` and its GET will be tried again.

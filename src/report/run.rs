@@ -138,6 +138,26 @@ pub fn render(s: &RunSummary) -> String {
         count(s.retries),
         count(s.errors)
     );
+    if let Some(v) = &s.verify {
+        let checked = v.hashed_bytes + v.page_checked_bytes;
+        let unchecked = match v.unchecked_bytes {
+            0 => String::new(),
+            n => format!("; {} in no column chunk, not checked", bytes(n)),
+        };
+        let pages = match v.page_checked_bytes {
+            0 => String::new(),
+            _ => format!(" ({} pages)", count(v.pages)),
+        };
+        let _ = writeln!(
+            w,
+            "verified {} in {} GETs by {}{pages}{unchecked}: {:.3} CPU-s ({})",
+            bytes(checked),
+            count(v.gets),
+            v.check,
+            v.cpu_s,
+            or_dash(v.cpu_s_per_gib, |x| format!("{x:.3} CPU-s per GiB"))
+        );
+    }
     let _ = writeln!(
         w,
         "request latency, first byte: {}",

@@ -8,6 +8,7 @@
 //! [`with_retries`], so both planes sign, address and retry alike.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
@@ -20,6 +21,7 @@ use hyper_util::rt::TokioExecutor;
 use serde::Serialize;
 
 use super::error::{HintContext, RequestError, Wait};
+use super::framing::{StrayLog, WatchingConnector};
 use super::sign::{self, Payload, Signer};
 use super::target::Target;
 use super::xml::{self, XmlWriter};
@@ -186,8 +188,10 @@ impl<'a> RequestSpec<'a> {
 pub struct Client {
     target: Target,
     signer: Signer,
-    http: HttpClient<HttpConnector, Full<Bytes>>,
+    http: HttpClient<WatchingConnector, Full<Bytes>>,
     policy: RetryPolicy,
+    /// Connections hyper dropped for bytes after a body.
+    stray: Arc<StrayLog>,
 }
 
 impl Client {
@@ -196,14 +200,16 @@ impl Client {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(policy.connect_timeout));
+        let stray = Arc::new(StrayLog::default());
         let http = HttpClient::builder(TokioExecutor::new())
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-            .build(connector);
+            .build(WatchingConnector::new(connector, stray.clone()));
         Client {
             signer: Signer::new(target.credentials.clone(), &target.region),
             target,
             http,
             policy,
+            stray,
         }
     }
 
@@ -220,8 +226,18 @@ impl Client {
     }
 
     /// The hyper client: its pool holds the keep-alive connections.
-    pub fn http(&self) -> &HttpClient<HttpConnector, Full<Bytes>> {
+    pub fn http(&self) -> &HttpClient<WatchingConnector, Full<Bytes>> {
         &self.http
+    }
+
+    /// Connections dropped for bytes after a body (see [`super::framing`]).
+    pub fn stray_bytes(&self) -> &StrayLog {
+        &self.stray
+    }
+
+    /// `s3://bucket/`, to name objects in messages.
+    pub fn location(&self) -> String {
+        format!("s3://{}/", self.target.bucket)
     }
 
     /// `GET s3://bucket/key`, for messages.

@@ -55,6 +55,10 @@ pub enum RequestError {
     /// length that does not match the request, XML that cannot be read.
     #[error("{operation}: {reason}")]
     BadResponse { operation: String, reason: String },
+    /// `--verify` found bytes that are not what the file holds. Not retried: the store (or
+    /// something between) returned wrong data with a success status.
+    #[error("{operation}: the bytes are not what the file holds: {reason}")]
+    Corrupt { operation: String, reason: String },
 }
 
 fn status_line(
@@ -90,7 +94,7 @@ impl RequestError {
             | RequestError::Transport { .. }
             | RequestError::StrayBytes { .. }
             | RequestError::Timeout { .. } => true,
-            RequestError::BadResponse { .. } => false,
+            RequestError::BadResponse { .. } | RequestError::Corrupt { .. } => false,
         }
     }
 
@@ -115,6 +119,7 @@ impl RequestError {
             RequestError::StrayBytes { .. } => "stray_bytes",
             RequestError::Unreachable { .. } => "unreachable",
             RequestError::BadResponse { .. } => "bad_response",
+            RequestError::Corrupt { .. } => "content_mismatch",
         }
     }
 

@@ -17,6 +17,7 @@
 pub mod bucket;
 pub mod client;
 pub mod error;
+pub mod framing;
 pub mod sign;
 pub mod sigv4;
 pub mod target;

@@ -16,6 +16,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 
+use super::trailing::Trailing;
+
 /// The largest frame of a paced body.
 pub const PACED_FRAME_BYTES: usize = 64 << 10;
 
@@ -52,6 +54,8 @@ pub struct Body {
     taken_bytes: u64,
     /// Sent with `Transfer-Encoding: chunked` (no length given to hyper).
     chunked: bool,
+    /// Bytes to send after the body, armed on the connection with the last frame.
+    then: Option<(Arc<Trailing>, Bytes)>,
 }
 
 impl Body {
@@ -69,6 +73,7 @@ impl Body {
             ending: Ending::Whole,
             taken_bytes: 0,
             chunked: false,
+            then: None,
         }
     }
 
@@ -98,6 +103,12 @@ impl Body {
     /// Ends the body as `ending` says.
     pub fn ending(mut self, ending: Ending) -> Body {
         self.ending = ending;
+        self
+    }
+
+    /// Has `bytes` sent after the body, on the same connection, past its Content-Length.
+    pub fn then_send(mut self, trailing: Arc<Trailing>, bytes: Bytes) -> Body {
+        self.then = Some((trailing, bytes));
         self
     }
 
@@ -186,6 +197,11 @@ impl http_body::Body for Body {
         self.remaining_bytes -= chunk.len() as u64;
         if let Some(counter) = &self.sent_bytes {
             counter.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+        }
+        if self.remaining_bytes == 0
+            && let Some((trailing, bytes)) = self.then.take()
+        {
+            trailing.arm(bytes);
         }
         Poll::Ready(Some(Ok(Frame::data(chunk))))
     }

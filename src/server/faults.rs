@@ -12,6 +12,8 @@
 //! | `short=N` | the body ends N bytes before its Content-Length, and the connection closes |
 //! | `stall=N` | after N body bytes nothing more is sent; the connection stays open |
 //! | `drip=B` | the body is sent at B bytes/s |
+//! | `extra=N` | N bytes that are not HTTP follow the body on the kept-alive connection, past its Content-Length |
+//! | `flip=N` | body byte N (the last, if the body is shorter) is inverted: a `206` with wrong data, which only `run --verify` notices |
 //! | `wrong-range` | `Content-Range` names the range shifted by one byte |
 //! | `ok-200` | `200 OK` instead of `206 Partial Content` |
 //! | `corrupt-footer` | the object's last bytes (the footer's length and `PAR1`) are garbled |
@@ -29,14 +31,15 @@
 //!
 //! Each fault counts what it injected; `ServerStats::faults` reports the counts by spec.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode};
 
 use super::body::{Body, Ending};
+use super::trailing::Trailing;
 
 /// What a fault does to an answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +54,8 @@ pub enum FaultKind {
     Short(u64),
     Stall(u64),
     Drip(u64),
+    Flip(u64),
+    Extra(u64),
     WrongRange,
     Ok200,
     CorruptFooter,
@@ -139,6 +144,11 @@ fn parse_one(text: &str) -> Result<Fault, String> {
         "drip" => match number("bytes per second")? {
             0 => return Err(bad("drip needs a rate above 0")),
             rate => FaultKind::Drip(rate),
+        },
+        "flip" => FaultKind::Flip(number("a byte offset")?),
+        "extra" => match number("a byte count")? {
+            0 => return Err(bad("extra needs a count above 0")),
+            n => FaultKind::Extra(n),
         },
         "wrong-range" => FaultKind::WrongRange,
         "ok-200" => FaultKind::Ok200,
@@ -264,8 +274,14 @@ impl Faults {
     }
 
     /// Applies the fault that fires, if any, to `response`, the answer to a request that is a
-    /// listing when `listing`. Hangs forever for `hang`.
-    pub async fn apply(&self, listing: bool, response: Response<Body>) -> Response<Body> {
+    /// listing when `listing`, on the connection whose bytes-after-a-body are `trailing`.
+    /// Hangs forever for `hang`.
+    pub async fn apply(
+        &self,
+        listing: bool,
+        response: Response<Body>,
+        trailing: Option<Arc<Trailing>>,
+    ) -> Response<Body> {
         let target = if listing {
             Target::List
         } else {
@@ -278,7 +294,7 @@ impl Faults {
         let Some(kind) = self.pick(target) else {
             return response;
         };
-        inject(kind, response).await
+        inject(kind, response, trailing).await
     }
 }
 
@@ -329,7 +345,11 @@ fn error_response(status: u16, chunked: bool, retry_after_s: Option<u64>) -> Res
     response
 }
 
-async fn inject(kind: FaultKind, response: Response<Body>) -> Response<Body> {
+async fn inject(
+    kind: FaultKind,
+    response: Response<Body>,
+    trailing: Option<Arc<Trailing>>,
+) -> Response<Body> {
     let (mut parts, body) = response.into_parts();
     let with_body = |parts, body| Response::from_parts(parts, body);
     match kind {
@@ -357,6 +377,26 @@ async fn inject(kind: FaultKind, response: Response<Body>) -> Response<Body> {
             parts.status = StatusCode::OK;
             parts.headers.remove(http::header::CONTENT_RANGE);
             with_body(parts, body)
+        }
+        FaultKind::Extra(n) => match trailing {
+            Some(trailing) => {
+                let junk: Vec<u8> = b"#ringload-extra-bytes#"
+                    .iter()
+                    .copied()
+                    .cycle()
+                    .take(n as usize)
+                    .collect();
+                with_body(parts, body.then_send(trailing, Bytes::from(junk)))
+            }
+            None => with_body(parts, body),
+        },
+        FaultKind::Flip(n) => {
+            let mut bytes = body.into_bytes();
+            let last = bytes.len().saturating_sub(1);
+            if let Some(b) = bytes.get_mut((n as usize).min(last)) {
+                *b = !*b;
+            }
+            with_body(parts, Body::from_chunks(vec![Bytes::from(bytes)]))
         }
         FaultKind::CorruptFooter => {
             let mut bytes = body.into_bytes();

@@ -26,6 +26,7 @@ use super::list::{self, After, Entry, ListParams};
 use super::range::{RangeError, RangeSpec};
 use super::sigv4::{self, Credentials, PayloadHash, SignedRequest};
 use super::store::{ObjectInfo, Store};
+use super::trailing::Trailing;
 use crate::s3::sigv4::uri_encode;
 use crate::s3::xml::{self, XmlWriter};
 
@@ -136,6 +137,7 @@ pub async fn respond(
     let resource = request.uri().path().to_string();
     // A GET of a bucket (no key) is a listing, for fault injection.
     let listing = method == Method::GET && !resource.trim_matches('/').contains('/');
+    let trailing = request.extensions().get::<Arc<Trailing>>().cloned();
     let mut response = match dispatch(&state, request).await {
         Ok(r) => r,
         Err(e) => {
@@ -157,7 +159,7 @@ pub async fn respond(
     };
     if !state.faults.is_empty() {
         // The answer, whatever it was, misbehaves as the spec says.
-        response = state.faults.apply(listing, response).await;
+        response = state.faults.apply(listing, response, trailing).await;
     }
     let headers = response.headers_mut();
     if let Ok(v) = request_id.parse() {

@@ -27,6 +27,7 @@ mod mmap;
 pub mod range;
 pub mod sigv4;
 pub mod store;
+mod trailing;
 pub mod virtual_dataset;
 
 use std::net::SocketAddr;
@@ -47,6 +48,7 @@ pub use sigv4::Credentials;
 pub use store::Store;
 
 use handler::State;
+use trailing::{Trailing, TrailingIo};
 
 /// The default address of `ringload serve`.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9000";
@@ -348,7 +350,13 @@ async fn serve_connection(
     mut stop: watch::Receiver<bool>,
 ) {
     let service_state = state.clone();
-    let service = service_fn(move |request| handler::respond(service_state.clone(), request));
+    // Where the `extra=N` fault arms bytes to send after a body (see trailing.rs).
+    let trailing = Arc::new(Trailing::default());
+    let service_trailing = trailing.clone();
+    let service = service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
+        request.extensions_mut().insert(service_trailing.clone());
+        handler::respond(service_state.clone(), request)
+    });
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
@@ -356,7 +364,8 @@ async fn serve_connection(
         .writev(true)
         .max_header_size(MAX_HEAD_BYTES)
         .header_read_timeout(HEADER_READ_TIMEOUT);
-    let connection = builder.serve_connection(TokioIo::new(stream), service);
+    let connection =
+        builder.serve_connection(TokioIo::new(TrailingIo::new(stream, trailing)), service);
     tokio::pin!(connection);
     let result = tokio::select! {
         result = connection.as_mut() => result,

@@ -26,6 +26,7 @@ use crate::datagen::{self, Fill};
 use crate::exit::{self, ExitClass};
 use crate::schema::{DatasetSpec, ProbedFile};
 use crate::units;
+use crate::verify;
 
 use super::error::S3Error;
 use super::store::{ObjectInfo, tag_of};
@@ -86,7 +87,7 @@ fn row_group_template(spec: &DatasetSpec, rows: u64) -> Result<Bytes, VirtualErr
         size_bytes: file.len() as u64,
         tail: file.clone(),
     };
-    let layout = catalog::computed(&one, &probe, 1, None)?;
+    let layout = catalog::computed(&one, &probe, 1, None, false)?;
     let span = layout
         .files
         .first()
@@ -111,8 +112,8 @@ impl VirtualDataset {
         spec: &DatasetSpec,
         files: usize,
     ) -> Result<VirtualDataset, VirtualError> {
-        let probe = datagen::probe_file(spec)?;
-        let layout = catalog::computed(spec, &probe, 1, None)?;
+        let probe = datagen::probe_virtual_file(spec)?;
+        let layout = catalog::computed(spec, &probe, 1, None, true)?;
         let file = layout
             .files
             .first()
@@ -145,6 +146,20 @@ impl VirtualDataset {
                     rg.len_bytes,
                     template.len()
                 )));
+            }
+            // The footer's hashes were taken from the probe's own row groups: the template
+            // must hold the same bytes, or `run --verify` would fail on a healthy server.
+            let chunks = file.chunks.as_deref().unwrap_or_default();
+            for chunk in chunks.iter().filter(|c| c.row_group as usize == i) {
+                let from = (chunk.offset - rg.offset) as usize;
+                let bytes = template.get(from..from + chunk.len_bytes as usize);
+                if bytes.map(verify::hash) != chunk.xxh3 {
+                    return Err(VirtualError::NotTemplatable(format!(
+                        "row group {i}, column {}: the template's bytes differ from the \
+                         probed file's",
+                        chunk.column
+                    )));
+                }
             }
             segments.push(Segment {
                 offset,

@@ -81,3 +81,26 @@ pub fn python_json(script: &str, args: &[&str]) -> serde_json::Value {
     );
     serde_json::from_slice(&out.stdout).expect("python printed JSON")
 }
+
+/// Checks the chunk hashes ringload puts in a Parquet footer with independent code: pyarrow
+/// for the layout, the `xxhash` package for XXH3-64. Prints how many chunks matched.
+#[allow(dead_code)]
+pub const CHUNK_HASHES: &str = r#"
+import json, sys, xxhash, pyarrow.parquet as pq
+path = sys.argv[1]
+md = pq.ParquetFile(path).metadata
+groups = [g.split(",") for g in md.metadata[b"ringload.chunk_xxh3_64"].decode().split(";")]
+data = open(path, "rb").read()
+matched, mismatched = 0, []
+for i in range(md.num_row_groups):
+    rg = md.row_group(i)
+    for c in range(rg.num_columns):
+        col = rg.column(c)
+        start = col.dictionary_page_offset if col.has_dictionary_page else col.data_page_offset
+        h = format(xxhash.xxh3_64_intdigest(data[start:start + col.total_compressed_size]), "016x")
+        if h == groups[i][c]:
+            matched += 1
+        else:
+            mismatched.append([i, c, h, groups[i][c]])
+print(json.dumps({"groups": len(groups), "matched": matched, "mismatched": mismatched}))
+"#;

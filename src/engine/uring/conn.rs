@@ -586,6 +586,7 @@ mod tests {
             key: "k".into(),
             offset: 0,
             len_bytes: len_bytes as u64,
+            check: None,
         }
     }
 

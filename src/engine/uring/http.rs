@@ -209,6 +209,7 @@ mod tests {
             key: "train/f.parquet".into(),
             offset: 100,
             len_bytes: 10,
+            check: None,
         }
     }
 

@@ -158,7 +158,7 @@ impl UringEngine {
             progress,
         };
         Ok(WindowedRank::new(
-            Window::new(gets, prefetch, epochs),
+            Window::new(gets, prefetch, epochs, self.client.location()),
             transport,
             barrier,
             policy.longest_request(),
@@ -446,6 +446,8 @@ impl RingIo<'_> {
                     first_byte: job.first_byte,
                     total: job.first_started.elapsed(),
                 };
+                let len = window.get(job.reader, job.get).len_bytes as usize;
+                window.verify(job.reader, job.get, self.ring.filled(job.buf, len))?;
                 window.arrived(job.reader, job.get, job.buf, arrival)?;
                 Ok(())
             }
@@ -467,6 +469,9 @@ impl RingIo<'_> {
     ) -> Result<(), RankError> {
         let retry_at = (error.retryable() && retries < self.policy.retries)
             .then(|| Instant::now() + self.policy.delay(retries, error.retry_after()));
+        if let RequestError::StrayBytes { after, .. } = &error {
+            window.stray_bytes(1, after);
+        }
         if retry_at.is_some() {
             window.retrying(error.cause());
         }
@@ -733,6 +738,7 @@ mod tests {
             key: "train/f.parquet".into(),
             offset,
             len_bytes,
+            check: None,
         }
     }
 
