@@ -49,6 +49,17 @@ pub enum Command {
     /// the run starts the embedded server in-process with the workload's virtual dataset.
     /// Exit 0 when the AU target (metric.au) is met, 1 when missed.
     Run(RunArgs),
+    /// Run the study's grid: every combination of --np, --read-threads and --engine (and
+    /// --prefetch, --coalesce-rgs, --computation-time lists), each point a `ringload run` of
+    /// its own, into --output; then the study's tables.
+    ///
+    /// Every point is planned first; points over the memory budget are skipped, never
+    /// started. With no endpoint one embedded server serves every point. Results land after
+    /// each point (DIR/points/NAME/, DIR/sweep.json); Ctrl-C leaves a valid partial sweep that
+    /// --resume completes. Tables: DIR/study.md, .csv, .json, and on stdout. Exit 0 when every
+    /// point ran and met the AU target, 1 when one missed it or did not run, 3 when one failed,
+    /// 2 for a configuration error before any point ran.
+    Sweep(SweepArgs),
 }
 
 /// The workload and its overrides, common to every command.
@@ -67,6 +78,19 @@ pub struct WorkloadArgs {
     /// Number of training files (dataset.num_files_train)
     #[arg(long, value_name = "N", help_heading = "Workload")]
     pub files: Option<u64>,
+}
+
+impl WorkloadArgs {
+    /// These arguments as a command line, for a child `ringload run`.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args: Vec<String> = self.workload.iter().cloned().collect();
+        args.extend(self.overrides.iter().cloned());
+        if let Some(files) = self.files {
+            args.push("--files".into());
+            args.push(files.to_string());
+        }
+        args
+    }
 }
 
 /// The shape of a run: ranks, readers, in-flight GETs.
@@ -188,6 +212,31 @@ pub struct S3Args {
 }
 
 impl S3Args {
+    /// These flags as a command line, for a child `ringload run`.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        let mut push = |flag: &str, value: Option<String>| {
+            if let Some(value) = value {
+                args.push(flag.to_string());
+                args.push(value);
+            }
+        };
+        push("--endpoint", self.endpoint.clone());
+        push("--bucket", self.bucket.clone());
+        push("--region", self.region.clone());
+        push("--access-key", self.access_key.clone());
+        push("--secret-key", self.secret_key.clone());
+        push("--retries", Some(self.retries.to_string()));
+        push("--request-timeout", Some(self.request_timeout.to_string()));
+        push("--connect-timeout", Some(self.connect_timeout.to_string()));
+        push(
+            "--first-byte-timeout",
+            Some(self.first_byte_timeout.to_string()),
+        );
+        push("--idle-timeout", Some(self.idle_timeout.to_string()));
+        args
+    }
+
     pub fn target_flags(&self) -> crate::s3::TargetFlags {
         crate::s3::TargetFlags {
             endpoint: self.endpoint.clone(),
@@ -258,6 +307,111 @@ pub struct RunArgs {
 
     /// Worker threads of the embedded server, when no endpoint is given [default: the cores
     /// this process may use]
+    #[arg(long, value_name = "N", value_parser = parse_threads)]
+    pub server_threads: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+
+    /// Ranks of the points, a comma-separated list
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "1",
+        help_heading = "Grid"
+    )]
+    pub np: Vec<u32>,
+
+    /// Read threads per rank of the points [default: the workload's]
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        help_heading = "Grid"
+    )]
+    pub read_threads: Vec<u64>,
+
+    /// Engines of the points [default: uring where io_uring works, else baseline]
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        value_enum,
+        help_heading = "Grid"
+    )]
+    pub engine: Vec<crate::engine::EngineKind>,
+
+    /// GETs in flight per reader, a list [default: the workload's]
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        help_heading = "Grid"
+    )]
+    pub prefetch: Vec<u64>,
+
+    /// Row groups per GET, a list [default: the workload's]
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        help_heading = "Grid"
+    )]
+    pub coalesce_rgs: Vec<u64>,
+
+    /// Simulated compute per step in seconds, a list [default: the workload's]
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_seconds, help_heading = "Grid")]
+    pub computation_time: Vec<f64>,
+
+    /// Rounds over the whole grid; tables give medians with min–max
+    #[arg(long, value_name = "N", default_value_t = 1, help_heading = "Grid")]
+    pub repeat: u32,
+
+    /// Skip a point when a point of the same engine and parameters with NP' ≤ NP and RT' ≤ RT
+    /// failed or missed the AU target
+    #[arg(long, help_heading = "Grid")]
+    pub gate: bool,
+
+    /// Run only the points of the sweep in --output that have no result yet
+    #[arg(long, help_heading = "Grid")]
+    pub resume: bool,
+
+    /// The sweep's folder: points/NAME/ per point, sweep.json, study.md, .csv, .json
+    #[arg(long, value_name = "DIR")]
+    pub output: PathBuf,
+
+    /// Print the study as JSON on stdout instead of markdown
+    #[arg(long)]
+    pub json: bool,
+
+    /// How ranks share the dataset, for every point
+    #[arg(long, value_enum, default_value_t = Sharding::Rank, help_heading = "Run shape")]
+    pub sharding: Sharding,
+
+    /// A cap on the memory each point may plan for (e.g. 16GiB)
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = "Run shape")]
+    pub memory_budget: Option<u64>,
+
+    #[command(flatten)]
+    pub s3: S3Args,
+
+    /// CPUs the ranks of each point are pinned to, e.g. 0-7
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+
+    /// Check every GET's bytes in every point (see `run --verify`)
+    #[arg(long)]
+    pub verify: bool,
+
+    /// Worker threads of the baseline engine's runtime, for every point
+    #[arg(long, value_name = "N", value_parser = parse_threads)]
+    pub engine_threads: Option<usize>,
+
+    /// Worker threads of the shared embedded server, when no endpoint is given
     #[arg(long, value_name = "N", value_parser = parse_threads)]
     pub server_threads: Option<usize>,
 }

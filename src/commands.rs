@@ -8,7 +8,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::Context;
 
 use crate::catalog::{self, Catalog, CatalogError, DirSource};
-use crate::cli::{Command, GenerateArgs, PlanArgs, RunArgs, ServeArgs, WorkloadArgs, load_config};
+use crate::cli::{
+    Command, GenerateArgs, PlanArgs, RunArgs, ServeArgs, ShapeArgs, SweepArgs, WorkloadArgs,
+    load_config,
+};
 use crate::config::ConfigError;
 use crate::datagen::{self, DirSink, GenerateError};
 use crate::engine::EngineKind;
@@ -33,6 +36,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::Generate(args) => generate(&args),
         Command::Serve(args) => serve(&args),
         Command::Run(args) => run(&args),
+        Command::Sweep(args) => sweep(&args),
     }
 }
 
@@ -234,6 +238,18 @@ impl StopSignals {
     }
 }
 
+/// Sets `flag` when SIGINT or SIGTERM arrives, from now on.
+fn raise_on_stop_signals(flag: Arc<AtomicBool>) -> anyhow::Result<()> {
+    let signals = StopSignals::install()?;
+    std::thread::Builder::new()
+        .name("ringload-signals".into())
+        .spawn(move || {
+            signals.wait();
+            flag.store(true, Ordering::SeqCst);
+        })?;
+    Ok(())
+}
+
 fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     let store = match &args.dir {
         Some(dir) => {
@@ -350,9 +366,13 @@ fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
 
 /// The embedded server of a run with no endpoint: the workload's virtual dataset, on a free
 /// loopback port.
-fn start_embedded(args: &RunArgs) -> anyhow::Result<(Server, Target, u64)> {
+fn start_embedded(
+    workload: &WorkloadArgs,
+    bucket: Option<&str>,
+    server_threads: Option<usize>,
+) -> anyhow::Result<(Server, Target, u64)> {
     let show = std::io::stderr().is_terminal();
-    let store = virtual_store(&args.workload, args.s3.bucket.as_deref(), show)?;
+    let store = virtual_store(workload, bucket, show)?;
     let bucket = store.bucket.clone();
     let template_bytes = store.resident_bytes;
     let server = Server::start(ServerConfig {
@@ -360,7 +380,7 @@ fn start_embedded(args: &RunArgs) -> anyhow::Result<(Server, Target, u64)> {
         store: Store::Virtual(store),
         credentials: None,
         region: server::DEFAULT_REGION.to_string(),
-        worker_threads: args.server_threads.unwrap_or_else(cores),
+        worker_threads: server_threads.unwrap_or_else(cores),
         throttle_bytes_per_s: None,
         faults: Faults::default(),
         max_connections: server::DEFAULT_MAX_CONNECTIONS,
@@ -393,7 +413,11 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         match s3::target::resolve(&args.s3.target_flags(), &settings.storage, env)? {
             Some(target) => (None, target, 0),
             None => {
-                let (server, target, resident_bytes) = start_embedded(args)?;
+                let (server, target, resident_bytes) = start_embedded(
+                    &args.workload,
+                    args.s3.bucket.as_deref(),
+                    args.server_threads,
+                )?;
                 (Some(server), target, resident_bytes)
             }
         };
@@ -442,14 +466,7 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         interrupt: Arc::new(AtomicBool::new(false)),
     };
     // From here Ctrl-C and SIGTERM stop the run and keep what it measured.
-    let signals = StopSignals::install()?;
-    let interrupt = Arc::clone(&config.interrupt);
-    std::thread::Builder::new()
-        .name("ringload-signals".into())
-        .spawn(move || {
-            signals.wait();
-            interrupt.store(true, Ordering::SeqCst);
-        })?;
+    raise_on_stop_signals(Arc::clone(&config.interrupt))?;
     let outcome = crate::run::run_ranks(&plan, &client, &config, &server_cpu_now);
     let server_stats = server.map(|s| s.shutdown());
     // A run that failed once the clock had started still reports what it measured.
@@ -541,6 +558,214 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
 
 /// The engine of a run. An explicit `--engine uring` that cannot work here is a usage error
 /// naming the cause; by default the baseline runs instead, with a note.
+fn sweep(args: &SweepArgs) -> anyhow::Result<u8> {
+    let base = load_config(&args.workload, None)?;
+    let settings = Settings::resolve(&base)?;
+    std::fs::create_dir_all(&args.output).map_err(|e| {
+        UsageError(format!(
+            "cannot create --output {}: {e}",
+            args.output.display()
+        ))
+    })?;
+    prepare_output(&args.output)?;
+    let engines: Vec<String> = if args.engine.is_empty() {
+        let default = match crate::engine::uring::unavailable_cause() {
+            None => EngineKind::Uring,
+            Some(_) => EngineKind::Baseline,
+        };
+        vec![default.to_string()]
+    } else {
+        args.engine.iter().map(ToString::to_string).collect()
+    };
+    let read_threads = match args.read_threads.as_slice() {
+        [] => vec![u64::from(settings.read_threads)],
+        list => list.to_vec(),
+    };
+    let some = |v: &[u64]| -> Vec<Option<u64>> {
+        if v.is_empty() {
+            vec![None]
+        } else {
+            v.iter().copied().map(Some).collect()
+        }
+    };
+    let cts: Vec<Option<f64>> = if args.computation_time.is_empty() {
+        vec![None]
+    } else {
+        args.computation_time.iter().copied().map(Some).collect()
+    };
+    let points = crate::sweep::grid(
+        &engines,
+        &args.np,
+        &read_threads,
+        &some(&args.prefetch),
+        &some(&args.coalesce_rgs),
+        &cts,
+        args.repeat,
+    );
+    // The store: the one given, or one embedded server for every point.
+    let (server, target) =
+        match s3::target::resolve(&args.s3.target_flags(), &settings.storage, env)? {
+            Some(target) => (None, target),
+            None => {
+                let (server, target, _) = start_embedded(
+                    &args.workload,
+                    args.s3.bucket.as_deref(),
+                    args.server_threads,
+                )?;
+                (Some(server), target)
+            }
+        };
+    // Every point is planned before the first runs, against the files the store holds.
+    let bucket =
+        Bucket::new(target.clone(), args.s3.retry_policy()).context("starting the S3 client")?;
+    bucket.check().map_err(CatalogError::Request)?;
+    let catalog = catalog::discover(
+        &bucket,
+        &settings.dataset.train_prefix,
+        settings.num_files,
+        settings.columns_read.as_deref(),
+        false,
+    )?;
+    drop(bucket);
+    let limits = budget::MemoryLimits {
+        memlock_bytes: None,
+        ..budget::probe()
+    };
+    let mut planned = Vec::with_capacity(points.len());
+    for point in points {
+        let shape = ShapeArgs {
+            np: point.np,
+            read_threads: Some(point.read_threads),
+            prefetch: point.prefetch,
+            coalesce_rgs: point.coalesce_rgs,
+            computation_time: point.computation_time,
+            sharding: args.sharding,
+            memory_budget: args.memory_budget,
+        };
+        let settings = Settings::resolve(&load_config(&args.workload, Some(&shape))?)?;
+        let options = PlanOptions {
+            np: point.np,
+            sharding: args.sharding,
+            memory_cap_bytes: args.memory_budget,
+            server_bytes: 0,
+        };
+        let (skip, estimate_s) = match Plan::resolve(&settings, &catalog, &options, &limits) {
+            Ok(plan) => (
+                None,
+                plan.steps_per_rank as f64
+                    * f64::from(settings.epochs)
+                    * settings.computation_time_s,
+            ),
+            Err(e) => (Some(e.to_string()), 0.0),
+        };
+        planned.push(crate::sweep::Planned {
+            point,
+            skip,
+            estimate_s,
+        });
+    }
+    let skipped = planned.iter().filter(|p| p.skip.is_some()).count();
+    eprintln!(
+        "sweep: {} points ({} over the memory budget or not plannable, skipped) into {}",
+        planned.len(),
+        skipped,
+        args.output.display()
+    );
+    let exe = std::env::current_exe().context("finding the ringload binary for the points")?;
+    let mut storage = args.s3.to_args();
+    if server.is_some() {
+        storage.extend([
+            "--endpoint".to_string(),
+            target.endpoint.url.clone(),
+            "--bucket".to_string(),
+            target.bucket.clone(),
+        ]);
+    }
+    let child = |point: &crate::sweep::Point, folder: &std::path::Path| {
+        let mut c = std::process::Command::new(&exe);
+        c.arg("run").args(args.workload.to_args());
+        c.args(["--np", &point.np.to_string()]);
+        c.args(["--read-threads", &point.read_threads.to_string()]);
+        if let Some(v) = point.prefetch {
+            c.args(["--prefetch", &v.to_string()]);
+        }
+        if let Some(v) = point.coalesce_rgs {
+            c.args(["--coalesce-rgs", &v.to_string()]);
+        }
+        if let Some(v) = point.computation_time {
+            c.args(["--computation-time", &v.to_string()]);
+        }
+        c.args(["--engine", &point.engine]);
+        c.args(["--sharding", &args.sharding.to_string()]);
+        if let Some(b) = args.memory_budget {
+            c.args(["--memory-budget", &b.to_string()]);
+        }
+        if let Some(cpus) = &args.cpus {
+            c.args(["--cpus", cpus]);
+        }
+        if let Some(n) = args.engine_threads {
+            c.args(["--engine-threads", &n.to_string()]);
+        }
+        if args.verify {
+            c.arg("--verify");
+        }
+        c.args(&storage);
+        c.arg("--output").arg(folder);
+        c
+    };
+    let server_cpu = || server.as_ref().map(|s| s.stats().cpu_s);
+    let interrupt = Arc::new(AtomicBool::new(false));
+    raise_on_stop_signals(Arc::clone(&interrupt))?;
+    let runner = crate::sweep::Runner {
+        dir: args.output.clone(),
+        workload: settings.workload.name.clone(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        gate: args.gate,
+        resume: args.resume,
+        child: &child,
+        server_cpu_s: &server_cpu,
+        interrupt,
+    };
+    let (sweep, interrupted) = runner.run(&planned)?;
+    if let Some(server) = server {
+        server.shutdown();
+    }
+    let rows = crate::sweep::table::rows(&sweep);
+    let markdown = crate::sweep::table::markdown(&sweep, &rows);
+    let study_json = serde_json::to_string_pretty(&rows)?;
+    let write = |name: &str, text: &str| {
+        let path = args.output.join(name);
+        std::fs::write(&path, text)
+            .map_err(|e| UsageError(format!("cannot write {}: {e}", path.display())))
+    };
+    write("study.md", &markdown)?;
+    write("study.csv", &crate::sweep::table::csv(&rows))?;
+    write("study.json", &study_json)?;
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        writeln!(stdout, "{study_json}")?;
+    } else {
+        write!(stdout, "{markdown}")?;
+    }
+    if interrupted {
+        return Err(SweepInterrupted(args.output.display().to_string()).into());
+    }
+    Ok(sweep.exit_code())
+}
+
+/// A sweep stopped by Ctrl-C or SIGTERM (exit 3); what ran is kept.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the sweep was interrupted (Ctrl-C or SIGTERM); the points that finished are in {0}/sweep.json,      and --resume runs the rest"
+)]
+pub struct SweepInterrupted(pub String);
+
+impl ExitClass for SweepInterrupted {
+    fn exit_code(&self) -> u8 {
+        exit::FAILED
+    }
+}
+
 fn choose_engine(
     asked: Option<EngineKind>,
     plan: &Plan,
@@ -616,6 +841,8 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
         first_of!(
             RunFailed,
             RunInterrupted,
+            SweepInterrupted,
+            crate::sweep::SweepError,
             UsageError,
             CatalogError,
             RequestError,

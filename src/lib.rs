@@ -31,5 +31,6 @@ pub mod schema;
 pub mod server;
 pub mod settings;
 pub mod summary;
+pub mod sweep;
 pub mod units;
 pub mod verify;

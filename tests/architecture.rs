@@ -40,11 +40,13 @@ const LAYERS: &[(&str, u32)] = &[
     // Results.
     ("summary", 10),
     ("report", 11),
+    // Many runs: the sweep over child processes, and its tables.
+    ("sweep", 12),
     // The top.
-    ("cli", 12),
-    ("commands", 13),
+    ("cli", 13),
+    ("commands", 14),
     // Test-only: property tests over every parser.
-    ("fuzz", 14),
+    ("fuzz", 15),
 ];
 
 /// Imports no layer rule catches: `(from, to)` by module prefix.

@@ -1,0 +1,515 @@
+//! The study's tables from a sweep: per engine, the study's own layout (NP, RT, AU%,
+//! samples/s, samp/s/GPU, I/O MiB/s, Wall, Steps, Notes), its hand analysis (implied I/O wait,
+//! projected AU), what DLIO cannot show (measured MiB/s, CPU-s/GiB, peak RSS against the
+//! budget, latency), and with two engines a side-by-side with ratios. Repeats give medians with
+//! min–max. Every number comes from the points' own summary.json, as sweep.json keeps them.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use super::{PointResult, Status, SweepFile};
+
+/// A median over a point's rounds, with its range.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Stat {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub n: usize,
+}
+
+impl Stat {
+    fn of(mut values: Vec<f64>) -> Option<Stat> {
+        values.retain(|v| v.is_finite());
+        if values.is_empty() {
+            return None;
+        }
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        let median = if n % 2 == 1 {
+            values[n / 2]
+        } else {
+            (values[n / 2 - 1] + values[n / 2]) / 2.0
+        };
+        Some(Stat {
+            median,
+            min: values[0],
+            max: values[n - 1],
+            n,
+        })
+    }
+
+    fn show(&self, decimals: usize) -> String {
+        if self.n > 1 && self.max > self.min {
+            format!(
+                "{:.d$} ({:.d$}–{:.d$})",
+                self.median,
+                self.min,
+                self.max,
+                d = decimals
+            )
+        } else {
+            format!("{:.d$}", self.median, d = decimals)
+        }
+    }
+}
+
+fn show(stat: &Option<Stat>, decimals: usize) -> String {
+    stat.as_ref()
+        .map_or_else(|| "—".into(), |s| s.show(decimals))
+}
+
+/// One point of the grid over its rounds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub engine: String,
+    pub np: u32,
+    pub read_threads: u64,
+    pub prefetch: Option<u64>,
+    pub coalesce_rgs: Option<u64>,
+    pub computation_time: Option<f64>,
+    /// Rounds that ran.
+    pub runs: usize,
+    /// `met`, or the worst status of its rounds.
+    pub status: String,
+    pub notes: Vec<String>,
+    pub au_percent: Option<Stat>,
+    pub samples_per_s: Option<Stat>,
+    pub samples_per_s_per_gpu: Option<Stat>,
+    pub io_mib_per_s: Option<Stat>,
+    pub wall_s: Option<Stat>,
+    pub steps_per_rank: Option<u64>,
+    pub implied_io_wait_per_step_ms: Option<Stat>,
+    /// Keyed by computation time in seconds.
+    pub projected_au_percent: BTreeMap<String, Stat>,
+    pub measured_mib_per_s: Option<Stat>,
+    pub cpu_s_per_gib: Option<Stat>,
+    pub peak_rss_bytes: Option<Stat>,
+    pub memory_budget_bytes: Option<u64>,
+    pub latency_p50_ms: Option<Stat>,
+    pub latency_p99_ms: Option<Stat>,
+    pub server_cpu_s: Option<Stat>,
+}
+
+impl Row {
+    /// The grid cell this row fills, engines apart.
+    fn cell(&self) -> (u32, u64, Option<u64>, Option<u64>, String) {
+        (
+            self.np,
+            self.read_threads,
+            self.prefetch,
+            self.coalesce_rgs,
+            self.computation_time
+                .map(|t| t.to_string())
+                .unwrap_or_default(),
+        )
+    }
+}
+
+fn severity(status: Status) -> u8 {
+    match status {
+        Status::Met => 0,
+        Status::Missed => 1,
+        Status::Gated => 2,
+        Status::Skipped => 3,
+        Status::Failed => 4,
+        Status::Crashed => 5,
+    }
+}
+
+/// The rows of a sweep, one per point (rounds together), in the grid's order.
+pub fn rows(sweep: &SweepFile) -> Vec<Row> {
+    let mut order: Vec<String> = Vec::new();
+    let mut groups: BTreeMap<String, Vec<&PointResult>> = BTreeMap::new();
+    for p in &sweep.points {
+        let key = p.point.key();
+        if !groups.contains_key(&key) {
+            order.push(key.clone());
+        }
+        groups.entry(key).or_default().push(p);
+    }
+    order.iter().map(|key| row(&groups[key])).collect()
+}
+
+fn row(results: &[&PointResult]) -> Row {
+    let first = &results[0].point;
+    let ran: Vec<&serde_json::Value> = results.iter().filter_map(|r| r.summary.as_ref()).collect();
+    let stat = |f: &dyn Fn(&serde_json::Value) -> Option<f64>| {
+        Stat::of(ran.iter().filter_map(|s| f(s)).collect())
+    };
+    let worst = results
+        .iter()
+        .map(|r| r.status)
+        .max_by_key(|s| severity(*s))
+        .unwrap_or(Status::Met);
+    let mut notes = Vec::new();
+    for r in results {
+        if r.status != Status::Met {
+            let why = r
+                .reason
+                .as_deref()
+                .map(|w| format!(": {w}"))
+                .unwrap_or_default();
+            let round = if results.len() > 1 {
+                format!(" (round {})", r.point.round)
+            } else {
+                String::new()
+            };
+            notes.push(format!("{}{round}{why}", r.status.word()));
+        }
+    }
+    notes.dedup();
+    let mut projected: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for s in &ran {
+        if let Some(map) = s["projected_au_percent"].as_object() {
+            for (t, v) in map {
+                if let Some(v) = v.as_f64() {
+                    projected.entry(t.clone()).or_default().push(v);
+                }
+            }
+        }
+    }
+    Row {
+        engine: first.engine.clone(),
+        np: first.np,
+        read_threads: first.read_threads,
+        prefetch: first.prefetch,
+        coalesce_rgs: first.coalesce_rgs,
+        computation_time: first.computation_time,
+        runs: ran.len(),
+        status: worst.word().into(),
+        notes,
+        au_percent: stat(&|s| s["au_percent"].as_f64()),
+        samples_per_s: stat(&|s| s["samples_per_s"].as_f64()),
+        samples_per_s_per_gpu: stat(&|s| {
+            Some(s["samples_per_s"].as_f64()? / s["np"].as_f64()?.max(1.0))
+        }),
+        io_mib_per_s: stat(&|s| s["io_mib_per_s"].as_f64()),
+        wall_s: stat(&|s| s["wall_s"].as_f64()),
+        steps_per_rank: ran.iter().find_map(|s| s["steps_per_rank"].as_u64()),
+        implied_io_wait_per_step_ms: stat(&|s| s["implied_io_wait_per_step_ms"].as_f64()),
+        projected_au_percent: projected
+            .into_iter()
+            .filter_map(|(t, v)| Some((t, Stat::of(v)?)))
+            .collect(),
+        measured_mib_per_s: stat(&|s| s["measured_mib_per_s"].as_f64()),
+        cpu_s_per_gib: stat(&|s| s["cpu_s_per_gib"].as_f64()),
+        peak_rss_bytes: stat(&|s| s["peak_rss_bytes"].as_f64()),
+        memory_budget_bytes: ran.iter().find_map(|s| s["memory_budget_bytes"].as_u64()),
+        latency_p50_ms: stat(&|s| s["request_latency_ms"]["total"]["p50"].as_f64()),
+        latency_p99_ms: stat(&|s| s["request_latency_ms"]["total"]["p99"].as_f64()),
+        server_cpu_s: Stat::of(results.iter().filter_map(|r| r.server_cpu_s).collect()),
+    }
+}
+
+/// Which of prefetch, coalesce_rgs and computation_time vary (and so get columns).
+fn varying(rows: &[Row]) -> (bool, bool, bool) {
+    let differs = |f: &dyn Fn(&Row) -> String| {
+        rows.iter()
+            .map(f)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            > 1
+    };
+    (
+        differs(&|r| format!("{:?}", r.prefetch)),
+        differs(&|r| format!("{:?}", r.coalesce_rgs)),
+        differs(&|r| format!("{:?}", r.computation_time)),
+    )
+}
+
+fn mib(bytes: &Option<Stat>) -> String {
+    bytes.map_or_else(
+        || "—".into(),
+        |s| {
+            Stat {
+                median: s.median / 1048576.0,
+                min: s.min / 1048576.0,
+                max: s.max / 1048576.0,
+                n: s.n,
+            }
+            .show(0)
+        },
+    )
+}
+
+/// The study as markdown: per engine the study's table, the hand analysis and the figures
+/// DLIO cannot show; with two engines, the side-by-side.
+pub fn markdown(sweep: &SweepFile, rows: &[Row]) -> String {
+    let mut out = String::new();
+    let w = &mut out;
+    let _ = writeln!(w, "# ringload sweep: {}\n", sweep.workload);
+    let _ = writeln!(w, "`{}`\n", sweep.command);
+    let rounds = sweep
+        .points
+        .iter()
+        .map(|p| p.point.round)
+        .max()
+        .unwrap_or(1);
+    if rounds > 1 {
+        let _ = writeln!(
+            w,
+            "{rounds} rounds: medians, with min–max where the rounds differ.\n"
+        );
+    }
+    let (pf, cr, ct) = varying(rows);
+    let extra_head = |w: &mut String| {
+        let mut h = String::new();
+        if pf {
+            h.push_str(" prefetch |");
+        }
+        if cr {
+            h.push_str(" coalesce |");
+        }
+        if ct {
+            h.push_str(" ct (s) |");
+        }
+        w.push_str(&h);
+        h.matches('|').count()
+    };
+    let extra_cells = |r: &Row| {
+        let mut c = String::new();
+        let opt = |v: Option<String>| v.unwrap_or_else(|| "workload".into());
+        if pf {
+            c.push_str(&format!(" {} |", opt(r.prefetch.map(|v| v.to_string()))));
+        }
+        if cr {
+            c.push_str(&format!(
+                " {} |",
+                opt(r.coalesce_rgs.map(|v| v.to_string()))
+            ));
+        }
+        if ct {
+            c.push_str(&format!(
+                " {} |",
+                opt(r.computation_time.map(|v| v.to_string()))
+            ));
+        }
+        c
+    };
+    let engines: Vec<String> = {
+        let mut e: Vec<String> = rows.iter().map(|r| r.engine.clone()).collect();
+        e.dedup();
+        let mut seen = Vec::new();
+        for x in e {
+            if !seen.contains(&x) {
+                seen.push(x);
+            }
+        }
+        seen
+    };
+    for engine in &engines {
+        let mine: Vec<&Row> = rows.iter().filter(|r| &r.engine == engine).collect();
+        let _ = writeln!(w, "## {engine}\n");
+        w.push_str("| NP | RT |");
+        let n = extra_head(w);
+        w.push_str(
+            " AU% | samples/s | samp/s/GPU | I/O MiB/s | Wall (s) | Steps | Notes |\n|---|---|",
+        );
+        w.push_str(&"---|".repeat(n));
+        w.push_str("---|---|---|---|---|---|---|\n");
+        for r in &mine {
+            let _ = writeln!(
+                w,
+                "| {} | {} |{} {} | {} | {} | {} | {} | {} | {} |",
+                r.np,
+                r.read_threads,
+                extra_cells(r),
+                show(&r.au_percent, 1),
+                show(&r.samples_per_s, 0),
+                show(&r.samples_per_s_per_gpu, 0),
+                show(&r.io_mib_per_s, 0),
+                show(&r.wall_s, 1),
+                r.steps_per_rank.map_or("—".into(), |s| s.to_string()),
+                r.notes.join("; ")
+            );
+        }
+        let times: Vec<String> = {
+            let mut t: Vec<String> = mine
+                .iter()
+                .flat_map(|r| r.projected_au_percent.keys().cloned())
+                .collect();
+            t.sort_by(|a, b| {
+                a.parse::<f64>()
+                    .unwrap_or(0.0)
+                    .total_cmp(&b.parse::<f64>().unwrap_or(0.0))
+            });
+            t.dedup();
+            t
+        };
+        let _ = writeln!(
+            w,
+            "\nThe study's analysis: implied I/O wait per step `ct × (100/AU − 1)` and projected AU.\n"
+        );
+        w.push_str("| NP | RT |");
+        let n = extra_head(w);
+        w.push_str(" implied I/O wait (ms) |");
+        for t in &times {
+            let _ = write!(w, " AU at {t} s |");
+        }
+        w.push_str("\n|---|---|");
+        w.push_str(&"---|".repeat(n + 1 + times.len()));
+        w.push('\n');
+        for r in &mine {
+            let _ = write!(
+                w,
+                "| {} | {} |{} {} |",
+                r.np,
+                r.read_threads,
+                extra_cells(r),
+                show(&r.implied_io_wait_per_step_ms, 2)
+            );
+            for t in &times {
+                let _ = write!(w, " {} |", show(&r.projected_au_percent.get(t).copied(), 1));
+            }
+            w.push('\n');
+        }
+        let _ = writeln!(w, "\nWhat DLIO cannot show.\n");
+        w.push_str("| NP | RT |");
+        let n = extra_head(w);
+        w.push_str(" measured MiB/s | client CPU-s/GiB | peak RSS (MiB) | budget (MiB) | GET p50 (ms) | GET p99 (ms) | server CPU-s |\n|---|---|");
+        w.push_str(&"---|".repeat(n + 7));
+        w.push('\n');
+        for r in &mine {
+            let _ = writeln!(
+                w,
+                "| {} | {} |{} {} | {} | {} | {} | {} | {} | {} |",
+                r.np,
+                r.read_threads,
+                extra_cells(r),
+                show(&r.measured_mib_per_s, 0),
+                show(&r.cpu_s_per_gib, 3),
+                mib(&r.peak_rss_bytes),
+                r.memory_budget_bytes
+                    .map_or("—".into(), |b| format!("{:.0}", b as f64 / 1048576.0)),
+                show(&r.latency_p50_ms, 2),
+                show(&r.latency_p99_ms, 2),
+                show(&r.server_cpu_s, 2)
+            );
+        }
+        w.push('\n');
+    }
+    if engines.len() == 2 {
+        let (a, b) = (&engines[0], &engines[1]);
+        let _ = writeln!(
+            w,
+            "## {a} against {b}\n\nRatios of the medians: CPU-s/GiB {b} ÷ {a} (how many times \
+             cheaper {a} is per byte), AU and samples/s {a} ÷ {b}.\n"
+        );
+        w.push_str("| NP | RT |");
+        let n = extra_head(w);
+        let _ = writeln!(
+            w,
+            " AU% {a} | AU% {b} | AU ratio | samples/s ratio | CPU-s/GiB {a} | CPU-s/GiB {b} | CPU ratio |"
+        );
+        w.push_str("|---|---|");
+        w.push_str(&"---|".repeat(n + 7));
+        w.push('\n');
+        let ratio = |x: &Option<Stat>, y: &Option<Stat>| match (x, y) {
+            (Some(x), Some(y)) if y.median > 0.0 => format!("{:.2}×", x.median / y.median),
+            _ => "—".into(),
+        };
+        for ra in rows.iter().filter(|r| &r.engine == a) {
+            let Some(rb) = rows
+                .iter()
+                .find(|r| &r.engine == b && r.cell() == ra.cell())
+            else {
+                continue;
+            };
+            let _ = writeln!(
+                w,
+                "| {} | {} |{} {} | {} | {} | {} | {} | {} | {} |",
+                ra.np,
+                ra.read_threads,
+                extra_cells(ra),
+                show(&ra.au_percent, 1),
+                show(&rb.au_percent, 1),
+                ratio(&ra.au_percent, &rb.au_percent),
+                ratio(&ra.samples_per_s, &rb.samples_per_s),
+                show(&ra.cpu_s_per_gib, 3),
+                show(&rb.cpu_s_per_gib, 3),
+                ratio(&rb.cpu_s_per_gib, &ra.cpu_s_per_gib)
+            );
+        }
+        w.push('\n');
+    }
+    if let Some(banner) = computation_time_banner(sweep) {
+        w.push_str(&banner);
+        w.push('\n');
+    }
+    out
+}
+
+/// The study's warning when the points ran at another computation time than the workload's.
+fn computation_time_banner(sweep: &SweepFile) -> Option<String> {
+    let s = sweep.points.iter().find_map(|p| p.summary.as_ref())?;
+    let ct = s["computation_time_s"].as_f64()?;
+    let own = s["workload_computation_time_s"].as_f64()?;
+    ((ct - own).abs() > 1e-12).then(|| {
+        format!(
+            "**NOTE**: computation_time is {ct} s but {} says {own} s: AU above is an I/O stress \
+             figure, not {} training performance; see the projected AU at {own} s.",
+            sweep.workload, sweep.workload
+        )
+    })
+}
+
+/// The rows as CSV, one line per point, medians only.
+pub fn csv(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "engine,np,read_threads,prefetch,coalesce_rgs,computation_time,runs,status,au_percent,\
+         samples_per_s,samples_per_s_per_gpu,io_mib_per_s,wall_s,steps_per_rank,\
+         implied_io_wait_per_step_ms,measured_mib_per_s,cpu_s_per_gib,peak_rss_bytes,\
+         memory_budget_bytes,latency_p50_ms,latency_p99_ms,server_cpu_s,notes\n",
+    );
+    let m = |s: &Option<Stat>| s.map(|s| s.median.to_string()).unwrap_or_default();
+    let o = |v: Option<String>| v.unwrap_or_default();
+    for r in rows {
+        let notes = r.notes.join("; ").replace('"', "'");
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\"",
+            r.engine,
+            r.np,
+            r.read_threads,
+            o(r.prefetch.map(|v| v.to_string())),
+            o(r.coalesce_rgs.map(|v| v.to_string())),
+            o(r.computation_time.map(|v| v.to_string())),
+            r.runs,
+            r.status,
+            m(&r.au_percent),
+            m(&r.samples_per_s),
+            m(&r.samples_per_s_per_gpu),
+            m(&r.io_mib_per_s),
+            m(&r.wall_s),
+            o(r.steps_per_rank.map(|v| v.to_string())),
+            m(&r.implied_io_wait_per_step_ms),
+            m(&r.measured_mib_per_s),
+            m(&r.cpu_s_per_gib),
+            m(&r.peak_rss_bytes),
+            o(r.memory_budget_bytes.map(|v| v.to_string())),
+            m(&r.latency_p50_ms),
+            m(&r.latency_p99_ms),
+            m(&r.server_cpu_s),
+            notes
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_and_ranges() {
+        let s = Stat::of(vec![3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((s.median, s.min, s.max, s.n), (2.0, 1.0, 3.0, 3));
+        assert_eq!(s.show(1), "2.0 (1.0–3.0)");
+        assert_eq!(Stat::of(vec![4.0, 2.0]).unwrap().median, 3.0);
+        assert_eq!(Stat::of(vec![5.0]).unwrap().show(0), "5");
+        assert!(Stat::of(vec![f64::NAN]).is_none());
+    }
+}

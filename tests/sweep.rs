@@ -1,0 +1,344 @@
+//! `ringload sweep` end to end: every point a real `ringload run` child against the embedded
+//! server (one for the whole sweep) or a `ringload serve` with faults; the study's tables read
+//! back against each point's summary.json.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn sweep_json(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("sweep.json")).unwrap()).unwrap()
+}
+
+fn engines() -> &'static str {
+    if ringload::engine::uring::unavailable_cause().is_none() {
+        "uring,baseline"
+    } else {
+        "baseline"
+    }
+}
+
+#[test]
+fn a_grid_runs_every_point_once_and_the_tables_are_its_summaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s");
+    let (code, stdout, stderr) = common::run(&[
+        "sweep",
+        "flux_small",
+        "--np",
+        "1,2",
+        "--read-threads",
+        "1,2",
+        "--engine",
+        engines(),
+        "--computation-time",
+        "0.01",
+        "--output",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(code == 0 || code == 1, "{stderr}");
+    let engines: Vec<&str> = engines().split(',').collect();
+    let sweep = sweep_json(&out);
+    let points = sweep["points"].as_array().unwrap();
+    assert_eq!(points.len(), 4 * engines.len());
+    assert_eq!(sweep["planned"].as_array().unwrap().len(), points.len());
+    // One embedded server for every point: each point's run read from the same endpoint.
+    let endpoints: std::collections::BTreeSet<String> = points
+        .iter()
+        .map(|p| {
+            p["summary"]["target"]["endpoint"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(endpoints.len(), 1, "{endpoints:?}");
+    let rows: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(rows.len(), points.len());
+    for p in points {
+        let name = p["name"].as_str().unwrap();
+        let folder = out.join("points").join(name);
+        let own: Value =
+            serde_json::from_str(&std::fs::read_to_string(folder.join("summary.json")).unwrap())
+                .unwrap();
+        assert!(folder.join("steps.csv").exists() && folder.join("run.log").exists());
+        assert_eq!(own["np"], p["np"], "{name}");
+        assert_eq!(own["read_threads"], p["read_threads"], "{name}");
+        assert_eq!(own["engine"], p["engine"], "{name}");
+        assert!(p["server_cpu_s"].as_f64().unwrap() > 0.0, "{name}");
+        // The table's numbers are the point's own.
+        let row = rows
+            .iter()
+            .find(|r| {
+                r["engine"] == p["engine"]
+                    && r["np"] == p["np"]
+                    && r["read_threads"] == p["read_threads"]
+            })
+            .unwrap();
+        for (column, field) in [
+            ("au_percent", "au_percent"),
+            ("samples_per_s", "samples_per_s"),
+            ("cpu_s_per_gib", "cpu_s_per_gib"),
+            ("measured_mib_per_s", "measured_mib_per_s"),
+        ] {
+            assert_eq!(row[column]["median"], own[field], "{name} {column}");
+        }
+        assert_eq!(row["steps_per_rank"], own["steps_per_rank"], "{name}");
+    }
+    // The same tables as markdown and CSV beside it.
+    let md = std::fs::read_to_string(out.join("study.md")).unwrap();
+    assert!(md.contains(
+        "| NP | RT | AU% | samples/s | samp/s/GPU | I/O MiB/s | Wall (s) | Steps | Notes |"
+    ));
+    assert!(md.contains("implied I/O wait"));
+    assert!(md.contains("NOTE**: computation_time is 0.01 s"));
+    if engines.len() == 2 {
+        assert!(md.contains("## uring against baseline"), "{md}");
+    }
+    let csv = std::fs::read_to_string(out.join("study.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + points.len());
+}
+
+#[test]
+fn points_over_the_memory_budget_are_planned_skipped_and_never_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s");
+    let (code, _, stderr) = common::run(&[
+        "sweep",
+        "flux_small",
+        "--np",
+        "1,4",
+        "--read-threads",
+        "1,4",
+        "--engine",
+        "baseline",
+        "--memory-budget",
+        "100MiB",
+        "--computation-time",
+        "0.01",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "a skipped point is not a complete sweep: {stderr}");
+    let sweep = sweep_json(&out);
+    let points = sweep["points"].as_array().unwrap();
+    assert_eq!(points.len(), 4);
+    let skipped: Vec<&Value> = points.iter().filter(|p| p["status"] == "skipped").collect();
+    assert!(!skipped.is_empty(), "{sweep}");
+    for p in &skipped {
+        assert!(p["reason"].as_str().unwrap().contains("100"), "{p}");
+        assert!(p["summary"].is_null());
+        assert!(
+            !out.join("points")
+                .join(p["name"].as_str().unwrap())
+                .exists()
+        );
+    }
+    let small = points
+        .iter()
+        .find(|p| p["np"] == 1 && p["read_threads"] == 1)
+        .unwrap();
+    assert!(
+        small["status"] == "met" || small["status"] == "missed",
+        "{small}"
+    );
+    assert!(stderr.contains("skipped"), "{stderr}");
+}
+
+#[test]
+fn a_gated_point_waits_for_a_smaller_one_that_passed() {
+    // metric.au=1: a 100% target, which no run meets; every point above the first is gated.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s");
+    let (code, stdout, stderr) = common::run(&[
+        "sweep",
+        "flux_small",
+        "metric.au=1",
+        "--np",
+        "1,2",
+        "--read-threads",
+        "1,2",
+        "--engine",
+        "baseline",
+        "--computation-time",
+        "0.01",
+        "--gate",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{stderr}");
+    let points = sweep_json(&out)["points"].as_array().unwrap().clone();
+    let status: Vec<(u64, u64, String)> = points
+        .iter()
+        .map(|p| {
+            (
+                p["np"].as_u64().unwrap(),
+                p["read_threads"].as_u64().unwrap(),
+                p["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(status[0], (1, 1, "missed".to_string()), "{status:?}");
+    for (p, s) in points.iter().zip(&status).skip(1) {
+        assert_eq!(s.2, "gated", "{status:?}");
+        assert_eq!(p["reason"], "gated by NP=1,RT=1 (missed)");
+    }
+    assert!(stdout.contains("gated by NP=1,RT=1"), "{stdout}");
+}
+
+#[test]
+fn a_failing_point_is_recorded_and_the_sweep_goes_on() {
+    // The first row-group GET of the whole sweep is refused (403, not retried): that point
+    // fails; the next ones run.
+    let mut server = common::ringload()
+        .args([
+            "serve",
+            "--virtual",
+            "flux_small",
+            "--listen",
+            "127.0.0.1:0",
+            "--faults",
+            "403@rg/nth=1",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.as_mut().unwrap()),
+        &mut url,
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s");
+    let (code, _, stderr) = common::run(&[
+        "sweep",
+        "flux_small",
+        "--np",
+        "1",
+        "--read-threads",
+        "1,2",
+        "--engine",
+        "baseline",
+        "--computation-time",
+        "0.01",
+        "--endpoint",
+        url.trim(),
+        "--bucket",
+        "ringload",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(code, 3, "{stderr}");
+    let points = sweep_json(&out)["points"].as_array().unwrap().clone();
+    assert_eq!(points.len(), 2);
+    assert_eq!(points[0]["status"], "failed");
+    assert_eq!(points[0]["exit_code"], 3);
+    assert!(
+        points[0]["reason"].as_str().unwrap().contains("403"),
+        "{}",
+        points[0]
+    );
+    assert_eq!(points[0]["summary"]["outcome"], "failed");
+    assert!(points[1]["status"] == "met" || points[1]["status"] == "missed");
+}
+
+#[test]
+fn an_interrupted_sweep_resumes_where_it_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s");
+    let args = [
+        "sweep",
+        "flux_small",
+        "--np",
+        "1",
+        "--read-threads",
+        "1,2,3",
+        "--engine",
+        "baseline",
+        "--computation-time",
+        "0.1",
+        "--output",
+        out.to_str().unwrap(),
+    ];
+    let child = common::ringload()
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Stop it once the first point's result is written and the second is running.
+    let started = Instant::now();
+    loop {
+        let done = std::fs::read_to_string(out.join("sweep.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .map_or(0, |s| s["points"].as_array().map_or(0, Vec::len));
+        if done >= 1 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "never wrote a point"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(child.id() as i32).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("--resume"), "{stderr}");
+    let partial = sweep_json(&out);
+    let kept = partial["points"].as_array().unwrap().clone();
+    assert!(!kept.is_empty() && kept.len() < 3, "{partial}");
+
+    let mut resumed = args.to_vec();
+    resumed.push("--resume");
+    let (code, _, stderr) = common::run(&resumed);
+    assert!(code == 0 || code == 1, "{stderr}");
+    assert!(stderr.contains("resuming"), "{stderr}");
+    let full = sweep_json(&out);
+    let points = full["points"].as_array().unwrap();
+    assert_eq!(points.len(), 3);
+    // What finished before the interrupt is kept as it was, not run again.
+    for (before, after) in kept.iter().zip(points) {
+        assert_eq!(before, after);
+    }
+    // Another grid in the same folder is refused.
+    let mut other = resumed.clone();
+    other[5] = "1,2";
+    let (code, _, stderr) = common::run(&other);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("other points"), "{stderr}");
+}
+
+#[test]
+fn a_bad_grid_is_refused_before_any_point_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s");
+    let (code, _, stderr) = common::run(&[
+        "sweep",
+        "flux_small",
+        "train.no_such_key=1",
+        "--np",
+        "1,2",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(!out.join("points").exists());
+}
