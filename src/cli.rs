@@ -388,6 +388,10 @@ pub struct SweepArgs {
     #[arg(long)]
     pub json: bool,
 
+    /// The point whose GET latency CDF is plotted, as NP,RT [default: the largest that ran]
+    #[arg(long, value_name = "NP,RT", value_parser = parse_pair)]
+    pub latency_point: Option<(u32, u64)>,
+
     /// How ranks share the dataset, for every point
     #[arg(long, value_enum, default_value_t = Sharding::Rank, help_heading = "Run shape")]
     pub sharding: Sharding,
@@ -548,6 +552,16 @@ pub fn parse_seconds(text: &str) -> Result<f64, String> {
 
 /// Parses a size: bytes, or a number with a unit. Binary units (KiB, MiB, GiB, TiB, and the
 /// short K, M, G, T) are powers of 1024; decimal ones (KB, MB, GB, TB) powers of 1000.
+/// `NP,RT`: two whole numbers.
+pub fn parse_pair(text: &str) -> Result<(u32, u64), String> {
+    let bad = || format!("'{text}' is not NP,RT (two whole numbers, e.g. 4,2)");
+    let (a, b) = text.split_once(',').ok_or_else(bad)?;
+    Ok((
+        a.trim().parse().map_err(|_| bad())?,
+        b.trim().parse().map_err(|_| bad())?,
+    ))
+}
+
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let split = t

@@ -741,6 +741,30 @@ fn sweep(args: &SweepArgs) -> anyhow::Result<u8> {
     write("study.md", &markdown)?;
     write("study.csv", &crate::sweep::table::csv(&rows))?;
     write("study.json", &study_json)?;
+    let au_target = sweep
+        .points
+        .iter()
+        .find_map(|p| p.summary.as_ref()?["au_target_percent"].as_f64());
+    let mut plots = crate::sweep::plots::plots(&rows, au_target).map_err(anyhow::Error::msg)?;
+    if let Some((title, lines)) =
+        crate::sweep::latency_lines(&sweep, &args.output, args.latency_point)
+    {
+        plots.push(crate::sweep::plots::Plot {
+            file: "latency-cdf.svg".into(),
+            svg: crate::sweep::plots::latency_cdf(&title, &lines).map_err(anyhow::Error::msg)?,
+            title,
+        });
+    }
+    let plot_dir = args.output.join("plots");
+    std::fs::create_dir_all(&plot_dir)
+        .map_err(|e| UsageError(format!("cannot create {}: {e}", plot_dir.display())))?;
+    for plot in &plots {
+        write(&format!("plots/{}", plot.file), &plot.svg)?;
+    }
+    write(
+        "report.html",
+        &crate::sweep::html::report(&sweep, &markdown, &plots),
+    )?;
     let mut stdout = std::io::stdout().lock();
     if args.json {
         writeln!(stdout, "{study_json}")?;

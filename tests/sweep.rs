@@ -342,3 +342,159 @@ fn a_bad_grid_is_refused_before_any_point_runs() {
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(!out.join("points").exists());
 }
+
+/// Every text of an SVG, parsed as XML (a parse error fails the test).
+fn svg_texts(path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut reader = quick_xml::Reader::from_str(&text);
+    let mut texts = Vec::new();
+    let mut in_text = false;
+    loop {
+        match reader.read_event() {
+            Ok(quick_xml::events::Event::Start(e)) => {
+                in_text = e.local_name().as_ref() == "text";
+            }
+            Ok(quick_xml::events::Event::Text(t)) if in_text => {
+                let t = t.xml10_content().trim().to_string();
+                if !t.is_empty() {
+                    texts.push(t);
+                }
+            }
+            Ok(quick_xml::events::Event::End(_)) => in_text = false,
+            Ok(quick_xml::events::Event::Eof) => break,
+            Ok(_) => {}
+            Err(e) => panic!("{}: not XML: {e}", path.display()),
+        }
+    }
+    texts
+}
+
+/// A headless Chromium, or why there is none.
+fn chromium() -> Result<std::path::PathBuf, String> {
+    for name in ["chromium", "chromium-browser", "google-chrome"] {
+        if let Ok(out) = std::process::Command::new("sh")
+            .args(["-c", &format!("command -v {name}")])
+            .output()
+            && out.status.success()
+        {
+            return Ok(String::from_utf8_lossy(&out.stdout).trim().into());
+        }
+    }
+    Err("no chromium on PATH (scripts/install-test-deps installs Debian's with apt-get)".into())
+}
+
+#[test]
+fn the_plots_and_the_report_render_in_a_real_browser() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s");
+    let (code, _, stderr) = common::run(&[
+        "sweep",
+        "flux_small",
+        "--np",
+        "1,2",
+        "--read-threads",
+        "1,2",
+        "--engine",
+        engines(),
+        "--computation-time",
+        "0.01",
+        "--latency-point",
+        "2,1",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(code == 0 || code == 1, "{stderr}");
+    let mut expected = vec![
+        (
+            "cpu-per-gib.svg",
+            "Client CPU per GiB read, every point",
+            "client CPU-s per GiB",
+        ),
+        (
+            "memory.svg",
+            "Peak RSS against the memory budget, every point",
+            "MiB",
+        ),
+        (
+            "latency-cdf.svg",
+            "GET latency CDF at NP=2, RT=1",
+            "fraction of GETs",
+        ),
+    ];
+    let engine_plots: Vec<(String, String)> = engines()
+        .split(',')
+        .flat_map(|e| {
+            [
+                (format!("au-{e}.svg"), format!("AU against NP, {e} engine")),
+                (
+                    format!("samples-{e}.svg"),
+                    format!("Samples/s per rank against NP, {e} engine"),
+                ),
+            ]
+        })
+        .collect();
+    for (file, title) in &engine_plots {
+        expected.push((file, title, "NP (ranks)"));
+    }
+    for (file, title, axis) in expected {
+        let texts = svg_texts(&out.join("plots").join(file));
+        assert!(texts.iter().any(|t| t == title), "{file}: {texts:?}");
+        assert!(texts.iter().any(|t| t == axis), "{file}: {texts:?}");
+    }
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        html.contains("<svg")
+            && !html.contains("<script")
+            && !html.contains("http://www.w3.org/1999/xlink\" href=\"http")
+    );
+    assert!(html.contains("<th>NP</th>") && html.contains("flux_small"));
+
+    let browser = match chromium() {
+        Ok(b) => b,
+        Err(why) => {
+            eprintln!("skipping the browser check: {why}");
+            return;
+        }
+    };
+    let shot = dir.path().join("report.png");
+    let mut child = std::process::Command::new(&browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--window-size=1100,1400",
+        ])
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("file://{}", out.join("report.html").display()))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("chromium did not finish its screenshot in 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut pixels = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut pixels).unwrap();
+    let bpp = info.color_type.samples();
+    let px: Vec<&[u8]> = pixels[..info.buffer_size()].chunks(bpp).collect();
+    let non_white = px
+        .iter()
+        .filter(|p| p[..3].iter().any(|&c| c < 200))
+        .count();
+    let colors: std::collections::BTreeSet<&[u8]> = px.iter().map(|p| &p[..3]).collect();
+    // A rendered page of tables and charts: text and lines in many shades, on white.
+    assert!(
+        non_white > px.len() / 200 && colors.len() > 20,
+        "the screenshot looks blank: {non_white} of {} pixels not white, {} colours",
+        px.len(),
+        colors.len()
+    );
+}

@@ -18,6 +18,8 @@
 //!
 //! [`table`] turns the results into the study's tables.
 
+pub mod html;
+pub mod plots;
 pub mod table;
 
 use std::collections::BTreeMap;
@@ -142,12 +144,56 @@ pub struct PointResult {
     pub summary: Option<serde_json::Value>,
 }
 
+/// The machine a sweep ran on, for the report.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Machine {
+    pub hostname: String,
+    /// The CPU model, as /proc/cpuinfo names it.
+    pub cpu: String,
+    /// The cores this process may use.
+    pub cores: usize,
+    pub memory_bytes: u64,
+    /// The kernel release.
+    pub kernel: String,
+}
+
+impl Machine {
+    pub fn this() -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu = cpuinfo
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("model name")?
+                    .split_once(':')
+                    .map(|(_, v)| v.trim())
+            })
+            .unwrap_or("unknown")
+            .to_string();
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let memory_bytes = meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kib| kib * 1024);
+        let uname = rustix::system::uname();
+        Machine {
+            hostname: uname.nodename().to_string_lossy().into_owned(),
+            cpu,
+            cores: std::thread::available_parallelism().map_or(1, usize::from),
+            memory_bytes,
+            kernel: uname.release().to_string_lossy().into_owned(),
+        }
+    }
+}
+
 /// `DIR/sweep.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SweepFile {
     pub workload: String,
     /// The sweep's command line, as given.
     pub command: String,
+    #[serde(default)]
+    pub machine: Machine,
     /// Every point of the grid, in run order.
     pub planned: Vec<String>,
     pub points: Vec<PointResult>,
@@ -281,6 +327,7 @@ impl Runner<'_> {
             SweepFile {
                 workload: self.workload.clone(),
                 command: self.command.clone(),
+                machine: Machine::this(),
                 planned: names.clone(),
                 points: Vec::new(),
             }
@@ -499,6 +546,49 @@ fn describe(result: &PointResult) -> String {
     format!("{}{au}{took}{reason}", result.status.word())
 }
 
+/// One line of a latency CDF: its legend and the latencies in ms, sorted.
+pub type LatencyLine = (String, Vec<f64>);
+
+/// The latency CDF's lines: at `at` (NP, RT), else the largest point that ran, the first round
+/// of every engine and parameters there. Returns the plot's title and `(legend, latencies)`.
+pub fn latency_lines(
+    sweep: &SweepFile,
+    dir: &Path,
+    at: Option<(u32, u64)>,
+) -> Option<(String, Vec<LatencyLine>)> {
+    let ran = || sweep.points.iter().filter(|p| p.summary.is_some());
+    let (np, rt) = at.or_else(|| {
+        ran()
+            .max_by_key(|p| (u64::from(p.point.np) * p.point.read_threads, p.point.np))
+            .map(|p| (p.point.np, p.point.read_threads))
+    })?;
+    let mut lines: Vec<LatencyLine> = Vec::new();
+    for p in ran().filter(|p| (p.point.np, p.point.read_threads) == (np, rt)) {
+        let legend = format!("{} ({})", p.point.engine, p.point.key());
+        if lines.iter().any(|(l, _)| *l == legend) {
+            continue;
+        }
+        if let Some(values) = latencies_ms(dir, &p.name) {
+            lines.push((legend, values));
+        }
+    }
+    (!lines.is_empty()).then(|| (format!("GET latency CDF at NP={np}, RT={rt}"), lines))
+}
+
+/// The GET latencies (ms, sorted) of point `name`'s first epoch on, from its requests.csv.
+pub fn latencies_ms(dir: &Path, name: &str) -> Option<Vec<f64>> {
+    let text = std::fs::read_to_string(dir.join("points").join(name).join("requests.csv")).ok()?;
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next()?.split(',').collect();
+    let column = header.iter().position(|h| *h == "total_us")?;
+    let mut values: Vec<f64> = lines
+        .filter_map(|l| l.split(',').nth(column)?.parse::<f64>().ok())
+        .map(|us| us / 1e3)
+        .collect();
+    values.sort_by(f64::total_cmp);
+    (!values.is_empty()).then_some(values)
+}
+
 /// The last non-empty line of a log, for a point that died without a summary.
 fn last_line(path: &Path) -> Option<String> {
     let text = std::fs::read_to_string(path).ok()?;
@@ -606,6 +696,7 @@ mod tests {
         let sweep = |statuses: &[Status], planned: usize| SweepFile {
             workload: String::new(),
             command: String::new(),
+            machine: Machine::default(),
             planned: vec![String::new(); planned],
             points: statuses.iter().map(|&s| result(s)).collect(),
         };
@@ -643,6 +734,7 @@ mod tests {
         let sweep = SweepFile {
             workload: String::new(),
             command: String::new(),
+            machine: Machine::default(),
             planned: vec![],
             points: vec![missed],
         };
