@@ -60,6 +60,31 @@ pub enum Command {
     /// point ran and met the AU target, 1 when one missed it or did not run, 3 when one failed,
     /// 2 for a configuration error before any point ran.
     Sweep(SweepArgs),
+    /// Put results side by side, matched by (NP, RT), with ratios to the first: ringload
+    /// summary.json files or --output folders, sweep folders, DLIO output folders or their
+    /// summary.json.
+    ///
+    /// Exit 2 when an input cannot be read, naming what was expected.
+    Compare(CompareArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Two or more results; the first is the one the ratios divide by
+    #[arg(value_name = "RESULT", num_args = 2.., required = true)]
+    pub inputs: Vec<PathBuf>,
+
+    /// Print JSON
+    #[arg(long, conflicts_with_all = ["csv", "markdown"])]
+    pub json: bool,
+
+    /// Print CSV, one line per (NP, RT) and input
+    #[arg(long, conflicts_with = "markdown")]
+    pub csv: bool,
+
+    /// Print a markdown table (the default)
+    #[arg(long)]
+    pub markdown: bool,
 }
 
 /// The workload and its overrides, common to every command.

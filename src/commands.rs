@@ -9,8 +9,8 @@ use anyhow::Context;
 
 use crate::catalog::{self, Catalog, CatalogError, DirSource};
 use crate::cli::{
-    Command, GenerateArgs, PlanArgs, RunArgs, ServeArgs, ShapeArgs, SweepArgs, WorkloadArgs,
-    load_config,
+    Command, CompareArgs, GenerateArgs, PlanArgs, RunArgs, ServeArgs, ShapeArgs, SweepArgs,
+    WorkloadArgs, load_config,
 };
 use crate::config::ConfigError;
 use crate::datagen::{self, DirSink, GenerateError};
@@ -37,6 +37,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::Serve(args) => serve(&args),
         Command::Run(args) => run(&args),
         Command::Sweep(args) => sweep(&args),
+        Command::Compare(args) => compare(&args),
     }
 }
 
@@ -790,6 +791,34 @@ impl ExitClass for SweepInterrupted {
     }
 }
 
+fn compare(args: &CompareArgs) -> anyhow::Result<u8> {
+    let mut entries = Vec::new();
+    for (i, path) in args.inputs.iter().enumerate() {
+        let letter = (b'A' + (i % 26) as u8) as char;
+        entries.extend(crate::compare::read(path, letter)?);
+    }
+    let comparison = crate::compare::compare(entries);
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut stdout, &comparison)?;
+        writeln!(stdout)?;
+    } else if args.csv {
+        write!(stdout, "{}", crate::compare::csv(&comparison))?;
+    } else {
+        for (i, path) in args.inputs.iter().enumerate() {
+            writeln!(
+                stdout,
+                "{}: {}",
+                (b'A' + (i % 26) as u8) as char,
+                path.display()
+            )?;
+        }
+        writeln!(stdout)?;
+        write!(stdout, "{}", crate::compare::markdown(&comparison))?;
+    }
+    Ok(exit::OK)
+}
+
 fn choose_engine(
     asked: Option<EngineKind>,
     plan: &Plan,
@@ -867,6 +896,7 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
             RunInterrupted,
             SweepInterrupted,
             crate::sweep::SweepError,
+            crate::compare::CompareError,
             UsageError,
             CatalogError,
             RequestError,

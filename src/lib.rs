@@ -15,6 +15,7 @@ pub mod budget;
 pub mod catalog;
 pub mod cli;
 pub mod commands;
+pub mod compare;
 pub mod config;
 pub mod datagen;
 pub mod engine;

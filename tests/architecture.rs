@@ -42,11 +42,12 @@ const LAYERS: &[(&str, u32)] = &[
     ("report", 11),
     // Many runs: the sweep over child processes, and its tables.
     ("sweep", 12),
+    ("compare", 13),
     // The top.
-    ("cli", 13),
-    ("commands", 14),
+    ("cli", 14),
+    ("commands", 15),
     // Test-only: property tests over every parser.
-    ("fuzz", 15),
+    ("fuzz", 16),
 ];
 
 /// Imports no layer rule catches: `(from, to)` by module prefix.

@@ -1,0 +1,345 @@
+//! `ringload compare A B [C …]`: results from ringload and from DLIO in one table, matched by
+//! (NP, RT), with ratios to the first argument.
+//!
+//! Each argument is one of:
+//! - a ringload summary.json (`run --output` or `--json`), or a folder holding one;
+//! - a sweep folder (its sweep.json; medians over rounds, as its study tables give them);
+//! - a DLIO output folder or its summary.json: `num_accelerators` and `metric`'s
+//!   `train_au_mean_percentage`, `train_throughput_mean_samples_per_second` and
+//!   `train_io_mean_MB_per_second`; RT and computation_time from `dlio_config/config.yaml`
+//!   beside it (or its `overrides.yaml`), where present.
+
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::exit::{self, ExitClass};
+use crate::sweep::SweepFile;
+use crate::sweep::table;
+
+/// One result: a point of one input.
+#[derive(Debug, Clone, Serialize)]
+pub struct Entry {
+    /// The input's letter and what ran: `A: dlio`, `B: uring`.
+    pub group: String,
+    pub source: String,
+    pub np: u32,
+    /// `None` when the input does not say (a DLIO folder without its config).
+    pub read_threads: Option<u64>,
+    pub computation_time_s: Option<f64>,
+    pub au_percent: Option<f64>,
+    pub samples_per_s: Option<f64>,
+    pub io_mib_per_s: Option<f64>,
+}
+
+/// An input `compare` cannot read.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {reason}", path.display())]
+pub struct CompareError {
+    pub path: PathBuf,
+    pub reason: String,
+}
+
+impl ExitClass for CompareError {
+    fn exit_code(&self) -> u8 {
+        exit::USAGE
+    }
+}
+
+const EXPECTED: &str = "expected a ringload summary.json or --output folder, a sweep folder \
+    (sweep.json), or a DLIO output folder or summary.json (metric.train_au_mean_percentage)";
+
+fn read_json(path: &Path) -> Result<serde_json::Value, CompareError> {
+    let text = std::fs::read_to_string(path).map_err(|e| CompareError {
+        path: path.to_path_buf(),
+        reason: format!("cannot read it ({e}); {EXPECTED}"),
+    })?;
+    serde_json::from_str(&text).map_err(|e| CompareError {
+        path: path.to_path_buf(),
+        reason: format!("not JSON ({e}); {EXPECTED}"),
+    })
+}
+
+/// The entries of one argument; `letter` names its group.
+pub fn read(path: &Path, letter: char) -> Result<Vec<Entry>, CompareError> {
+    let source = path.display().to_string();
+    if path.is_dir() && path.join("sweep.json").is_file() {
+        let sweep = SweepFile::read(path).map_err(|e| CompareError {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        return Ok(table::rows(&sweep)
+            .into_iter()
+            .filter(|r| r.runs > 0)
+            .map(|r| Entry {
+                group: format!("{letter}: {}", r.engine),
+                source: source.clone(),
+                np: r.np,
+                read_threads: Some(r.read_threads),
+                computation_time_s: r.computation_time.or_else(|| {
+                    sweep
+                        .points
+                        .iter()
+                        .find_map(|p| p.summary.as_ref()?["computation_time_s"].as_f64())
+                }),
+                au_percent: r.au_percent.map(|s| s.median),
+                samples_per_s: r.samples_per_s.map(|s| s.median),
+                io_mib_per_s: r.io_mib_per_s.map(|s| s.median),
+            })
+            .collect());
+    }
+    let file = if path.is_dir() {
+        path.join("summary.json")
+    } else {
+        path.to_path_buf()
+    };
+    let json = read_json(&file)?;
+    if json["metric"]["train_au_mean_percentage"].is_number() {
+        return Ok(vec![dlio(&json, &file, letter)?]);
+    }
+    if json["engine"].is_string() && json["np"].is_number() && json["read_threads"].is_number() {
+        return Ok(vec![Entry {
+            group: format!(
+                "{letter}: {}",
+                json["engine"].as_str().unwrap_or("ringload")
+            ),
+            source,
+            np: json["np"].as_u64().unwrap_or(0) as u32,
+            read_threads: json["read_threads"].as_u64(),
+            computation_time_s: json["computation_time_s"].as_f64(),
+            au_percent: json["au_percent"].as_f64(),
+            samples_per_s: json["samples_per_s"].as_f64(),
+            io_mib_per_s: json["io_mib_per_s"].as_f64(),
+        }]);
+    }
+    Err(CompareError {
+        path: file,
+        reason: format!("neither a ringload nor a DLIO summary; {EXPECTED}"),
+    })
+}
+
+/// A DLIO summary.json at `file`, with its configuration beside it.
+fn dlio(json: &serde_json::Value, file: &Path, letter: char) -> Result<Entry, CompareError> {
+    let metric = &json["metric"];
+    let np = json["num_accelerators"]
+        .as_u64()
+        .ok_or_else(|| CompareError {
+            path: file.to_path_buf(),
+            reason: "a DLIO summary without num_accelerators".into(),
+        })?;
+    let folder = file.parent().unwrap_or(Path::new("."));
+    let config = std::fs::read_to_string(folder.join("dlio_config/config.yaml")).ok();
+    let overrides = std::fs::read_to_string(folder.join("dlio_config/overrides.yaml")).ok();
+    let number = |key: &[&str]| -> Option<f64> {
+        use saphyr::{LoadableYamlNode, SafelyIndex};
+        let docs = saphyr::YamlOwned::load_from_str(config.as_deref()?).ok()?;
+        let mut node = docs.first()?;
+        for k in key {
+            node = node.get(*k)?;
+        }
+        node.as_integer()
+            .map(|i| i as f64)
+            .or_else(|| node.as_floating_point())
+    };
+    let from_overrides = |name: &str| -> Option<f64> {
+        overrides.as_deref()?.lines().find_map(|l| {
+            let (key, value) = l.trim().trim_start_matches("- ").split_once('=')?;
+            key.trim_start_matches('+')
+                .ends_with(name)
+                .then(|| value.trim().parse().ok())?
+        })
+    };
+    let read_threads = number(&["workload", "reader", "read_threads"])
+        .or_else(|| from_overrides("reader.read_threads"))
+        .map(|v| v as u64);
+    let computation_time_s = number(&["workload", "train", "computation_time"])
+        .or_else(|| from_overrides("train.computation_time"));
+    Ok(Entry {
+        group: format!("{letter}: dlio"),
+        source: file.display().to_string(),
+        np: np as u32,
+        read_threads,
+        computation_time_s,
+        au_percent: metric["train_au_mean_percentage"].as_f64(),
+        samples_per_s: metric["train_throughput_mean_samples_per_second"].as_f64(),
+        io_mib_per_s: metric["train_io_mean_MB_per_second"].as_f64(),
+    })
+}
+
+/// One line of the comparison: a (NP, RT) and each group's entry there.
+#[derive(Debug, Clone, Serialize)]
+pub struct Line {
+    pub np: u32,
+    pub read_threads: Option<u64>,
+    pub entries: Vec<Option<Entry>>,
+    /// AU of each group ÷ the first group's.
+    pub au_ratio: Vec<Option<f64>>,
+    pub samples_per_s_ratio: Vec<Option<f64>>,
+}
+
+/// The comparison: groups in argument order, lines by (NP, RT).
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    pub groups: Vec<String>,
+    pub lines: Vec<Line>,
+    pub notes: Vec<String>,
+}
+
+pub fn compare(entries: Vec<Entry>) -> Comparison {
+    let mut groups: Vec<String> = Vec::new();
+    for e in &entries {
+        if !groups.contains(&e.group) {
+            groups.push(e.group.clone());
+        }
+    }
+    let mut keys: Vec<(u32, Option<u64>)> =
+        entries.iter().map(|e| (e.np, e.read_threads)).collect();
+    keys.sort();
+    keys.dedup();
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    };
+    let lines = keys
+        .into_iter()
+        .map(|(np, rt)| {
+            let at: Vec<Option<Entry>> = groups
+                .iter()
+                .map(|g| {
+                    entries
+                        .iter()
+                        .find(|e| &e.group == g && e.np == np && e.read_threads == rt)
+                        .cloned()
+                })
+                .collect();
+            let first = at.first().cloned().flatten();
+            Line {
+                np,
+                read_threads: rt,
+                au_ratio: at
+                    .iter()
+                    .map(|e| ratio(e.as_ref()?.au_percent, first.as_ref()?.au_percent))
+                    .collect(),
+                samples_per_s_ratio: at
+                    .iter()
+                    .map(|e| ratio(e.as_ref()?.samples_per_s, first.as_ref()?.samples_per_s))
+                    .collect(),
+                entries: at,
+            }
+        })
+        .collect();
+    let mut notes = Vec::new();
+    let cts: Vec<f64> = {
+        let mut c: Vec<f64> = entries
+            .iter()
+            .filter_map(|e| e.computation_time_s)
+            .collect();
+        c.sort_by(f64::total_cmp);
+        c.dedup();
+        c
+    };
+    if cts.len() > 1 {
+        notes.push(format!(
+            "the inputs ran at different computation times ({}): their AU is not comparable",
+            cts.iter()
+                .map(|c| format!("{c} s"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if entries.iter().any(|e| e.read_threads.is_none()) {
+        notes.push("an input does not say its read threads (RT —): it matches no other's".into());
+    }
+    Comparison {
+        groups,
+        lines,
+        notes,
+    }
+}
+
+fn num(v: Option<f64>, decimals: usize) -> String {
+    v.map_or_else(|| "—".into(), |v| format!("{v:.decimals$}"))
+}
+
+fn times(v: Option<f64>) -> String {
+    v.map_or_else(|| "—".into(), |v| format!("{v:.2}×"))
+}
+
+/// The comparison as markdown: per group AU%, samples/s and MiB/s, then the ratios.
+pub fn markdown(c: &Comparison) -> String {
+    let mut out = String::from("| NP | RT |");
+    for g in &c.groups {
+        let _ = write!(out, " AU% {g} | samples/s {g} | MiB/s {g} |");
+    }
+    for g in c.groups.iter().skip(1) {
+        let _ = write!(
+            out,
+            " AU {g} ÷ {} | samples/s {g} ÷ {} |",
+            c.groups[0], c.groups[0]
+        );
+    }
+    out.push_str("\n|---|---|");
+    out.push_str(&"---|".repeat(c.groups.len() * 3 + c.groups.len().saturating_sub(1) * 2));
+    out.push('\n');
+    for line in &c.lines {
+        let _ = write!(
+            out,
+            "| {} | {} |",
+            line.np,
+            line.read_threads.map_or("—".into(), |r| r.to_string())
+        );
+        for e in &line.entries {
+            let e = e.as_ref();
+            let _ = write!(
+                out,
+                " {} | {} | {} |",
+                num(e.and_then(|e| e.au_percent), 1),
+                num(e.and_then(|e| e.samples_per_s), 1),
+                num(e.and_then(|e| e.io_mib_per_s), 1)
+            );
+        }
+        for k in 1..c.groups.len() {
+            let _ = write!(
+                out,
+                " {} | {} |",
+                times(line.au_ratio[k]),
+                times(line.samples_per_s_ratio[k])
+            );
+        }
+        out.push('\n');
+    }
+    for note in &c.notes {
+        let _ = writeln!(out, "\nnote: {note}");
+    }
+    out
+}
+
+/// The comparison as CSV: one line per (NP, RT, group).
+pub fn csv(c: &Comparison) -> String {
+    let mut out = String::from(
+        "np,read_threads,group,source,computation_time_s,au_percent,samples_per_s,io_mib_per_s,\
+         au_ratio,samples_per_s_ratio\n",
+    );
+    let o = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+    for line in &c.lines {
+        for (k, e) in line.entries.iter().enumerate() {
+            let Some(e) = e else { continue };
+            let _ = writeln!(
+                out,
+                "{},{},{},\"{}\",{},{},{},{},{},{}",
+                line.np,
+                line.read_threads.map(|r| r.to_string()).unwrap_or_default(),
+                e.group,
+                e.source.replace('"', "'"),
+                o(e.computation_time_s),
+                o(e.au_percent),
+                o(e.samples_per_s),
+                o(e.io_mib_per_s),
+                o(line.au_ratio[k]),
+                o(line.samples_per_s_ratio[k])
+            );
+        }
+    }
+    out
+}

@@ -1,0 +1,148 @@
+//! `ringload compare` over real DLIO output (../shared/reference/dlio-output, copied into
+//! tests/fixtures/dlio-output) and ringload runs of the same workload.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/dlio-output")
+}
+
+/// The fixtures' workload (flux_tiny: 16 files × 6 row groups × 4 rows, batch 4), with its
+/// endpoint left out so that ringload serves it from its embedded server.
+fn flux_tiny(dir: &Path) -> PathBuf {
+    let config =
+        std::fs::read_to_string(fixtures().join("np2rt2/dlio_config/config.yaml")).unwrap();
+    let path = dir.join("flux_tiny.yaml");
+    let kept: Vec<&str> = config
+        .lines()
+        .filter(|l| !l.contains("endpoint_url"))
+        .collect();
+    std::fs::write(&path, kept.join("\n")).unwrap();
+    path
+}
+
+fn ringload_run(workload: &Path, np: &str, rt: &str, out: &Path) -> Value {
+    let (code, _, stderr) = common::run(&[
+        "run",
+        workload.to_str().unwrap(),
+        "--np",
+        np,
+        "--read-threads",
+        rt,
+        "--engine",
+        "baseline",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(code == 0 || code == 1, "{stderr}");
+    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn dlio_output_and_ringload_runs_line_up_by_np_and_rt() {
+    let dir = tempfile::tempdir().unwrap();
+    let workload = flux_tiny(dir.path());
+    let np1 = ringload_run(&workload, "1", "1", &dir.path().join("np1"));
+    let np2 = ringload_run(&workload, "2", "2", &dir.path().join("np2"));
+    // The same steps per rank as DLIO ran (its README: 96 at NP=1, 48 at NP=2).
+    assert_eq!(np1["steps_per_rank"], 96);
+    assert_eq!(np2["steps_per_rank"], 48);
+
+    let dlio1 = fixtures().join("np1rt1");
+    let dlio2 = fixtures().join("np2rt2/summary.json");
+    let (code, stdout, stderr) = common::run(&[
+        "compare",
+        dlio2.to_str().unwrap(),
+        dir.path().join("np2").to_str().unwrap(),
+        dlio1.to_str().unwrap(),
+        dir.path().join("np1/summary.json").to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let c: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        c["groups"],
+        serde_json::json!(["A: dlio", "B: baseline", "C: dlio", "D: baseline"])
+    );
+    let lines = c["lines"].as_array().unwrap();
+    assert_eq!(lines.len(), 2, "{c}");
+    let (one, two) = (&lines[0], &lines[1]);
+    assert_eq!(
+        (one["np"].as_u64(), one["read_threads"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(
+        (two["np"].as_u64(), two["read_threads"].as_u64()),
+        (Some(2), Some(2))
+    );
+    // DLIO's own figures, as its summary.json gives them, RT from its dlio_config.
+    let a = &two["entries"][0];
+    assert!((a["au_percent"].as_f64().unwrap() - 87.940081445401).abs() < 1e-9);
+    assert!((a["samples_per_s"].as_f64().unwrap() - 140.3678110760203).abs() < 1e-9);
+    assert!((a["io_mib_per_s"].as_f64().unwrap() - 289.795617282222).abs() < 1e-9);
+    assert_eq!(a["computation_time_s"], 0.05);
+    let c1 = &one["entries"][2];
+    assert!(
+        (c1["au_percent"].as_f64().unwrap() - 96.49).abs() < 0.01,
+        "{c1}"
+    );
+    // Ringload's at the same point, and the ratio to the first input.
+    let b = &two["entries"][1];
+    assert_eq!(b["au_percent"], np2["au_percent"]);
+    let ratio = two["au_ratio"][1].as_f64().unwrap();
+    let expected = np2["au_percent"].as_f64().unwrap() / 87.940081445401;
+    assert!((ratio - expected).abs() < 1e-9, "{ratio} {expected}");
+    assert!(two["entries"][2].is_null() && one["entries"][0].is_null());
+    assert_eq!(c["notes"], serde_json::json!([]));
+
+    // The same as markdown and CSV.
+    let ours = dir.path().join("np2");
+    let args = [dlio2.to_str().unwrap(), ours.to_str().unwrap()];
+    let (code, md, _) = common::run(&["compare", args[0], args[1]]);
+    assert_eq!(code, 0);
+    assert!(
+        md.contains("| NP | RT | AU% A: dlio |") && md.contains("| 2 | 2 | 87.9 |"),
+        "{md}"
+    );
+    let (code, csv, _) = common::run(&["compare", args[0], args[1], "--csv"]);
+    assert_eq!(code, 0);
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+    assert!(csv.starts_with("np,read_threads,group,"));
+}
+
+#[test]
+fn what_compare_cannot_read_exits_2_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let neither = dir.path().join("x.json");
+    std::fs::write(&neither, "{\"hello\": 1}").unwrap();
+    let not_json = dir.path().join("y.json");
+    std::fs::write(&not_json, "garbage").unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let dlio = fixtures().join("np1rt1");
+    let dlio = dlio.to_str().unwrap();
+    for (bad, why) in [
+        (
+            neither.to_str().unwrap(),
+            "neither a ringload nor a DLIO summary",
+        ),
+        (not_json.to_str().unwrap(), "not JSON"),
+        (empty.to_str().unwrap(), "cannot read it"),
+        ("/no/such/result", "cannot read it"),
+    ] {
+        let (code, _, stderr) = common::run(&["compare", dlio, bad]);
+        assert_eq!(code, 2, "{bad}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{bad}: {stderr}");
+        assert!(
+            stderr.contains(why) && stderr.contains("expected"),
+            "{bad}: {stderr}"
+        );
+    }
+    let (code, _, _) = common::run(&["compare", dlio]);
+    assert_eq!(code, 2, "one input is a usage error");
+}
