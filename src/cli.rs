@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::{ConfigError, DEFAULT_WORKLOAD, RawConfig, Value};
-use crate::plan::Sharding;
+use crate::plan::{Loader, Sharding};
 
 /// ringload: a load generator for AI-training storage.
 ///
@@ -154,6 +154,31 @@ pub struct ShapeArgs {
     /// A cap on the memory the run may plan for, below the machine's limits (e.g. 16GiB)
     #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = "Run shape")]
     pub memory_budget: Option<u64>,
+
+    /// Whose loader to reproduce: ringload's, or what DLIO's PyTorch loader does to the
+    /// storage (every rank walks the whole file list, prefetch-factor read-ahead, GETs past
+    /// the last step, every rank reading every footer); README has each difference
+    #[arg(long, value_enum, default_value_t = Loader::Ringload, help_heading = "Run shape")]
+    pub loader: Loader,
+
+    /// With --loader dlio: finished GETs queued per reader beyond --prefetch (PyTorch's
+    /// prefetch_factor)
+    #[arg(long, value_name = "N", default_value_t = crate::plan::DEFAULT_PREFETCH_FACTOR, help_heading = "Run shape")]
+    pub prefetch_factor: u32,
+}
+
+impl ShapeArgs {
+    /// The plan options these flags give, with `server_bytes` of an in-process server.
+    pub fn plan_options(&self, server_bytes: u64) -> crate::plan::PlanOptions {
+        crate::plan::PlanOptions {
+            np: self.np,
+            sharding: self.sharding,
+            memory_cap_bytes: self.memory_budget,
+            server_bytes,
+            loader: self.loader,
+            prefetch_factor: self.prefetch_factor,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -424,6 +449,21 @@ pub struct SweepArgs {
     /// A cap on the memory each point may plan for (e.g. 16GiB)
     #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = "Run shape")]
     pub memory_budget: Option<u64>,
+
+    /// Loader profiles of the points, a list: ringload, dlio (see `run --loader`)
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        value_enum,
+        default_value = "ringload",
+        help_heading = "Grid"
+    )]
+    pub loader: Vec<Loader>,
+
+    /// With the dlio loader: finished GETs queued per reader beyond --prefetch
+    #[arg(long, value_name = "N", default_value_t = crate::plan::DEFAULT_PREFETCH_FACTOR, help_heading = "Run shape")]
+    pub prefetch_factor: u32,
 
     #[command(flatten)]
     pub s3: S3Args,

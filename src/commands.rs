@@ -17,7 +17,7 @@ use crate::datagen::{self, DirSink, GenerateError};
 use crate::engine::EngineKind;
 use crate::exit::{ExitClass, UsageError};
 use crate::metrics::{CpuCosts, CpuReading};
-use crate::plan::{Plan, PlanError, PlanOptions};
+use crate::plan::{Plan, PlanError};
 use crate::run::RunFailure;
 use crate::s3::target::valid_bucket_name;
 use crate::s3::{self, Bucket, Client, RequestError, Target};
@@ -70,12 +70,7 @@ fn plan(args: &PlanArgs) -> anyhow::Result<u8> {
     let cfg = load_config(&args.workload, Some(&args.shape))?;
     let settings = Settings::resolve(&cfg)?;
     let catalog = catalog_for(&settings, args.dir.as_deref())?;
-    let options = PlanOptions {
-        np: args.shape.np,
-        sharding: args.shape.sharding,
-        memory_cap_bytes: args.shape.memory_budget,
-        server_bytes: 0,
-    };
+    let options = args.shape.plan_options(0);
     let plan = Plan::resolve(&settings, &catalog, &options, &budget::probe())?;
     let mut stdout = std::io::stdout().lock();
     if args.json {
@@ -400,6 +395,9 @@ fn start_embedded(
     Ok((server, target, resident_bytes))
 }
 
+/// The tail DLIO's Parquet reader fetches to read a footer.
+const DLIO_FOOTER_TAIL_BYTES: u64 = 4 << 20;
+
 fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let started = std::time::Instant::now();
     let cfg = load_config(&args.workload, Some(&args.shape))?;
@@ -438,13 +436,28 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         settings.columns_read.as_deref(),
         args.verify,
     )?;
-    drop(bucket);
-    let options = PlanOptions {
-        np: args.shape.np,
-        sharding: args.shape.sharding,
-        memory_cap_bytes: args.shape.memory_budget,
-        server_bytes,
+    // The dlio loader: every rank reads every file's footer itself (a HEAD and a 4 MiB tail),
+    // before the clock as DLIO's ranks do while their datasets open.
+    let loader_footers = match args.shape.loader {
+        crate::plan::Loader::Ringload => None,
+        crate::plan::Loader::Dlio => {
+            let objects: Vec<s3::ObjectMeta> = catalog
+                .files
+                .iter()
+                .map(|f| s3::ObjectMeta {
+                    key: f.key.clone(),
+                    size_bytes: f.size_bytes,
+                })
+                .collect();
+            Some(
+                bucket
+                    .read_footers_each(&objects, args.shape.np as usize, DLIO_FOOTER_TAIL_BYTES)
+                    .map_err(CatalogError::Request)?,
+            )
+        }
     };
+    drop(bucket);
+    let options = args.shape.plan_options(server_bytes);
     let limits = budget::probe();
     // RLIMIT_MEMLOCK binds only the io_uring engine's locked pool: checked with the engine.
     let unlocked = budget::MemoryLimits {
@@ -519,6 +532,7 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
             notes,
             failure: failure.clone(),
             interrupted,
+            loader_footers,
         },
     );
     if let Some(dir) = &args.output {
@@ -594,15 +608,16 @@ fn sweep(args: &SweepArgs) -> anyhow::Result<u8> {
     } else {
         args.computation_time.iter().copied().map(Some).collect()
     };
-    let points = crate::sweep::grid(
-        &engines,
-        &args.np,
-        &read_threads,
-        &some(&args.prefetch),
-        &some(&args.coalesce_rgs),
-        &cts,
-        args.repeat,
-    );
+    let points = crate::sweep::grid(&crate::sweep::Axes {
+        loaders: args.loader.clone(),
+        engines,
+        np: args.np.clone(),
+        read_threads,
+        prefetch: some(&args.prefetch),
+        coalesce_rgs: some(&args.coalesce_rgs),
+        computation_time: cts,
+        repeat: args.repeat,
+    });
     // The store: the one given, or one embedded server for every point.
     let (server, target) =
         match s3::target::resolve(&args.s3.target_flags(), &settings.storage, env)? {
@@ -642,14 +657,11 @@ fn sweep(args: &SweepArgs) -> anyhow::Result<u8> {
             computation_time: point.computation_time,
             sharding: args.sharding,
             memory_budget: args.memory_budget,
+            loader: point.loader,
+            prefetch_factor: args.prefetch_factor,
         };
         let settings = Settings::resolve(&load_config(&args.workload, Some(&shape))?)?;
-        let options = PlanOptions {
-            np: point.np,
-            sharding: args.sharding,
-            memory_cap_bytes: args.memory_budget,
-            server_bytes: 0,
-        };
+        let options = shape.plan_options(0);
         let (skip, estimate_s) = match Plan::resolve(&settings, &catalog, &options, &limits) {
             Ok(plan) => (
                 None,
@@ -698,6 +710,8 @@ fn sweep(args: &SweepArgs) -> anyhow::Result<u8> {
         }
         c.args(["--engine", &point.engine]);
         c.args(["--sharding", &args.sharding.to_string()]);
+        c.args(["--loader", &point.loader.to_string()]);
+        c.args(["--prefetch-factor", &args.prefetch_factor.to_string()]);
         if let Some(b) = args.memory_budget {
             c.args(["--memory-budget", &b.to_string()]);
         }

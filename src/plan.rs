@@ -64,6 +64,32 @@ impl fmt::Display for Sharding {
     }
 }
 
+/// Which loader's behaviour a run reproduces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Loader {
+    /// ringload's own: disjoint shares, `prefetch` GETs per reader, nothing read past the last
+    /// step, footers read once.
+    Ringload,
+    /// What DLIO's PyTorch loader does to the storage: every rank walks the whole file list
+    /// (`--sharding dlio`), each reader keeps `prefetch` GETs in flight plus
+    /// `--prefetch-factor` finished ones queued, reads on past its last step until that window
+    /// is full (GETs no step uses), and every rank reads every file's footer itself.
+    Dlio,
+}
+
+impl fmt::Display for Loader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Loader::Ringload => "ringload",
+            Loader::Dlio => "dlio",
+        })
+    }
+}
+
+/// PyTorch DataLoader's default `prefetch_factor`: finished batches queued per worker.
+pub const DEFAULT_PREFETCH_FACTOR: u32 = 2;
+
 /// Options of a run that are not workload keys.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PlanOptions {
@@ -75,6 +101,20 @@ pub struct PlanOptions {
     /// Memory an in-process server holds (a virtual dataset's templates, and what the process
     /// held when it started), counted in the budget because it is in the same process.
     pub server_bytes: u64,
+    pub loader: Loader,
+    /// With the dlio loader: finished GETs queued per reader beyond `prefetch`.
+    pub prefetch_factor: u32,
+}
+
+impl PlanOptions {
+    /// GETs one reader may hold: `prefetch`, plus the prefetch factor's queue for the dlio
+    /// loader.
+    pub fn window(&self, prefetch: u32) -> u32 {
+        match self.loader {
+            Loader::Ringload => prefetch,
+            Loader::Dlio => prefetch + self.prefetch_factor,
+        }
+    }
 }
 
 /// What the plan decided one GET reads: `coalesce_rgs` (or fewer) consecutive row groups of
@@ -144,6 +184,8 @@ pub struct RankPlan {
     pub bytes: u64,
     /// The most GETs one reader must hold at once (≤ prefetch, checked).
     pub max_gets_held_per_reader: usize,
+    /// GETs read past the rank's last step, that no step uses (the dlio loader's read-ahead).
+    pub overshoot_gets: usize,
 }
 
 /// Everything a run needs, resolved before it starts.
@@ -157,6 +199,8 @@ pub struct Plan {
     pub samples_per_rank: u64,
     pub catalog: Catalog,
     pub ranks: Vec<RankPlan>,
+    /// GETs a reader holds at most: prefetch, plus the prefetch factor with the dlio loader.
+    pub window_per_reader: u32,
     /// GETs and bytes per epoch, all ranks.
     pub get_count: usize,
     pub bytes_per_epoch: u64,
@@ -220,24 +264,30 @@ impl Plan {
                     })
             })
             .collect();
-        let shares = match options.sharding {
-            Sharding::Rank => split_shares(&units, np as usize, rows_per_rank)?,
-            Sharding::Dlio => {
+        let window = options.window(settings.prefetch);
+        let (shares, overshoot) = match (options.loader, options.sharding) {
+            // Every rank walks the whole file list and reads on past its last step until its
+            // readers' windows are full.
+            (Loader::Dlio, _) => (vec![units.clone(); np as usize], window as usize),
+            (Loader::Ringload, Sharding::Rank) => {
+                (split_shares(&units, np as usize, rows_per_rank)?, 0)
+            }
+            (Loader::Ringload, Sharding::Dlio) => {
                 let share = split_shares(&units, 1, rows_per_rank)?;
-                vec![share[0].clone(); np as usize]
+                (vec![share[0].clone(); np as usize], 0)
             }
         };
         let mut ranks = Vec::with_capacity(np as usize);
         for (rank, share) in shares.iter().enumerate() {
-            ranks.push(plan_rank(rank, share, catalog, settings, steps)?);
+            ranks.push(plan_rank(rank, share, catalog, settings, steps, overshoot)?);
         }
         for rank in &ranks {
-            if rank.max_gets_held_per_reader > settings.prefetch as usize {
+            if rank.max_gets_held_per_reader > window as usize {
                 return Err(PlanError::Unsatisfiable(format!(
                     "a batch of {} rows needs {} GETs of one reader at once, more than prefetch {}; raise --coalesce-rgs or --prefetch to {}",
                     settings.batch_size,
                     rank.max_gets_held_per_reader,
-                    settings.prefetch,
+                    window,
                     rank.max_gets_held_per_reader
                 )));
             }
@@ -252,7 +302,7 @@ impl Plan {
             &BudgetShape {
                 np,
                 read_threads: settings.read_threads,
-                prefetch: settings.prefetch,
+                prefetch: window,
                 largest_get_bytes,
                 server_bytes: options.server_bytes,
             },
@@ -299,6 +349,7 @@ impl Plan {
             bytes_per_epoch: ranks.iter().map(|r| r.bytes).sum(),
             largest_get_bytes,
             ranks,
+            window_per_reader: window,
             memory,
             limits: limits.clone(),
             notes,
@@ -359,12 +410,15 @@ fn split_shares(
 }
 
 /// Readers, GETs and the batch schedule of one rank's share.
+/// The plan of one rank over `share`: its readers' GETs and the batch schedule. `overshoot`:
+/// GETs each reader keeps past the last one a step uses (read, never consumed).
 fn plan_rank(
     rank: usize,
     share: &[RowGroupRef],
     catalog: &Catalog,
     settings: &Settings,
     steps: u64,
+    overshoot: usize,
 ) -> Result<RankPlan, PlanError> {
     let rt = settings.read_threads as usize;
     // The share's files in order, each with its row groups in the share.
@@ -472,12 +526,15 @@ fn plan_rank(
             next_reader = (next_reader + 1) % rt;
         }
     }
-    // GETs no step reached are not part of the plan; a partly consumed one is (its bytes are
-    // read), and its buffer is released after the last step.
+    // GETs no step reached are not part of the plan, but for `overshoot` of them; a partly
+    // consumed one is (its bytes are read), and its buffer is released after the last step.
+    let mut overshoot_gets = 0;
     for (r, reader) in readers.iter_mut().enumerate() {
         let (get, taken) = cursor[r];
         let keep = if taken > 0 { get + 1 } else { get };
-        reader.gets.truncate(keep);
+        let keep_all = (keep + overshoot).min(reader.gets.len());
+        overshoot_gets += keep_all - keep;
+        reader.gets.truncate(keep_all);
         let kept: std::collections::BTreeSet<usize> = reader.gets.iter().map(|g| g.file).collect();
         reader.files.retain(|f| kept.contains(f));
     }
@@ -489,6 +546,7 @@ fn plan_rank(
         bytes: gets.map(|g| g.len_bytes).sum(),
         readers,
         steps: schedule,
+        overshoot_gets,
         max_gets_held_per_reader: max_held,
     })
 }
@@ -551,6 +609,8 @@ mod tests {
             sharding,
             memory_cap_bytes: None,
             server_bytes: 0,
+            loader: Loader::Ringload,
+            prefetch_factor: DEFAULT_PREFETCH_FACTOR,
         }
     }
 

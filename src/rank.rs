@@ -373,6 +373,7 @@ mod tests {
             row_groups: 2,
             bytes: 0,
             max_gets_held_per_reader: 1,
+            overshoot_gets: 0,
         }
     }
 

@@ -74,7 +74,7 @@ impl Engine {
         barrier: &'a StepBarrier,
         progress: &'a Progress,
     ) -> Result<Box<dyn RankIo + 'a>, RankError> {
-        let prefetch = plan.settings.prefetch as usize;
+        let prefetch = plan.window_per_reader as usize;
         let epochs = plan.settings.epochs;
         Ok(match self {
             Engine::Uring(uring) => Box::new(uring.rank(

@@ -70,6 +70,8 @@ pub struct RunContext {
     pub failure: Option<String>,
     /// The failure was an interrupt (Ctrl-C or SIGTERM).
     pub interrupted: bool,
+    /// With the dlio loader: the requests and bytes of every rank reading every footer.
+    pub loader_footers: Option<(u64, u64)>,
 }
 
 /// How a run ended.
@@ -91,6 +93,8 @@ pub struct RunSummary {
     /// Why the run failed (the one line exit 3 prints), when it did.
     pub failure: Option<String>,
     pub engine: EngineKind,
+    /// Whose loader the run reproduced: `ringload` or `dlio`.
+    pub loader: crate::plan::Loader,
     pub workload: String,
     pub np: u32,
     pub read_threads: u32,
@@ -122,6 +126,13 @@ pub struct RunSummary {
     pub bytes_planned: u64,
     /// Footer bytes fetched once, before the run.
     pub footer_bytes: u64,
+    /// With the dlio loader: requests and bytes of every rank reading every file's footer
+    /// itself (a HEAD and a 4 MiB tail each), before the clock.
+    pub dlio_footer_requests: Option<u64>,
+    pub dlio_footer_bytes: Option<u64>,
+    /// GETs per epoch read past the ranks' last steps, that no step used (the dlio loader's
+    /// read-ahead); their bytes are in `bytes_read` and `bytes_planned`.
+    pub overshoot_gets: usize,
     pub requests: u64,
     pub retries: u64,
     pub errors: u64,
@@ -343,6 +354,7 @@ impl RunSummary {
             outcome,
             failure: context.failure,
             engine: context.engine,
+            loader: plan.options.loader,
             workload: settings.workload.name.clone(),
             np: plan.options.np,
             read_threads: settings.read_threads,
@@ -370,6 +382,9 @@ impl RunSummary {
             bytes_read: all.bytes_read,
             bytes_planned: plan.bytes_per_epoch * u64::from(settings.epochs),
             footer_bytes,
+            dlio_footer_requests: context.loader_footers.map(|(r, _)| r),
+            dlio_footer_bytes: context.loader_footers.map(|(_, b)| b),
+            overshoot_gets: plan.ranks.iter().map(|r| r.overshoot_gets).sum(),
             requests: all.requests,
             retries: all.retries,
             errors: all.errors,

@@ -146,3 +146,67 @@ fn what_compare_cannot_read_exits_2_in_one_line() {
     let (code, _, _) = common::run(&["compare", dlio]);
     assert_eq!(code, 2, "one input is a usage error");
 }
+
+fn dlio_profile_run(workload: &Path, np: &str, rt: &str) -> Value {
+    let (code, stdout, stderr) = common::run(&[
+        "run",
+        workload.to_str().unwrap(),
+        "--np",
+        np,
+        "--read-threads",
+        rt,
+        "--loader",
+        "dlio",
+        "--engine",
+        "baseline",
+        "--json",
+    ]);
+    assert!(code == 0 || code == 1, "{stderr}");
+    serde_json::from_str(&stdout).unwrap()
+}
+
+#[test]
+fn the_dlio_loader_profile_reads_what_dlio_read() {
+    // The fixtures' request logs (their README): NP=1, RT=1: 16 HEAD + 112 GET (96 row groups,
+    // 16 footers), 0.837 GiB sent; NP=2, RT=2: 32 HEAD + 146 GET (96 row groups, 18 that no
+    // step used, 32 footers), 1.045 GiB sent.
+    let dir = tempfile::tempdir().unwrap();
+    let workload = flux_tiny(dir.path());
+    let gib = |v: &Value| v.as_f64().unwrap() / (1u64 << 30) as f64;
+    let one = dlio_profile_run(&workload, "1", "1");
+    assert_eq!(one["loader"], "dlio");
+    assert_eq!(one["steps_per_rank"], 96);
+    assert_eq!(
+        one["requests"], 96,
+        "every row group once, nothing past the last step"
+    );
+    assert_eq!(one["overshoot_gets"], 0);
+    assert_eq!(
+        one["dlio_footer_requests"], 32,
+        "a HEAD and a tail GET per file"
+    );
+    let sent = gib(&one["bytes_read"]) + gib(&one["dlio_footer_bytes"]);
+    assert!((sent - 0.837).abs() < 0.01, "{sent} GiB");
+
+    let two = dlio_profile_run(&workload, "2", "2");
+    assert_eq!(two["steps_per_rank"], 48);
+    // Each reader reads on past its rank's last step until its window (prefetch 2 +
+    // prefetch_factor 2) is full: 2 ranks × 2 readers × 4.
+    assert_eq!(two["overshoot_gets"], 16);
+    assert_eq!(two["requests"], 96 + 16);
+    for rank in two["per_rank"].as_array().unwrap() {
+        assert_eq!(rank["requests"], 48 + 8, "{rank}");
+    }
+    assert_eq!(
+        two["dlio_footer_requests"],
+        2 * 2 * 16,
+        "every rank reads every footer"
+    );
+    assert_eq!(two["bytes_read"], two["bytes_planned"]);
+    let sent = gib(&two["bytes_read"]) + gib(&two["dlio_footer_bytes"]);
+    assert!((sent - 1.045).abs() < 0.03, "{sent} GiB");
+    // The window is in the memory budget: 2 readers × 4 buffers per rank.
+    let ours = ringload_run(&workload, "2", "2", &dir.path().join("ours"));
+    assert_eq!(ours["requests"], 96);
+    assert!(two["memory_budget_bytes"].as_u64() > ours["memory_budget_bytes"].as_u64());
+}

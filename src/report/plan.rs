@@ -105,6 +105,16 @@ pub fn render(plan: &Plan, full: bool) -> String {
         "  shape       NP {} × RT {}, prefetch {}, coalesce_rgs {}, batch {}, sharding {}",
         o.np, s.read_threads, s.prefetch, s.coalesce_rgs, s.batch_size, o.sharding
     );
+    if o.loader == crate::plan::Loader::Dlio {
+        let overshoot: usize = plan.ranks.iter().map(|r| r.overshoot_gets).sum();
+        let _ = writeln!(
+            w,
+            "  loader      dlio: every rank walks the whole file list; {} GETs held per reader \
+             (prefetch {} + prefetch_factor {}); {overshoot} GETs per epoch past the last steps; \
+             every rank reads every footer (HEAD + 4 MiB)",
+            plan.window_per_reader, s.prefetch, o.prefetch_factor
+        );
+    }
     let _ = writeln!(
         w,
         "  compute     {} per step, {} epoch{}, AU target {}%",
@@ -153,7 +163,7 @@ pub fn render(plan: &Plan, full: bool) -> String {
         "  buffers     {} ranks × {} readers × {} × {} = {} (pre-faulted, locked, registered)",
         o.np,
         s.read_threads,
-        s.prefetch,
+        plan.window_per_reader,
         bytes(m.buffer_bytes),
         bytes(m.pool_bytes)
     );

@@ -76,6 +76,45 @@ impl Bucket {
         self.runtime.block_on(self.client.get_range(key, range))
     }
 
+    /// What every one of `readers` does to each of `objects` when it reads the footer itself,
+    /// as DLIO's ranks do: a HEAD, then a GET of the last `tail_bytes`. At most 16 at once.
+    /// Returns the requests and the bytes received.
+    pub fn read_footers_each(
+        &self,
+        objects: &[ObjectMeta],
+        readers: usize,
+        tail_bytes: u64,
+    ) -> Result<(u64, u64), RequestError> {
+        self.runtime.block_on(async {
+            let limit = Arc::new(Semaphore::new(16));
+            let mut tasks = tokio::task::JoinSet::new();
+            for _ in 0..readers {
+                for object in objects {
+                    let client = self.client.clone();
+                    let key = object.key.clone();
+                    let tail = tail_bytes.min(object.size_bytes);
+                    let limit = limit.clone();
+                    tasks.spawn(async move {
+                        let _permit = limit.acquire_owned().await;
+                        client.head(&key).await?;
+                        let body = client.get_range(&key, ByteRange::Suffix(tail)).await?;
+                        Ok::<u64, RequestError>(body.len() as u64)
+                    });
+                }
+            }
+            let (mut requests, mut bytes) = (0, 0);
+            while let Some(joined) = tasks.join_next().await {
+                let received = joined.map_err(|e| RequestError::Transport {
+                    operation: "a footer read".into(),
+                    reason: e.to_string(),
+                })??;
+                requests += 2;
+                bytes += received;
+            }
+            Ok((requests, bytes))
+        })
+    }
+
     /// A writer that uploads `key`: nothing is visible until [`BucketWriter::finish`].
     pub fn writer(&self, key: &str) -> BucketWriter {
         BucketWriter {

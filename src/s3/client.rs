@@ -354,6 +354,17 @@ impl Client {
             .0
     }
 
+    /// A HEAD of `key`: its size.
+    pub async fn head(&self, key: &str) -> Result<u64, RequestError> {
+        let spec = RequestSpec::new(Method::HEAD, Some(key));
+        let (parts, _) = self.send(&spec).await?;
+        Ok(parts
+            .headers
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse().ok())
+            .unwrap_or(0))
+    }
+
     /// Checks that the bucket exists and the keys are accepted, with a one-key listing (a
     /// HEAD would answer without the error document that names the cause).
     pub async fn check_bucket(&self) -> Result<(), RequestError> {

@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::exit::{self, ExitClass};
+use crate::plan::Loader;
 
 /// How often a running point is checked for an interrupt.
 const POLL: Duration = Duration::from_millis(100);
@@ -42,6 +43,9 @@ const POLL: Duration = Duration::from_millis(100);
 pub struct Point {
     /// `uring` or `baseline`.
     pub engine: String,
+    /// The loader profile.
+    #[serde(default = "ringload_loader")]
+    pub loader: Loader,
     pub np: u32,
     pub read_threads: u64,
     /// `None`: the workload's own value.
@@ -52,10 +56,17 @@ pub struct Point {
     pub round: u32,
 }
 
+fn ringload_loader() -> Loader {
+    Loader::Ringload
+}
+
 impl Point {
     /// The point without its round: what repeats share.
     pub fn key(&self) -> String {
         let mut name = format!("{}-np{}-rt{}", self.engine, self.np, self.read_threads);
+        if self.loader != Loader::Ringload {
+            name.push_str(&format!("-{}", self.loader));
+        }
         if let Some(p) = self.prefetch {
             name.push_str(&format!("-pf{p}"));
         }
@@ -76,6 +87,7 @@ impl Point {
     /// The same engine and parameters but NP and RT (and round).
     fn same_family(&self, other: &Point) -> bool {
         self.engine == other.engine
+            && self.loader == other.loader
             && self.prefetch == other.prefetch
             && self.coalesce_rgs == other.coalesce_rgs
             && self.computation_time == other.computation_time
@@ -598,39 +610,48 @@ fn last_line(path: &Path) -> Option<String> {
         .map(|l| l.chars().take(300).collect())
 }
 
-/// The grid, in run order: rounds, then engines, then the other parameters, then NP and RT
-/// ascending (so gating sees the small points first).
-pub fn grid(
-    engines: &[String],
-    np: &[u32],
-    read_threads: &[u64],
-    prefetch: &[Option<u64>],
-    coalesce_rgs: &[Option<u64>],
-    computation_time: &[Option<f64>],
-    repeat: u32,
-) -> Vec<Point> {
-    let mut sizes: Vec<(u32, u64)> = np
+/// The lists a grid is made of; `None` in a list stands for the workload's own value.
+#[derive(Debug, Clone)]
+pub struct Axes {
+    pub loaders: Vec<Loader>,
+    pub engines: Vec<String>,
+    pub np: Vec<u32>,
+    pub read_threads: Vec<u64>,
+    pub prefetch: Vec<Option<u64>>,
+    pub coalesce_rgs: Vec<Option<u64>>,
+    pub computation_time: Vec<Option<f64>>,
+    pub repeat: u32,
+}
+
+/// The grid, in run order: rounds, then engines and loaders, then the other parameters, then
+/// NP and RT ascending (so gating sees the small points first).
+pub fn grid(axes: &Axes) -> Vec<Point> {
+    let mut sizes: Vec<(u32, u64)> = axes
+        .np
         .iter()
-        .flat_map(|&n| read_threads.iter().map(move |&r| (n, r)))
+        .flat_map(|&n| axes.read_threads.iter().map(move |&r| (n, r)))
         .collect();
     sizes.sort_by_key(|&(n, r)| (u64::from(n) * r, n, r));
     sizes.dedup();
     let mut points = Vec::new();
-    for round in 1..=repeat.max(1) {
-        for engine in engines {
-            for &pf in prefetch {
-                for &cr in coalesce_rgs {
-                    for &ct in computation_time {
-                        for &(n, r) in &sizes {
-                            points.push(Point {
-                                engine: engine.clone(),
-                                np: n,
-                                read_threads: r,
-                                prefetch: pf,
-                                coalesce_rgs: cr,
-                                computation_time: ct,
-                                round,
-                            });
+    for round in 1..=axes.repeat.max(1) {
+        for engine in &axes.engines {
+            for &loader in &axes.loaders {
+                for &pf in &axes.prefetch {
+                    for &cr in &axes.coalesce_rgs {
+                        for &ct in &axes.computation_time {
+                            for &(n, r) in &sizes {
+                                points.push(Point {
+                                    engine: engine.clone(),
+                                    loader,
+                                    np: n,
+                                    read_threads: r,
+                                    prefetch: pf,
+                                    coalesce_rgs: cr,
+                                    computation_time: ct,
+                                    round,
+                                });
+                            }
                         }
                     }
                 }
@@ -647,6 +668,7 @@ mod tests {
     fn point(engine: &str, np: u32, rt: u64) -> Point {
         Point {
             engine: engine.into(),
+            loader: Loader::Ringload,
             np,
             read_threads: rt,
             prefetch: None,
@@ -658,15 +680,16 @@ mod tests {
 
     #[test]
     fn the_grid_runs_rounds_then_small_points_first() {
-        let g = grid(
-            &["uring".into(), "baseline".into()],
-            &[4, 1],
-            &[2, 1],
-            &[None],
-            &[None],
-            &[Some(0.05)],
-            2,
-        );
+        let g = grid(&Axes {
+            loaders: vec![Loader::Ringload],
+            engines: vec!["uring".into(), "baseline".into()],
+            np: vec![4, 1],
+            read_threads: vec![2, 1],
+            prefetch: vec![None],
+            coalesce_rgs: vec![None],
+            computation_time: vec![Some(0.05)],
+            repeat: 2,
+        });
         assert_eq!(g.len(), 16);
         let first: Vec<String> = g.iter().take(4).map(Point::name).collect();
         assert_eq!(
@@ -679,6 +702,18 @@ mod tests {
             ]
         );
         assert_eq!(g[8].round, 2);
+        let both = grid(&Axes {
+            loaders: vec![Loader::Ringload, Loader::Dlio],
+            engines: vec!["uring".into()],
+            np: vec![2],
+            read_threads: vec![2],
+            prefetch: vec![None],
+            coalesce_rgs: vec![None],
+            computation_time: vec![None],
+            repeat: 1,
+        });
+        let names: Vec<String> = both.iter().map(Point::name).collect();
+        assert_eq!(names, ["uring-np2-rt2-r1", "uring-np2-rt2-dlio-r1"]);
     }
 
     #[test]
