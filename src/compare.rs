@@ -73,7 +73,7 @@ pub fn read(path: &Path, letter: char) -> Result<Vec<Entry>, CompareError> {
             .into_iter()
             .filter(|r| r.runs > 0)
             .map(|r| Entry {
-                group: format!("{letter}: {}", r.engine),
+                group: format!("{letter}: {}", r.profile()),
                 source: source.clone(),
                 np: r.np,
                 read_threads: Some(r.read_threads),
@@ -99,11 +99,12 @@ pub fn read(path: &Path, letter: char) -> Result<Vec<Entry>, CompareError> {
         return Ok(vec![dlio(&json, &file, letter)?]);
     }
     if json["engine"].is_string() && json["np"].is_number() && json["read_threads"].is_number() {
+        let engine = json["engine"].as_str().unwrap_or("ringload");
         return Ok(vec![Entry {
-            group: format!(
-                "{letter}: {}",
-                json["engine"].as_str().unwrap_or("ringload")
-            ),
+            group: match json["loader"].as_str() {
+                Some("dlio") => format!("{letter}: {engine} (dlio loader)"),
+                _ => format!("{letter}: {engine}"),
+            },
             source,
             np: json["np"].as_u64().unwrap_or(0) as u32,
             read_threads: json["read_threads"].as_u64(),

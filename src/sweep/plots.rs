@@ -75,7 +75,7 @@ fn against_np(
     value: &dyn Fn(&Row) -> Option<f64>,
     target: Option<f64>,
 ) -> Result<String, String> {
-    let mine: Vec<&Row> = rows.iter().filter(|r| r.engine == engine).collect();
+    let mine: Vec<&Row> = rows.iter().filter(|r| r.profile() == engine).collect();
     let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     for r in &mine {
         let label = series_label(r, rows);
@@ -249,7 +249,7 @@ fn bars(
         }
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
+            .position(SeriesLabelPosition::UpperLeft)
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
             .draw()
@@ -316,15 +316,20 @@ fn median(s: &Option<Stat>) -> Option<f64> {
 pub fn plots(rows: &[Row], au_target: Option<f64>) -> Result<Vec<Plot>, String> {
     let mut engines: Vec<String> = Vec::new();
     for r in rows {
-        if !engines.contains(&r.engine) {
-            engines.push(r.engine.clone());
+        if !engines.contains(&r.profile()) {
+            engines.push(r.profile());
         }
     }
     let mut out = Vec::new();
     for engine in &engines {
+        let slug: String = engine
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == ' ')
+            .collect::<String>()
+            .replace(' ', "-");
         let title = format!("AU against NP, {engine} engine");
         out.push(Plot {
-            file: format!("au-{engine}.svg"),
+            file: format!("au-{slug}.svg"),
             svg: against_np(
                 rows,
                 engine,
@@ -337,7 +342,7 @@ pub fn plots(rows: &[Row], au_target: Option<f64>) -> Result<Vec<Plot>, String> 
         });
         let title = format!("Samples/s per rank against NP, {engine} engine");
         out.push(Plot {
-            file: format!("samples-{engine}.svg"),
+            file: format!("samples-{slug}.svg"),
             svg: against_np(
                 rows,
                 engine,
@@ -369,12 +374,12 @@ pub fn plots(rows: &[Row], au_target: Option<f64>) -> Result<Vec<Plot>, String> 
             let light = |c: RGBColor| RGBColor(c.0 / 2 + 127, c.1 / 2 + 127, c.2 / 2 + 127);
             vec![
                 (
-                    format!("{} peak RSS", r.engine),
+                    format!("{} peak RSS", r.profile()),
                     engine_color(&r.engine),
                     mib(median(&r.peak_rss_bytes)),
                 ),
                 (
-                    format!("{} budget", r.engine),
+                    format!("{} budget", r.profile()),
                     light(engine_color(&r.engine)),
                     mib(r.memory_budget_bytes.map(|b| b as f64)),
                 ),

@@ -65,6 +65,8 @@ fn show(stat: &Option<Stat>, decimals: usize) -> String {
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
     pub engine: String,
+    /// `ringload` or `dlio`.
+    pub loader: String,
     pub np: u32,
     pub read_threads: u64,
     pub prefetch: Option<u64>,
@@ -94,6 +96,15 @@ pub struct Row {
 }
 
 impl Row {
+    /// The engine, and the loader when it is not ringload's: what a table or a line is of.
+    pub fn profile(&self) -> String {
+        if self.loader == "ringload" {
+            self.engine.clone()
+        } else {
+            format!("{} ({} loader)", self.engine, self.loader)
+        }
+    }
+
     /// The grid cell this row fills, engines apart.
     fn cell(&self) -> (u32, u64, Option<u64>, Option<u64>, String) {
         (
@@ -130,7 +141,26 @@ pub fn rows(sweep: &SweepFile) -> Vec<Row> {
         }
         groups.entry(key).or_default().push(p);
     }
-    order.iter().map(|key| row(&groups[key])).collect()
+    let mut rows: Vec<Row> = order.iter().map(|key| row(&groups[key])).collect();
+    // The study's layout: per engine and loader (in the grid's order), by NP, then RT, then
+    // the rest.
+    let mut profiles: Vec<String> = Vec::new();
+    for r in &rows {
+        if !profiles.contains(&r.profile()) {
+            profiles.push(r.profile());
+        }
+    }
+    rows.sort_by(|a, b| {
+        let rank = |r: &Row| profiles.iter().position(|p| *p == r.profile());
+        (rank(a), a.np, a.read_threads, a.prefetch, a.coalesce_rgs)
+            .cmp(&(rank(b), b.np, b.read_threads, b.prefetch, b.coalesce_rgs))
+            .then(
+                a.computation_time
+                    .unwrap_or(0.0)
+                    .total_cmp(&b.computation_time.unwrap_or(0.0)),
+            )
+    });
+    rows
 }
 
 fn row(results: &[&PointResult]) -> Row {
@@ -173,6 +203,7 @@ fn row(results: &[&PointResult]) -> Row {
     }
     Row {
         engine: first.engine.clone(),
+        loader: first.loader.to_string(),
         np: first.np,
         read_threads: first.read_threads,
         prefetch: first.prefetch,
@@ -289,19 +320,14 @@ pub fn markdown(sweep: &SweepFile, rows: &[Row]) -> String {
         }
         c
     };
-    let engines: Vec<String> = {
-        let mut e: Vec<String> = rows.iter().map(|r| r.engine.clone()).collect();
-        e.dedup();
-        let mut seen = Vec::new();
-        for x in e {
-            if !seen.contains(&x) {
-                seen.push(x);
-            }
+    let mut engines: Vec<String> = Vec::new();
+    for r in rows {
+        if !engines.contains(&r.profile()) {
+            engines.push(r.profile());
         }
-        seen
-    };
+    }
     for engine in &engines {
-        let mine: Vec<&Row> = rows.iter().filter(|r| &r.engine == engine).collect();
+        let mine: Vec<&Row> = rows.iter().filter(|r| &r.profile() == engine).collect();
         let _ = writeln!(w, "## {engine}\n");
         w.push_str("| NP | RT |");
         let n = extra_head(w);
@@ -459,7 +485,7 @@ fn computation_time_banner(sweep: &SweepFile) -> Option<String> {
 /// The rows as CSV, one line per point, medians only.
 pub fn csv(rows: &[Row]) -> String {
     let mut out = String::from(
-        "engine,np,read_threads,prefetch,coalesce_rgs,computation_time,runs,status,au_percent,\
+        "engine,loader,np,read_threads,prefetch,coalesce_rgs,computation_time,runs,status,au_percent,\
          samples_per_s,samples_per_s_per_gpu,io_mib_per_s,wall_s,steps_per_rank,\
          implied_io_wait_per_step_ms,measured_mib_per_s,cpu_s_per_gib,peak_rss_bytes,\
          memory_budget_bytes,latency_p50_ms,latency_p99_ms,server_cpu_s,notes\n",
@@ -470,8 +496,9 @@ pub fn csv(rows: &[Row]) -> String {
         let notes = r.notes.join("; ").replace('"', "'");
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\"",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\"",
             r.engine,
+            r.loader,
             r.np,
             r.read_threads,
             o(r.prefetch.map(|v| v.to_string())),
