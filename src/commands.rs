@@ -362,6 +362,45 @@ fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
 
 /// The embedded server of a run with no endpoint: the workload's virtual dataset, on a free
 /// loopback port.
+/// The catalog of the workload's files in `target`'s bucket (with chunk hashes for
+/// `--verify` when `with_chunks`), and the bucket handle that read it. Set-up: a failure here
+/// is exit 2, as the catalog's are.
+fn catalog_from(
+    target: &Target,
+    policy: s3::RetryPolicy,
+    settings: &Settings,
+    with_chunks: bool,
+) -> anyhow::Result<(Bucket, Catalog)> {
+    let bucket = Bucket::new(target.clone(), policy).context("starting the S3 client")?;
+    bucket.check().map_err(CatalogError::Request)?;
+    let catalog = catalog::discover(
+        &bucket,
+        &settings.dataset.train_prefix,
+        settings.num_files,
+        settings.columns_read.as_deref(),
+        with_chunks,
+    )?;
+    Ok((bucket, catalog))
+}
+
+/// The store a run or sweep reads: the one the flags, environment or workload name, else the
+/// embedded server with the workload's virtual dataset (and the memory it holds).
+fn store_for(
+    workload: &WorkloadArgs,
+    s3_args: &crate::cli::S3Args,
+    settings: &Settings,
+    server_threads: Option<usize>,
+) -> anyhow::Result<(Option<Server>, Target, u64)> {
+    match s3::target::resolve(&s3_args.target_flags(), &settings.storage, env)? {
+        Some(target) => Ok((None, target, 0)),
+        None => {
+            let (server, target, resident_bytes) =
+                start_embedded(workload, s3_args.bucket.as_deref(), server_threads)?;
+            Ok((Some(server), target, resident_bytes))
+        }
+    }
+}
+
 fn start_embedded(
     workload: &WorkloadArgs,
     bucket: Option<&str>,
@@ -409,33 +448,14 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         prepare_output(dir)?;
     }
     let (server, target, server_bytes) =
-        match s3::target::resolve(&args.s3.target_flags(), &settings.storage, env)? {
-            Some(target) => (None, target, 0),
-            None => {
-                let (server, target, resident_bytes) = start_embedded(
-                    &args.workload,
-                    args.s3.bucket.as_deref(),
-                    args.server_threads,
-                )?;
-                (Some(server), target, resident_bytes)
-            }
-        };
+        store_for(&args.workload, &args.s3, &settings, args.server_threads)?;
     // Costs are counted from here: the virtual dataset's layout above is not the loader's.
     let server_cpu_now = || server.as_ref().map_or(0.0, |s| s.stats().cpu_s);
     let setup_cpu = CpuReading::now(server_cpu_now());
     let peak_rss_since_setup = metrics::reset_peak_rss();
 
     let policy = args.s3.retry_policy();
-    let bucket = Bucket::new(target.clone(), policy).context("starting the S3 client")?;
-    // Set-up: a failure here is exit 2, as the catalog's are.
-    bucket.check().map_err(CatalogError::Request)?;
-    let catalog = catalog::discover(
-        &bucket,
-        &settings.dataset.train_prefix,
-        settings.num_files,
-        settings.columns_read.as_deref(),
-        args.verify,
-    )?;
+    let (bucket, catalog) = catalog_from(&target, policy, &settings, args.verify)?;
     // The dlio loader: every rank reads every file's footer itself (a HEAD and a 4 MiB tail),
     // before the clock as DLIO's ranks do while their datasets open.
     let loader_footers = match args.shape.loader {
@@ -619,30 +639,9 @@ fn sweep(args: &SweepArgs) -> anyhow::Result<u8> {
         repeat: args.repeat,
     });
     // The store: the one given, or one embedded server for every point.
-    let (server, target) =
-        match s3::target::resolve(&args.s3.target_flags(), &settings.storage, env)? {
-            Some(target) => (None, target),
-            None => {
-                let (server, target, _) = start_embedded(
-                    &args.workload,
-                    args.s3.bucket.as_deref(),
-                    args.server_threads,
-                )?;
-                (Some(server), target)
-            }
-        };
+    let (server, target, _) = store_for(&args.workload, &args.s3, &settings, args.server_threads)?;
     // Every point is planned before the first runs, against the files the store holds.
-    let bucket =
-        Bucket::new(target.clone(), args.s3.retry_policy()).context("starting the S3 client")?;
-    bucket.check().map_err(CatalogError::Request)?;
-    let catalog = catalog::discover(
-        &bucket,
-        &settings.dataset.train_prefix,
-        settings.num_files,
-        settings.columns_read.as_deref(),
-        false,
-    )?;
-    drop(bucket);
+    let (_, catalog) = catalog_from(&target, args.s3.retry_policy(), &settings, false)?;
     let limits = budget::MemoryLimits {
         memlock_bytes: None,
         ..budget::probe()

@@ -8,6 +8,7 @@
 //! - peak RSS against the memory budget of every point;
 //! - the CDF of GET latency at one point, every engine that ran it.
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use super::table::{Row, Stat};
@@ -145,16 +146,28 @@ fn against_np(
                 .draw_series(points.iter().map(|&p| Circle::new(p, 4, color.filled())))
                 .map_err(failed(title))?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(failed(title))?;
+        finish(&mut chart, SeriesLabelPosition::LowerRight, title)?;
         root.present().map_err(failed(title))?;
     }
     Ok(svg)
+}
+
+/// Every chart here: two f64 axes on an SVG.
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// Draws the legend at `position`.
+fn finish<'a, 'b: 'a>(
+    chart: &mut Chart<'a, 'b>,
+    position: SeriesLabelPosition,
+    title: &str,
+) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(failed(title))
 }
 
 /// One bar: its legend, colour and height.
@@ -247,13 +260,7 @@ fn bars(
                     Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled())
                 });
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(failed(title))?;
+        finish(&mut chart, SeriesLabelPosition::UpperLeft, title)?;
         root.present().map_err(failed(title))?;
     }
     Ok(svg)
@@ -296,13 +303,7 @@ pub fn latency_cdf(title: &str, lines: &[super::LatencyLine]) -> Result<String, 
                 .label(legend.clone())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(failed(title))?;
+        finish(&mut chart, SeriesLabelPosition::LowerRight, title)?;
         root.present().map_err(failed(title))?;
     }
     Ok(svg)
