@@ -4,8 +4,10 @@
 //! [`settings`] → a resolved, printable [`plan::Plan`] (files and row-group ranges from
 //! [`catalog`], the memory budget from [`budget`]) → rank threads ([`run`]) → the step loop
 //! ([`rank`]) → the reader window and an engine ([`engine`]) → [`metrics`] → [`summary`] →
-//! [`report`]. [`datagen`] writes the Flux-schema Parquet datasets the runs read; [`server`] is
-//! the embedded S3 server. ARCHITECTURE.md has the map and the arrows that must never exist.
+//! [`report`]. [`sweep`] runs a grid of such runs as child processes and writes the study's
+//! tables, plots and report; [`compare`] sets results (ringload's and DLIO's) side by side.
+//! [`datagen`] writes the Flux-schema Parquet datasets the runs read; [`server`] is the
+//! embedded S3 server. ARCHITECTURE.md has the map and the arrows that must never exist.
 //!
 //! `unsafe` code is in three files only: `engine/uring/ring.rs`, `engine/uring/pool.rs` and
 //! `server/mmap.rs`; the crate denies it everywhere else.
