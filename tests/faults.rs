@@ -285,7 +285,7 @@ fn bytes_after_a_body_drop_the_connection_counted_and_named_by_both_engines() {
         let notes = s["notes"].to_string();
         assert!(
             notes.contains("carried bytes after a body")
-                && notes.contains("data/flux_small/train/train_000")
+                && notes.contains("GET s3://ringload/data/flux_small/train/train_000")
                 && notes.contains("bytes="),
             "{engine}: {notes}"
         );
