@@ -224,7 +224,7 @@ impl ObjectSource for Bucket {
         format!(
             "s3://{}/{prefix} at {}",
             self.client().target().bucket,
-            self.client().target().endpoint
+            self.client().target().endpoints_text()
         )
     }
 

@@ -207,10 +207,34 @@ pub struct PlanArgs {
 /// workload's storage options.
 #[derive(Debug, Args, Default)]
 pub struct S3Args {
-    /// The S3 endpoint, http://HOST[:PORT] (also AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, or
+    /// The S3 endpoint, http[s]://HOST[:PORT], or several gateways of one store separated by
+    /// commas (also AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's endpoint_url, or
     /// storage.storage_options.endpoint_url)
-    #[arg(long, value_name = "URL", help_heading = "Storage")]
+    #[arg(long, value_name = "URL[,URL…]", help_heading = "Storage")]
     pub endpoint: Option<String>,
+
+    /// The AWS profile to read from ~/.aws/credentials and ~/.aws/config (also AWS_PROFILE)
+    /// [default: default]
+    #[arg(long, value_name = "NAME", help_heading = "Storage")]
+    pub profile: Option<String>,
+
+    /// How requests name the bucket: in the path (host/bucket/key) or in the host name
+    /// (bucket.host/key) (also the profile's s3 addressing_style) [default: path]
+    #[arg(long, value_name = "STYLE", value_parser = ["path", "virtual"], help_heading = "Storage")]
+    pub addressing: Option<String>,
+
+    /// Connect to HOST on PORT at ADDR whatever DNS says, as curl's --resolve (repeatable)
+    #[arg(long, value_name = "HOST:PORT:ADDR", help_heading = "Storage")]
+    pub resolve: Vec<String>,
+
+    /// A PEM file of CA certificates to trust besides the system's, for https:// endpoints
+    /// (also AWS_CA_BUNDLE, the profile's ca_bundle)
+    #[arg(long, value_name = "FILE", help_heading = "Storage")]
+    pub ca_bundle: Option<String>,
+
+    /// Do not check https:// endpoints' certificates at all (said in the report and summary)
+    #[arg(long, help_heading = "Storage")]
+    pub insecure: bool,
 
     /// The bucket (also storage.storage_root)
     #[arg(long, value_name = "NAME", help_heading = "Storage")]
@@ -276,6 +300,12 @@ impl S3Args {
         push("--region", self.region.clone());
         push("--access-key", self.access_key.clone());
         push("--secret-key", self.secret_key.clone());
+        push("--profile", self.profile.clone());
+        push("--addressing", self.addressing.clone());
+        for pin in &self.resolve {
+            push("--resolve", Some(pin.clone()));
+        }
+        push("--ca-bundle", self.ca_bundle.clone());
         push("--retries", Some(self.retries.to_string()));
         push("--request-timeout", Some(self.request_timeout.to_string()));
         push("--connect-timeout", Some(self.connect_timeout.to_string()));
@@ -284,6 +314,9 @@ impl S3Args {
             Some(self.first_byte_timeout.to_string()),
         );
         push("--idle-timeout", Some(self.idle_timeout.to_string()));
+        if self.insecure {
+            args.push("--insecure".into());
+        }
         args
     }
 
@@ -294,6 +327,11 @@ impl S3Args {
             region: self.region.clone(),
             access_key: self.access_key.clone(),
             secret_key: self.secret_key.clone(),
+            profile: self.profile.clone(),
+            addressing: self.addressing.clone(),
+            resolve: self.resolve.clone(),
+            ca_bundle: self.ca_bundle.clone(),
+            insecure: self.insecure,
         }
     }
 
@@ -575,6 +613,25 @@ pub struct ServeArgs {
     /// Print the totals at exit as JSON on stdout
     #[arg(long)]
     pub json: bool,
+
+    /// Serve HTTPS with this certificate chain (PEM); needs --tls-key
+    #[arg(
+        long,
+        value_name = "CERT",
+        requires = "tls_key",
+        conflicts_with = "tls_self_signed"
+    )]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The private key of --tls-cert (PEM)
+    #[arg(long, value_name = "KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Serve HTTPS with a fresh CA and a certificate it signs for the listen address; writes
+    /// ca.pem (what clients pass to --ca-bundle), cert.pem and key.pem into DIR [default: a
+    /// temporary folder, removed at exit]
+    #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "")]
+    pub tls_self_signed: Option<PathBuf>,
 }
 
 /// Parses a thread count: 1 or more.

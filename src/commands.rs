@@ -303,8 +303,10 @@ fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         None => Faults::default(),
     };
     let injecting = args.faults.clone();
+    let (tls, self_signed, remove_tls_dir) = serve_tls(args)?;
     let signals = StopSignals::install()?;
     let server = Server::start(ServerConfig {
+        tls,
         listen: args.listen,
         store,
         credentials,
@@ -348,8 +350,22 @@ fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
             "no credentials set: any request is accepted"
         }
     );
+    if let Some(files) = &self_signed {
+        eprintln!(
+            "ringload serve: TLS with a self-signed CA for {}: clients pass --ca-bundle {} (boto3: \
+             verify='{}')",
+            args.listen.ip(),
+            files.ca_pem.display(),
+            files.ca_pem.display()
+        );
+    }
     signals.wait();
     let stats = server.shutdown();
+    if let (Some(files), true) = (&self_signed, remove_tls_dir)
+        && let Some(dir) = files.ca_pem.parent()
+    {
+        let _ = std::fs::remove_dir_all(dir);
+    }
     if args.json {
         let mut stdout = std::io::stdout().lock();
         serde_json::to_writer_pretty(&mut stdout, &stats)?;
@@ -381,6 +397,33 @@ fn catalog_from(
         with_chunks,
     )?;
     Ok((bucket, catalog))
+}
+
+/// `serve`'s TLS: from --tls-cert/--tls-key, or made by --tls-self-signed (the files, and
+/// whether their folder is a temporary one to remove at exit).
+type ServeTls = (
+    Option<Arc<rustls::ServerConfig>>,
+    Option<server::tls::SelfSigned>,
+    bool,
+);
+
+fn serve_tls(args: &ServeArgs) -> anyhow::Result<ServeTls> {
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        let config = server::tls::from_files(cert, key).map_err(UsageError)?;
+        return Ok((Some(config), None, false));
+    }
+    let Some(dir) = &args.tls_self_signed else {
+        return Ok((None, None, false));
+    };
+    let (dir, temporary) = if dir.as_os_str().is_empty() {
+        let dir = std::env::temp_dir().join(format!("ringload-serve-tls-{}", std::process::id()));
+        (dir, true)
+    } else {
+        (dir.clone(), false)
+    };
+    let (config, files) = server::tls::self_signed(args.listen, &dir)
+        .map_err(|e| UsageError(format!("--tls-self-signed: {e}")))?;
+    Ok((Some(config), Some(files), temporary))
 }
 
 /// The store a run or sweep reads: the one the flags, environment or workload name, else the
@@ -419,14 +462,12 @@ fn start_embedded(
         throttle_bytes_per_s: None,
         faults: Faults::default(),
         max_connections: server::DEFAULT_MAX_CONNECTIONS,
+        tls: None,
     })?;
     let endpoint = s3::Endpoint::parse(&server.endpoint_url()).map_err(UsageError)?;
     let target = Target {
-        endpoint,
-        bucket,
-        region: server::DEFAULT_REGION.to_string(),
-        credentials: None,
-        credentials_from: "nowhere (the embedded server takes unsigned requests)",
+        credentials_from: "nowhere (the embedded server takes unsigned requests)".into(),
+        ..Target::simple(endpoint, &bucket, None)
     };
     // What the process holds now — templates, and what laying them out left behind — is the
     // server's share of the memory budget.
@@ -490,8 +531,9 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         eprintln!("ringload run: WARNING: {note}");
         notes.push(note);
     }
-    let engine = choose_engine(args.engine, &plan, &limits, &mut notes)?;
-    let client = Client::new(target.clone(), policy);
+    let tls = target.endpoints.iter().any(|e| e.is_tls());
+    let engine = choose_engine(args.engine, &plan, &limits, tls, &mut notes)?;
+    let client = Client::new(target.clone(), policy)?;
     let config = crate::run::RunConfig {
         engine,
         engine_threads: args.engine_threads.unwrap_or_else(cores),
@@ -533,9 +575,33 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         &measured,
         RunContext {
             engine,
+            endpoint_urls: target.endpoints.iter().map(|e| e.url.clone()).collect(),
             target: TargetSummary {
-                endpoint: target.endpoint.url.clone(),
+                endpoint: target.endpoints_text(),
                 bucket: target.bucket.clone(),
+                addressing: target.addressing,
+                profile: target.profile.clone(),
+                tls: tls.then(|| crate::summary::TlsSummary {
+                    verified: !target.tls.insecure,
+                    ca_bundle: target
+                        .tls
+                        .ca_bundle
+                        .as_ref()
+                        .filter(|_| !target.tls.insecure)
+                        .map(|p| {
+                            format!(
+                                "{} ({})",
+                                p.display(),
+                                target
+                                    .tls
+                                    .ca_bundle_from
+                                    .as_deref()
+                                    .unwrap_or("--ca-bundle")
+                            )
+                        }),
+                    negotiated: client.tls_negotiated().map(str::to_string),
+                    ktls_available: s3::tls::ktls_available(),
+                }),
                 embedded: server_stats.is_some(),
                 // Its CPU over the run (from the catalog on), as the client's is counted.
                 server: server_stats.map(|mut s| {
@@ -688,7 +754,7 @@ fn sweep(args: &SweepArgs) -> anyhow::Result<u8> {
     if server.is_some() {
         storage.extend([
             "--endpoint".to_string(),
-            target.endpoint.url.clone(),
+            target.endpoints_text(),
             "--bucket".to_string(),
             target.bucket.clone(),
         ]);
@@ -836,23 +902,28 @@ fn choose_engine(
     asked: Option<EngineKind>,
     plan: &Plan,
     limits: &budget::MemoryLimits,
+    tls: bool,
     notes: &mut Vec<String>,
 ) -> anyhow::Result<EngineKind> {
     if asked == Some(EngineKind::Baseline) {
         return Ok(EngineKind::Baseline);
     }
     let pool = plan.memory.pool_bytes;
-    let cause = crate::engine::uring::unavailable_cause().or_else(|| {
-        let memlock = limits
-            .memlock_bytes
-            .filter(|&m| !limits.cap_ipc_lock && m < pool)?;
-        Some(format!(
-            "RLIMIT_MEMLOCK {} is smaller than the buffer pool {} (its buffers are locked and \
+    let tls_cause =
+        tls.then(|| "it does not speak TLS yet, and the endpoint is https://".to_string());
+    let cause = tls_cause
+        .or_else(crate::engine::uring::unavailable_cause)
+        .or_else(|| {
+            let memlock = limits
+                .memlock_bytes
+                .filter(|&m| !limits.cap_ipc_lock && m < pool)?;
+            Some(format!(
+                "RLIMIT_MEMLOCK {} is smaller than the buffer pool {} (its buffers are locked and \
              registered; raise it with `ulimit -l unlimited` or grant CAP_IPC_LOCK)",
-            units::bytes(memlock),
-            units::bytes(pool)
-        ))
-    });
+                units::bytes(memlock),
+                units::bytes(pool)
+            ))
+        });
     match (asked, cause) {
         (_, None) => Ok(EngineKind::Uring),
         (Some(_), Some(cause)) => Err(UsageError(format!(
@@ -913,6 +984,7 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
             UsageError,
             CatalogError,
             RequestError,
+            s3::client::ClientSetupError,
             ConfigError,
             PlanError,
             SettingsError,

@@ -215,6 +215,43 @@ pub struct RequestStats {
     pub stray_connections: u64,
     /// The GET whose body the first such bytes followed.
     pub stray_after: Option<String>,
+    /// The same counts by endpoint (gateway), indexed as the target lists them.
+    pub by_endpoint: Vec<EndpointStats>,
+}
+
+/// What the GETs through one endpoint did.
+#[derive(Debug, Clone, Default)]
+pub struct EndpointStats {
+    /// GETs completed.
+    pub requests: u64,
+    pub bytes_read: u64,
+    /// Attempts that failed and were tried again.
+    pub retries: u64,
+    /// GETs that failed past their retries.
+    pub errors: u64,
+    /// From the first attempt to the last body byte.
+    pub total: LatencyHistogram,
+}
+
+impl EndpointStats {
+    pub fn merge(&mut self, other: &EndpointStats) {
+        self.requests += other.requests;
+        self.bytes_read += other.bytes_read;
+        self.retries += other.retries;
+        self.errors += other.errors;
+        self.total.merge(&other.total);
+    }
+}
+
+impl RequestStats {
+    /// The stats of endpoint `endpoint`, grown to it.
+    pub fn endpoint(&mut self, endpoint: usize) -> &mut EndpointStats {
+        if self.by_endpoint.len() <= endpoint {
+            self.by_endpoint
+                .resize_with(endpoint + 1, EndpointStats::default);
+        }
+        &mut self.by_endpoint[endpoint]
+    }
 }
 
 /// What `--verify` checked in the GETs that arrived.
@@ -246,6 +283,9 @@ pub fn thread_cpu() -> Duration {
 
 impl RequestStats {
     pub fn merge(&mut self, other: &RequestStats) {
+        for (i, e) in other.by_endpoint.iter().enumerate() {
+            self.endpoint(i).merge(e);
+        }
         self.requests += other.requests;
         self.retries += other.retries;
         self.errors += other.errors;

@@ -69,6 +69,7 @@ enum Engine {
 impl Engine {
     fn rank<'a>(
         &self,
+        rank: usize,
         gets: Vec<Vec<RangedGet>>,
         plan: &Plan,
         barrier: &'a StepBarrier,
@@ -76,17 +77,20 @@ impl Engine {
     ) -> Result<Box<dyn RankIo + 'a>, RankError> {
         let prefetch = plan.window_per_reader as usize;
         let epochs = plan.settings.epochs;
+        // Readers are numbered over every rank, for spreading connections over endpoints.
+        let first_reader = rank * gets.len();
         Ok(match self {
             Engine::Uring(uring) => Box::new(uring.rank(
                 gets,
                 prefetch,
                 epochs,
+                first_reader,
                 plan.memory.buffer_bytes as usize,
                 barrier,
                 progress,
             )?),
             Engine::Baseline(baseline) => {
-                Box::new(baseline.rank(gets, prefetch, epochs, barrier, progress))
+                Box::new(baseline.rank(gets, prefetch, epochs, first_reader, barrier, progress))
             }
         })
     }
@@ -146,7 +150,7 @@ pub fn run_ranks(
                             if let Some(cpu) = cpu {
                                 affinity::pin(cpu).map_err(RankError::Engine)?;
                             }
-                            engine.rank(gets, plan, barrier, progress)
+                            engine.rank(rank, gets, plan, barrier, progress)
                         };
                         let mut io = match set_up() {
                             Ok(io) => io,

@@ -42,12 +42,44 @@ pub struct RankSummary {
 /// Where the run read from.
 #[derive(Debug, Clone, Serialize)]
 pub struct TargetSummary {
+    /// The endpoints, comma-separated (see `endpoints` for each one's figures).
     pub endpoint: String,
     pub bucket: String,
+    /// `path` or `virtual`.
+    pub addressing: crate::s3::Addressing,
+    /// The AWS profile read, when one was.
+    pub profile: Option<String>,
+    /// How TLS went, when an endpoint is `https://`.
+    pub tls: Option<TlsSummary>,
     /// The in-process server with the workload's virtual dataset.
     pub embedded: bool,
     /// The in-process server's own totals over the run (its CPU is not in `client_cpu_s`).
     pub server: Option<ServerStats>,
+}
+
+/// TLS as the run used it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TlsSummary {
+    /// `false` with `--insecure`: certificates were not checked.
+    pub verified: bool,
+    /// The CA bundle trusted besides the system's, and where it was named.
+    pub ca_bundle: Option<String>,
+    /// The protocol version and cipher suite negotiated, e.g. `TLSv1_3 TLS13_AES_256_GCM_SHA384`.
+    pub negotiated: Option<String>,
+    /// Whether the kernel offers kTLS (`tls` in tcp_available_ulp); ringload does not use it.
+    pub ktls_available: bool,
+}
+
+/// One endpoint's share of the GETs.
+#[derive(Debug, Clone, Serialize)]
+pub struct EndpointSummary {
+    pub url: String,
+    pub requests: u64,
+    pub bytes_read: u64,
+    pub retries: u64,
+    pub errors: u64,
+    /// From the first attempt to the last body byte.
+    pub latency_ms: Distribution,
 }
 
 /// What the caller measured around the run.
@@ -55,6 +87,8 @@ pub struct TargetSummary {
 pub struct RunContext {
     pub engine: EngineKind,
     pub target: TargetSummary,
+    /// The target's endpoints, in its order.
+    pub endpoint_urls: Vec<String>,
     /// Listing, footers, planning, server start: before the ranks started.
     pub setup_s: f64,
     /// The client's CPU before the clock started: listing, footers, the buffer pool.
@@ -171,6 +205,8 @@ pub struct RunSummary {
     /// What `--verify` checked (absent without it).
     pub verify: Option<VerifySummary>,
     pub target: TargetSummary,
+    /// Each endpoint's GETs, in the target's order.
+    pub endpoints: Vec<EndpointSummary>,
     pub per_rank: Vec<RankSummary>,
     pub notes: Vec<String>,
 }
@@ -422,6 +458,22 @@ impl RunSummary {
                 .iter()
                 .any(|f| f.chunks.is_some())
                 .then(|| VerifySummary::of(&all.verify)),
+            endpoints: context
+                .endpoint_urls
+                .iter()
+                .enumerate()
+                .map(|(i, url)| {
+                    let e = all.by_endpoint.get(i).cloned().unwrap_or_default();
+                    EndpointSummary {
+                        url: url.clone(),
+                        requests: e.requests,
+                        bytes_read: e.bytes_read,
+                        retries: e.retries,
+                        errors: e.errors,
+                        latency_ms: e.total.summary(),
+                    }
+                })
+                .collect(),
             target: context.target,
             per_rank,
             notes,

@@ -338,14 +338,32 @@ fn bad_input_gets_one_line_and_exit_2() {
             "pass --out DIR, or --endpoint URL --bucket NAME",
         ),
         (
+            vec!["run", "--endpoint", "ftp://s3.example.com", "--bucket", "b"],
+            "--endpoint 'ftp://s3.example.com' is not an endpoint URL; write http[s]://HOST[:PORT]",
+        ),
+        (
             vec![
                 "run",
                 "--endpoint",
-                "https://s3.example.com",
+                "http://127.0.0.1:9",
                 "--bucket",
                 "b",
+                "--resolve",
+                "nonsense",
             ],
-            "--endpoint 'https://s3.example.com': https is not supported",
+            "--resolve 'nonsense' is not HOST:PORT:ADDR",
+        ),
+        (
+            vec![
+                "run",
+                "--endpoint",
+                "http://127.0.0.1:9",
+                "--bucket",
+                "Bad_Bucket",
+                "--addressing",
+                "virtual",
+            ],
+            "cannot be addressed virtual-hosted",
         ),
         (
             vec!["run", "--endpoint", "http://127.0.0.1:9"],

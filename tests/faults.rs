@@ -31,6 +31,7 @@ fn faulty_server(spec: &str) -> Server {
             "" => Faults::default(),
             spec => Faults::parse(spec, 1).unwrap(),
         },
+        tls: None,
         max_connections: ringload::server::DEFAULT_MAX_CONNECTIONS,
     })
     .unwrap()

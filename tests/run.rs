@@ -257,6 +257,7 @@ fn keyed_dir_server(objects: &[(&str, Vec<u8>)]) -> (tempfile::TempDir, Server) 
         worker_threads: 2,
         throttle_bytes_per_s: None,
         faults: Default::default(),
+        tls: None,
         max_connections: ringload::server::DEFAULT_MAX_CONNECTIONS,
     })
     .unwrap();

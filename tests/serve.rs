@@ -36,6 +36,7 @@ fn start_throttled(store: Store, signed: bool, throttle_bytes_per_s: Option<u64>
         worker_threads: 2,
         throttle_bytes_per_s,
         faults: Default::default(),
+        tls: None,
         max_connections: ringload::server::DEFAULT_MAX_CONNECTIONS,
     })
     .unwrap()
@@ -655,6 +656,7 @@ fn connections_past_the_limit_are_closed_and_counted_while_the_others_are_served
         worker_threads: 2,
         throttle_bytes_per_s: None,
         faults: Default::default(),
+        tls: None,
         max_connections: 2,
     })
     .unwrap();

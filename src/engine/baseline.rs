@@ -52,11 +52,17 @@ impl Baseline {
 
     /// The I/O of one rank: its readers' GETs in order, `prefetch` in flight per reader, for
     /// `epochs` epochs.
+    ///
+    /// `first_reader` numbers the rank's first reader among every rank's (rank × RT): with
+    /// several endpoints, slot `j` of reader `g` sends to endpoint `(g × prefetch + j) mod E`,
+    /// as the io_uring engine assigns its connections.
+    #[allow(clippy::too_many_arguments)]
     pub fn rank<'a>(
         &self,
         gets: Vec<Vec<RangedGet>>,
         prefetch: usize,
         epochs: u32,
+        first_reader: usize,
         barrier: &'a StepBarrier,
         progress: &'a Progress,
     ) -> BaselineRank<'a> {
@@ -69,6 +75,8 @@ impl Baseline {
             sender,
             arrivals,
             progress,
+            busy: vec![vec![false; prefetch.max(1)]; gets.len()],
+            first_reader,
         };
         WindowedRank::new(
             Window::new(gets, prefetch, epochs, self.client.location()),
@@ -92,6 +100,9 @@ pub type BaselineRank<'a> = WindowedRank<'a, Tasks<'a>>;
 struct Outcome {
     reader: usize,
     get: usize,
+    /// The reader's slot it took, and the endpoint that slot sends to.
+    slot: usize,
+    endpoint: usize,
     result: Result<Vec<u8>, RequestError>,
     /// The cause of each retry.
     retry_causes: Vec<&'static str>,
@@ -107,6 +118,9 @@ pub struct Tasks<'a> {
     sender: Sender<Outcome>,
     arrivals: Receiver<Outcome>,
     progress: &'a Progress,
+    /// `busy[reader][slot]`: a GET of the reader is in flight in that slot.
+    busy: Vec<Vec<bool>>,
+    first_reader: usize,
 }
 
 impl Tasks<'_> {
@@ -116,8 +130,9 @@ impl Tasks<'_> {
         window: &mut Window<(), Vec<u8>>,
         outcome: Outcome,
     ) -> Result<(), RankError> {
+        self.busy[outcome.reader][outcome.slot] = false;
         for cause in &outcome.retry_causes {
-            window.retrying(cause);
+            window.retrying(cause, outcome.endpoint);
         }
         let retries = outcome.retry_causes.len() as u32;
         match outcome.result {
@@ -129,11 +144,12 @@ impl Tasks<'_> {
                     retries,
                     first_byte: outcome.first_byte,
                     total: outcome.total,
+                    endpoint: outcome.endpoint,
                 };
-                window.verify(outcome.reader, outcome.get, &body)?;
+                window.verify(outcome.reader, outcome.get, outcome.endpoint, &body)?;
                 window.arrived(outcome.reader, outcome.get, body, arrival)
             }
-            Err(e) => window.failed(outcome.reader, outcome.get, retries, e),
+            Err(e) => window.failed(outcome.reader, outcome.get, outcome.endpoint, retries, e),
         }
     }
 }
@@ -153,11 +169,22 @@ impl Transport for Tasks<'_> {
         let get = window.get(reader, index).clone();
         let client = self.client.clone();
         let sender = self.sender.clone();
+        let prefetch = self.busy[reader].len();
+        let slot = self.busy[reader]
+            .iter()
+            .position(|busy| !busy)
+            .ok_or_else(|| RankError::Engine("no free slot inside the window (a bug)".into()))?;
+        self.busy[reader][slot] = true;
+        let endpoint = client
+            .target()
+            .endpoint_for(self.first_reader + reader, prefetch, slot);
         self.runtime.spawn(async move {
             let started = Instant::now();
             let operation = client.operation("GET", Some(&get.key));
-            let (result, retry_causes) =
-                with_retries(client.policy(), &operation, || fetch(&client, &get)).await;
+            let (result, retry_causes) = with_retries(client.policy(), &operation, || {
+                fetch(&client, &get, endpoint)
+            })
+            .await;
             let (result, first_byte) = match result {
                 Ok((body, first_byte)) => (Ok(body), first_byte),
                 Err(e) => (Err(e), Duration::ZERO),
@@ -166,6 +193,8 @@ impl Transport for Tasks<'_> {
             let _ = sender.send(Outcome {
                 reader,
                 get: index,
+                slot,
+                endpoint,
                 result,
                 retry_causes,
                 first_byte,
@@ -216,7 +245,11 @@ impl Transport for Tasks<'_> {
 }
 
 /// One attempt of a GET: the body in a fresh buffer, and the time to the response head.
-async fn fetch(client: &Client, get: &RangedGet) -> Result<(Vec<u8>, Duration), RequestError> {
+async fn fetch(
+    client: &Client,
+    get: &RangedGet,
+    endpoint: usize,
+) -> Result<(Vec<u8>, Duration), RequestError> {
     let operation = || {
         format!(
             "{} ({})",
@@ -226,6 +259,7 @@ async fn fetch(client: &Client, get: &RangedGet) -> Result<(Vec<u8>, Duration), 
     };
     let spec = RequestSpec {
         headers: vec![(RANGE, get.range_header())],
+        endpoint,
         ..RequestSpec::new(Method::GET, Some(&get.key))
     };
     let request = client.http_request(&spec)?;
@@ -240,7 +274,7 @@ async fn fetch(client: &Client, get: &RangedGet) -> Result<(Vec<u8>, Duration), 
     let response = tokio::time::timeout(policy.first_byte_timeout, client.http().request(request))
         .await
         .map_err(|_| timed_out(Wait::FirstByte, policy.first_byte_timeout))?
-        .map_err(|e| transport_error(operation(), client.target(), &e))?;
+        .map_err(|e| transport_error(operation(), client.endpoint(endpoint), &e))?;
     let first_byte = sent.elapsed();
     let (parts, body) = response.into_parts();
     if parts.status != StatusCode::PARTIAL_CONTENT {
@@ -286,7 +320,8 @@ async fn fetch(client: &Client, get: &RangedGet) -> Result<(Vec<u8>, Duration), 
         .await
         .map_err(|_| timed_out(Wait::Idle, policy.idle_timeout))?
     {
-        let frame = frame.map_err(|e| transport_error(operation(), client.target(), &e))?;
+        let frame =
+            frame.map_err(|e| transport_error(operation(), client.endpoint(endpoint), &e))?;
         if let Ok(data) = frame.into_data() {
             if buffer.len() + data.len() > len {
                 return Err(RequestError::BadResponse {
@@ -365,19 +400,13 @@ mod tests {
                 });
             }
         });
-        let target = Target {
-            endpoint: Endpoint::parse(&url).unwrap(),
-            bucket: "b".into(),
-            region: "us-east-1".into(),
-            credentials: None,
-            credentials_from: "nowhere",
-        };
+        let target = Target::simple(Endpoint::parse(&url).unwrap(), "b", None);
         let policy = RetryPolicy {
             retries: 2,
             first_backoff: Duration::from_millis(5),
             ..RetryPolicy::default()
         };
-        let baseline = Baseline::new(Client::new(target, policy), 1).unwrap();
+        let baseline = Baseline::new(Client::new(target, policy).unwrap(), 1).unwrap();
         let barrier = StepBarrier::new(1, Duration::from_secs(10));
         let progress = Progress::default();
         let gets = (0..2)
@@ -388,7 +417,7 @@ mod tests {
                 check: None,
             })
             .collect();
-        let mut rank = baseline.rank(vec![gets], 1, 1, &barrier, &progress);
+        let mut rank = baseline.rank(vec![gets], 1, 1, 0, &barrier, &progress);
         rank.start_epoch().unwrap();
         for i in 0..2 {
             rank.wait_for(0, i).unwrap();

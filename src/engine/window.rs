@@ -78,6 +78,8 @@ pub struct Fetched {
     pub first_byte: Duration,
     /// From the first attempt to the last body byte, retries included.
     pub total: Duration,
+    /// The endpoint (of the target's list) it came through.
+    pub endpoint: usize,
 }
 
 /// The GETs of one rank's readers and where each one is.
@@ -207,6 +209,10 @@ impl<F, H> Window<F, H> {
         stats.bytes_read += len_bytes;
         stats.first_byte.record(arrival.first_byte);
         stats.total.record(arrival.total);
+        let by_endpoint = stats.endpoint(arrival.endpoint);
+        by_endpoint.requests += 1;
+        by_endpoint.bytes_read += len_bytes;
+        by_endpoint.total.record(arrival.total);
         // Reserved at set-up for every GET of every epoch: this push does not allocate.
         debug_assert!(stats.trace.len() < stats.trace.capacity());
         stats.trace.push(GetRecord {
@@ -225,7 +231,13 @@ impl<F, H> Window<F, H> {
     /// (`--verify`). Every transport calls it on each body before reporting the arrival, so
     /// the step loop never consumes unchecked bytes. A mismatch fails the GET and ends the
     /// rank.
-    pub fn verify(&mut self, reader: usize, get: usize, body: &[u8]) -> Result<(), RankError> {
+    pub fn verify(
+        &mut self,
+        reader: usize,
+        get: usize,
+        endpoint: usize,
+        body: &[u8],
+    ) -> Result<(), RankError> {
         let ranged = &self.readers[reader].gets[get];
         let Some(check) = &ranged.check else {
             return Ok(());
@@ -254,6 +266,7 @@ impl<F, H> Window<F, H> {
                 r.slots[get] = Slot::Failed;
                 r.held -= 1;
                 self.stats.errors += 1;
+                self.stats.endpoint(endpoint).errors += 1;
                 *self.stats.errors_by_cause.entry(error.cause()).or_default() += 1;
                 self.failure.get_or_insert(error.clone());
                 Err(RankError::Request(error))
@@ -267,6 +280,7 @@ impl<F, H> Window<F, H> {
         &mut self,
         reader: usize,
         get: usize,
+        endpoint: usize,
         retries: u32,
         error: RequestError,
     ) -> Result<F, RankError> {
@@ -280,6 +294,7 @@ impl<F, H> Window<F, H> {
         r.held -= 1;
         self.stats.retries += u64::from(retries);
         self.stats.errors += 1;
+        self.stats.endpoint(endpoint).errors += 1;
         *self.stats.errors_by_cause.entry(error.cause()).or_default() += 1;
         self.failure.get_or_insert(error);
         Ok(in_flight)
@@ -294,9 +309,10 @@ impl<F, H> Window<F, H> {
             .get_or_insert_with(|| after.to_string());
     }
 
-    /// An attempt failed with `cause` and its GET will be tried again.
-    pub fn retrying(&mut self, cause: &'static str) {
+    /// An attempt through `endpoint` failed with `cause` and its GET will be tried again.
+    pub fn retrying(&mut self, cause: &'static str, endpoint: usize) {
         *self.stats.retries_by_cause.entry(cause).or_default() += 1;
+        self.stats.endpoint(endpoint).retries += 1;
     }
 
     /// The step loop is done with GET `get` of `reader`: what it held, to give back.

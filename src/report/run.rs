@@ -172,6 +172,41 @@ pub fn render(s: &RunSummary) -> String {
     let server = or_dash(s.server_cpu_s, |v| {
         format!("; in-process server {v:.2} CPU-s, not included")
     });
+    if s.endpoints.len() > 1 {
+        for e in &s.endpoints {
+            let _ = writeln!(
+                w,
+                "endpoint {}: {} in {} GETs, {} retries, {} errors; total latency {}",
+                e.url,
+                bytes(e.bytes_read),
+                count(e.requests),
+                count(e.retries),
+                count(e.errors),
+                ms(&e.latency_ms)
+            );
+        }
+    }
+    if let Some(tls) = &s.target.tls {
+        let _ = writeln!(
+            w,
+            "TLS {}{}{}; kTLS {}",
+            tls.negotiated.as_deref().unwrap_or("(no connection made)"),
+            if tls.verified {
+                ", certificates verified"
+            } else {
+                ", CERTIFICATES NOT VERIFIED (--insecure)"
+            },
+            tls.ca_bundle
+                .as_ref()
+                .map(|c| format!(" (also trusting {c})"))
+                .unwrap_or_default(),
+            if tls.ktls_available {
+                "offered by the kernel (not used)"
+            } else {
+                "not offered by this kernel"
+            }
+        );
+    }
     let _ = writeln!(w, "client CPU {:.2} s ({per_gib}){server}", s.client_cpu_s);
     let _ = writeln!(
         w,

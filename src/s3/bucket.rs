@@ -16,7 +16,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 use super::client::{ByteRange, ObjectMeta};
-use super::client::{Client, RetryPolicy};
+use super::client::{Client, ClientSetupError, RetryPolicy};
 use super::error::RequestError;
 use super::target::Target;
 
@@ -38,14 +38,15 @@ pub struct Bucket {
 
 impl Bucket {
     /// A handle on `target`'s bucket. Nothing is sent yet.
-    pub fn new(target: Target, policy: RetryPolicy) -> io::Result<Bucket> {
+    pub fn new(target: Target, policy: RetryPolicy) -> Result<Bucket, ClientSetupError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(RUNTIME_THREADS)
             .thread_name("ringload-s3")
             .enable_all()
-            .build()?;
+            .build()
+            .map_err(ClientSetupError::Runtime)?;
         Ok(Bucket {
-            client: Client::new(target, policy),
+            client: Client::new(target, policy)?,
             runtime,
             sign_payloads: false,
         })
@@ -61,9 +62,47 @@ impl Bucket {
         &self.client
     }
 
-    /// Checks that the bucket exists and the keys are accepted.
+    /// Checks, through every endpoint, that the bucket exists and the keys are accepted: an
+    /// endpoint that is down, or that speaks TLS at an `http://` URL, is named before the run.
     pub fn check(&self) -> Result<(), RequestError> {
-        self.runtime.block_on(self.client.check_bucket())
+        let target = self.client.target();
+        for (i, endpoint) in target.endpoints.iter().enumerate() {
+            let Err(error) = self.runtime.block_on(self.client.check_bucket_at(i)) else {
+                continue;
+            };
+            let transport = matches!(
+                error,
+                RequestError::Transport { .. }
+                    | RequestError::BadResponse { .. }
+                    | RequestError::Timeout { .. }
+            );
+            if transport && !endpoint.is_tls() {
+                let hostname = target.request_hostname(endpoint);
+                let tls = target.addresses(endpoint).ok().is_some_and(|addrs| {
+                    addrs.first().is_some_and(|addr| {
+                        super::tls::speaks_tls(
+                            *addr,
+                            &hostname,
+                            self.client.policy().connect_timeout,
+                        )
+                    })
+                });
+                if tls {
+                    return Err(RequestError::Tls {
+                        operation: self.client.operation("GET", None),
+                        reason: format!(
+                            "{endpoint} answers in TLS, not plain HTTP; use https://{}:{}",
+                            endpoint.host, endpoint.port
+                        ),
+                    });
+                }
+            }
+            if target.endpoints.len() > 1 && !matches!(error, RequestError::Unreachable { .. }) {
+                return Err(error.at_endpoint(endpoint));
+            }
+            return Err(error);
+        }
+        Ok(())
     }
 
     /// Every object under `prefix` (ListObjectsV2, all pages).

@@ -16,14 +16,14 @@ use http::header::{CONTENT_LENGTH, CONTENT_TYPE, ETAG, HOST, HeaderName, RANGE};
 use http::{Method, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client as HttpClient;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde::Serialize;
 
+use super::connect::{Connector, TlsFailure};
 use super::error::{HintContext, RequestError, Wait};
-use super::framing::{StrayLog, WatchingConnector};
-use super::sign::{self, Payload, Signer};
-use super::target::Target;
+use super::framing::StrayLog;
+use super::sign::{Payload, Signer};
+use super::target::{Addressing, Target};
 use super::xml::{self, XmlWriter};
 
 /// A byte range of an object, as HTTP `Range` states it.
@@ -168,6 +168,8 @@ pub struct RequestSpec<'a> {
     pub body: Bytes,
     /// Hash the body into the signature (else `UNSIGNED-PAYLOAD`).
     pub sign_body: bool,
+    /// Which of the target's endpoints to send it to.
+    pub endpoint: usize,
 }
 
 impl<'a> RequestSpec<'a> {
@@ -179,6 +181,7 @@ impl<'a> RequestSpec<'a> {
             headers: Vec::new(),
             body: Bytes::new(),
             sign_body: false,
+            endpoint: 0,
         }
     }
 }
@@ -188,33 +191,85 @@ impl<'a> RequestSpec<'a> {
 pub struct Client {
     target: Target,
     signer: Signer,
-    http: HttpClient<WatchingConnector, Full<Bytes>>,
+    http: HttpClient<Connector, Full<Bytes>>,
+    connector: Connector,
     policy: RetryPolicy,
     /// Connections hyper dropped for bytes after a body.
     stray: Arc<StrayLog>,
+    /// The TLS configuration of every connection (one session cache), when an endpoint is
+    /// `https://`.
+    tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+/// Why a client could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientSetupError {
+    /// Its TLS trust: a CA bundle that cannot be read (the user's to fix: exit 2).
+    #[error("{0}")]
+    Tls(String),
+    #[error("cannot start the S3 client's runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+impl crate::exit::ExitClass for ClientSetupError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            ClientSetupError::Tls(_) => crate::exit::USAGE,
+            ClientSetupError::Runtime(_) => crate::exit::FAILED,
+        }
+    }
 }
 
 impl Client {
     /// A client with its own connection pool. Needs a tokio runtime only when used.
-    pub fn new(target: Target, policy: RetryPolicy) -> Client {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(policy.connect_timeout));
-        let stray = Arc::new(StrayLog::default());
+    pub fn new(target: Target, policy: RetryPolicy) -> Result<Client, ClientSetupError> {
+        let tls = if target.endpoints.iter().any(|e| e.is_tls()) {
+            Some(super::tls::client_config(&target.tls).map_err(ClientSetupError::Tls)?)
+        } else {
+            None
+        };
+        let virtual_bucket =
+            (target.addressing == Addressing::Virtual).then_some(target.bucket.as_str());
+        let stray = Arc::new(StrayLog::new(virtual_bucket));
+        let connector = Connector::new(
+            target.endpoints.clone(),
+            target.pins.clone(),
+            tls.clone(),
+            policy.connect_timeout,
+            stray.clone(),
+        );
         let http = HttpClient::builder(TokioExecutor::new())
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-            .build(WatchingConnector::new(connector, stray.clone()));
-        Client {
+            .build(connector.clone());
+        Ok(Client {
+            connector,
             signer: Signer::new(target.credentials.clone(), &target.region),
             target,
             http,
             policy,
             stray,
-        }
+            tls,
+        })
+    }
+
+    /// The TLS version and cipher suite this client's connections negotiated, once one did.
+    pub fn tls_negotiated(&self) -> Option<&str> {
+        self.connector.negotiated()
+    }
+
+    /// The TLS configuration, when an endpoint is `https://` (the io_uring engine's
+    /// connections share it, and its session cache).
+    pub fn tls_config(&self) -> Option<&Arc<rustls::ClientConfig>> {
+        self.tls.as_ref()
     }
 
     pub fn target(&self) -> &Target {
         &self.target
+    }
+
+    /// Endpoint `i` of the target (wrapping around).
+    pub fn endpoint(&self, i: usize) -> &super::Endpoint {
+        &self.target.endpoints[i % self.target.endpoints.len()]
     }
 
     pub fn signer(&self) -> &Signer {
@@ -226,7 +281,7 @@ impl Client {
     }
 
     /// The hyper client: its pool holds the keep-alive connections.
-    pub fn http(&self) -> &HttpClient<WatchingConnector, Full<Bytes>> {
+    pub fn http(&self) -> &HttpClient<Connector, Full<Bytes>> {
         &self.http
     }
 
@@ -248,9 +303,9 @@ impl Client {
     pub fn hint_context(&self) -> HintContext<'_> {
         HintContext {
             bucket: &self.target.bucket,
-            endpoint: &self.target.endpoint.url,
+            endpoint: &self.target.endpoints[0].url,
             signed: self.signer.signs(),
-            credentials_from: self.target.credentials_from,
+            credentials_from: &self.target.credentials_from,
         }
     }
 
@@ -259,13 +314,11 @@ impl Client {
         &self,
         spec: &RequestSpec<'_>,
     ) -> Result<http::Request<Full<Bytes>>, RequestError> {
-        let path = match spec.key {
-            Some(key) => sign::object_path(&self.target.bucket, key),
-            None => format!("/{}", self.target.bucket),
-        };
-        let query = sign::query(spec.query);
-        let url = sign::url(&self.target.endpoint, &path, &query);
-        let host = self.target.endpoint.host_header();
+        let endpoint = self.endpoint(spec.endpoint);
+        let path = self.target.request_path(spec.key);
+        let query = super::sign::query(spec.query);
+        let url = self.target.request_url(endpoint, &path, &query);
+        let host = self.target.host_header(endpoint);
         let mut to_sign: Vec<(&str, &str)> = vec![("host", &host)];
         to_sign.extend(spec.headers.iter().map(|(n, v)| (n.as_str(), v.as_str())));
         let payload = if spec.sign_body {
@@ -320,12 +373,12 @@ impl Client {
             .http
             .request(request)
             .await
-            .map_err(|e| transport_error(operation(), &self.target, &e))?;
+            .map_err(|e| transport_error(operation(), self.endpoint(spec.endpoint), &e))?;
         let (parts, body) = response.into_parts();
         let body = body
             .collect()
             .await
-            .map_err(|e| transport_error(operation(), &self.target, &e))?
+            .map_err(|e| transport_error(operation(), self.endpoint(spec.endpoint), &e))?
             .to_bytes();
         if !parts.status.is_success() {
             let retry_after = parts
@@ -368,8 +421,14 @@ impl Client {
     /// Checks that the bucket exists and the keys are accepted, with a one-key listing (a
     /// HEAD would answer without the error document that names the cause).
     pub async fn check_bucket(&self) -> Result<(), RequestError> {
+        self.check_bucket_at(0).await
+    }
+
+    /// [`Client::check_bucket`] through endpoint `endpoint`.
+    pub async fn check_bucket_at(&self, endpoint: usize) -> Result<(), RequestError> {
         let spec = RequestSpec {
             query: &[("list-type", "2"), ("max-keys", "1")],
+            endpoint,
             ..RequestSpec::new(Method::GET, None)
         };
         self.send(&spec).await.map(|_| ())
@@ -427,12 +486,23 @@ impl Client {
     /// The bytes of `range` of `key`. The answer must be `206` with exactly the bytes asked
     /// for (fewer only for a suffix longer than the object).
     pub async fn get_range(&self, key: &str, range: ByteRange) -> Result<Bytes, RequestError> {
+        self.get_range_at(0, key, range).await
+    }
+
+    /// [`Client::get_range`] through endpoint `endpoint` of the target.
+    pub async fn get_range_at(
+        &self,
+        endpoint: usize,
+        key: &str,
+        range: ByteRange,
+    ) -> Result<Bytes, RequestError> {
         let header = match range {
             ByteRange::Bounded { first, last } => format!("bytes={first}-{last}"),
             ByteRange::Suffix(n) => format!("bytes=-{n}"),
         };
         let spec = RequestSpec {
             headers: vec![(RANGE, header)],
+            endpoint,
             ..RequestSpec::new(Method::GET, Some(key))
         };
         let (parts, body) = self.send(&spec).await?;
@@ -587,7 +657,7 @@ impl Client {
 /// A connection-level failure, with the cause hyper reports at the bottom of its chain.
 pub fn transport_error(
     operation: String,
-    target: &Target,
+    endpoint: &super::Endpoint,
     err: &(dyn std::error::Error + 'static),
 ) -> RequestError {
     let mut causes = Vec::new();
@@ -599,6 +669,16 @@ pub fn transport_error(
         }
         cause = c.source();
     }
+    let mut tls: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(c) = tls {
+        if let Some(failure) = c.downcast_ref::<TlsFailure>() {
+            return RequestError::Tls {
+                operation,
+                reason: failure.0.clone(),
+            };
+        }
+        tls = c.source();
+    }
     let reason = causes.join(": ");
     let unreachable = [
         "Connection refused",
@@ -609,8 +689,7 @@ pub fn transport_error(
         return RequestError::Unreachable {
             operation,
             reason: format!(
-                "cannot connect to {} ({reason}); is the server running? check --endpoint",
-                target.endpoint
+                "cannot connect to {endpoint} ({reason}); is the server running? check --endpoint"
             ),
         };
     }
@@ -751,18 +830,12 @@ mod tests {
                 }
             }
         });
-        let target = Target {
-            endpoint: super::super::Endpoint::parse(&url).unwrap(),
-            bucket: "b".into(),
-            region: "us-east-1".into(),
-            credentials: None,
-            credentials_from: "nowhere",
-        };
+        let target = Target::simple(super::super::Endpoint::parse(&url).unwrap(), "b", None);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        let client = Client::new(target, RetryPolicy::default());
+        let client = Client::new(target, RetryPolicy::default()).unwrap();
         let err = rt
             .block_on(client.list("d/train/"))
             .unwrap_err()

@@ -31,6 +31,10 @@ pub enum RequestError {
     /// The connection failed: reset, closed mid-response.
     #[error("{operation}: {reason}")]
     Transport { operation: String, reason: String },
+    /// The TLS handshake failed (an untrusted or wrong certificate, a plain-HTTP server at an
+    /// `https://` URL): worded with the flag that fixes it; not retried.
+    #[error("{operation}: {reason}")]
+    Tls { operation: String, reason: String },
     /// Something did not come within the time allowed for it.
     #[error(
         "{operation}: no {} within {after:?}; the server is stalled or too slow (raise {})",
@@ -87,6 +91,23 @@ fn status_line(
 
 impl RequestError {
     /// Whether trying again may help: server errors, throttling, broken connections, timeouts.
+    /// The same error, its operation saying which endpoint (of several) it went to.
+    pub fn at_endpoint(mut self, endpoint: &super::Endpoint) -> RequestError {
+        match &mut self {
+            RequestError::Status { operation, .. }
+            | RequestError::Unreachable { operation, .. }
+            | RequestError::Transport { operation, .. }
+            | RequestError::Tls { operation, .. }
+            | RequestError::Timeout { operation, .. }
+            | RequestError::StrayBytes { operation, .. }
+            | RequestError::BadResponse { operation, .. }
+            | RequestError::Corrupt { operation, .. } => {
+                operation.push_str(&format!(" at {endpoint}"));
+            }
+        }
+        self
+    }
+
     pub fn retryable(&self) -> bool {
         match self {
             RequestError::Status { status, .. } => *status >= 500 || *status == 429,
@@ -94,7 +115,9 @@ impl RequestError {
             | RequestError::Transport { .. }
             | RequestError::StrayBytes { .. }
             | RequestError::Timeout { .. } => true,
-            RequestError::BadResponse { .. } | RequestError::Corrupt { .. } => false,
+            RequestError::BadResponse { .. }
+            | RequestError::Corrupt { .. }
+            | RequestError::Tls { .. } => false,
         }
     }
 
@@ -116,6 +139,7 @@ impl RequestError {
             },
             RequestError::Timeout { .. } => "timeout",
             RequestError::Transport { .. } => "connection",
+            RequestError::Tls { .. } => "tls",
             RequestError::StrayBytes { .. } => "stray_bytes",
             RequestError::Unreachable { .. } => "unreachable",
             RequestError::BadResponse { .. } => "bad_response",
@@ -293,7 +317,7 @@ impl ExitClass for RequestError {
     /// where nothing listens), else 3.
     fn exit_code(&self) -> u8 {
         match self {
-            RequestError::Unreachable { .. } => exit::USAGE,
+            RequestError::Unreachable { .. } | RequestError::Tls { .. } => exit::USAGE,
             RequestError::Status { status, .. }
                 if (400..500).contains(status) && *status != 429 =>
             {

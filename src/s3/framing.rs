@@ -10,18 +10,16 @@
 //! A connection whose framing the watcher cannot follow (a chunked or close-delimited answer, a
 //! head over 64 KiB) is not watched further.
 
-use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use http::Uri;
-use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
-use hyper_util::rt::TokioIo;
+use hyper_util::client::legacy::connect::{Connected, Connection};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
+
+use super::connect::Stream;
 
 /// The longest response head followed.
 const MAX_HEAD_BYTES: usize = 64 << 10;
@@ -33,9 +31,19 @@ pub struct StrayLog {
     taken: AtomicU64,
     /// The request whose response the latest stray bytes followed.
     latest: Mutex<Option<String>>,
+    /// `s3://bucket` when requests address the bucket virtual-hosted (their paths lack it).
+    virtual_bucket: Option<String>,
 }
 
 impl StrayLog {
+    /// A log for requests to `virtual_bucket` virtual-hosted, or path-style (`None`).
+    pub fn new(virtual_bucket: Option<&str>) -> StrayLog {
+        StrayLog {
+            virtual_bucket: virtual_bucket.map(|b| format!("s3://{b}")),
+            ..StrayLog::default()
+        }
+    }
+
     fn record(&self, after: String) {
         *self.latest.lock().unwrap_or_else(|e| e.into_inner()) = Some(after);
         self.seen.fetch_add(1, Ordering::Relaxed);
@@ -75,7 +83,7 @@ enum Phase {
 /// A connection's socket, watched for bytes after a body.
 #[derive(Debug)]
 pub struct Watched {
-    inner: TcpStream,
+    inner: Stream,
     log: Arc<StrayLog>,
     phase: Phase,
     /// The request outstanding (or last answered), in words: `GET /bucket/key (bytes=a-b)`.
@@ -84,7 +92,7 @@ pub struct Watched {
 }
 
 impl Watched {
-    fn new(inner: TcpStream, log: Arc<StrayLog>) -> Watched {
+    pub fn new(inner: Stream, log: Arc<StrayLog>) -> Watched {
         Watched {
             inner,
             log,
@@ -96,7 +104,7 @@ impl Watched {
 
     fn sent(&mut self, bytes: &[u8]) {
         if matches!(self.phase, Phase::Idle) && !bytes.is_empty() {
-            self.request = describe_request(bytes);
+            self.request = describe_request(bytes, self.log.virtual_bucket.as_deref());
             self.head_request = bytes.starts_with(b"HEAD ");
             self.phase = Phase::Head(Vec::new());
         }
@@ -205,9 +213,9 @@ fn after_head(head: &[u8], head_request: bool) -> After {
     length.map_or(After::Unknown, After::Body)
 }
 
-/// `GET s3://bucket/key (bytes=a-b)` from a (path-style) request's first bytes: named as
-/// the uring engine names its GETs.
-fn describe_request(bytes: &[u8]) -> String {
+/// `GET s3://bucket/key (bytes=a-b)` from a request's first bytes (`bucket`, `s3://bucket`,
+/// when virtual-hosted): named as the uring engine names its GETs.
+fn describe_request(bytes: &[u8], bucket: Option<&str>) -> String {
     let text = String::from_utf8_lossy(&bytes[..bytes.len().min(4096)]);
     let mut lines = text.split("\r\n");
     let first = lines.next().unwrap_or_default();
@@ -221,8 +229,8 @@ fn describe_request(bytes: &[u8]) -> String {
             .then(|| value.trim().to_string())
     });
     match range {
-        Some(range) => format!("{method} s3:/{path} ({range})"),
-        None => format!("{method} s3:/{path}"),
+        Some(range) => format!("{method} {}{path} ({range})", bucket.unwrap_or("s3:/")),
+        None => format!("{method} {}{path}", bucket.unwrap_or("s3:/")),
     }
 }
 
@@ -294,45 +302,6 @@ impl Connection for Watched {
     }
 }
 
-/// hyper's HTTP connector, its connections [`Watched`].
-#[derive(Debug, Clone)]
-pub struct WatchingConnector {
-    inner: HttpConnector,
-    log: Arc<StrayLog>,
-}
-
-impl WatchingConnector {
-    pub fn new(inner: HttpConnector, log: Arc<StrayLog>) -> WatchingConnector {
-        WatchingConnector { inner, log }
-    }
-}
-
-type Connecting = Pin<
-    Box<
-        dyn Future<Output = Result<TokioIo<Watched>, Box<dyn std::error::Error + Send + Sync>>>
-            + Send,
-    >,
->;
-
-impl tower_service::Service<Uri> for WatchingConnector {
-    type Response = TokioIo<Watched>;
-    type Error = Box<dyn std::error::Error + Send + Sync>;
-    type Future = Connecting;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
-    }
-
-    fn call(&mut self, uri: Uri) -> Self::Future {
-        let connecting = self.inner.call(uri);
-        let log = self.log.clone();
-        Box::pin(async move {
-            let io = connecting.await?;
-            Ok(TokioIo::new(Watched::new(io.into_inner(), log)))
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -349,8 +318,8 @@ mod tests {
             .build()
             .unwrap();
         let _guard = runtime.enter();
-        let stream = TcpStream::from_std(stream).unwrap();
-        (Watched::new(stream, log.clone()), log)
+        let stream = tokio::net::TcpStream::from_std(stream).unwrap();
+        (Watched::new(Stream::Plain(stream), log.clone()), log)
     }
 
     const GET: &[u8] = b"GET /b/k?x=1 HTTP/1.1\r\nhost: h\r\nrange: bytes=0-4\r\n\r\n";

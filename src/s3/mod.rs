@@ -16,14 +16,17 @@
 
 pub mod bucket;
 pub mod client;
+pub mod connect;
 pub mod error;
 pub mod framing;
+pub mod profile;
 pub mod sign;
 pub mod sigv4;
 pub mod target;
+pub mod tls;
 pub mod xml;
 
 pub use bucket::Bucket;
 pub use client::{ByteRange, Client, ObjectMeta, RetryPolicy};
 pub use error::{RequestError, Wait};
-pub use target::{Credentials, Endpoint, Target, TargetFlags};
+pub use target::{Addressing, Credentials, Endpoint, Scheme, Target, TargetFlags};

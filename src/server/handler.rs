@@ -59,6 +59,8 @@ pub struct Counters {
     pub connection_errors: AtomicU64,
     /// Connections closed at once because the server had its maximum open.
     pub connections_refused: AtomicU64,
+    /// TLS connections whose handshake failed or did not finish in time.
+    pub tls_handshake_failures: AtomicU64,
 }
 
 /// What every request handler shares.
@@ -212,7 +214,12 @@ async fn dispatch(
     let query = Query::parse(raw_query)?;
     let path = sigv4::percent_decode(raw_path)?;
     let path = path.strip_prefix('/').unwrap_or(&path);
-    let (bucket, key) = path.split_once('/').unwrap_or((path, ""));
+    let host_bucket = virtual_host_bucket(&parts.headers, &state.store);
+    let (bucket, key) = match &host_bucket {
+        // Virtual-hosted: the bucket is in the host name, the whole path is the key.
+        Some(bucket) => (bucket.as_str(), path),
+        None => path.split_once('/').unwrap_or((path, "")),
+    };
     let req = Req {
         method: &parts.method,
         headers: &parts.headers,
@@ -229,6 +236,27 @@ async fn dispatch(
     } else {
         object_operation(state, req).await
     }
+}
+
+/// The bucket a virtual-hosted request names in its `Host` (`bucket.rest[:port]`): the first
+/// label, when the host is a name (not an IP address) with more labels after it and the store
+/// has a bucket by that name. Path-style requests (an IP, `localhost`, or a first label that
+/// is no bucket) give `None`.
+fn virtual_host_bucket(headers: &HeaderMap, store: &crate::server::store::Store) -> Option<String> {
+    let host = headers.get(http::header::HOST)?.to_str().ok()?;
+    if host.starts_with('[') {
+        return None;
+    }
+    let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
+    if name.parse::<std::net::IpAddr>().is_ok() {
+        return None;
+    }
+    let (first, rest) = name.split_once('.')?;
+    if rest.is_empty() || first.is_empty() {
+        return None;
+    }
+    store.check_bucket(first).ok()?;
+    Some(first.to_string())
 }
 
 fn method_not_allowed(method: &Method, what: &str) -> S3Error {

@@ -27,6 +27,7 @@ mod mmap;
 pub mod range;
 pub mod sigv4;
 pub mod store;
+pub mod tls;
 mod trailing;
 pub mod virtual_dataset;
 
@@ -83,6 +84,8 @@ pub struct ServerConfig {
     pub faults: faults::Faults,
     /// Connections served at once; more are closed at once ([`DEFAULT_MAX_CONNECTIONS`]).
     pub max_connections: usize,
+    /// Serve HTTPS with this configuration ([`tls`]); `None`: plain HTTP.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// Why a server did not start.
@@ -121,6 +124,8 @@ pub struct ServerStats {
     pub connection_errors: u64,
     /// Connections closed at once because `max_connections` were open.
     pub connections_refused: u64,
+    /// TLS connections whose handshake failed (0 over plain HTTP).
+    pub tls_handshake_failures: u64,
     /// CPU time of the server's threads (user + system).
     pub cpu_s: f64,
     pub wall_s: f64,
@@ -179,6 +184,8 @@ impl ThreadCpu {
 #[derive(Debug)]
 pub struct Server {
     addr: SocketAddr,
+    /// Serving HTTPS.
+    https: bool,
     runtime: Option<tokio::runtime::Runtime>,
     stop: watch::Sender<bool>,
     accept: Option<tokio::task::JoinHandle<()>>,
@@ -225,14 +232,18 @@ impl Server {
             counters: Counters::default(),
         });
         let (stop, stop_rx) = watch::channel(false);
+        let tls = config.tls.map(tokio_rustls::TlsAcceptor::from);
+        let https = tls.is_some();
         let accept = runtime.spawn(accept_loop(
             listener,
             state.clone(),
             stop_rx,
             config.max_connections.max(1),
+            tls,
         ));
         Ok(Server {
             addr,
+            https,
             runtime: Some(runtime),
             stop,
             accept: Some(accept),
@@ -247,9 +258,10 @@ impl Server {
         self.addr
     }
 
-    /// `http://ADDR`, what a client takes as its endpoint.
+    /// `http://ADDR` (`https://` over TLS), what a client takes as its endpoint.
     pub fn endpoint_url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// What is served, in one line.
@@ -270,6 +282,7 @@ impl Server {
             connections: c.connections.load(Ordering::Relaxed),
             connection_errors: c.connection_errors.load(Ordering::Relaxed),
             connections_refused: c.connections_refused.load(Ordering::Relaxed),
+            tls_handshake_failures: c.tls_handshake_failures.load(Ordering::Relaxed),
             cpu_s,
             wall_s: self.started.elapsed().as_secs_f64(),
             cpu_s_per_gib: (bytes_sent > 0)
@@ -311,6 +324,7 @@ async fn accept_loop(
     state: Arc<State>,
     mut stop: watch::Receiver<bool>,
     max_connections: usize,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 ) {
     let mut connections = tokio::task::JoinSet::new();
     loop {
@@ -325,7 +339,31 @@ async fn accept_loop(
                 Ok((stream, _)) => {
                     let _ = stream.set_nodelay(true);
                     state.counters.connections.fetch_add(1, Ordering::Relaxed);
-                    connections.spawn(serve_connection(stream, state.clone(), stop.clone()));
+                    match &tls {
+                        None => {
+                            connections.spawn(serve_connection(stream, state.clone(), stop.clone()));
+                        }
+                        Some(acceptor) => {
+                            let (acceptor, state, stop) =
+                                (acceptor.clone(), state.clone(), stop.clone());
+                            connections.spawn(async move {
+                                // A client that never finishes its handshake holds a slot no
+                                // longer than one that never sends its headers.
+                                let handshake =
+                                    tokio::time::timeout(HEADER_READ_TIMEOUT, acceptor.accept(stream))
+                                        .await;
+                                match handshake {
+                                    Ok(Ok(tls)) => serve_connection(tls, state, stop).await,
+                                    _ => {
+                                        state
+                                            .counters
+                                            .tls_handshake_failures
+                                            .fetch_add(1, Ordering::Relaxed);
+                                    }
+                                }
+                            });
+                        }
+                    }
                 }
                 Err(_) => {
                     // Out of file descriptors or a connection reset before accept: count it,
@@ -344,11 +382,10 @@ async fn accept_loop(
     }
 }
 
-async fn serve_connection(
-    stream: tokio::net::TcpStream,
-    state: Arc<State>,
-    mut stop: watch::Receiver<bool>,
-) {
+async fn serve_connection<S>(stream: S, state: Arc<State>, mut stop: watch::Receiver<bool>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let service_state = state.clone();
     // Where the `extra=N` fault arms bytes to send after a body (see trailing.rs).
     let trailing = Arc::new(Trailing::default());

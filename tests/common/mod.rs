@@ -17,9 +17,19 @@ pub fn ringload() -> Command {
         "AWS_SESSION_TOKEN",
         "AWS_REGION",
         "AWS_DEFAULT_REGION",
+        "AWS_PROFILE",
+        "AWS_CA_BUNDLE",
+        "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS",
     ] {
         command.env_remove(name);
     }
+    // No profile files but the ones a test names.
+    command
+        .env("AWS_CONFIG_FILE", "/nonexistent/ringload-test/config")
+        .env(
+            "AWS_SHARED_CREDENTIALS_FILE",
+            "/nonexistent/ringload-test/credentials",
+        );
     command
 }
 

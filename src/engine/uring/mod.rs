@@ -65,7 +65,7 @@ use self::ring::{COMPUTE_TAG, Completion, Ring, WAKE_TAG};
 use super::window::{Fetched, Transport, Window, WindowedRank};
 use crate::plan::RangedGet;
 use crate::rank::{Progress, RankError, StepBarrier};
-use crate::s3::sign::{Payload, Signer, object_path};
+use crate::s3::sign::{Payload, Signer};
 use crate::s3::{Client, RequestError, RetryPolicy, Wait};
 
 /// Response heads (and error documents) are read into this much scratch per connection.
@@ -77,36 +77,79 @@ const POLL: Duration = Duration::from_millis(100);
 #[derive(Debug, Clone)]
 pub struct UringEngine {
     client: Client,
+    /// The target's endpoints, in its order.
+    endpoints: Vec<Gateway>,
+}
+
+/// One endpoint as the ring's connections reach it: resolved once.
+#[derive(Debug, Clone)]
+struct Gateway {
+    /// `http://host:port`, for messages.
+    url: String,
     addr: SocketAddr,
+    /// The `Host` header (with the bucket in it, virtual-hosted).
     host: String,
+    /// `scheme://host` that request paths follow, for signing.
+    url_prefix: String,
 }
 
 impl UringEngine {
-    /// Resolves the endpoint once, for every rank's connections.
+    /// Resolves every endpoint once (through `--resolve` pins first), for every rank's
+    /// connections.
     pub fn new(client: Client) -> Result<UringEngine, RankError> {
-        let endpoint = &client.target().endpoint;
-        let addr = endpoint
-            .resolve()
-            .ok()
-            .and_then(|addrs| addrs.into_iter().next())
-            .ok_or_else(|| {
-                RankError::Request(RequestError::Unreachable {
-                    operation: client.operation("GET", None),
-                    reason: format!("cannot resolve {}; check --endpoint", endpoint.host),
+        let target = client.target();
+        if let Some(tls) = target.endpoints.iter().find(|e| e.is_tls()) {
+            return Err(RankError::Request(RequestError::Tls {
+                operation: client.operation("GET", None),
+                reason: format!(
+                    "{tls}: the io_uring engine does not speak TLS yet; run with --engine \
+                     baseline for https:// endpoints"
+                ),
+            }));
+        }
+        let endpoints = target
+            .endpoints
+            .iter()
+            .map(|endpoint| {
+                let addr = target
+                    .addresses(endpoint)
+                    .ok()
+                    .and_then(|addrs| addrs.into_iter().next())
+                    .ok_or_else(|| {
+                        RankError::Request(RequestError::Unreachable {
+                            operation: client.operation("GET", None),
+                            reason: format!(
+                                "cannot resolve {}; check --endpoint (or pin the name with \
+                                 --resolve HOST:PORT:ADDR)",
+                                target.request_hostname(endpoint)
+                            ),
+                        })
+                    })?;
+                Ok(Gateway {
+                    url: endpoint.url.clone(),
+                    addr,
+                    host: target.host_header(endpoint),
+                    url_prefix: target.request_url(endpoint, "", ""),
                 })
-            })?;
-        let host = endpoint.host_header();
-        Ok(UringEngine { client, addr, host })
+            })
+            .collect::<Result<Vec<_>, RankError>>()?;
+        Ok(UringEngine { client, endpoints })
     }
 
     /// The I/O of one rank for `epochs` epochs, set up in full: its pool mapped, pre-faulted,
     /// locked and registered, its connections' buffers allocated. Call it in the rank's own
     /// thread.
+    ///
+    /// Each reader has `prefetch` connections of its own; connection `j` of reader `g`
+    /// (`g = first_reader + reader`, counting every rank's readers) goes to endpoint
+    /// `(g × prefetch + j) mod E`, as the baseline assigns its slots.
+    #[allow(clippy::too_many_arguments)]
     pub fn rank<'a>(
         &self,
         gets: Vec<Vec<RangedGet>>,
         prefetch: usize,
         epochs: u32,
+        first_reader: usize,
         buffer_bytes: usize,
         barrier: &'a StepBarrier,
         progress: &'a Progress,
@@ -139,15 +182,26 @@ impl UringEngine {
         ring.watch(wake.as_fd())
             .map_err(|e| engine("cannot watch the barrier's eventfd", e))?;
         let policy = *self.client.policy();
-        let bucket = &self.client.target().bucket;
+        let target = self.client.target();
         let paths = gets
             .iter()
-            .map(|reader| reader.iter().map(|g| object_path(bucket, &g.key)).collect())
+            .map(|reader| {
+                reader
+                    .iter()
+                    .map(|g| target.request_path(Some(&g.key)))
+                    .collect()
+            })
             .collect();
+        let prefetch = prefetch.max(1);
         let transport = RingIo {
             ring,
-            // One connection per buffer: every GET the window holds can be in flight.
+            // One connection per buffer, `prefetch` per reader: every GET the window holds
+            // can be in flight.
             conns: (0..buffers).map(|_| Conn::default()).collect(),
+            conn_endpoint: (0..buffers)
+                .map(|c| target.endpoint_for(first_reader + c / prefetch, prefetch, c % prefetch))
+                .collect(),
+            prefetch,
             paths,
             completions: Vec::with_capacity(buffers + 8),
             engine: self.clone(),
@@ -174,6 +228,11 @@ pub type UringRank<'a> = WindowedRank<'a, RingIo<'a>>;
 pub struct RingIo<'a> {
     ring: Ring,
     conns: Vec<Conn>,
+    /// `conn_endpoint[c]`: the endpoint connection `c` goes to (an index of
+    /// `UringEngine::endpoints`).
+    conn_endpoint: Vec<usize>,
+    /// Connections per reader: reader `r` owns `r × prefetch ..`.
+    prefetch: usize,
     /// `paths[reader][get]`: the GET's object path, formatted once.
     paths: Vec<Vec<String>>,
     /// The completions of one poll (reused).
@@ -195,12 +254,16 @@ impl RingIo<'_> {
         RankError::Engine(format!("io_uring: {what}: {e}"))
     }
 
-    /// An idle connection, preferring one whose socket is open.
-    fn free_conn(&self) -> Option<usize> {
-        self.conns
-            .iter()
-            .position(|c| c.is_free() && c.socket.is_some())
-            .or_else(|| self.conns.iter().position(Conn::is_free))
+    /// The lowest-numbered idle connection of `reader` (the baseline takes the lowest free
+    /// slot the same way, so both engines send a reader's GETs to the same endpoints).
+    fn free_conn(&self, reader: usize) -> Option<usize> {
+        let first = reader * self.prefetch;
+        let own = &self.conns[first..(first + self.prefetch).min(self.conns.len())];
+        own.iter().position(Conn::is_free).map(|i| first + i)
+    }
+
+    fn gateway(&self, c: usize) -> &Gateway {
+        &self.engine.endpoints[self.conn_endpoint[c]]
     }
 
     /// The ring, and connection `c`'s socket to queue an operation on.
@@ -236,7 +299,8 @@ impl RingIo<'_> {
         let queued = |e| Self::engine_error("queueing an operation", e);
         match op {
             Op::Connect => {
-                let family = match self.engine.addr {
+                let addr = self.gateway(c).addr;
+                let family = match addr {
                     SocketAddr::V4(_) => AddressFamily::INET,
                     SocketAddr::V6(_) => AddressFamily::INET6,
                 };
@@ -250,7 +314,7 @@ impl RingIo<'_> {
                 rustix::net::sockopt::set_tcp_nodelay(&socket, true)
                     .map_err(|e| Self::engine_error("TCP_NODELAY", e.into()))?;
                 self.ring
-                    .connect(c, socket.as_fd(), &self.engine.addr)
+                    .connect(c, socket.as_fd(), &addr)
                     .map_err(queued)?;
                 self.conns[c].set_socket(socket);
                 Ok(())
@@ -297,13 +361,11 @@ impl RingIo<'_> {
         let job = self.job(c)?;
         let get = window.get(job.reader, job.get);
         let path = &self.paths[job.reader][job.get];
+        let gateway = &self.engine.endpoints[self.conn_endpoint[c]];
         let signed = if self.signer.signs() {
-            let url = format!("{}{path}", self.engine.client.target().endpoint.url);
+            let url = format!("{}{path}", gateway.url_prefix);
             let range = get.range_header();
-            let to_sign = [
-                ("host", self.engine.host.as_str()),
-                ("range", range.as_str()),
-            ];
+            let to_sign = [("host", gateway.host.as_str()), ("range", range.as_str())];
             self.signer
                 .headers("GET", &url, &to_sign, Payload::Unsigned, SystemTime::now())
                 .map_err(RankError::Engine)?
@@ -313,7 +375,7 @@ impl RingIo<'_> {
         http::request_head(
             self.ring.request_buffer(c),
             path,
-            &self.engine.host,
+            &gateway.host,
             get,
             &signed,
         );
@@ -333,6 +395,7 @@ impl RingIo<'_> {
     fn request_error(
         &self,
         window: &UringWindow,
+        c: usize,
         get: &RangedGet,
         failure: Failure,
     ) -> RequestError {
@@ -359,7 +422,7 @@ impl RingIo<'_> {
                         operation,
                         reason: format!(
                             "cannot connect to {} ({error}); is the server running? check --endpoint",
-                            self.engine.client.target().endpoint
+                            self.gateway(c).url
                         ),
                     }
                 } else {
@@ -441,18 +504,25 @@ impl RingIo<'_> {
                 let job = self.conns[c]
                     .finish()
                     .ok_or_else(|| RankError::Engine("an arrival without a GET (a bug)".into()))?;
+                let endpoint = self.conn_endpoint[c];
                 let arrival = Fetched {
                     retries: job.retries,
                     first_byte: job.first_byte,
                     total: job.first_started.elapsed(),
+                    endpoint,
                 };
                 let len = window.get(job.reader, job.get).len_bytes as usize;
-                window.verify(job.reader, job.get, self.ring.filled(job.buf, len))?;
+                window.verify(
+                    job.reader,
+                    job.get,
+                    endpoint,
+                    self.ring.filled(job.buf, len),
+                )?;
                 window.arrived(job.reader, job.get, job.buf, arrival)?;
                 Ok(())
             }
             Step::Failed(failure) => {
-                let error = self.request_error(window, get, failure);
+                let error = self.request_error(window, c, get, failure);
                 self.attempt_failed(window, c, job.retries, error)
             }
         }
@@ -472,11 +542,12 @@ impl RingIo<'_> {
         if let RequestError::StrayBytes { after, .. } = &error {
             window.stray_bytes(1, after);
         }
+        let endpoint = self.conn_endpoint[c];
         if retry_at.is_some() {
-            window.retrying(error.cause());
+            window.retrying(error.cause(), endpoint);
         }
         if let Some(job) = self.conns[c].attempt_failed(retry_at) {
-            window.failed(job.reader, job.get, job.retries, error)?;
+            window.failed(job.reader, job.get, endpoint, job.retries, error)?;
             self.ring.pool_mut().give(job.buf);
         }
         Ok(())
@@ -561,7 +632,7 @@ impl Transport for RingIo<'_> {
         reader: usize,
         get: usize,
     ) -> Result<usize, RankError> {
-        let c = self.free_conn().ok_or_else(|| {
+        let c = self.free_conn(reader).ok_or_else(|| {
             RankError::Engine("no idle connection inside the window (a bug)".into())
         })?;
         // The window makes both impossible to miss: see the pool's docs.
@@ -756,14 +827,8 @@ mod tests {
             eprintln!("skipping: io_uring is not available here: {cause}");
             return None;
         }
-        let target = Target {
-            endpoint: Endpoint::parse(url).unwrap(),
-            bucket: "b".into(),
-            region: "us-east-1".into(),
-            credentials: None,
-            credentials_from: "nowhere",
-        };
-        Some(UringEngine::new(Client::new(target, policy)).unwrap())
+        let target = Target::simple(Endpoint::parse(url).unwrap(), "b", None);
+        Some(UringEngine::new(Client::new(target, policy).unwrap()).unwrap())
     }
 
     /// Runs one reader's GETs one at a time (prefetch 1); the error of the first that fails.
@@ -783,6 +848,7 @@ mod tests {
                 vec![gets],
                 1,
                 1,
+                0,
                 largest.next_multiple_of(4096),
                 &barrier,
                 &progress,
@@ -1071,7 +1137,7 @@ mod tests {
         let barrier = StepBarrier::new(1, Duration::from_secs(10));
         let progress = Progress::default();
         let mut rank = uring
-            .rank(readers.clone(), 2, 2, 4096, &barrier, &progress)
+            .rank(readers.clone(), 2, 2, 0, 4096, &barrier, &progress)
             .unwrap();
         assert_eq!(rank.transport.ring.pool().count(), 4);
         for _ in 0..2 {

@@ -1,0 +1,261 @@
+//! How hyper's client (the control plane, and the baseline engine's GETs) opens a connection:
+//! the request's host name through `--resolve` pins or DNS, a TCP connect with the policy's
+//! timeout and `TCP_NODELAY`, TLS (rustls, [`super::tls`]) for `https://`, and the socket
+//! [`Watched`] for bytes after a body ([`super::framing`]).
+//!
+//! A failed handshake is a [`TlsFailure`] in the error's chain, already worded; the client
+//! turns it into [`super::RequestError::Tls`] (exit 2, not retried).
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http::Uri;
+use hyper_util::client::legacy::connect::{Connected, Connection};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+use super::framing::{StrayLog, Watched};
+use super::target::{Endpoint, Pin as ResolvePin};
+
+/// A connection's byte stream: plain TCP, or TLS over it.
+#[derive(Debug)]
+pub enum Stream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Stream::Plain(s) => s.is_write_vectored(),
+            Stream::Tls(s) => s.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+impl Connection for Stream {
+    fn connected(&self) -> Connected {
+        Connected::new()
+    }
+}
+
+/// A TLS handshake that failed, worded by [`super::tls::describe`].
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct TlsFailure(pub String);
+
+/// What every connection of a client needs: the endpoints (to word failures), the pins, TLS,
+/// the connect timeout.
+#[derive(Debug)]
+struct Shared {
+    endpoints: Vec<Endpoint>,
+    pins: Vec<ResolvePin>,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    connect_timeout: Duration,
+    log: Arc<StrayLog>,
+    /// The TLS version and cipher suite the first handshake negotiated, for the summary.
+    negotiated: std::sync::OnceLock<String>,
+}
+
+/// hyper's connector: resolves, connects, speaks TLS when the URL says `https`, and watches.
+#[derive(Debug, Clone)]
+pub struct Connector {
+    shared: Arc<Shared>,
+}
+
+impl Connector {
+    pub fn new(
+        endpoints: Vec<Endpoint>,
+        pins: Vec<ResolvePin>,
+        tls: Option<Arc<rustls::ClientConfig>>,
+        connect_timeout: Duration,
+        log: Arc<StrayLog>,
+    ) -> Connector {
+        Connector {
+            shared: Arc::new(Shared {
+                endpoints,
+                pins,
+                tls,
+                connect_timeout,
+                log,
+                negotiated: std::sync::OnceLock::new(),
+            }),
+        }
+    }
+
+    /// `TLSv1_3 TLS13_AES_256_GCM_SHA384`, once a TLS connection was made.
+    pub fn negotiated(&self) -> Option<&str> {
+        self.shared.negotiated.get().map(String::as_str)
+    }
+}
+
+/// The addresses for `host:port`: its `--resolve` pins, else DNS.
+pub async fn lookup(pins: &[ResolvePin], host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+    let bare = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase();
+    let pinned: Vec<SocketAddr> = pins
+        .iter()
+        .filter(|p| p.host == bare && p.port == port)
+        .map(|p| SocketAddr::new(p.addr, port))
+        .collect();
+    if !pinned.is_empty() {
+        return Ok(pinned);
+    }
+    let found: Vec<SocketAddr> = tokio::net::lookup_host((bare.as_str(), port))
+        .await
+        .map_err(|e| io::Error::new(e.kind(), format!("failed to lookup address {bare}: {e}")))?
+        .collect();
+    if found.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("failed to lookup address {bare}: no address"),
+        ));
+    }
+    Ok(found)
+}
+
+type Connecting = Pin<
+    Box<
+        dyn Future<Output = Result<TokioIo<Watched>, Box<dyn std::error::Error + Send + Sync>>>
+            + Send,
+    >,
+>;
+
+impl tower_service::Service<Uri> for Connector {
+    type Response = TokioIo<Watched>;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+    type Future = Connecting;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        let shared = self.shared.clone();
+        Box::pin(async move {
+            let https = uri.scheme_str() == Some("https");
+            let host = uri.host().unwrap_or_default().to_string();
+            let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+            let addrs = lookup(&shared.pins, &host, port).await?;
+            let mut last = None;
+            let mut tcp = None;
+            for addr in addrs {
+                match tokio::time::timeout(shared.connect_timeout, TcpStream::connect(addr)).await {
+                    Ok(Ok(s)) => {
+                        tcp = Some(s);
+                        break;
+                    }
+                    Ok(Err(e)) => last = Some(e),
+                    Err(_) => {
+                        last = Some(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            format!("connect to {addr} timed out"),
+                        ))
+                    }
+                }
+            }
+            let tcp = tcp.ok_or_else(|| {
+                last.unwrap_or_else(|| io::Error::other(format!("no address for {host}")))
+            })?;
+            tcp.set_nodelay(true)?;
+            let stream = if https {
+                let Some(config) = &shared.tls else {
+                    return Err("an https:// URL on a client set up without TLS (a bug)".into());
+                };
+                let name = super::tls::server_name(&host).map_err(TlsFailure)?;
+                let endpoint = shared
+                    .endpoints
+                    .iter()
+                    .find(|e| e.port == port && host.ends_with(e.host.as_str()))
+                    .cloned()
+                    .unwrap_or_else(|| Endpoint {
+                        url: format!("https://{host}:{port}"),
+                        scheme: super::Scheme::Https,
+                        host: host.clone(),
+                        port,
+                    });
+                let connector = tokio_rustls::TlsConnector::from(config.clone());
+                let tls =
+                    tokio::time::timeout(shared.connect_timeout, connector.connect(name, tcp))
+                        .await
+                        .map_err(|_| {
+                            TlsFailure(format!(
+                                "the TLS handshake with {endpoint} took longer than the connect \
+                             timeout; is it a TLS server? (raise --connect-timeout)"
+                            ))
+                        })?
+                        .map_err(|e| TlsFailure(super::tls::describe(&e, &endpoint, &host)))?;
+                let (_, session) = tls.get_ref();
+                if let (Some(version), Some(suite)) = (
+                    session.protocol_version(),
+                    session.negotiated_cipher_suite(),
+                ) {
+                    let _ = shared
+                        .negotiated
+                        .set(format!("{version:?} {:?}", suite.suite()));
+                }
+                Stream::Tls(Box::new(tls))
+            } else {
+                Stream::Plain(tcp)
+            };
+            Ok(TokioIo::new(Watched::new(stream, shared.log.clone())))
+        })
+    }
+}

@@ -1,0 +1,457 @@
+//! Real endpoints: HTTPS against the embedded server with a CA made for the test, every
+//! handshake failure worded with its fix, several gateways splitting the GETs, AWS profiles,
+//! virtual-hosted addressing through `--resolve`, and boto3 over TLS. Servers run in-process on
+//! port 0; the client is the built binary.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use common::{output, python_json, ringload};
+use ringload::cli::WorkloadArgs;
+use ringload::commands::virtual_store;
+use ringload::server::dir::DirStore;
+use ringload::server::{Credentials, Server, ServerConfig, Store};
+
+const FILES: &str = "4";
+
+fn virtual_flux() -> Store {
+    let workload = WorkloadArgs {
+        workload: Some("flux_small".into()),
+        overrides: vec![],
+        files: Some(4),
+    };
+    Store::Virtual(virtual_store(&workload, None, false).unwrap())
+}
+
+fn start(
+    store: Store,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    credentials: Option<Credentials>,
+) -> Server {
+    Server::start(ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        store,
+        credentials,
+        region: "us-east-1".into(),
+        worker_threads: 2,
+        throttle_bytes_per_s: None,
+        faults: Default::default(),
+        tls,
+        max_connections: ringload::server::DEFAULT_MAX_CONNECTIONS,
+    })
+    .unwrap()
+}
+
+/// A server with a fresh CA's certificate, and the CA's PEM.
+fn tls_server(store: Store, dir: &Path) -> (Server, String) {
+    let (config, files) =
+        ringload::server::tls::self_signed("127.0.0.1:0".parse().unwrap(), dir).unwrap();
+    let server = start(store, Some(config), None);
+    (server, files.ca_pem.display().to_string())
+}
+
+/// `ringload run flux_small` against `endpoint` with `extra` flags; (code, summary, stderr).
+fn run(endpoint: &str, extra: &[&str]) -> (i32, Option<serde_json::Value>, String) {
+    let mut command = ringload();
+    command.args([
+        "run",
+        "flux_small",
+        "--files",
+        FILES,
+        "--endpoint",
+        endpoint,
+        "--bucket",
+        "ringload",
+        "--computation-time",
+        "0",
+        "--json",
+    ]);
+    command.args(extra);
+    let (code, stdout, stderr) = output(&mut command);
+    (code, serde_json::from_str(&stdout).ok(), stderr)
+}
+
+fn completed(code: i32, summary: Option<serde_json::Value>, stderr: &str) -> serde_json::Value {
+    assert!(code == 0 || code == 1, "exit {code}: {stderr}");
+    let s = summary.unwrap_or_else(|| panic!("no summary: {stderr}"));
+    assert_eq!(s["outcome"], "completed", "{s}");
+    assert_eq!(s["bytes_read"], s["bytes_planned"], "{s}");
+    assert!(s["bytes_read"].as_u64().unwrap() > 0);
+    s
+}
+
+#[test]
+fn https_with_a_trusted_ca_reads_every_byte_on_the_virtual_and_dir_backends() {
+    let dir = tempfile::tempdir().unwrap();
+    // A dir backend holding a generated dataset.
+    let data = dir.path().join("data");
+    let (code, _, stderr) = common::run(&[
+        "generate",
+        "flux_small",
+        "--files",
+        FILES,
+        "--out",
+        data.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let store = DirStore::new(&data).unwrap();
+    store.create_bucket("ringload").unwrap();
+    std::fs::rename(data.join("data"), data.join("ringload/data")).unwrap();
+    for (name, store) in [("virtual", virtual_flux()), ("dir", Store::Dir(store))] {
+        let (server, ca) = tls_server(store, &dir.path().join(format!("tls-{name}")));
+        let url = server.endpoint_url();
+        assert!(url.starts_with("https://"), "{url}");
+        for engine in ["baseline", "auto"] {
+            let mut flags = vec!["--ca-bundle", ca.as_str()];
+            if engine == "baseline" {
+                flags.extend(["--engine", "baseline"]);
+            }
+            let (code, summary, stderr) = run(&url, &flags);
+            let s = completed(code, summary, &stderr);
+            // The io_uring engine does not speak TLS yet: the default falls back, saying so.
+            assert_eq!(s["engine"], "baseline", "{name} {engine}");
+            let tls = &s["target"]["tls"];
+            assert_eq!(tls["verified"], true, "{tls}");
+            assert!(
+                tls["negotiated"].as_str().unwrap().starts_with("TLSv1_3"),
+                "{tls}"
+            );
+            assert!(tls["ktls_available"].is_boolean());
+            if engine == "auto" {
+                assert!(stderr.contains("does not speak TLS yet"), "{stderr}");
+            }
+        }
+        // Asked for by name, the io_uring engine refuses https:// in one line, exit 2.
+        let (code, _, stderr) = run(&url, &["--ca-bundle", &ca, "--engine", "uring"]);
+        assert_eq!(code, 2, "{stderr}");
+        assert!(stderr.contains("--engine baseline"), "{stderr}");
+        assert!(server.stats().tls_handshake_failures == 0);
+    }
+}
+
+/// A certificate for `names`, signed by a CA made here, valid from `not_before` to
+/// `not_after` (years): (cert path, key path, CA path).
+fn certificate(dir: &Path, names: &[&str], years: (i32, i32)) -> (String, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::default();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let mut params =
+        CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
+    params.not_before = rcgen::date_time_ymd(years.0, 1, 1);
+    params.not_after = rcgen::date_time_ymd(years.1, 1, 1);
+    let key = KeyPair::generate().unwrap();
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    std::fs::create_dir_all(dir).unwrap();
+    let paths = [
+        dir.join("cert.pem"),
+        dir.join("key.pem"),
+        dir.join("ca.pem"),
+    ];
+    std::fs::write(&paths[0], cert.pem()).unwrap();
+    std::fs::write(&paths[1], key.serialize_pem()).unwrap();
+    std::fs::write(&paths[2], ca.pem()).unwrap();
+    let [c, k, a] = paths.map(|p| p.display().to_string());
+    (c, k, a)
+}
+
+#[test]
+fn every_handshake_failure_exits_2_naming_its_cause_and_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, ca) = tls_server(virtual_flux(), &dir.path().join("good"));
+    let url = server.endpoint_url();
+    let port = server.addr().port();
+    let serve_files = |cert: &str, key: &str| {
+        let config = ringload::server::tls::from_files(Path::new(cert), Path::new(key)).unwrap();
+        start(virtual_flux(), Some(config), None)
+    };
+    let (wrong_cert, wrong_key, wrong_ca) = certificate(
+        &dir.path().join("wrong-name"),
+        &["other.example"],
+        (2020, 2090),
+    );
+    let wrong_name = serve_files(&wrong_cert, &wrong_key);
+    let (old_cert, old_key, old_ca) =
+        certificate(&dir.path().join("expired"), &["localhost"], (2000, 2001));
+    let expired = serve_files(&old_cert, &old_key);
+    let plain = start(virtual_flux(), None, None);
+    let plain_port = plain.addr().port();
+
+    let cases: Vec<(&str, String, Vec<&str>, &str)> = vec![
+        (
+            "unknown CA",
+            url.clone(),
+            vec![],
+            "signed by a CA this machine does not trust; pass --ca-bundle",
+        ),
+        (
+            "name mismatch",
+            wrong_name.endpoint_url(),
+            vec!["--ca-bundle", wrong_ca.as_str()],
+            "is not valid for the name '127.0.0.1'",
+        ),
+        (
+            "expired",
+            format!("https://localhost:{}", expired.addr().port()),
+            vec!["--ca-bundle", old_ca.as_str()],
+            "has expired",
+        ),
+        (
+            "plain HTTP at https://",
+            format!("https://127.0.0.1:{plain_port}"),
+            vec![],
+            "(a plain-HTTP server?)",
+        ),
+        (
+            "TLS at http://",
+            format!("http://127.0.0.1:{port}"),
+            vec![],
+            "answers in TLS, not plain HTTP; use https://",
+        ),
+        (
+            "a CA bundle that is not PEM",
+            url.clone(),
+            vec!["--ca-bundle", "/etc/hostname"],
+            "holds no PEM certificate",
+        ),
+    ];
+    for (name, endpoint, flags, expect) in cases {
+        let (code, _, stderr) = run(
+            &endpoint,
+            &[&flags[..], &["--engine", "baseline", "--retries", "1"]].concat(),
+        );
+        assert_eq!(code, 2, "{name}: {stderr}");
+        assert!(stderr.contains(expect), "{name}: {stderr}");
+        assert_eq!(
+            stderr.trim().lines().count(),
+            1,
+            "{name}: one line: {stderr}"
+        );
+    }
+    // --insecure goes through the unknown CA, and says so.
+    let (code, summary, stderr) = run(&url, &["--insecure"]);
+    let s = completed(code, summary, &stderr);
+    assert_eq!(s["target"]["tls"]["verified"], false);
+    let (code, report, stderr) = output(ringload().args([
+        "run",
+        "flux_small",
+        "--files",
+        FILES,
+        "--endpoint",
+        &url,
+        "--bucket",
+        "ringload",
+        "--computation-time",
+        "0",
+        "--insecure",
+    ]));
+    assert!(code == 0 || code == 1, "{stderr}");
+    assert!(
+        report.contains("CERTIFICATES NOT VERIFIED (--insecure)"),
+        "{report}"
+    );
+    // With the CA trusted, the same server passes.
+    let (code, summary, stderr) = run(&url, &["--ca-bundle", &ca]);
+    completed(code, summary, &stderr);
+}
+
+#[test]
+fn several_endpoints_split_the_gets_by_reader_and_slot_in_both_engines() {
+    let a = start(virtual_flux(), None, None);
+    let b = start(virtual_flux(), None, None);
+    let both = format!("{},{}", a.endpoint_url(), b.endpoint_url());
+    for engine in ["uring", "baseline"] {
+        // NP=2, RT=1, prefetch 1: reader g's one slot goes to endpoint g mod 2, so rank 0
+        // reads everything through the first endpoint and rank 1 through the second.
+        let (code, summary, stderr) = run(
+            &both,
+            &[
+                "--engine",
+                engine,
+                "--np",
+                "2",
+                "--read-threads",
+                "1",
+                "--prefetch",
+                "1",
+            ],
+        );
+        let s = completed(code, summary, &stderr);
+        let endpoints = s["endpoints"].as_array().unwrap();
+        assert_eq!(endpoints.len(), 2, "{engine}");
+        assert_eq!(endpoints[0]["url"], a.endpoint_url());
+        let requests: Vec<u64> = endpoints
+            .iter()
+            .map(|e| e["requests"].as_u64().unwrap())
+            .collect();
+        let bytes: u64 = endpoints
+            .iter()
+            .map(|e| e["bytes_read"].as_u64().unwrap())
+            .sum();
+        assert_eq!(bytes, s["bytes_read"].as_u64().unwrap(), "{engine}");
+        assert_eq!(requests[0], requests[1], "{engine}: {endpoints:?}");
+        assert_eq!(requests[0] + requests[1], s["requests"].as_u64().unwrap());
+        // Each rank's GETs are its endpoint's.
+        let per_rank: Vec<u64> = s["per_rank"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["bytes_read"].as_u64().unwrap())
+            .collect();
+        assert_eq!(
+            per_rank,
+            endpoints
+                .iter()
+                .map(|e| e["bytes_read"].as_u64().unwrap())
+                .collect::<Vec<_>>(),
+            "{engine}"
+        );
+    }
+    // Both servers answered: each saw the set-up check, and half the GETs.
+    assert!(a.stats().requests > 0 && b.stats().requests > 0);
+    // An endpoint that is down at set-up: one line naming it, exit 2.
+    let down = format!("{},http://127.0.0.1:1", a.endpoint_url());
+    let (code, _, stderr) = run(&down, &["--retries", "0"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("cannot connect to http://127.0.0.1:1"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+}
+
+#[test]
+fn virtual_hosted_gets_through_resolve_on_both_engines() {
+    let server = start(virtual_flux(), None, None);
+    let port = server.addr().port();
+    let endpoint = format!("http://s3.ringload.test:{port}");
+    let pin = format!("ringload.s3.ringload.test:{port}:127.0.0.1");
+    for engine in ["uring", "baseline"] {
+        let (code, summary, stderr) = run(
+            &endpoint,
+            &[
+                "--engine",
+                engine,
+                "--addressing",
+                "virtual",
+                "--resolve",
+                &pin,
+            ],
+        );
+        let s = completed(code, summary, &stderr);
+        assert_eq!(s["target"]["addressing"], "virtual", "{engine}");
+    }
+    // Without the pin the name does not resolve: exit 2, the name said.
+    let (code, _, stderr) = run(&endpoint, &["--addressing", "virtual", "--retries", "0"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("ringload.s3.ringload.test"), "{stderr}");
+}
+
+#[test]
+fn a_profile_gives_the_endpoint_and_keys_as_the_aws_cli_reads_them() {
+    let server = start(
+        virtual_flux(),
+        None,
+        Some(Credentials {
+            access_key_id: "GKPROFILEKEY0000000000000".into(),
+            secret_access_key: "profile-secret".into(),
+        }),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    let credentials = dir.path().join("credentials");
+    std::fs::write(
+        &config,
+        format!(
+            "[profile bench]\nregion = us-east-1\nservices = rig\n\n[services rig]\ns3 =\n  \
+             endpoint_url = {}\n",
+            server.endpoint_url()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        &credentials,
+        "[bench]\naws_access_key_id = GKPROFILEKEY0000000000000\naws_secret_access_key = \
+         profile-secret\n[other]\naws_access_key_id = GKWRONG\naws_secret_access_key = wrong\n",
+    )
+    .unwrap();
+    let with_files = |profile: &str| {
+        let mut command = ringload();
+        command
+            .env("AWS_CONFIG_FILE", &config)
+            .env("AWS_SHARED_CREDENTIALS_FILE", &credentials)
+            .args([
+                "run",
+                "flux_small",
+                "--files",
+                FILES,
+                "--bucket",
+                "ringload",
+                "--computation-time",
+                "0",
+                "--json",
+                "--profile",
+                profile,
+            ]);
+        output(&mut command)
+    };
+    let (code, stdout, stderr) = with_files("bench");
+    assert!(code == 0 || code == 1, "{stderr}");
+    let s: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(s["target"]["endpoint"], server.endpoint_url());
+    assert_eq!(s["target"]["profile"], "bench");
+    assert_eq!(s["bytes_read"], s["bytes_planned"]);
+    // The other profile has no endpoint: the embedded server would be used, so ask for the
+    // signed one by flag and see its keys refused.
+    let (code, _, stderr) = output(
+        ringload()
+            .env("AWS_CONFIG_FILE", &config)
+            .env("AWS_SHARED_CREDENTIALS_FILE", &credentials)
+            .args([
+                "run",
+                "flux_small",
+                "--files",
+                FILES,
+                "--bucket",
+                "ringload",
+                "--endpoint",
+                &server.endpoint_url(),
+                "--profile",
+                "other",
+                "--retries",
+                "0",
+            ]),
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("403") || stderr.contains("InvalidAccessKeyId"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = with_files("missing");
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("names the profile 'missing'"), "{stderr}");
+}
+
+#[test]
+fn boto3_reads_from_the_tls_server_trusting_its_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, ca) = tls_server(virtual_flux(), dir.path());
+    let script = r#"
+import json, sys, boto3
+from botocore.config import Config
+s3 = boto3.client("s3", endpoint_url=sys.argv[1], verify=sys.argv[2], region_name="us-east-1",
+                  aws_access_key_id="x", aws_secret_access_key="y",
+                  config=Config(s3={"addressing_style": "path"}))
+keys = [o["Key"] for o in s3.list_objects_v2(Bucket="ringload")["Contents"]]
+body = s3.get_object(Bucket="ringload", Key=keys[0], Range="bytes=0-3")["Body"].read()
+print(json.dumps({"keys": len(keys), "magic": body.decode()}))
+"#;
+    let out = python_json(script, &[&server.endpoint_url(), &ca]);
+    assert_eq!(out["keys"], 4);
+    assert_eq!(out["magic"], "PAR1");
+}
