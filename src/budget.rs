@@ -268,7 +268,8 @@ fn read_v2(dir: &Path) -> Option<CgroupMemory> {
 pub const BUFFER_ALIGN_BYTES: u64 = 4096;
 
 /// Kernel and user memory per connection besides its body buffer: the default TCP receive and
-/// send buffers (128 KiB and 16 KiB on Linux), a head buffer and slack.
+/// send buffers (128 KiB and 16 KiB on Linux), a head buffer, the io_uring engine's 64 KiB TLS
+/// staging area for `https://`, and slack.
 pub const CONNECTION_OVERHEAD_BYTES: u64 = 256 << 10;
 
 /// The process's fixed cost: code, thread stacks, footers, histograms, the in-process server.

@@ -532,7 +532,7 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         notes.push(note);
     }
     let tls = target.endpoints.iter().any(|e| e.is_tls());
-    let engine = choose_engine(args.engine, &plan, &limits, tls, &mut notes)?;
+    let engine = choose_engine(args.engine, &plan, &limits, &mut notes)?;
     let client = Client::new(target.clone(), policy)?;
     let config = crate::run::RunConfig {
         engine,
@@ -902,28 +902,23 @@ fn choose_engine(
     asked: Option<EngineKind>,
     plan: &Plan,
     limits: &budget::MemoryLimits,
-    tls: bool,
     notes: &mut Vec<String>,
 ) -> anyhow::Result<EngineKind> {
     if asked == Some(EngineKind::Baseline) {
         return Ok(EngineKind::Baseline);
     }
     let pool = plan.memory.pool_bytes;
-    let tls_cause =
-        tls.then(|| "it does not speak TLS yet, and the endpoint is https://".to_string());
-    let cause = tls_cause
-        .or_else(crate::engine::uring::unavailable_cause)
-        .or_else(|| {
-            let memlock = limits
-                .memlock_bytes
-                .filter(|&m| !limits.cap_ipc_lock && m < pool)?;
-            Some(format!(
-                "RLIMIT_MEMLOCK {} is smaller than the buffer pool {} (its buffers are locked and \
+    let cause = crate::engine::uring::unavailable_cause().or_else(|| {
+        let memlock = limits
+            .memlock_bytes
+            .filter(|&m| !limits.cap_ipc_lock && m < pool)?;
+        Some(format!(
+            "RLIMIT_MEMLOCK {} is smaller than the buffer pool {} (its buffers are locked and \
              registered; raise it with `ulimit -l unlimited` or grant CAP_IPC_LOCK)",
-                units::bytes(memlock),
-                units::bytes(pool)
-            ))
-        });
+            units::bytes(memlock),
+            units::bytes(pool)
+        ))
+    });
     match (asked, cause) {
         (_, None) => Ok(EngineKind::Uring),
         (Some(_), Some(cause)) => Err(UsageError(format!(

@@ -104,30 +104,24 @@ fn https_with_a_trusted_ca_reads_every_byte_on_the_virtual_and_dir_backends() {
         let (server, ca) = tls_server(store, &dir.path().join(format!("tls-{name}")));
         let url = server.endpoint_url();
         assert!(url.starts_with("https://"), "{url}");
-        for engine in ["baseline", "auto"] {
-            let mut flags = vec!["--ca-bundle", ca.as_str()];
-            if engine == "baseline" {
-                flags.extend(["--engine", "baseline"]);
-            }
-            let (code, summary, stderr) = run(&url, &flags);
+        for engine in ["uring", "baseline"] {
+            let (code, summary, stderr) =
+                run(&url, &["--ca-bundle", &ca, "--engine", engine, "--verify"]);
             let s = completed(code, summary, &stderr);
-            // The io_uring engine does not speak TLS yet: the default falls back, saying so.
-            assert_eq!(s["engine"], "baseline", "{name} {engine}");
+            assert_eq!(s["engine"], engine, "{name}");
+            // Every byte that landed decrypted was hashed against the footers.
+            assert_eq!(
+                s["verify"]["hashed_bytes"], s["bytes_read"],
+                "{name} {engine}"
+            );
             let tls = &s["target"]["tls"];
             assert_eq!(tls["verified"], true, "{tls}");
             assert!(
                 tls["negotiated"].as_str().unwrap().starts_with("TLSv1_3"),
-                "{tls}"
+                "{name} {engine}: {tls}"
             );
             assert!(tls["ktls_available"].is_boolean());
-            if engine == "auto" {
-                assert!(stderr.contains("does not speak TLS yet"), "{stderr}");
-            }
         }
-        // Asked for by name, the io_uring engine refuses https:// in one line, exit 2.
-        let (code, _, stderr) = run(&url, &["--ca-bundle", &ca, "--engine", "uring"]);
-        assert_eq!(code, 2, "{stderr}");
-        assert!(stderr.contains("--engine baseline"), "{stderr}");
         assert!(server.stats().tls_handshake_failures == 0);
     }
 }
@@ -261,16 +255,75 @@ fn every_handshake_failure_exits_2_naming_its_cause_and_fix() {
 }
 
 #[test]
+fn faults_over_tls_are_retried_through_new_handshakes_by_both_engines() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, files) =
+        ringload::server::tls::self_signed("127.0.0.1:0".parse().unwrap(), dir.path()).unwrap();
+    let server = Server::start(ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        store: virtual_flux(),
+        credentials: None,
+        region: "us-east-1".into(),
+        worker_threads: 2,
+        throttle_bytes_per_s: None,
+        // A 503 every 3rd row-group GET, a connection cut mid-body every 5th, a short body
+        // every 7th: each broken connection is opened and handshaken again.
+        faults: ringload::server::faults::Faults::parse(
+            "503@rg/every=3,cut=500000@rg/every=5,short=1000@rg/every=7",
+            1,
+        )
+        .unwrap(),
+        tls: Some(config),
+        max_connections: ringload::server::DEFAULT_MAX_CONNECTIONS,
+    })
+    .unwrap();
+    let ca = files.ca_pem.display().to_string();
+    for engine in ["uring", "baseline"] {
+        let (code, summary, stderr) = run(
+            &server.endpoint_url(),
+            &[
+                "--ca-bundle",
+                &ca,
+                "--engine",
+                engine,
+                "--verify",
+                "--retries",
+                "5",
+            ],
+        );
+        let s = completed(code, summary, &stderr);
+        assert_eq!(s["errors"], 0, "{engine}: {s}");
+        assert!(
+            s["retries_by_cause"]["connection"].as_u64().unwrap() > 0,
+            "{engine}: {s}"
+        );
+        assert!(
+            s["retries_by_cause"]["503"].as_u64().unwrap() > 0,
+            "{engine}: {s}"
+        );
+        assert_eq!(s["verify"]["hashed_bytes"], s["bytes_read"], "{engine}");
+    }
+}
+
+#[test]
 fn several_endpoints_split_the_gets_by_reader_and_slot_in_both_engines() {
     let a = start(virtual_flux(), None, None);
     let b = start(virtual_flux(), None, None);
-    let both = format!("{},{}", a.endpoint_url(), b.endpoint_url());
-    for engine in ["uring", "baseline"] {
-        // NP=2, RT=1, prefetch 1: reader g's one slot goes to endpoint g mod 2, so rank 0
-        // reads everything through the first endpoint and rank 1 through the second.
-        let (code, summary, stderr) = run(
-            &both,
-            &[
+    // The same over TLS: two servers, each with its own CA, both CAs in one bundle.
+    let dir = tempfile::tempdir().unwrap();
+    let (tls_a, ca_a) = tls_server(virtual_flux(), &dir.path().join("a"));
+    let (tls_b, ca_b) = tls_server(virtual_flux(), &dir.path().join("b"));
+    let bundle = dir.path().join("bundle.pem");
+    let pems = std::fs::read_to_string(&ca_a).unwrap() + &std::fs::read_to_string(&ca_b).unwrap();
+    std::fs::write(&bundle, pems).unwrap();
+    let bundle = bundle.display().to_string();
+    let cases = [(&a, &b, None), (&tls_a, &tls_b, Some(bundle.as_str()))];
+    for (first, second, ca) in cases {
+        for engine in ["uring", "baseline"] {
+            let both = format!("{},{}", first.endpoint_url(), second.endpoint_url());
+            // NP=2, RT=1, prefetch 1: reader g's one slot goes to endpoint g mod 2, so rank 0
+            // reads everything through the first endpoint and rank 1 through the second.
+            let mut flags = vec![
                 "--engine",
                 engine,
                 "--np",
@@ -279,38 +332,31 @@ fn several_endpoints_split_the_gets_by_reader_and_slot_in_both_engines() {
                 "1",
                 "--prefetch",
                 "1",
-            ],
-        );
-        let s = completed(code, summary, &stderr);
-        let endpoints = s["endpoints"].as_array().unwrap();
-        assert_eq!(endpoints.len(), 2, "{engine}");
-        assert_eq!(endpoints[0]["url"], a.endpoint_url());
-        let requests: Vec<u64> = endpoints
-            .iter()
-            .map(|e| e["requests"].as_u64().unwrap())
-            .collect();
-        let bytes: u64 = endpoints
-            .iter()
-            .map(|e| e["bytes_read"].as_u64().unwrap())
-            .sum();
-        assert_eq!(bytes, s["bytes_read"].as_u64().unwrap(), "{engine}");
-        assert_eq!(requests[0], requests[1], "{engine}: {endpoints:?}");
-        assert_eq!(requests[0] + requests[1], s["requests"].as_u64().unwrap());
-        // Each rank's GETs are its endpoint's.
-        let per_rank: Vec<u64> = s["per_rank"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["bytes_read"].as_u64().unwrap())
-            .collect();
-        assert_eq!(
-            per_rank,
-            endpoints
+            ];
+            if let Some(ca) = ca {
+                flags.extend(["--ca-bundle", ca]);
+            }
+            let (code, summary, stderr) = run(&both, &flags);
+            let s = completed(code, summary, &stderr);
+            let endpoints = s["endpoints"].as_array().unwrap();
+            assert_eq!(endpoints.len(), 2, "{engine}");
+            assert_eq!(endpoints[0]["url"], first.endpoint_url());
+            let figure = |key: &str| -> Vec<u64> {
+                endpoints.iter().map(|e| e[key].as_u64().unwrap()).collect()
+            };
+            let (requests, bytes) = (figure("requests"), figure("bytes_read"));
+            assert_eq!(bytes.iter().sum::<u64>(), s["bytes_read"].as_u64().unwrap());
+            assert_eq!(requests[0], requests[1], "{engine}: {endpoints:?}");
+            assert_eq!(requests[0] + requests[1], s["requests"].as_u64().unwrap());
+            // Each rank's GETs are its endpoint's.
+            let per_rank: Vec<u64> = s["per_rank"]
+                .as_array()
+                .unwrap()
                 .iter()
-                .map(|e| e["bytes_read"].as_u64().unwrap())
-                .collect::<Vec<_>>(),
-            "{engine}"
-        );
+                .map(|r| r["bytes_read"].as_u64().unwrap())
+                .collect();
+            assert_eq!(per_rank, bytes, "{engine} {ca:?}");
+        }
     }
     // Both servers answered: each saw the set-up check, and half the GETs.
     assert!(a.stats().requests > 0 && b.stats().requests > 0);

@@ -257,6 +257,11 @@ impl Client {
         self.connector.negotiated()
     }
 
+    /// Records the TLS version and suite a connection of the io_uring engine negotiated.
+    pub fn note_tls_negotiated(&self, negotiated: &str) {
+        self.connector.note_negotiated(negotiated);
+    }
+
     /// The TLS configuration, when an endpoint is `https://` (the io_uring engine's
     /// connections share it, and its session cache).
     pub fn tls_config(&self) -> Option<&Arc<rustls::ClientConfig>> {

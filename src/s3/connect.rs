@@ -142,6 +142,12 @@ impl Connector {
     pub fn negotiated(&self) -> Option<&str> {
         self.shared.negotiated.get().map(String::as_str)
     }
+
+    /// Records what a connection made elsewhere (the io_uring engine's) negotiated, if none
+    /// was recorded yet.
+    pub fn note_negotiated(&self, negotiated: &str) {
+        let _ = self.shared.negotiated.set(negotiated.to_string());
+    }
 }
 
 /// The addresses for `host:port`: its `--resolve` pins, else DNS.

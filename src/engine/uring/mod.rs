@@ -48,6 +48,7 @@ pub mod http;
 pub mod pool;
 pub mod probe;
 pub mod ring;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -79,6 +80,9 @@ pub struct UringEngine {
     client: Client,
     /// The target's endpoints, in its order.
     endpoints: Vec<Gateway>,
+    /// With `https://` endpoints: the client's TLS configuration (its session cache shared),
+    /// with secret extraction on for the ring's own record layer.
+    tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 /// One endpoint as the ring's connections reach it: resolved once.
@@ -91,6 +95,8 @@ struct Gateway {
     host: String,
     /// `scheme://host` that request paths follow, for signing.
     url_prefix: String,
+    /// The name TLS checks, for `https://`.
+    server_name: Option<rustls::pki_types::ServerName<'static>>,
 }
 
 impl UringEngine {
@@ -98,15 +104,11 @@ impl UringEngine {
     /// connections.
     pub fn new(client: Client) -> Result<UringEngine, RankError> {
         let target = client.target();
-        if let Some(tls) = target.endpoints.iter().find(|e| e.is_tls()) {
-            return Err(RankError::Request(RequestError::Tls {
-                operation: client.operation("GET", None),
-                reason: format!(
-                    "{tls}: the io_uring engine does not speak TLS yet; run with --engine \
-                     baseline for https:// endpoints"
-                ),
-            }));
-        }
+        let tls = client.tls_config().map(|config| {
+            let mut config = (**config).clone();
+            config.enable_secret_extraction = true;
+            Arc::new(config)
+        });
         let endpoints = target
             .endpoints
             .iter()
@@ -125,15 +127,31 @@ impl UringEngine {
                             ),
                         })
                     })?;
+                let server_name = if endpoint.is_tls() {
+                    let name = target.request_hostname(endpoint);
+                    Some(crate::s3::tls::server_name(&name).map_err(|reason| {
+                        RankError::Request(RequestError::Tls {
+                            operation: client.operation("GET", None),
+                            reason,
+                        })
+                    })?)
+                } else {
+                    None
+                };
                 Ok(Gateway {
                     url: endpoint.url.clone(),
                     addr,
                     host: target.host_header(endpoint),
                     url_prefix: target.request_url(endpoint, "", ""),
+                    server_name,
                 })
             })
             .collect::<Result<Vec<_>, RankError>>()?;
-        Ok(UringEngine { client, endpoints })
+        Ok(UringEngine {
+            client,
+            endpoints,
+            tls,
+        })
     }
 
     /// The I/O of one rank for `epochs` epochs, set up in full: its pool mapped, pre-faulted,
@@ -169,7 +187,12 @@ impl UringEngine {
         let engine = |what: &str, e: std::io::Error| RankError::Engine(format!("{what}: {e}"));
         let pool = BufferPool::new(buffers, buffer_bytes)
             .map_err(|e| engine("cannot set up the buffer pool", e))?;
-        let mut ring = Ring::new(buffers, SCRATCH_BYTES, pool)
+        let stage_bytes = if self.tls.is_some() {
+            tls::STAGE_BYTES
+        } else {
+            0
+        };
+        let mut ring = Ring::new(buffers, SCRATCH_BYTES, stage_bytes, pool)
             .map_err(|e| engine("cannot set up the ring", e))?;
         let wake = rustix::event::eventfd(
             0,
@@ -193,7 +216,7 @@ impl UringEngine {
             })
             .collect();
         let prefetch = prefetch.max(1);
-        let transport = RingIo {
+        let mut transport = RingIo {
             ring,
             // One connection per buffer, `prefetch` per reader: every GET the window holds
             // can be in flight.
@@ -202,6 +225,10 @@ impl UringEngine {
                 .map(|c| target.endpoint_for(first_reader + c / prefetch, prefetch, c % prefetch))
                 .collect(),
             prefetch,
+            tls: (0..buffers).map(|_| None).collect(),
+            tls_read: vec![None; buffers],
+            tls_failure: vec![None; buffers],
+            ready: Vec::with_capacity(buffers),
             paths,
             completions: Vec::with_capacity(buffers + 8),
             engine: self.clone(),
@@ -211,6 +238,28 @@ impl UringEngine {
             wake,
             progress,
         };
+        // TLS connections are opened and handshaken now, before the clock.
+        if self.tls.is_some() {
+            for c in 0..buffers {
+                transport.open_tls(c).map_err(|(errno, failure)| {
+                    let gateway = transport.gateway(c).url.clone();
+                    RankError::Request(match failure {
+                        Some(reason) => RequestError::Tls {
+                            operation: self.client.operation("GET", None),
+                            reason,
+                        },
+                        None => RequestError::Unreachable {
+                            operation: self.client.operation("GET", None),
+                            reason: format!(
+                                "cannot connect to {gateway} ({}); is the server running? \
+                                 check --endpoint",
+                                std::io::Error::from_raw_os_error(errno)
+                            ),
+                        },
+                    })
+                })?;
+            }
+        }
         Ok(WindowedRank::new(
             Window::new(gets, prefetch, epochs, self.client.location()),
             transport,
@@ -233,6 +282,15 @@ pub struct RingIo<'a> {
     conn_endpoint: Vec<usize>,
     /// Connections per reader: reader `r` owns `r × prefetch ..`.
     prefetch: usize,
+    /// Each TLS connection's session (`None`: plain, or not open).
+    tls: Vec<Option<tls::Session>>,
+    /// The operation a TLS connection's ciphertext receive in flight is for.
+    tls_read: Vec<Option<Op>>,
+    /// Why a TLS connection failed: (during its handshake, the words).
+    tls_failure: Vec<Option<(bool, String)>>,
+    /// Completions made without the ring (TLS plaintext already decrypted), handled before
+    /// the ring is waited on.
+    ready: Vec<(usize, i32)>,
     /// `paths[reader][get]`: the GET's object path, formatted once.
     paths: Vec<Vec<String>>,
     /// The completions of one poll (reused).
@@ -296,6 +354,9 @@ impl RingIo<'_> {
 
     /// Queues the operation connection `c` asked for.
     fn queue(&mut self, window: &UringWindow, c: usize, op: Op) -> Result<(), RankError> {
+        if self.gateway(c).server_name.is_some() {
+            return self.queue_tls(window, c, op);
+        }
         let queued = |e| Self::engine_error("queueing an operation", e);
         match op {
             Op::Connect => {
@@ -356,6 +417,201 @@ impl RingIo<'_> {
         }
     }
 
+    /// Opens connection `c` to its (TLS) gateway and handshakes, blocking (bounded by the
+    /// connect timeout). `Err((errno, words))`: the connect failed (no words), or the handshake
+    /// did.
+    fn open_tls(&mut self, c: usize) -> Result<(), (i32, Option<String>)> {
+        let gateway = self.gateway(c).clone();
+        let (Some(name), Some(config)) = (gateway.server_name.clone(), self.engine.tls.clone())
+        else {
+            return Err((
+                libc::EINVAL,
+                Some("a TLS connection without TLS (a bug)".into()),
+            ));
+        };
+        let family = match gateway.addr {
+            SocketAddr::V4(_) => AddressFamily::INET,
+            SocketAddr::V6(_) => AddressFamily::INET6,
+        };
+        let errno = |e: rustix::io::Errno| (e.raw_os_error(), None);
+        let socket =
+            rustix::net::socket_with(family, SocketType::STREAM, SocketFlags::CLOEXEC, None)
+                .map_err(errno)?;
+        rustix::net::sockopt::set_tcp_nodelay(&socket, true).map_err(errno)?;
+        // Bounds the connect as well as the handshake's writes.
+        rustix::net::sockopt::set_socket_timeout(
+            &socket,
+            rustix::net::sockopt::Timeout::Send,
+            Some(self.policy.connect_timeout),
+        )
+        .map_err(errno)?;
+        rustix::net::connect(&socket, &gateway.addr).map_err(errno)?;
+        let endpoint =
+            crate::s3::Endpoint::parse(&gateway.url).map_err(|e| (libc::EINVAL, Some(e)))?;
+        let hostname = gateway.host.clone();
+        let describe = |e: &std::io::Error| crate::s3::tls::describe(e, &endpoint, &hostname);
+        let (_, stage) = self.ring.scratch_and_stage(c);
+        let session = tls::Session::handshake(
+            socket.as_fd(),
+            &config,
+            name,
+            self.policy.connect_timeout,
+            stage,
+            &describe,
+        )
+        .map_err(|e| (libc::EPROTO, Some(e.0)))?;
+        self.engine.client.note_tls_negotiated(&session.negotiated);
+        self.conns[c].set_socket(socket);
+        self.tls[c] = Some(session);
+        self.tls_read[c] = None;
+        Ok(())
+    }
+
+    /// [`RingIo::queue`] for a TLS connection: connects and handshakes on the rank thread;
+    /// seals requests; serves reads from decrypted plaintext when there is some, else receives
+    /// ciphertext into the staging area.
+    fn queue_tls(&mut self, window: &UringWindow, c: usize, op: Op) -> Result<(), RankError> {
+        let queued = |e| Self::engine_error("queueing an operation", e);
+        match op {
+            Op::Connect => {
+                let result = match self.open_tls(c) {
+                    Ok(()) => 0,
+                    Err((errno, words)) => {
+                        if let Some(words) = words {
+                            self.tls_failure[c] = Some((true, words));
+                        }
+                        -errno
+                    }
+                };
+                self.ready.push((c, result));
+                Ok(())
+            }
+            Op::SendRequest => {
+                self.format_request(window, c)?;
+                let session = self.tls[c].as_mut().ok_or_else(|| {
+                    RankError::Engine(format!("connection {c} has no TLS session (a bug)"))
+                })?;
+                session
+                    .seal(self.ring.request_buffer(c))
+                    .map_err(RankError::Engine)?;
+                let (ring, fd) = self.ring_and_socket(c)?;
+                ring.send(c, fd, 0).map_err(queued)
+            }
+            Op::SendRest { from } => {
+                let (ring, fd) = self.ring_and_socket(c)?;
+                ring.send(c, fd, from).map_err(queued)
+            }
+            Op::Peek { .. } | Op::Recv { .. } | Op::Body { .. } => {
+                let Some(session) = self.tls[c].as_ref() else {
+                    return Err(RankError::Engine(format!(
+                        "connection {c} has no TLS session (a bug)"
+                    )));
+                };
+                if session.pending() > 0 || session.closed() {
+                    let n = self.deliver(c, op)?;
+                    self.ready.push((c, n as i32));
+                    return Ok(());
+                }
+                // A body's receives complete at a quarter of the staging area (the plain
+                // engine's 1 MiB would not fit in it); the tail's ACK goes as in plain reads.
+                let lowat = match op {
+                    Op::Body { lowat, .. } => {
+                        if lowat < self.conns[c].rcvlowat_bytes {
+                            let (_, fd) = self.ring_and_socket(c)?;
+                            ring::quickack(fd)
+                                .map_err(|e| Self::engine_error("TCP_QUICKACK", e))?;
+                        }
+                        lowat.min(tls::STAGE_BYTES / 4)
+                    }
+                    _ => 1,
+                };
+                self.set_rcvlowat(c, lowat)?;
+                let at = self.tls[c].as_ref().map_or(0, tls::Session::free_from);
+                self.tls_read[c] = Some(op);
+                let (ring, fd) = self.ring_and_socket(c)?;
+                ring.recv_stage(c, fd, at, tls::STAGE_BYTES - at)
+                    .map_err(queued)
+            }
+        }
+    }
+
+    /// Hands decrypted plaintext to the operation `op` of TLS connection `c`, as the socket
+    /// would have: a peek copies without consuming, a receive consumes, a body read lands in
+    /// the GET's buffer. Returns the bytes handed (0 once the server closed).
+    fn deliver(&mut self, c: usize, op: Op) -> Result<usize, RankError> {
+        let buf = self.conns[c].job().map(|j| j.buf);
+        let Some(session) = self.tls[c].as_mut() else {
+            return Err(RankError::Engine(format!(
+                "connection {c} has no TLS session (a bug)"
+            )));
+        };
+        let plain = session.plaintext();
+        let (scratch, stage) = self.ring.scratch_and_stage(c);
+        Ok(match op {
+            Op::Peek { at } => {
+                let n = plain.len().min(scratch.len() - at);
+                scratch[at..at + n].copy_from_slice(&stage[plain.start..plain.start + n]);
+                n
+            }
+            Op::Recv { at, len } => {
+                let n = plain.len().min(len);
+                scratch[at..at + n].copy_from_slice(&stage[plain.start..plain.start + n]);
+                session.consume(stage, n);
+                n
+            }
+            Op::Body { offset, len, .. } => {
+                let n = plain.len().min(len);
+                let buf = buf.ok_or_else(|| {
+                    RankError::Engine(format!("connection {c} has no GET (a bug)"))
+                })?;
+                self.ring
+                    .stage_into_buffer(c, plain.start..plain.start + n, buf, offset);
+                let (_, stage) = self.ring.scratch_and_stage(c);
+                if let Some(session) = self.tls[c].as_mut() {
+                    session.consume(stage, n);
+                }
+                n
+            }
+            Op::Connect | Op::SendRequest | Op::SendRest { .. } => {
+                return Err(RankError::Engine(format!(
+                    "connection {c}: a TLS delivery for a send (a bug)"
+                )));
+            }
+        })
+    }
+
+    /// A ciphertext receive of TLS connection `c` for `op` completed with `result`: decrypts,
+    /// then hands plaintext on, or receives again when only part of a record came.
+    fn tls_received(
+        &mut self,
+        window: &mut UringWindow,
+        c: usize,
+        op: Op,
+        result: i32,
+    ) -> Result<(), RankError> {
+        if result <= 0 {
+            return self.on_completion(window, c, result);
+        }
+        let decrypted = {
+            let (_, stage) = self.ring.scratch_and_stage(c);
+            match self.tls[c].as_mut() {
+                Some(session) => session.received(stage, result as usize),
+                None => Err("no TLS session (a bug)".into()),
+            }
+        };
+        if let Err(reason) = decrypted {
+            self.tls_failure[c] = Some((false, reason));
+            return self.on_completion(window, c, -libc::EBADMSG);
+        }
+        let session = self.tls[c].as_ref();
+        if session.is_some_and(|s| s.pending() > 0 || s.closed()) {
+            let n = self.deliver(c, op)?;
+            return self.on_completion(window, c, n as i32);
+        }
+        // Part of a record: receive the rest.
+        self.queue_tls(window, c, op)
+    }
+
     /// Formats (and signs, when keys are set) the request head of connection `c`'s GET.
     fn format_request(&mut self, window: &UringWindow, c: usize) -> Result<(), RankError> {
         let job = self.job(c)?;
@@ -400,6 +656,18 @@ impl RingIo<'_> {
         failure: Failure,
     ) -> RequestError {
         let operation = self.operation(get);
+        if let (Failure::Io { .. }, Some((handshake, reason))) =
+            (&failure, self.tls_failure.get(c).cloned().flatten())
+        {
+            return if handshake {
+                RequestError::Tls { operation, reason }
+            } else {
+                RequestError::Transport {
+                    operation,
+                    reason: format!("TLS: {reason}"),
+                }
+            };
+        }
         match failure {
             Failure::TimedOut(what) => RequestError::Timeout {
                 operation,
@@ -546,7 +814,13 @@ impl RingIo<'_> {
         if retry_at.is_some() {
             window.retrying(error.cause(), endpoint);
         }
-        if let Some(job) = self.conns[c].attempt_failed(retry_at) {
+        let failed = self.conns[c].attempt_failed(retry_at);
+        self.tls_failure[c] = None;
+        if self.conns[c].socket.is_none() {
+            self.tls[c] = None;
+            self.tls_read[c] = None;
+        }
+        if let Some(job) = failed {
             window.failed(job.reader, job.get, endpoint, job.retries, error)?;
             self.ring.pool_mut().give(job.buf);
         }
@@ -566,6 +840,9 @@ impl RingIo<'_> {
             if let Some(at) = conn.wake_at(&self.policy) {
                 wake = wake.min(at);
             }
+        }
+        if !self.ready.is_empty() {
+            wake = now;
         }
         let mut completions = std::mem::take(&mut self.completions);
         let waited = self
@@ -593,8 +870,23 @@ impl RingIo<'_> {
                         .watch(wake.as_fd())
                         .map_err(|e| Self::engine_error("re-arming the barrier's eventfd", e))?;
                 }
-                tag => self.on_completion(window, tag as usize, completion.result)?,
+                tag => {
+                    let c = tag as usize;
+                    match self.tls_read.get_mut(c).and_then(Option::take) {
+                        Some(op) => self.tls_received(window, c, op, completion.result)?,
+                        None => self.on_completion(window, c, completion.result)?,
+                    }
+                }
             }
+        }
+        self.handle_ready(window)
+    }
+
+    /// Completions made without the ring, in order; handling one may make more.
+    fn handle_ready(&mut self, window: &mut UringWindow) -> Result<(), RankError> {
+        while !self.ready.is_empty() {
+            let (c, result) = self.ready.remove(0);
+            self.on_completion(window, c, result)?;
         }
         Ok(())
     }

@@ -85,6 +85,8 @@ struct ConnIo {
     request: Vec<u8>,
     /// Response heads and error documents.
     scratch: Box<[u8]>,
+    /// TLS ciphertext as received, decrypted in place (empty without TLS).
+    stage: Box<[u8]>,
     /// The address a connect in flight points to.
     addr: Option<Box<SockAddr>>,
     /// The pool buffer a `READ_FIXED` in flight writes into.
@@ -162,8 +164,14 @@ fn build(entries: u32) -> io::Result<IoUring> {
 
 impl Ring {
     /// A ring for `connections` connections (one operation each, plus the timer and the wake
-    /// read), with `pool` registered and a `scratch_bytes` scratch buffer per connection.
-    pub fn new(connections: usize, scratch_bytes: usize, pool: BufferPool) -> io::Result<Ring> {
+    /// read), with `pool` registered, a `scratch_bytes` scratch buffer and a `stage_bytes` TLS
+    /// staging area per connection.
+    pub fn new(
+        connections: usize,
+        scratch_bytes: usize,
+        stage_bytes: usize,
+        pool: BufferPool,
+    ) -> io::Result<Ring> {
         let entries = (connections + 8).next_power_of_two().max(8) as u32;
         let ring = build(entries)?;
         // SAFETY: the pool's buffers stay mapped until the ring is gone: `Drop` drops the ring
@@ -178,6 +186,7 @@ impl Ring {
             .map(|_| ConnIo {
                 request: Vec::with_capacity(4096),
                 scratch: vec![0u8; scratch_bytes].into_boxed_slice(),
+                stage: vec![0u8; stage_bytes].into_boxed_slice(),
                 addr: None,
                 filling: None,
                 pending: false,
@@ -220,6 +229,43 @@ impl Ring {
         let io = &self.conns[conn];
         assert!(!io.pending, "connection {conn} has a receive in flight");
         &io.scratch
+    }
+
+    /// `conn`'s scratch buffer and TLS staging area, to move decrypted bytes between them,
+    /// while nothing of `conn` is in flight.
+    pub fn scratch_and_stage(&mut self, conn: usize) -> (&mut [u8], &mut [u8]) {
+        let io = self.idle(conn);
+        (&mut io.scratch, &mut io.stage)
+    }
+
+    /// Copies `conn`'s staged plaintext `from` into pool buffer `buf` at `offset`: the TLS
+    /// body's last copy. Panics if a read into `buf` is in flight.
+    pub fn stage_into_buffer(
+        &mut self,
+        conn: usize,
+        from: std::ops::Range<usize>,
+        buf: BufIndex,
+        offset: usize,
+    ) {
+        assert!(
+            self.conns.iter().all(|io| io.filling != Some(buf)),
+            "buffer {} has a read in flight",
+            buf.0
+        );
+        let io = &self.conns[conn];
+        assert!(!io.pending, "connection {conn} has a receive in flight");
+        let source = &io.stage[from];
+        assert!(offset + source.len() <= self.pool.buffer_bytes());
+        // SAFETY: inside buffer `buf` (asserted); no kernel write into it is in flight
+        // (asserted) nor can start while this runs (`&mut self`); the source is the
+        // connection's own staging area, which is not in the pool.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                source.as_ptr(),
+                self.pool.ptr(buf).add(offset),
+                source.len(),
+            );
+        }
     }
 
     pub fn scratch_len(&self, conn: usize) -> usize {
@@ -301,6 +347,21 @@ impl Ring {
         let entry = opcode::Recv::new(Fd(fd.as_raw_fd()), ptr, len as u32)
             .flags(flags)
             .build();
+        self.push_conn(conn, entry)
+    }
+
+    /// Receives TLS ciphertext into `stage[at..at + len]`.
+    pub fn recv_stage(
+        &mut self,
+        conn: usize,
+        fd: BorrowedFd<'_>,
+        at: usize,
+        len: usize,
+    ) -> io::Result<()> {
+        let io = self.idle(conn);
+        assert!(len > 0 && at + len <= io.stage.len());
+        let ptr = io.stage[at..].as_mut_ptr();
+        let entry = opcode::Recv::new(Fd(fd.as_raw_fd()), ptr, len as u32).build();
         self.push_conn(conn, entry)
     }
 
