@@ -267,6 +267,12 @@ fn read_v2(dir: &Path) -> Option<CgroupMemory> {
 /// Buffers are sized in whole pages.
 pub const BUFFER_ALIGN_BYTES: u64 = 4096;
 
+/// With TLS, the io_uring engine receives a body's ciphertext into its buffer and decrypts it
+/// there, so a buffer also holds one whole record beyond the plaintext: a TLS 1.3 record's
+/// largest size on the wire (2^14 bytes, its content type, padding and tag up to 256, and the
+/// 5-byte header).
+pub const TLS_RECORD_SLACK_BYTES: u64 = 5 + (1 << 14) + 256;
+
 /// Kernel and user memory per connection besides its body buffer: the default TCP receive and
 /// send buffers (128 KiB and 16 KiB on Linux), a head buffer, the io_uring engine's 64 KiB TLS
 /// staging area for `https://`, and slack.
@@ -315,6 +321,8 @@ pub struct BudgetShape {
     pub prefetch: u32,
     pub largest_get_bytes: u64,
     pub server_bytes: u64,
+    /// Buffers hold a TLS record beyond the GET ([`TLS_RECORD_SLACK_BYTES`]).
+    pub tls: bool,
 }
 
 /// A run's memory is over a limit; the message names the budget, the limit that binds and the
@@ -327,15 +335,18 @@ fn round_up(x: u64, to: u64) -> u64 {
     x.div_ceil(to) * to
 }
 
-/// The memory of a run with `np × rt × prefetch` buffers of the largest GET.
+/// The memory of a run with `np × rt × prefetch` buffers of the largest GET (and a TLS record,
+/// with `tls`).
 fn budget_for(
     largest_get_bytes: u64,
     np: u32,
     rt: u32,
     prefetch: u32,
     server_bytes: u64,
+    tls: bool,
 ) -> MemoryBudget {
-    let buffer_bytes = round_up(largest_get_bytes, BUFFER_ALIGN_BYTES);
+    let slack = if tls { TLS_RECORD_SLACK_BYTES } else { 0 };
+    let buffer_bytes = round_up(largest_get_bytes + slack, BUFFER_ALIGN_BYTES);
     let buffers_per_rank = u64::from(rt) * u64::from(prefetch);
     let pool_bytes = u64::from(np) * buffers_per_rank * buffer_bytes;
     let connections = u64::from(np) * buffers_per_rank;
@@ -408,6 +419,7 @@ pub fn check(
         shape.read_threads,
         shape.prefetch,
         shape.server_bytes,
+        shape.tls,
     );
     budget.checks = checks
         .iter()
@@ -455,6 +467,7 @@ pub fn check(
                 rt,
                 pf,
                 shape.server_bytes,
+                shape.tls,
             ),
             &checks,
         )

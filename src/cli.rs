@@ -177,6 +177,7 @@ impl ShapeArgs {
             server_bytes,
             loader: self.loader,
             prefetch_factor: self.prefetch_factor,
+            tls: false,
         }
     }
 }

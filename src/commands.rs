@@ -518,7 +518,10 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         }
     };
     drop(bucket);
-    let options = args.shape.plan_options(server_bytes);
+    let options = crate::plan::PlanOptions {
+        tls: target.endpoints.iter().any(|e| e.is_tls()),
+        ..args.shape.plan_options(server_bytes)
+    };
     let limits = budget::probe();
     // RLIMIT_MEMLOCK binds only the io_uring engine's locked pool: checked with the engine.
     let unlocked = budget::MemoryLimits {
@@ -726,7 +729,10 @@ fn sweep(args: &SweepArgs) -> anyhow::Result<u8> {
             prefetch_factor: args.prefetch_factor,
         };
         let settings = Settings::resolve(&load_config(&args.workload, Some(&shape))?)?;
-        let options = shape.plan_options(0);
+        let options = crate::plan::PlanOptions {
+            tls: target.endpoints.iter().any(|e| e.is_tls()),
+            ..shape.plan_options(0)
+        };
         let (skip, estimate_s) = match Plan::resolve(&settings, &catalog, &options, &limits) {
             Ok(plan) => (
                 None,

@@ -104,6 +104,9 @@ pub struct PlanOptions {
     pub loader: Loader,
     /// With the dlio loader: finished GETs queued per reader beyond `prefetch`.
     pub prefetch_factor: u32,
+    /// The endpoint is `https://`: each buffer also holds a TLS record in flight
+    /// ([`budget::TLS_RECORD_SLACK_BYTES`]), as the io_uring engine decrypts bodies in place.
+    pub tls: bool,
 }
 
 impl PlanOptions {
@@ -305,6 +308,7 @@ impl Plan {
                 prefetch: window,
                 largest_get_bytes,
                 server_bytes: options.server_bytes,
+                tls: options.tls,
             },
             limits,
             options.memory_cap_bytes,
@@ -611,6 +615,7 @@ mod tests {
             server_bytes: 0,
             loader: Loader::Ringload,
             prefetch_factor: DEFAULT_PREFETCH_FACTOR,
+            tls: false,
         }
     }
 

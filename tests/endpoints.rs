@@ -121,6 +121,17 @@ fn https_with_a_trusted_ca_reads_every_byte_on_the_virtual_and_dir_backends() {
                 "{name} {engine}: {tls}"
             );
             assert!(tls["ktls_available"].is_boolean());
+            // Buffers hold a TLS record beyond the body (bodies are decrypted in place),
+            // and the budget says so: it is larger than the same run's over plain HTTP.
+            let plain = start(virtual_flux(), None, None);
+            let (code, summary, stderr) = run(&plain.endpoint_url(), &["--engine", engine]);
+            let p = completed(code, summary, &stderr);
+            assert!(
+                s["memory_budget_bytes"].as_u64() > p["memory_budget_bytes"].as_u64(),
+                "{engine}: {} vs {}",
+                s["memory_budget_bytes"],
+                p["memory_budget_bytes"]
+            );
         }
         assert!(server.stats().tls_handshake_failures == 0);
     }

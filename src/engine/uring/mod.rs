@@ -84,8 +84,6 @@ pub struct UringEngine {
     /// with secret extraction on for the ring's own record layer.
     tls: Option<Arc<rustls::ClientConfig>>,
 }
-
-/// One endpoint as the ring's connections reach it: resolved once.
 #[derive(Debug, Clone)]
 struct Gateway {
     /// `http://host:port`, for messages.
@@ -185,6 +183,16 @@ impl UringEngine {
             )));
         }
         let engine = |what: &str, e: std::io::Error| RankError::Engine(format!("{what}: {e}"));
+        // TLS bodies are decrypted in their buffer: it holds a record beyond the body (the
+        // plan's budget counts it).
+        if self.tls.is_some()
+            && (largest + crate::budget::TLS_RECORD_SLACK_BYTES) as usize > buffer_bytes
+        {
+            return Err(RankError::Engine(format!(
+                "a GET of {largest} bytes and a TLS record do not fit the plan's \
+                 {buffer_bytes}-byte buffers (a bug)"
+            )));
+        }
         let pool = BufferPool::new(buffers, buffer_bytes)
             .map_err(|e| engine("cannot set up the buffer pool", e))?;
         let stage_bytes = if self.tls.is_some() {
@@ -512,19 +520,12 @@ impl RingIo<'_> {
                     self.ready.push((c, n as i32));
                     return Ok(());
                 }
-                // A body's receives complete at a quarter of the staging area (the plain
-                // engine's 1 MiB would not fit in it); the tail's ACK goes as in plain reads.
-                let lowat = match op {
-                    Op::Body { lowat, .. } => {
-                        if lowat < self.conns[c].rcvlowat_bytes {
-                            let (_, fd) = self.ring_and_socket(c)?;
-                            ring::quickack(fd)
-                                .map_err(|e| Self::engine_error("TCP_QUICKACK", e))?;
-                        }
-                        lowat.min(tls::STAGE_BYTES / 4)
-                    }
-                    _ => 1,
-                };
+                // A body's ciphertext lands in its own buffer; a head's, in the staging area
+                // (read as it comes: a head is small).
+                if let Op::Body { offset, lowat, .. } = op {
+                    return self.read_in_place(c, op, offset, lowat);
+                }
+                let lowat = 1;
                 self.set_rcvlowat(c, lowat)?;
                 let at = self.tls[c].as_ref().map_or(0, tls::Session::free_from);
                 self.tls_read[c] = Some(op);
@@ -533,6 +534,77 @@ impl RingIo<'_> {
                     .map_err(queued)
             }
         }
+    }
+
+    /// Landing in place: receives a body's ciphertext straight into the GET's registered
+    /// buffer, behind the partial record already there (moved from the staging area first).
+    fn read_in_place(
+        &mut self,
+        c: usize,
+        op: Op,
+        offset: usize,
+        lowat: usize,
+    ) -> Result<(), RankError> {
+        let buf = self.job(c)?.buf;
+        let bug = || RankError::Engine(format!("connection {c} has no TLS session (a bug)"));
+        let session = self.tls[c].as_mut().ok_or_else(bug)?;
+        if !session.in_body() {
+            let partial = session.free_from();
+            self.ring.stage_into_buffer(c, 0..partial, buf, offset);
+            self.tls[c].as_mut().ok_or_else(bug)?.enter_body();
+        }
+        let at = offset + self.tls[c].as_ref().ok_or_else(bug)?.free_from();
+        if lowat < self.conns[c].rcvlowat_bytes {
+            let (_, fd) = self.ring_and_socket(c)?;
+            ring::quickack(fd).map_err(|e| Self::engine_error("TCP_QUICKACK", e))?;
+        }
+        self.set_rcvlowat(c, lowat)?;
+        self.tls_read[c] = Some(op);
+        let len = self.ring.pool().buffer_bytes() - at;
+        let (ring, fd) = self.ring_and_socket(c)?;
+        ring.read_fixed(c, fd, buf, at, len)
+            .map_err(|e| Self::engine_error("queueing an operation", e))
+    }
+
+    /// Landing in place: `n` ciphertext bytes landed in the body's buffer: decrypts them there
+    /// and hands the body its plaintext, already where it belongs.
+    fn received_in_place(
+        &mut self,
+        window: &mut UringWindow,
+        c: usize,
+        op: Op,
+        n: usize,
+    ) -> Result<(), RankError> {
+        let Op::Body { offset, len, lowat } = op else {
+            return Err(RankError::Engine(format!(
+                "connection {c}: an in-place TLS read for a head (a bug)"
+            )));
+        };
+        let buf = self.job(c)?.buf;
+        let bug = || RankError::Engine(format!("connection {c} has no TLS session (a bug)"));
+        let decrypted = {
+            let region = self.ring.buffer_from_mut(buf, offset);
+            self.tls[c].as_mut().ok_or_else(bug)?.received(region, n)
+        };
+        if let Err(reason) = decrypted {
+            self.tls_failure[c] = Some((false, reason));
+            return self.on_completion(window, c, -libc::EBADMSG);
+        }
+        let session = self.tls[c].as_mut().ok_or_else(bug)?;
+        let plain = session.pending();
+        if plain == 0 && !session.closed() {
+            return self.read_in_place(c, op, offset, lowat);
+        }
+        let give = plain.min(len);
+        if give == len {
+            // The body is whole: what came after it goes back to the staging area.
+            let rest = session.leave_body(give);
+            self.ring
+                .buffer_into_stage(c, buf, offset + rest.start..offset + rest.end);
+        } else {
+            session.advance_body(give);
+        }
+        self.on_completion(window, c, give as i32)
     }
 
     /// Hands decrypted plaintext to the operation `op` of TLS connection `c`, as the socket
@@ -591,6 +663,9 @@ impl RingIo<'_> {
     ) -> Result<(), RankError> {
         if result <= 0 {
             return self.on_completion(window, c, result);
+        }
+        if self.tls[c].as_ref().is_some_and(tls::Session::in_body) {
+            return self.received_in_place(window, c, op, result as usize);
         }
         let decrypted = {
             let (_, stage) = self.ring.scratch_and_stage(c);

@@ -350,6 +350,34 @@ impl Ring {
         self.push_conn(conn, entry)
     }
 
+    /// Copies pool buffer `buf`'s bytes `from` to the start of `conn`'s staging area: TLS bytes
+    /// that followed a body landed in place. Panics if a read into `buf` is in flight.
+    pub fn buffer_into_stage(&mut self, conn: usize, buf: BufIndex, from: std::ops::Range<usize>) {
+        let len = from.len();
+        let source = self.buffer_from_mut(buf, from.start)[..len].as_ptr();
+        let io = self.idle(conn);
+        assert!(len <= io.stage.len());
+        // SAFETY: `source` is `len` bytes inside buffer `buf` with no read in flight (checked
+        // by `buffer_from_mut`); the staging area is the connection's own memory, apart from
+        // the pool.
+        unsafe { std::ptr::copy_nonoverlapping(source, io.stage.as_mut_ptr(), len) };
+    }
+
+    /// Pool buffer `buf` from byte `from` to its end, to decrypt TLS records in place. Panics
+    /// if a read into `buf` is in flight.
+    pub fn buffer_from_mut(&mut self, buf: BufIndex, from: usize) -> &mut [u8] {
+        assert!(
+            self.conns.iter().all(|io| io.filling != Some(buf)),
+            "buffer {} has a read in flight",
+            buf.0
+        );
+        let len = self.pool.buffer_bytes();
+        assert!(from <= len);
+        // SAFETY: inside buffer `buf`; no kernel write into it is in flight (asserted) nor can
+        // one start while the slice lives (queueing takes `&mut self`).
+        unsafe { std::slice::from_raw_parts_mut(self.pool.ptr(buf).add(from), len - from) }
+    }
+
     /// Receives TLS ciphertext into `stage[at..at + len]`.
     pub fn recv_stage(
         &mut self,

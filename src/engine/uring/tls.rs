@@ -8,15 +8,19 @@
 //!   would go to the socket (`setsockopt(SOL_TLS)`) and `READ_FIXED` would land plaintext.
 //!   Connections are handshaken when the rank is set up, before the clock; a connection opened
 //!   again after a failure is handshaken on the rank thread, resuming the session.
-//! - **Records**: ciphertext is received by the ring into the connection's staging area (part
-//!   of its scratch buffer, owned by [`super::ring`]); each complete record is decrypted in
-//!   place there with `ring`'s AES-GCM or ChaCha20-Poly1305, and its plaintext moved down to
-//!   close the gap its header left, so the staging area holds `[plaintext][a partial
-//!   record]`. The engine then copies plaintext where the connection's state machine wants it
-//!   (the head into scratch, the body into the GET's registered buffer).
-//!   Each body byte so gets four passes: the kernel's copy into staging, the decryption (a read
-//!   and a write), the move that closes the record's gap (within cache), and the copy into the
-//!   registered buffer.
+//! - **Bodies** land in place: the ring's `READ_FIXED` receives ciphertext straight into the
+//!   GET's registered buffer (behind a partial record, if one is there), each complete record
+//!   is decrypted in place with `ring`'s AES-GCM or ChaCha20-Poly1305, and its plaintext moved
+//!   down over the header and tag before it, so the buffer holds `[plaintext][a partial
+//!   record]`. The plan's budget gives each buffer room for one record beyond the body
+//!   (`budget::TLS_RECORD_SLACK_BYTES`). Each body byte gets three passes: the kernel's copy
+//!   into the buffer, the decryption (a read and a write), and the move that closes the
+//!   record's gap (on bytes still in cache). Receiving into the staging area and copying the
+//!   plaintext out instead cost twice the CPU over plain HTTP (BENCHMARKS.md, "What TLS
+//!   costs"), and was dropped.
+//! - **Heads** (and what follows a body) are received into the connection's staging area (part
+//!   of its memory, owned by [`super::ring`]), decrypted there, and handed to the connection's
+//!   state machine as the socket would: a peek copies, a receive consumes.
 //! - **Requests** are sealed into one record in place in the request buffer.
 //!
 //! TLS 1.3 only: a server that negotiates TLS 1.2 is refused at the handshake with a line
@@ -35,9 +39,8 @@ use rustls::{ConnectionTrafficSecrets, ProtocolVersion};
 /// Each connection's staging area for ciphertext: four full records per receive. It fits in
 /// the memory budget's per-connection allowance (`budget::CONNECTION_OVERHEAD_BYTES`).
 pub const STAGE_BYTES: usize = 64 << 10;
-/// The largest TLS 1.3 record on the wire: 2^14 bytes of plaintext, its content type, up to
-/// 255 bytes of padding and tag, and the header.
-const MAX_RECORD: usize = 5 + (1 << 14) + 256;
+/// The largest TLS 1.3 record on the wire (the room the budget leaves beyond each body).
+const MAX_RECORD: usize = crate::budget::TLS_RECORD_SLACK_BYTES as usize;
 const HEADER: usize = 5;
 const TAG: usize = 16;
 const APPLICATION_DATA: u8 = 23;
@@ -102,6 +105,9 @@ pub struct Session {
     rx: Keys,
     tx: Keys,
     kernel: KernelConnection<ClientConnectionData>,
+    /// Whether the offsets below are in the staging area or (landing in place) in the body's
+    /// buffer, from the body read's offset.
+    in_body: bool,
     plain_start: usize,
     plain_end: usize,
     fill: usize,
@@ -247,6 +253,7 @@ impl Session {
             rx: Keys::new(rx_seq, rx).map_err(HandshakeError)?,
             tx: Keys::new(tx_seq, tx).map_err(HandshakeError)?,
             kernel,
+            in_body: false,
             plain_start: 0,
             plain_end: 0,
             fill: 0,
@@ -286,9 +293,41 @@ impl Session {
         Ok(())
     }
 
-    /// Where the next receive lands in the staging area.
+    /// Where the next receive lands in the staging area (or, in the body, after the partial
+    /// record at the read's offset).
     pub fn free_from(&self) -> usize {
         self.fill
+    }
+
+    pub fn in_body(&self) -> bool {
+        self.in_body
+    }
+
+    /// Landing in place: the ciphertext in the staging area (a partial record, no plaintext)
+    /// was moved to the body's buffer at the read's offset; offsets now count from there.
+    pub fn enter_body(&mut self) {
+        debug_assert_eq!(self.pending(), 0);
+        self.in_body = true;
+    }
+
+    /// Landing in place: `n` plaintext bytes at the region's start were handed to the body.
+    /// The partial record behind them is where the next read's region starts.
+    pub fn advance_body(&mut self, n: usize) {
+        self.plain_start = 0;
+        self.plain_end -= n;
+        self.fill -= n;
+    }
+
+    /// Landing in place: the body is whole after `from` bytes of the region; what followed
+    /// them (plaintext, then a partial record) must go back to the start of the staging area:
+    /// its range in the region is returned, and offsets count from the staging area again.
+    pub fn leave_body(&mut self, from: usize) -> std::ops::Range<usize> {
+        let rest = from..self.fill;
+        self.plain_start = 0;
+        self.plain_end -= from;
+        self.fill -= from;
+        self.in_body = false;
+        rest
     }
 
     /// Plaintext decrypted and not yet delivered.
