@@ -121,13 +121,29 @@ pub fn run_ranks(
     let progress = Progress::default();
     let engine = match config.engine {
         EngineKind::Uring => Engine::Uring(UringEngine::new(client.clone()).map_err(not_started)?),
-        EngineKind::Baseline => Engine::Baseline(
-            Baseline::new(client.clone(), config.engine_threads).map_err(|e| {
+        EngineKind::Baseline => {
+            let baseline = Baseline::new(client.clone(), config.engine_threads).map_err(|e| {
                 not_started(RankError::Engine(format!(
                     "cannot start the baseline runtime: {e}"
                 )))
-            })?,
-        ),
+            })?;
+            // TLS handshakes happen before the clock, as the io_uring engine's do: the pool is
+            // filled with as many connections to each endpoint as the readers' slots use.
+            if client.target().endpoints.iter().any(|e| e.is_tls()) {
+                let prefetch = plan.window_per_reader as usize;
+                let readers = np * plan.settings.read_threads as usize;
+                let mut per_endpoint = vec![0usize; client.target().endpoints.len()];
+                for g in 0..readers {
+                    for j in 0..prefetch {
+                        per_endpoint[client.target().endpoint_for(g, prefetch, j)] += 1;
+                    }
+                }
+                baseline
+                    .open_connections(&per_endpoint)
+                    .map_err(|e| not_started(RankError::Request(e)))?;
+            }
+            Engine::Baseline(baseline)
+        }
     };
     let epochs = plan.settings.epochs;
     let total_steps = plan.steps_per_rank * np as u64 * u64::from(epochs);

@@ -86,6 +86,32 @@ impl Baseline {
         )
     }
 
+    /// Opens `per_endpoint[e]` connections to each endpoint `e` (each with its handshake) and
+    /// leaves them in hyper's pool, by as many concurrent bucket checks.
+    pub fn open_connections(&self, per_endpoint: &[usize]) -> Result<(), RequestError> {
+        self.runtime.block_on(async {
+            let mut checks = tokio::task::JoinSet::new();
+            for (endpoint, &n) in per_endpoint.iter().enumerate() {
+                for _ in 0..n {
+                    let client = self.client.clone();
+                    checks.spawn(async move { client.check_bucket_at(endpoint).await });
+                }
+            }
+            while let Some(done) = checks.join_next().await {
+                match done {
+                    Ok(result) => result?,
+                    Err(e) => {
+                        return Err(RequestError::Transport {
+                            operation: self.client.operation("GET", None),
+                            reason: format!("opening connections: {e}"),
+                        });
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
     /// Stops the runtime; GETs still running (after a failure) are dropped.
     pub fn shutdown(self) {
         self.runtime.shutdown_timeout(Duration::from_secs(1));
