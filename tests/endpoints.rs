@@ -277,10 +277,12 @@ fn faults_over_tls_are_retried_through_new_handshakes_by_both_engines() {
         region: "us-east-1".into(),
         worker_threads: 2,
         throttle_bytes_per_s: None,
-        // A 503 every 3rd row-group GET, a connection cut mid-body every 5th, a short body
-        // every 7th: each broken connection is opened and handshaken again.
+        // A 503 every 4th row-group GET, a connection cut mid-body every 5th, a short body
+        // every 7th: each broken connection is opened and handshaken again. (Retries come
+        // back after a jittered backoff, so one GET meeting a fault on every attempt would
+        // take 11 attempts in step with the server's count: the test allows 10 retries.)
         faults: ringload::server::faults::Faults::parse(
-            "503@rg/every=3,cut=500000@rg/every=5,short=1000@rg/every=7",
+            "503@rg/every=4,cut=500000@rg/every=5,short=1000@rg/every=7",
             1,
         )
         .unwrap(),
@@ -290,6 +292,7 @@ fn faults_over_tls_are_retried_through_new_handshakes_by_both_engines() {
     .unwrap();
     let ca = files.ca_pem.display().to_string();
     for engine in ["uring", "baseline"] {
+        let resumed_before = server.stats().tls_resumed;
         let (code, summary, stderr) = run(
             &server.endpoint_url(),
             &[
@@ -299,7 +302,7 @@ fn faults_over_tls_are_retried_through_new_handshakes_by_both_engines() {
                 engine,
                 "--verify",
                 "--retries",
-                "5",
+                "10",
             ],
         );
         let s = completed(code, summary, &stderr);
@@ -313,6 +316,8 @@ fn faults_over_tls_are_retried_through_new_handshakes_by_both_engines() {
             "{engine}: {s}"
         );
         assert_eq!(s["verify"]["hashed_bytes"], s["bytes_read"], "{engine}");
+        // Connections opened again after a fault resumed their sessions.
+        assert!(server.stats().tls_resumed > resumed_before, "{engine}");
     }
 }
 

@@ -61,6 +61,8 @@ pub struct Counters {
     pub connections_refused: AtomicU64,
     /// TLS connections whose handshake failed or did not finish in time.
     pub tls_handshake_failures: AtomicU64,
+    /// TLS handshakes that resumed an earlier session (a client reconnecting).
+    pub tls_resumed: AtomicU64,
 }
 
 /// What every request handler shares.

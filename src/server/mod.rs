@@ -126,6 +126,8 @@ pub struct ServerStats {
     pub connections_refused: u64,
     /// TLS connections whose handshake failed (0 over plain HTTP).
     pub tls_handshake_failures: u64,
+    /// TLS handshakes that resumed a session.
+    pub tls_resumed: u64,
     /// CPU time of the server's threads (user + system).
     pub cpu_s: f64,
     pub wall_s: f64,
@@ -283,6 +285,7 @@ impl Server {
             connection_errors: c.connection_errors.load(Ordering::Relaxed),
             connections_refused: c.connections_refused.load(Ordering::Relaxed),
             tls_handshake_failures: c.tls_handshake_failures.load(Ordering::Relaxed),
+            tls_resumed: c.tls_resumed.load(Ordering::Relaxed),
             cpu_s,
             wall_s: self.started.elapsed().as_secs_f64(),
             cpu_s_per_gib: (bytes_sent > 0)
@@ -353,7 +356,17 @@ async fn accept_loop(
                                     tokio::time::timeout(HEADER_READ_TIMEOUT, acceptor.accept(stream))
                                         .await;
                                 match handshake {
-                                    Ok(Ok(tls)) => serve_connection(tls, state, stop).await,
+                                    Ok(Ok(tls)) => {
+                                        let resumed = tls.get_ref().1.handshake_kind()
+                                            == Some(rustls::HandshakeKind::Resumed);
+                                        if resumed {
+                                            state
+                                                .counters
+                                                .tls_resumed
+                                                .fetch_add(1, Ordering::Relaxed);
+                                        }
+                                        serve_connection(tls, state, stop).await
+                                    }
                                     _ => {
                                         state
                                             .counters
