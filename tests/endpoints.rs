@@ -333,7 +333,12 @@ fn several_endpoints_split_the_gets_by_reader_and_slot_in_both_engines() {
     let pems = std::fs::read_to_string(&ca_a).unwrap() + &std::fs::read_to_string(&ca_b).unwrap();
     std::fs::write(&bundle, pems).unwrap();
     let bundle = bundle.display().to_string();
-    let cases = [(&a, &b, None), (&tls_a, &tls_b, Some(bundle.as_str()))];
+    let cases = [
+        (&a, &b, None),
+        (&tls_a, &tls_b, Some(bundle.as_str())),
+        // One of each: each connection speaks what its gateway's URL says.
+        (&a, &tls_b, Some(bundle.as_str())),
+    ];
     for (first, second, ca) in cases {
         for engine in ["uring", "baseline"] {
             let both = format!("{},{}", first.endpoint_url(), second.endpoint_url());

@@ -248,7 +248,10 @@ impl UringEngine {
         };
         // TLS connections are opened and handshaken now, before the clock.
         if self.tls.is_some() {
-            for c in 0..buffers {
+            let tls_conns: Vec<usize> = (0..buffers)
+                .filter(|&c| transport.gateway(c).server_name.is_some())
+                .collect();
+            for c in tls_conns {
                 transport.open_tls(c).map_err(|(errno, failure)| {
                     let gateway = transport.gateway(c).url.clone();
                     RankError::Request(match failure {
