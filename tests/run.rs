@@ -690,6 +690,131 @@ fn a_pyarrow_dataset_on_garage_reads_exactly_its_row_groups() {
     assert_one_line_error(code, &stderr, 2, &["no Parquet objects"]);
 }
 
+/// stunnel (OpenSSL) in front of garage: a third-party TLS stack and a third-party S3 server.
+/// Accepts TLS on a free port of 127.0.0.1 with a certificate for that address, signed by a CA
+/// made here, and forwards to garage. Killed on drop.
+struct Terminator {
+    child: std::process::Child,
+    port: u16,
+    ca: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Terminator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn tls_terminator(garage_endpoint: &str) -> Terminator {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, SanType};
+    let dir = tempfile::tempdir().unwrap();
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::default();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let mut params = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    params
+        .subject_alt_names
+        .push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
+    let key = KeyPair::generate().unwrap();
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    std::fs::write(path("ca.pem"), ca.pem()).unwrap();
+    std::fs::write(path("cert.pem"), cert.pem()).unwrap();
+    std::fs::write(path("key.pem"), key.serialize_pem()).unwrap();
+    // A free port: bound, read and let go just before stunnel binds it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let upstream = garage_endpoint.trim_start_matches("http://");
+    let config = format!(
+        "foreground = yes\npid =\n[s3]\naccept = 127.0.0.1:{port}\nconnect = {upstream}\n\
+         cert = {}\nkey = {}\n",
+        path("cert.pem"),
+        path("key.pem")
+    );
+    std::fs::write(path("stunnel.conf"), config).unwrap();
+    let child = std::process::Command::new("stunnel")
+        .arg(path("stunnel.conf"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("stunnel (Debian's stunnel4, installed by scripts/install-test-deps)");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "stunnel did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Terminator {
+        child,
+        port,
+        ca: path("ca.pem"),
+        _dir: dir,
+    }
+}
+
+/// Both engines over TLS against stacks that are not ringload's: OpenSSL (stunnel) in front
+/// of garage. Every row group arrives, its pages walked after decryption.
+#[test]
+fn garage_behind_an_openssl_terminator_reads_exactly_over_https() {
+    let Some(g) = garage() else { return };
+    let prefix = "pyarrow-tls/flux_small/";
+    let written = python_json(
+        PYARROW_DATASET,
+        &[&g.endpoint, &g.bucket, &g.key, &g.secret, prefix, "2"],
+    );
+    let expected: u64 = written["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s[1].as_u64().unwrap() - s[0].as_u64().unwrap())
+        .sum();
+    let tls = tls_terminator(&g.endpoint);
+    let endpoint = format!("https://127.0.0.1:{}", tls.port);
+    let folder = format!("dataset.data_folder={prefix}");
+    let uring = ringload::engine::uring::unavailable_cause().is_none();
+    for engine in ["uring", "baseline"]
+        .into_iter()
+        .filter(|&e| uring || e == "baseline")
+    {
+        let (code, stdout, stderr) = g.ringload(&[
+            "run",
+            "flux_small",
+            &folder,
+            "--files",
+            "2",
+            "--bucket",
+            &g.bucket,
+            "--endpoint",
+            &endpoint,
+            "--ca-bundle",
+            &tls.ca,
+            "--engine",
+            engine,
+            "--verify",
+            "--json",
+        ]);
+        assert!(code == 0 || code == 1, "{engine}: {stderr}");
+        let s: Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(s["engine"], engine);
+        assert_eq!(s["bytes_read"].as_u64().unwrap(), expected, "{engine}: {s}");
+        assert_eq!(
+            s["verify"]["page_checked_bytes"], s["bytes_read"],
+            "{engine}"
+        );
+        let negotiated = s["target"]["tls"]["negotiated"].as_str().unwrap_or("");
+        assert!(negotiated.starts_with("TLSv1_3"), "{engine}: {negotiated}");
+    }
+}
+
 /// Reads every object under PREFIX back from garage with boto3 and pyarrow: rows, row groups,
 /// schema, and whether garage stored it as a multipart upload.
 const PYARROW_READ_BACK: &str = r#"
