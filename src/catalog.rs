@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use parquet::file::metadata::{FooterTail, ParquetMetaData, ParquetMetaDataReader};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::exit::{self, ExitClass};
 use crate::s3::{Bucket, ByteRange, ObjectMeta};
@@ -238,7 +238,7 @@ impl ObjectSource for Bucket {
 }
 
 /// Where one row group's bytes are, for the columns read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RowGroupSpan {
     pub rows: u64,
     /// Offset of the first byte of the row group's chunks read.
@@ -254,7 +254,7 @@ impl RowGroupSpan {
 }
 
 /// One file of the catalog.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileLayout {
     pub key: String,
     pub size_bytes: u64,
@@ -270,7 +270,7 @@ pub struct FileLayout {
 }
 
 /// The files a run reads.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Catalog {
     /// Where the layouts came from: a directory, or "computed from the schema".
     pub source: String,
@@ -280,6 +280,35 @@ pub struct Catalog {
 }
 
 impl Catalog {
+    /// No files: what a process that is not process 0 has until the broadcast.
+    pub fn empty() -> Catalog {
+        Catalog {
+            source: String::new(),
+            parquet_objects_listed: 0,
+            files: Vec::new(),
+        }
+    }
+
+    /// The catalog, chunk lists (`--verify`) included, as bytes for another process.
+    pub fn to_wire(&self) -> Vec<u8> {
+        let chunks: Vec<Option<Vec<Chunk>>> = self
+            .files
+            .iter()
+            .map(|f| f.chunks.as_ref().map(|c| c.to_vec()))
+            .collect();
+        serde_json::to_vec(&(self, chunks)).unwrap_or_default()
+    }
+
+    /// A catalog from [`Catalog::to_wire`]'s bytes.
+    pub fn from_wire(bytes: &[u8]) -> Result<Catalog, String> {
+        let (mut catalog, chunks): (Catalog, Vec<Option<Vec<Chunk>>>) =
+            serde_json::from_slice(bytes).map_err(|e| format!("a catalog from process 0: {e}"))?;
+        for (file, chunks) in catalog.files.iter_mut().zip(chunks) {
+            file.chunks = chunks.map(Arc::from);
+        }
+        Ok(catalog)
+    }
+
     pub fn footer_fetch_bytes(&self) -> u64 {
         self.files.iter().map(|f| f.footer_fetch_bytes).sum()
     }

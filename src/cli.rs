@@ -119,7 +119,7 @@ impl WorkloadArgs {
 }
 
 /// The shape of a run: ranks, readers, in-flight GETs.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct ShapeArgs {
     /// Ranks: simulated accelerators, one thread each
     #[arg(

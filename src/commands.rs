@@ -12,6 +12,7 @@ use crate::cli::{
     Command, CompareArgs, GenerateArgs, PlanArgs, RunArgs, ServeArgs, ShapeArgs, SweepArgs,
     WorkloadArgs, load_config,
 };
+use crate::cluster::Cluster;
 use crate::config::ConfigError;
 use crate::datagen::{self, DirSink, GenerateError};
 use crate::engine::EngineKind;
@@ -479,14 +480,54 @@ fn start_embedded(
 const DLIO_FOOTER_TAIL_BYTES: u64 = 4 << 20;
 
 fn run(args: &RunArgs) -> anyhow::Result<u8> {
+    // Under mpirun, this process runs a share of the ranks (src/cluster.rs).
+    let cluster = Cluster::start(&env).map_err(UsageError)?;
+    let result = run_on(args, &cluster);
+    if let Err(e) = &result
+        && !cluster.is_single()
+    {
+        // Abort semantics: no process is left waiting for this one at a collective. One
+        // write, so processes' lines do not interleave.
+        let line = format!("ringload: {}\n", exit::one_line(e));
+        let _ = std::io::stderr().write_all(line.as_bytes());
+        cluster.abort(exit_code(e));
+    }
+    result
+}
+
+fn run_on(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
     let started = std::time::Instant::now();
-    let cfg = load_config(&args.workload, Some(&args.shape))?;
+    let hosts = !cluster.is_single();
+    let mut shape = args.shape.clone();
+    if hosts && !np_given() {
+        // As DLIO under mpirun: one rank per process.
+        shape.np = cluster.processes() as u32;
+    }
+    let local = Cluster::ranks_of(cluster.process(), cluster.processes(), shape.np as usize);
+    if local.is_empty() {
+        return Err(UsageError(format!(
+            "--np {} is fewer than the {} processes mpirun started; pass --np {} or more",
+            shape.np,
+            cluster.processes(),
+            cluster.processes()
+        ))
+        .into());
+    }
+    let cfg = load_config(&args.workload, Some(&shape))?;
     let settings = Settings::resolve(&cfg)?;
     let mut notes = Vec::new();
-    let (cpus, shared_cores) = affinity::choose_cpus(args.cpus.as_deref(), args.shape.np)?;
+    let (cpus, shared_cores) = affinity::choose_cpus(args.cpus.as_deref(), local.len() as u32)?;
     // Results are written where --output says: checked now, so a run never ends unable to.
     if let Some(dir) = &args.output {
         prepare_output(dir)?;
+    }
+    if hosts && s3::target::resolve(&args.s3.target_flags(), &settings.storage, env)?.is_none() {
+        return Err(UsageError(
+            "under mpirun, pass --endpoint (or AWS_ENDPOINT_URL): the embedded server would be \
+             one per process; start one `ringload serve` for all of them"
+                .into(),
+        )
+        .into());
     }
     let (server, target, server_bytes) =
         store_for(&args.workload, &args.s3, &settings, args.server_threads)?;
@@ -496,7 +537,18 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let peak_rss_since_setup = metrics::reset_peak_rss();
 
     let policy = args.s3.retry_policy();
-    let (bucket, catalog) = catalog_from(&target, policy, &settings, args.verify)?;
+    // Process 0 lists and reads the footers; the others get its catalog.
+    let (bucket, catalog) = if cluster.process() == 0 {
+        catalog_from(&target, policy, &settings, args.verify)?
+    } else {
+        let bucket = Bucket::new(target.clone(), policy).context("starting the S3 client")?;
+        (bucket, Catalog::empty())
+    };
+    let catalog = if hosts {
+        Catalog::from_wire(&cluster.broadcast(catalog.to_wire())).map_err(UsageError)?
+    } else {
+        catalog
+    };
     // The dlio loader: every rank reads every file's footer itself (a HEAD and a 4 MiB tail),
     // before the clock as DLIO's ranks do while their datasets open.
     let loader_footers = match args.shape.loader {
@@ -512,7 +564,7 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
                 .collect();
             Some(
                 bucket
-                    .read_footers_each(&objects, args.shape.np as usize, DLIO_FOOTER_TAIL_BYTES)
+                    .read_footers_each(&objects, local.len(), DLIO_FOOTER_TAIL_BYTES)
                     .map_err(CatalogError::Request)?,
             )
         }
@@ -520,7 +572,7 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     drop(bucket);
     let options = crate::plan::PlanOptions {
         tls: target.endpoints.iter().any(|e| e.is_tls()),
-        ..args.shape.plan_options(server_bytes)
+        ..shape.plan_options(server_bytes)
     };
     let limits = budget::probe();
     // RLIMIT_MEMLOCK binds only the io_uring engine's locked pool: checked with the engine.
@@ -528,7 +580,53 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         memlock_bytes: None,
         ..limits.clone()
     };
-    let plan = Plan::resolve(&settings, &catalog, &options, &unlocked)?;
+    let plan = if hosts {
+        // The whole job's plan, the same on every process; each host's share is checked
+        // against its own memory, and any refusal stops every process.
+        let whole = crate::plan::PlanOptions {
+            memory_cap_bytes: None,
+            ..options.clone()
+        };
+        let plan = Plan::resolve(
+            &settings,
+            &catalog,
+            &whole,
+            &budget::MemoryLimits::unlimited(),
+        )?;
+        let mine = budget::check(
+            &budget::BudgetShape {
+                np: local.len() as u32,
+                read_threads: settings.read_threads,
+                prefetch: plan.window_per_reader,
+                largest_get_bytes: plan.largest_get_bytes,
+                server_bytes: 0,
+                tls: options.tls,
+            },
+            &unlocked,
+            options.memory_cap_bytes,
+        )
+        .map_err(|e| {
+            format!(
+                "host {} (process {}): {e}",
+                Cluster::host(),
+                cluster.process()
+            )
+        });
+        if !cluster.all_agree(mine.is_ok()) {
+            let said = cluster.gather(mine.as_ref().err().map_or(&[][..], |e| e.as_bytes()));
+            let lines: Vec<String> = said
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|l| !l.is_empty())
+                .map(|l| String::from_utf8_lossy(&l).into_owned())
+                .collect();
+            let message = cluster.broadcast(lines.join("; ").into_bytes());
+            return Err(UsageError(String::from_utf8_lossy(&message).into_owned()).into());
+        }
+        plan
+    } else {
+        Plan::resolve(&settings, &catalog, &options, &unlocked)?
+    };
     // Warned only for a plan that will run.
     if let Some(note) = shared_cores {
         eprintln!("ringload run: WARNING: {note}");
@@ -543,10 +641,16 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         show_progress: std::io::stderr().is_terminal(),
         cpus,
         interrupt: Arc::new(AtomicBool::new(false)),
+        ranks: local.clone(),
+        hosts,
     };
     // From here Ctrl-C and SIGTERM stop the run and keep what it measured.
     raise_on_stop_signals(Arc::clone(&config.interrupt))?;
     let outcome = crate::run::run_ranks(&plan, &client, &config, &server_cpu_now);
+    if hosts && let Err(failure) = &outcome {
+        // A failed run ends every process of the job (see `run`).
+        return Err(RunFailed(exit_line(&failure.error)).into());
+    }
     let server_stats = server.map(|s| s.shutdown());
     // A run that failed once the clock had started still reports what it measured.
     let mut interrupted = false;
@@ -566,8 +670,68 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     };
     let end_cpu = CpuReading::now(server_stats.as_ref().map_or(0.0, |s| s.cpu_s));
     let setup_s = (measured.ready_at - started).as_secs_f64();
-    let costs = CpuCosts::between(setup_cpu, measured.ready_cpu, end_cpu);
-    let peak_rss_bytes = metrics::peak_rss_bytes();
+    let mut costs = CpuCosts::between(setup_cpu, measured.ready_cpu, end_cpu);
+    let mut peak_rss_bytes = metrics::peak_rss_bytes();
+    let mut measured = measured;
+    let mut host_summaries = Vec::new();
+    if hosts {
+        let mine = crate::summary::HostReport {
+            host: Cluster::host(),
+            process: cluster.process(),
+            ranks: local.clone(),
+            records: measured.records.clone(),
+            stats: measured
+                .stats
+                .iter()
+                .map(metrics::RequestStats::to_wire)
+                .collect(),
+            wall_s: measured.wall_s,
+            client_cpu_s: costs.client_cpu_s,
+            setup_cpu_s: costs.setup_cpu_s,
+            peak_rss_bytes,
+            memory_budget_bytes: budget::check(
+                &budget::BudgetShape {
+                    np: local.len() as u32,
+                    read_threads: settings.read_threads,
+                    prefetch: plan.window_per_reader,
+                    largest_get_bytes: plan.largest_get_bytes,
+                    server_bytes: 0,
+                    tls: options.tls,
+                },
+                &budget::MemoryLimits::unlimited(),
+                None,
+            )
+            .map_or(0, |b| b.total_bytes),
+        };
+        let gathered = cluster.gather(&serde_json::to_vec(&mine)?);
+        let Some(reports) = gathered else {
+            // Process 0 reports for the job; its exit code is everyone's.
+            let code = cluster.broadcast(Vec::new());
+            return Ok(code.first().copied().unwrap_or(exit::FAILED));
+        };
+        let reports = reports
+            .iter()
+            .map(|r| serde_json::from_slice::<crate::summary::HostReport>(r))
+            .collect::<Result<Vec<_>, _>>()?;
+        measured.records = reports.iter().flat_map(|r| r.records.clone()).collect();
+        measured.stats = reports
+            .iter()
+            .flat_map(|r| {
+                r.stats
+                    .iter()
+                    .cloned()
+                    .map(metrics::RequestStats::from_wire)
+            })
+            .collect();
+        measured.wall_s = reports.iter().map(|r| r.wall_s).fold(0.0, f64::max);
+        costs.client_cpu_s = reports.iter().map(|r| r.client_cpu_s).sum();
+        costs.setup_cpu_s = reports.iter().map(|r| r.setup_cpu_s).sum();
+        peak_rss_bytes = reports.iter().filter_map(|r| r.peak_rss_bytes).max();
+        host_summaries = reports
+            .iter()
+            .map(crate::summary::HostSummary::of)
+            .collect();
+    }
     if let Some(over) = metrics::rss_over_budget(peak_rss_bytes, plan.memory.total_bytes) {
         let warning = report::run::rss_over_budget(plan.memory.total_bytes, over);
         eprintln!("ringload run: WARNING: {warning}");
@@ -622,6 +786,7 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
             failure: failure.clone(),
             interrupted,
             loader_footers,
+            hosts: host_summaries,
         },
     );
     if let Some(dir) = &args.output {
@@ -653,11 +818,20 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     if let Some(banner) = banner {
         eprintln!("{banner}");
     }
-    Ok(if summary.au_target_met {
+    let code = if summary.au_target_met {
         exit::OK
     } else {
         exit::AU_MISSED
-    })
+    };
+    if hosts {
+        cluster.broadcast(vec![code]);
+    }
+    Ok(code)
+}
+
+/// Whether `--np` was on the command line (under mpirun its default is the world size).
+fn np_given() -> bool {
+    std::env::args().any(|a| a == "--np" || a.starts_with("--np="))
 }
 
 /// The engine of a run. An explicit `--engine uring` that cannot work here is a usage error

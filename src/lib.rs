@@ -16,6 +16,7 @@ pub mod affinity;
 pub mod budget;
 pub mod catalog;
 pub mod cli;
+pub mod cluster;
 pub mod commands;
 pub mod compare;
 pub mod config;

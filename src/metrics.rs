@@ -31,7 +31,7 @@ use crate::units::{GIB, MIB};
 use crate::verify::Verified;
 
 /// What one step of one rank took.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct StepTimes {
     /// Waiting for the step's batch (DLIO's `load`).
     pub wait_ns: u64,
@@ -175,7 +175,7 @@ impl LatencyHistogram {
 }
 
 /// One completed GET, for the request trace (`requests.csv`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct GetRecord {
     /// 0-based, as in steps.csv.
     pub epoch: u32,
@@ -185,6 +185,8 @@ pub struct GetRecord {
     pub attempts: u32,
     pub first_byte_us: u64,
     pub total_us: u64,
+    /// The endpoint (of the target's list) it came through.
+    pub endpoint: usize,
 }
 
 /// What one rank's GETs did.
@@ -251,6 +253,116 @@ impl RequestStats {
                 .resize_with(endpoint + 1, EndpointStats::default);
         }
         &mut self.by_endpoint[endpoint]
+    }
+}
+
+/// [`RequestStats`] as another process sends it (`crate::cluster`): the counts and the trace;
+/// the latency histograms are rebuilt from the trace, which holds every GET's latencies.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct WireStats {
+    requests: u64,
+    retries: u64,
+    errors: u64,
+    bytes_read: u64,
+    trace: Vec<GetRecord>,
+    retries_by_cause: BTreeMap<String, u64>,
+    errors_by_cause: BTreeMap<String, u64>,
+    verify_gets: u64,
+    verified: crate::verify::Verified,
+    verify_cpu_ns: u64,
+    stray_connections: u64,
+    stray_after: Option<String>,
+    /// Per endpoint: requests, bytes, retries, errors.
+    by_endpoint: Vec<(u64, u64, u64, u64)>,
+}
+
+/// A cause word as a `&'static str`, as [`RequestStats`] keys them: the words are few and
+/// fixed, so each is leaked at most once per process.
+fn static_cause(cause: &str) -> &'static str {
+    static KNOWN: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(k) = known.iter().find(|k| **k == cause) {
+        return k;
+    }
+    let leaked: &'static str = Box::leak(cause.to_string().into_boxed_str());
+    known.push(leaked);
+    leaked
+}
+
+impl RequestStats {
+    pub fn to_wire(&self) -> WireStats {
+        WireStats {
+            requests: self.requests,
+            retries: self.retries,
+            errors: self.errors,
+            bytes_read: self.bytes_read,
+            trace: self.trace.clone(),
+            retries_by_cause: self
+                .retries_by_cause
+                .iter()
+                .map(|(c, n)| (c.to_string(), *n))
+                .collect(),
+            errors_by_cause: self
+                .errors_by_cause
+                .iter()
+                .map(|(c, n)| (c.to_string(), *n))
+                .collect(),
+            verify_gets: self.verify.gets,
+            verified: self.verify.verified,
+            verify_cpu_ns: self.verify.cpu.as_nanos() as u64,
+            stray_connections: self.stray_connections,
+            stray_after: self.stray_after.clone(),
+            by_endpoint: self
+                .by_endpoint
+                .iter()
+                .map(|e| (e.requests, e.bytes_read, e.retries, e.errors))
+                .collect(),
+        }
+    }
+
+    pub fn from_wire(wire: WireStats) -> RequestStats {
+        let mut stats = RequestStats {
+            requests: wire.requests,
+            retries: wire.retries,
+            errors: wire.errors,
+            bytes_read: wire.bytes_read,
+            retries_by_cause: wire
+                .retries_by_cause
+                .iter()
+                .map(|(c, n)| (static_cause(c), *n))
+                .collect(),
+            errors_by_cause: wire
+                .errors_by_cause
+                .iter()
+                .map(|(c, n)| (static_cause(c), *n))
+                .collect(),
+            verify: VerifyStats {
+                gets: wire.verify_gets,
+                verified: wire.verified,
+                cpu: Duration::from_nanos(wire.verify_cpu_ns),
+            },
+            stray_connections: wire.stray_connections,
+            stray_after: wire.stray_after,
+            ..RequestStats::default()
+        };
+        for (i, (requests, bytes_read, retries, errors)) in wire.by_endpoint.into_iter().enumerate()
+        {
+            let e = stats.endpoint(i);
+            (e.requests, e.bytes_read, e.retries, e.errors) =
+                (requests, bytes_read, retries, errors);
+        }
+        for record in &wire.trace {
+            stats
+                .first_byte
+                .record(Duration::from_micros(record.first_byte_us));
+            stats.total.record(Duration::from_micros(record.total_us));
+            stats
+                .endpoint(record.endpoint)
+                .total
+                .record(Duration::from_micros(record.total_us));
+        }
+        stats.trace = wire.trace;
+        stats
     }
 }
 

@@ -80,6 +80,9 @@ pub struct StepBarrier {
     timeout: Duration,
     aborted: AtomicBool,
     wakers: Mutex<Vec<Arc<OwnedFd>>>,
+    /// With several processes: where the last local arrival asks the coordinator thread to
+    /// meet the other hosts before the barrier turns (see `crate::cluster`).
+    hosts: Mutex<Option<std::sync::mpsc::Sender<u64>>>,
 }
 
 #[derive(Debug, Default)]
@@ -104,6 +107,29 @@ impl StepBarrier {
             timeout,
             aborted: AtomicBool::new(false),
             wakers: Mutex::new(Vec::new()),
+            hosts: Mutex::new(None),
+        }
+    }
+
+    /// Links the barrier to other processes: from now on the last local arrival sends the
+    /// barrier's generation to `coordinator`, which turns it with [`StepBarrier::turn`] once
+    /// every host has arrived.
+    pub fn link_hosts(&self, coordinator: std::sync::mpsc::Sender<u64>) {
+        if let Ok(mut hosts) = self.hosts.lock() {
+            *hosts = Some(coordinator);
+        }
+    }
+
+    /// Turns the barrier of `generation`, which every local party has reached (the
+    /// coordinator's call, after the hosts met).
+    pub fn turn(&self, generation: u64) {
+        let Ok(mut state) = self.lock() else { return };
+        if state.generation == generation {
+            state.arrived = 0;
+            state.generation += 1;
+            self.turned.notify_all();
+            drop(state);
+            self.wake_all();
         }
     }
 
@@ -141,11 +167,26 @@ impl StepBarrier {
         };
         state.arrived += 1;
         if state.arrived == self.parties {
-            state.arrived = 0;
-            state.generation += 1;
-            self.turned.notify_all();
-            drop(state);
-            self.wake_all();
+            let hosts = self.hosts.lock().ok().and_then(|h| h.clone());
+            match hosts {
+                // The other hosts are met first; the coordinator turns it.
+                Some(coordinator) => {
+                    if coordinator.send(state.generation).is_err() {
+                        drop(state);
+                        self.abort();
+                        return Err(RankError::Engine(
+                            "the host coordinator is gone (a bug)".into(),
+                        ));
+                    }
+                }
+                None => {
+                    state.arrived = 0;
+                    state.generation += 1;
+                    self.turned.notify_all();
+                    drop(state);
+                    self.wake_all();
+                }
+            }
         }
         Ok(arrival)
     }
@@ -221,7 +262,7 @@ pub struct Progress {
 }
 
 /// What one rank measured.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct RankRecord {
     /// `steps[epoch][step]`.
     pub steps: Vec<Vec<StepTimes>>,

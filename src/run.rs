@@ -33,6 +33,12 @@ pub struct RunConfig {
     pub cpus: Vec<usize>,
     /// Set (by a signal) to stop the run: every rank stops within [`INTERRUPT_POLL`].
     pub interrupt: Arc<AtomicBool>,
+    /// The plan's ranks this process runs (all of them in one process; a share of them under
+    /// MPI, with global numbers).
+    pub ranks: std::ops::Range<usize>,
+    /// Other processes run the other ranks: each step barrier also meets them
+    /// (`crate::cluster`).
+    pub hosts: bool,
 }
 
 /// How often the run looks at [`RunConfig::interrupt`].
@@ -110,7 +116,7 @@ pub fn run_ranks(
             partial: None,
         })
     };
-    let np = plan.ranks.len();
+    let np = config.ranks.len();
     let policy = client.policy();
     let computation_time = Duration::from_secs_f64(plan.settings.computation_time_s);
     // The longest a rank may legitimately keep the others at the barrier: one GET with all of
@@ -118,6 +124,10 @@ pub fn run_ranks(
     let barrier_timeout =
         policy.timeout * (policy.retries + 1) + computation_time + Duration::from_secs(60);
     let barrier = StepBarrier::new(np, barrier_timeout);
+    let (to_coordinator, coordinator) = std::sync::mpsc::channel::<u64>();
+    if config.hosts {
+        barrier.link_hosts(to_coordinator);
+    }
     let progress = Progress::default();
     let engine = match config.engine {
         EngineKind::Uring => Engine::Uring(UringEngine::new(client.clone()).map_err(not_started)?),
@@ -131,9 +141,10 @@ pub fn run_ranks(
             // filled with as many connections to each endpoint as the readers' slots use.
             if client.target().endpoints.iter().any(|e| e.is_tls()) {
                 let prefetch = plan.window_per_reader as usize;
-                let readers = np * plan.settings.read_threads as usize;
+                let rt = plan.settings.read_threads as usize;
+                let readers = config.ranks.start * rt..config.ranks.end * rt;
                 let mut per_endpoint = vec![0usize; client.target().endpoints.len()];
-                for g in 0..readers {
+                for g in readers {
                     for j in 0..prefetch {
                         per_endpoint[client.target().endpoint_for(g, prefetch, j)] += 1;
                     }
@@ -153,11 +164,14 @@ pub fn run_ranks(
     // Each rank's record and request stats so far, and how it ended.
     type RankResult = (RankRecord, RequestStats, Result<(), RankError>);
     let results: Vec<RankResult> = std::thread::scope(|scope| {
-        let ranks: Vec<_> = (0..np)
+        let ranks: Vec<_> = config
+            .ranks
+            .clone()
             .map(|rank| {
                 let gets = plan.ranged_gets(rank);
                 let (engine, barrier, progress, ready) = (&engine, &barrier, &progress, &ready);
-                let cpu = (!config.cpus.is_empty()).then(|| config.cpus[rank % config.cpus.len()]);
+                let local = rank - config.ranks.start;
+                let cpu = (!config.cpus.is_empty()).then(|| config.cpus[local % config.cpus.len()]);
                 std::thread::Builder::new()
                     .name(format!("ringload-rank-{rank}"))
                     .spawn_scoped(scope, move || -> RankResult {
@@ -195,6 +209,23 @@ pub fn run_ranks(
         if config.show_progress {
             let (progress, done, ready) = (&progress, &done, &ready);
             scope.spawn(move || show_progress(progress, done, total_steps, np, ready));
+        }
+        if config.hosts {
+            // Meets the other processes for each barrier the local ranks all reached, then
+            // turns it (the rank threads never call MPI).
+            let (done, barrier) = (&done, &barrier);
+            scope.spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    match coordinator.recv_timeout(INTERRUPT_POLL) {
+                        Ok(generation) => {
+                            crate::cluster::host_barrier();
+                            barrier.turn(generation);
+                        }
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+                    }
+                }
+            });
         }
         // An interrupt aborts the barrier: every rank stops at its next wait.
         let (done_ref, barrier_ref, interrupt) = (&done, &barrier, &config.interrupt);

@@ -82,6 +82,64 @@ pub struct EndpointSummary {
     pub latency_ms: Distribution,
 }
 
+/// What one process of a run under mpirun measured, sent to process 0 (`crate::cluster`).
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct HostReport {
+    pub host: String,
+    pub process: usize,
+    /// Its ranks (global numbers).
+    pub ranks: std::ops::Range<usize>,
+    pub records: Vec<crate::rank::RankRecord>,
+    pub stats: Vec<crate::metrics::WireStats>,
+    pub wall_s: f64,
+    pub client_cpu_s: f64,
+    pub setup_cpu_s: f64,
+    pub peak_rss_bytes: Option<u64>,
+    /// Its share of the job's memory budget.
+    pub memory_budget_bytes: u64,
+}
+
+/// One process's figures in the summary of a run under mpirun.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostSummary {
+    pub host: String,
+    pub process: usize,
+    pub ranks: Vec<usize>,
+    pub client_cpu_s: f64,
+    pub cpu_s_per_gib: Option<f64>,
+    pub peak_rss_bytes: Option<u64>,
+    pub memory_budget_bytes: u64,
+    pub bytes_read: u64,
+    pub requests: u64,
+    pub retries: u64,
+    pub errors: u64,
+}
+
+impl HostSummary {
+    pub fn of(report: &HostReport) -> HostSummary {
+        let stats: Vec<crate::metrics::RequestStats> = report
+            .stats
+            .iter()
+            .cloned()
+            .map(crate::metrics::RequestStats::from_wire)
+            .collect();
+        let bytes_read = stats.iter().map(|s| s.bytes_read).sum();
+        HostSummary {
+            host: report.host.clone(),
+            process: report.process,
+            ranks: report.ranks.clone().collect(),
+            client_cpu_s: report.client_cpu_s,
+            cpu_s_per_gib: metrics::cpu_s_per_gib(report.client_cpu_s, bytes_read),
+            peak_rss_bytes: report.peak_rss_bytes,
+            memory_budget_bytes: report.memory_budget_bytes,
+            bytes_read,
+            requests: stats.iter().map(|s| s.requests).sum(),
+            retries: stats.iter().map(|s| s.retries).sum(),
+            errors: stats.iter().map(|s| s.errors).sum(),
+        }
+    }
+}
+
 /// What the caller measured around the run.
 #[derive(Debug, Clone)]
 pub struct RunContext {
@@ -106,6 +164,8 @@ pub struct RunContext {
     pub interrupted: bool,
     /// With the dlio loader: the requests and bytes of every rank reading every footer.
     pub loader_footers: Option<(u64, u64)>,
+    /// Under mpirun: each process's figures (empty for one process).
+    pub hosts: Vec<HostSummary>,
 }
 
 /// How a run ended.
@@ -205,6 +265,13 @@ pub struct RunSummary {
     /// What `--verify` checked (absent without it).
     pub verify: Option<VerifySummary>,
     pub target: TargetSummary,
+    /// DLIO's: client hosts (distinct host names of the processes; 1 without mpirun) and
+    /// simulated accelerators (NP).
+    pub num_hosts: usize,
+    pub num_accelerators: usize,
+    /// Under mpirun: each process's figures.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<HostSummary>,
     /// Each endpoint's GETs, in the target's order.
     pub endpoints: Vec<EndpointSummary>,
     pub per_rank: Vec<RankSummary>,
@@ -475,6 +542,14 @@ impl RunSummary {
                 })
                 .collect(),
             target: context.target,
+            num_hosts: {
+                let mut names: Vec<&str> = context.hosts.iter().map(|h| h.host.as_str()).collect();
+                names.sort_unstable();
+                names.dedup();
+                names.len().max(1)
+            },
+            num_accelerators: plan.ranks.len(),
+            hosts: context.hosts,
             per_rank,
             notes,
         }

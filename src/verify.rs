@@ -95,7 +95,7 @@ pub fn decode_hashes(value: &str, row_groups: usize, columns: usize) -> Result<V
 }
 
 /// One column chunk of a file, as the footer places it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Chunk {
     pub row_group: u32,
     /// The leaf column's index in the schema.
@@ -140,7 +140,7 @@ impl Check {
 }
 
 /// What checking one or more GETs found.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Verified {
     /// Bytes whose hash matched the footer's.
     pub hashed_bytes: u64,

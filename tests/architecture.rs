@@ -18,6 +18,8 @@ const LAYERS: &[(&str, u32)] = &[
     ("s3::sigv4", 0),
     ("settings::keys", 0),
     ("verify", 0),
+    // The processes of a run (MPI under the `mpi` feature): bytes in, bytes out.
+    ("cluster", 0),
     // Readers of the world: configuration text, clocks, the machine's limits, CPUs.
     ("config", 1),
     ("metrics", 1),

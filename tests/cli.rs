@@ -457,3 +457,28 @@ fn help_and_version() {
     assert_eq!(code, 0);
     assert!(stdout.starts_with("ringload "), "{stdout}");
 }
+
+/// A build without the `mpi` feature, started by mpirun as one of several processes, refuses
+/// in one line (exit 2) instead of running the same job twice.
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn without_the_mpi_feature_mpirun_gets_exit_2_and_how_to_rebuild() {
+    let out = std::process::Command::new("mpirun")
+        .args(["--allow-run-as-root", "--oversubscribe", "-np", "2"])
+        .arg(env!("CARGO_BIN_EXE_ringload"))
+        .args(["run", "flux_small", "--files", "2"])
+        .output()
+        .expect("mpirun (Debian's openmpi-bin, installed by scripts/install-test-deps)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("ringload: "))
+        .collect();
+    assert_eq!(lines.len(), 2, "one line per process: {stderr}");
+    assert!(
+        lines.iter().all(|l| l.contains("built without MPI")
+            && l.contains("cargo build --release --features mpi")),
+        "{stderr}"
+    );
+}

@@ -222,6 +222,7 @@ impl<F, H> Window<F, H> {
             attempts: arrival.retries + 1,
             first_byte_us: micros(arrival.first_byte),
             total_us: micros(arrival.total),
+            endpoint: arrival.endpoint,
         });
         Ok(in_flight)
     }

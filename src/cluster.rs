@@ -1,0 +1,264 @@
+//! The processes of one run: one, or several started by `mpirun` (the `mpi` feature, rsmpi
+//! over Open MPI), each running some of the run's ranks as pinned threads.
+//!
+//! - [`Cluster::start`] joins the MPI world when a launcher started this process with a world
+//!   size above 1 (`OMPI_COMM_WORLD_SIZE`, `PMI_SIZE`); a binary built without the feature
+//!   refuses that in one line (exit 2) rather than run W copies of the same job.
+//! - Process 0 lists the bucket and reads the footers; [`Cluster::broadcast`] hands the catalog
+//!   to the others, so the store sees one LIST and one footer read per file, not W.
+//! - [`Cluster::all_agree`] makes a set-up refusal on any host (its memory budget) every
+//!   host's exit 2; [`Cluster::gather`] brings each process's measurements to process 0.
+//! - **Lockstep across hosts**: the step barrier's last local arrival does not turn it; a
+//!   coordinator thread ([`host_barrier`]) meets the other processes at an MPI barrier and then
+//!   turns it. The rank threads never call MPI: they keep waiting as in one process (the io_uring
+//!   engine reaping its ring, woken by the barrier's eventfd), so their I/O is served while the
+//!   hosts meet.
+//! - **Failure**: a process whose run fails calls `MPI_Abort(3)`: the launcher ends every process,
+//!   and none waits at a barrier for it.
+
+/// The world size an MPI launcher gave this process, if any.
+pub fn launcher_world_size(env: &dyn Fn(&str) -> Option<String>) -> Option<usize> {
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"]
+        .iter()
+        .find_map(|name| env(name)?.trim().parse().ok())
+}
+
+/// This process's place among the run's processes.
+pub struct Cluster {
+    process: usize,
+    processes: usize,
+    #[cfg(feature = "mpi")]
+    /// Held so MPI is finalized when the run ends.
+    _universe: Option<mpi::environment::Universe>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("process", &self.process)
+            .field("processes", &self.processes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cluster {
+    /// One process, or this one's place in the MPI world. The error is the line to print.
+    pub fn start(env: &dyn Fn(&str) -> Option<String>) -> Result<Cluster, String> {
+        let size = launcher_world_size(env).unwrap_or(1);
+        if size <= 1 {
+            return Ok(Cluster::single());
+        }
+        Cluster::join(size)
+    }
+
+    /// The one process of a run without MPI.
+    pub fn single() -> Cluster {
+        Cluster {
+            process: 0,
+            processes: 1,
+            #[cfg(feature = "mpi")]
+            _universe: None,
+        }
+    }
+
+    #[cfg(not(feature = "mpi"))]
+    fn join(size: usize) -> Result<Cluster, String> {
+        Err(format!(
+            "started by an MPI launcher as one of {size} processes, but this ringload was built \
+             without MPI; rebuild it with `cargo build --release --features mpi` (needs Open MPI: \
+             libopenmpi-dev), or run it without mpirun"
+        ))
+    }
+
+    #[cfg(feature = "mpi")]
+    fn join(_size: usize) -> Result<Cluster, String> {
+        use mpi::traits::Communicator;
+        let (universe, threading) = mpi::initialize_with_threading(mpi::Threading::Multiple)
+            .ok_or("cannot initialize MPI (was it initialized already?)")?;
+        if threading < mpi::Threading::Serialized {
+            return Err(format!(
+                "this MPI library gives threading level {threading:?}; ringload needs \
+                 MPI_THREAD_SERIALIZED or more (Open MPI 4 has it)"
+            ));
+        }
+        let world = universe.world();
+        Ok(Cluster {
+            process: world.rank() as usize,
+            processes: world.size() as usize,
+            _universe: Some(universe),
+        })
+    }
+
+    pub fn process(&self) -> usize {
+        self.process
+    }
+
+    pub fn processes(&self) -> usize {
+        self.processes
+    }
+
+    pub fn is_single(&self) -> bool {
+        self.processes == 1
+    }
+
+    /// The ranks process `process` runs of `np`: an even split, the first `np mod processes`
+    /// processes one more, in order (global rank numbers).
+    pub fn ranks_of(process: usize, processes: usize, np: usize) -> std::ops::Range<usize> {
+        let base = np / processes;
+        let extra = np % processes;
+        let start = process * base + process.min(extra);
+        let len = base + usize::from(process < extra);
+        start..start + len
+    }
+
+    /// Process 0's `bytes` on every process.
+    pub fn broadcast(&self, bytes: Vec<u8>) -> Vec<u8> {
+        if self.is_single() {
+            return bytes;
+        }
+        self.broadcast_mpi(bytes)
+    }
+
+    #[cfg(not(feature = "mpi"))]
+    fn broadcast_mpi(&self, bytes: Vec<u8>) -> Vec<u8> {
+        bytes
+    }
+
+    #[cfg(feature = "mpi")]
+    fn broadcast_mpi(&self, mut bytes: Vec<u8>) -> Vec<u8> {
+        use mpi::traits::{Communicator, Root};
+        let world = mpi::topology::SimpleCommunicator::world();
+        let root = world.process_at_rank(0);
+        let mut len = bytes.len() as u64;
+        root.broadcast_into(&mut len);
+        bytes.resize(len as usize, 0);
+        root.broadcast_into(&mut bytes[..]);
+        bytes
+    }
+
+    /// Whether every process said `ok`.
+    pub fn all_agree(&self, ok: bool) -> bool {
+        if self.is_single() {
+            return ok;
+        }
+        self.all_agree_mpi(ok)
+    }
+
+    #[cfg(not(feature = "mpi"))]
+    fn all_agree_mpi(&self, ok: bool) -> bool {
+        ok
+    }
+
+    #[cfg(feature = "mpi")]
+    fn all_agree_mpi(&self, ok: bool) -> bool {
+        use mpi::collective::SystemOperation;
+        use mpi::traits::CommunicatorCollectives;
+        let world = mpi::topology::SimpleCommunicator::world();
+        let mine = i32::from(ok);
+        let mut all = 0i32;
+        world.all_reduce_into(&mine, &mut all, SystemOperation::min());
+        all == 1
+    }
+
+    /// Every process's `bytes`, in process order, on process 0 (`None` on the others).
+    pub fn gather(&self, bytes: &[u8]) -> Option<Vec<Vec<u8>>> {
+        if self.is_single() {
+            return Some(vec![bytes.to_vec()]);
+        }
+        self.gather_mpi(bytes)
+    }
+
+    #[cfg(not(feature = "mpi"))]
+    fn gather_mpi(&self, bytes: &[u8]) -> Option<Vec<Vec<u8>>> {
+        Some(vec![bytes.to_vec()])
+    }
+
+    #[cfg(feature = "mpi")]
+    fn gather_mpi(&self, bytes: &[u8]) -> Option<Vec<Vec<u8>>> {
+        use mpi::datatype::PartitionMut;
+        use mpi::traits::{Communicator, Root};
+        let world = mpi::topology::SimpleCommunicator::world();
+        let root = world.process_at_rank(0);
+        let len = bytes.len() as i32;
+        if self.process != 0 {
+            root.gather_into(&len);
+            root.gather_varcount_into(bytes);
+            return None;
+        }
+        let mut lens = vec![0i32; self.processes];
+        root.gather_into_root(&len, &mut lens[..]);
+        let displs: Vec<i32> = lens
+            .iter()
+            .scan(0i32, |at, &n| {
+                let d = *at;
+                *at += n;
+                Some(d)
+            })
+            .collect();
+        let mut all = vec![0u8; lens.iter().map(|&n| n as usize).sum()];
+        {
+            let mut partition = PartitionMut::new(&mut all[..], &lens[..], &displs[..]);
+            root.gather_varcount_into_root(bytes, &mut partition);
+        }
+        Some(
+            lens.iter()
+                .zip(&displs)
+                .map(|(&n, &d)| all[d as usize..(d + n) as usize].to_vec())
+                .collect(),
+        )
+    }
+
+    /// Ends every process of the run with `code` (the launcher's abort); returns only without
+    /// MPI.
+    pub fn abort(&self, code: u8) {
+        if self.is_single() {
+            return;
+        }
+        #[cfg(feature = "mpi")]
+        {
+            use mpi::traits::Communicator;
+            mpi::topology::SimpleCommunicator::world().abort(i32::from(code));
+        }
+        #[cfg(not(feature = "mpi"))]
+        let _ = code;
+    }
+
+    /// This host's name.
+    pub fn host() -> String {
+        rustix::system::uname()
+            .nodename()
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
+/// Meets every other process at an MPI barrier (the coordinator thread's call; see the module
+/// docs). Without MPI it returns at once.
+pub fn host_barrier() {
+    #[cfg(feature = "mpi")]
+    {
+        use mpi::traits::CommunicatorCollectives;
+        mpi::topology::SimpleCommunicator::world().barrier();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_split_evenly_the_first_processes_one_more() {
+        let split = |processes, np| {
+            (0..processes)
+                .map(|p| Cluster::ranks_of(p, processes, np))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(split(2, 5), vec![0..3, 3..5]);
+        assert_eq!(split(3, 8), vec![0..3, 3..6, 6..8]);
+        assert_eq!(split(2, 2), vec![0..1, 1..2]);
+        assert_eq!(split(4, 2), vec![0..1, 1..2, 2..2, 2..2]);
+        let env = |name: &str| (name == "PMI_SIZE").then(|| "4".to_string());
+        assert_eq!(launcher_world_size(&env), Some(4));
+        assert_eq!(launcher_world_size(&|_| None), None);
+    }
+}
