@@ -233,12 +233,32 @@ impl Cluster {
 }
 
 /// Meets every other process at an MPI barrier (the coordinator thread's call; see the module
-/// docs). Without MPI it returns at once.
-pub fn host_barrier() {
+/// docs). It polls a non-blocking barrier, so it can give up when `stop` says the run is over
+/// here (a rank failed, or an interrupt): returns whether the barrier completed. Without MPI it
+/// returns `true` at once.
+pub fn host_barrier(stop: &dyn Fn() -> bool) -> bool {
     #[cfg(feature = "mpi")]
     {
         use mpi::traits::CommunicatorCollectives;
-        mpi::topology::SimpleCommunicator::world().barrier();
+        let world = mpi::topology::SimpleCommunicator::world();
+        let mut request = world.immediate_barrier();
+        loop {
+            match request.test() {
+                Ok(_) => return true,
+                Err(pending) => request = pending,
+            }
+            if stop() {
+                // The process is about to abort the job: the barrier will never complete.
+                std::mem::forget(request);
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        }
+    }
+    #[cfg(not(feature = "mpi"))]
+    {
+        let _ = stop;
+        true
     }
 }
 

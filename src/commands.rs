@@ -504,7 +504,7 @@ fn run_on(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
         shape.np = cluster.processes() as u32;
     }
     let local = Cluster::ranks_of(cluster.process(), cluster.processes(), shape.np as usize);
-    if local.is_empty() {
+    if hosts && local.is_empty() {
         return Err(UsageError(format!(
             "--np {} is fewer than the {} processes mpirun started; pass --np {} or more",
             shape.np,

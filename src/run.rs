@@ -218,8 +218,10 @@ pub fn run_ranks(
                 while !done.load(Ordering::Relaxed) {
                     match coordinator.recv_timeout(INTERRUPT_POLL) {
                         Ok(generation) => {
-                            crate::cluster::host_barrier();
-                            barrier.turn(generation);
+                            let stop = || barrier.is_aborted() || done.load(Ordering::Relaxed);
+                            if crate::cluster::host_barrier(&stop) {
+                                barrier.turn(generation);
+                            }
                         }
                         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
                         Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
