@@ -17,7 +17,7 @@ fn main() -> ExitCode {
                 let args: Vec<String> = std::env::args().collect();
                 let line = negative_value_line(&err, &args)
                     .unwrap_or_else(|| usage_error_line(&err.to_string()));
-                eprintln!("ringload: {line}");
+                say(&line);
                 return ExitCode::from(exit::USAGE);
             }
         },
@@ -25,10 +25,17 @@ fn main() -> ExitCode {
     match commands::dispatch(cli.command) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
-            eprintln!("ringload: {}", exit::one_line(&err));
+            say(&exit::one_line(&err));
             ExitCode::from(commands::exit_code(&err))
         }
     }
+}
+
+/// `ringload: LINE` on stderr in one write, so that lines of processes sharing a terminal (under
+/// mpirun) never interleave.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(format!("ringload: {line}\n").as_bytes());
 }
 
 /// A negative number given to a flag: clap takes it for an unknown flag and suggests `-- -1`,
