@@ -594,14 +594,7 @@ fn run_on(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
             &budget::MemoryLimits::unlimited(),
         )?;
         let mine = budget::check(
-            &budget::BudgetShape {
-                np: local.len() as u32,
-                read_threads: settings.read_threads,
-                prefetch: plan.window_per_reader,
-                largest_get_bytes: plan.largest_get_bytes,
-                server_bytes: 0,
-                tls: options.tls,
-            },
+            &host_share(&plan, local.len(), options.tls),
             &unlocked,
             options.memory_cap_bytes,
         )
@@ -690,14 +683,7 @@ fn run_on(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
             setup_cpu_s: costs.setup_cpu_s,
             peak_rss_bytes,
             memory_budget_bytes: budget::check(
-                &budget::BudgetShape {
-                    np: local.len() as u32,
-                    read_threads: settings.read_threads,
-                    prefetch: plan.window_per_reader,
-                    largest_get_bytes: plan.largest_get_bytes,
-                    server_bytes: 0,
-                    tls: options.tls,
-                },
+                &host_share(&plan, local.len(), options.tls),
                 &budget::MemoryLimits::unlimited(),
                 None,
             )
@@ -827,6 +813,18 @@ fn run_on(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
         cluster.broadcast(vec![code]);
     }
     Ok(code)
+}
+
+/// The memory shape of one host's share of a run under mpirun: its `ranks` of the job's plan.
+fn host_share(plan: &Plan, ranks: usize, tls: bool) -> budget::BudgetShape {
+    budget::BudgetShape {
+        np: ranks as u32,
+        read_threads: plan.settings.read_threads,
+        prefetch: plan.window_per_reader,
+        largest_get_bytes: plan.largest_get_bytes,
+        server_bytes: 0,
+        tls,
+    }
 }
 
 /// Whether `--np` was on the command line (under mpirun its default is the world size).

@@ -10,20 +10,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::{output, python_json, ringload};
-use ringload::cli::WorkloadArgs;
-use ringload::commands::virtual_store;
 use ringload::server::dir::DirStore;
 use ringload::server::{Credentials, Server, ServerConfig, Store};
 
 const FILES: &str = "4";
 
 fn virtual_flux() -> Store {
-    let workload = WorkloadArgs {
-        workload: Some("flux_small".into()),
-        overrides: vec![],
-        files: Some(4),
-    };
-    Store::Virtual(virtual_store(&workload, None, false).unwrap())
+    common::virtual_flux(4)
 }
 
 fn start(
@@ -32,15 +25,9 @@ fn start(
     credentials: Option<Credentials>,
 ) -> Server {
     Server::start(ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        store,
-        credentials,
-        region: "us-east-1".into(),
-        worker_threads: 2,
-        throttle_bytes_per_s: None,
-        faults: Default::default(),
         tls,
-        max_connections: ringload::server::DEFAULT_MAX_CONNECTIONS,
+        credentials,
+        ..common::server_config(store)
     })
     .unwrap()
 }
@@ -271,12 +258,6 @@ fn faults_over_tls_are_retried_through_new_handshakes_by_both_engines() {
     let (config, files) =
         ringload::server::tls::self_signed("127.0.0.1:0".parse().unwrap(), dir.path()).unwrap();
     let server = Server::start(ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        store: virtual_flux(),
-        credentials: None,
-        region: "us-east-1".into(),
-        worker_threads: 2,
-        throttle_bytes_per_s: None,
         // A 503 every 4th row-group GET, a connection cut mid-body every 5th, a short body
         // every 7th: each broken connection is opened and handshaken again. (Retries come
         // back after a jittered backoff, so one GET meeting a fault on every attempt would
@@ -287,7 +268,7 @@ fn faults_over_tls_are_retried_through_new_handshakes_by_both_engines() {
         )
         .unwrap(),
         tls: Some(config),
-        max_connections: ringload::server::DEFAULT_MAX_CONNECTIONS,
+        ..common::server_config(virtual_flux())
     })
     .unwrap();
     let ca = files.ca_pem.display().to_string();
@@ -447,7 +428,7 @@ fn a_profile_gives_the_endpoint_and_keys_as_the_aws_cli_reads_them() {
          profile-secret\n[other]\naws_access_key_id = GKWRONG\naws_secret_access_key = wrong\n",
     )
     .unwrap();
-    let with_files = |profile: &str| {
+    let with_files = |profile: &str, extra: &[&str]| {
         let mut command = ringload();
         command
             .env("AWS_CONFIG_FILE", &config)
@@ -464,10 +445,11 @@ fn a_profile_gives_the_endpoint_and_keys_as_the_aws_cli_reads_them() {
                 "--json",
                 "--profile",
                 profile,
-            ]);
+            ])
+            .args(extra);
         output(&mut command)
     };
-    let (code, stdout, stderr) = with_files("bench");
+    let (code, stdout, stderr) = with_files("bench", &[]);
     assert!(code == 0 || code == 1, "{stderr}");
     let s: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(s["target"]["endpoint"], server.endpoint_url());
@@ -475,31 +457,14 @@ fn a_profile_gives_the_endpoint_and_keys_as_the_aws_cli_reads_them() {
     assert_eq!(s["bytes_read"], s["bytes_planned"]);
     // The other profile has no endpoint: the embedded server would be used, so ask for the
     // signed one by flag and see its keys refused.
-    let (code, _, stderr) = output(
-        ringload()
-            .env("AWS_CONFIG_FILE", &config)
-            .env("AWS_SHARED_CREDENTIALS_FILE", &credentials)
-            .args([
-                "run",
-                "flux_small",
-                "--files",
-                FILES,
-                "--bucket",
-                "ringload",
-                "--endpoint",
-                &server.endpoint_url(),
-                "--profile",
-                "other",
-                "--retries",
-                "0",
-            ]),
-    );
+    let endpoint = server.endpoint_url();
+    let (code, _, stderr) = with_files("other", &["--endpoint", &endpoint, "--retries", "0"]);
     assert_eq!(code, 2, "{stderr}");
     assert!(
         stderr.contains("403") || stderr.contains("InvalidAccessKeyId"),
         "{stderr}"
     );
-    let (code, _, stderr) = with_files("missing");
+    let (code, _, stderr) = with_files("missing", &[]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("names the profile 'missing'"), "{stderr}");
 }

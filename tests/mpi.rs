@@ -11,28 +11,10 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ringload::cli::WorkloadArgs;
-use ringload::commands::virtual_store;
-use ringload::server::{Server, ServerConfig, Store};
+use ringload::server::Server;
 
 fn server() -> Server {
-    let workload = WorkloadArgs {
-        workload: Some("flux_small".into()),
-        overrides: vec![],
-        files: Some(8),
-    };
-    Server::start(ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        store: Store::Virtual(virtual_store(&workload, None, false).unwrap()),
-        credentials: None,
-        region: "us-east-1".into(),
-        worker_threads: 2,
-        throttle_bytes_per_s: None,
-        faults: Default::default(),
-        tls: None,
-        max_connections: ringload::server::DEFAULT_MAX_CONNECTIONS,
-    })
-    .unwrap()
+    Server::start(common::server_config(common::virtual_flux(8))).unwrap()
 }
 
 /// `mpirun -np N` of ringload with `args` (MPI's own environment left alone).

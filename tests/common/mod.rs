@@ -33,6 +33,34 @@ pub fn ringload() -> Command {
     command
 }
 
+/// An in-process server's configuration for `store` on a free loopback port: unsigned, no
+/// faults, no TLS; tests change what they need with `..server_config(store)`.
+pub fn server_config(store: ringload::server::Store) -> ringload::server::ServerConfig {
+    ringload::server::ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        store,
+        credentials: None,
+        region: "us-east-1".into(),
+        worker_threads: 2,
+        throttle_bytes_per_s: None,
+        faults: Default::default(),
+        tls: None,
+        max_connections: ringload::server::DEFAULT_MAX_CONNECTIONS,
+    }
+}
+
+/// The virtual flux_small dataset with `files` files, in bucket "ringload".
+pub fn virtual_flux(files: u64) -> ringload::server::Store {
+    let workload = ringload::cli::WorkloadArgs {
+        workload: Some("flux_small".into()),
+        overrides: vec![],
+        files: Some(files),
+    };
+    ringload::server::Store::Virtual(
+        ringload::commands::virtual_store(&workload, None, false).unwrap(),
+    )
+}
+
 /// Runs ringload with `args`; returns (exit code, stdout, stderr).
 pub fn run(args: &[&str]) -> (i32, String, String) {
     output(ringload().args(args))

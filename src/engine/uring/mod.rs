@@ -236,7 +236,7 @@ impl UringEngine {
             tls: (0..buffers).map(|_| None).collect(),
             tls_read: vec![None; buffers],
             tls_failure: vec![None; buffers],
-            ready: Vec::with_capacity(buffers),
+            ready: std::collections::VecDeque::with_capacity(buffers),
             paths,
             completions: Vec::with_capacity(buffers + 8),
             engine: self.clone(),
@@ -301,7 +301,7 @@ pub struct RingIo<'a> {
     tls_failure: Vec<Option<(bool, String)>>,
     /// Completions made without the ring (TLS plaintext already decrypted), handled before
     /// the ring is waited on.
-    ready: Vec<(usize, i32)>,
+    ready: std::collections::VecDeque<(usize, i32)>,
     /// `paths[reader][get]`: the GET's object path, formatted once.
     paths: Vec<Vec<String>>,
     /// The completions of one poll (reused).
@@ -494,7 +494,7 @@ impl RingIo<'_> {
                         -errno
                     }
                 };
-                self.ready.push((c, result));
+                self.ready.push_back((c, result));
                 Ok(())
             }
             Op::SendRequest => {
@@ -520,7 +520,7 @@ impl RingIo<'_> {
                 };
                 if session.pending() > 0 || session.closed() {
                     let n = self.deliver(c, op)?;
-                    self.ready.push((c, n as i32));
+                    self.ready.push_back((c, n as i32));
                     return Ok(());
                 }
                 // A body's ciphertext lands in its own buffer; a head's, in the staging area
@@ -962,8 +962,7 @@ impl RingIo<'_> {
 
     /// Completions made without the ring, in order; handling one may make more.
     fn handle_ready(&mut self, window: &mut UringWindow) -> Result<(), RankError> {
-        while !self.ready.is_empty() {
-            let (c, result) = self.ready.remove(0);
+        while let Some((c, result)) = self.ready.pop_front() {
             self.on_completion(window, c, result)?;
         }
         Ok(())
