@@ -37,6 +37,11 @@ pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, String> {
     Ok(cpus)
 }
 
+/// The cores this process may use.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
 /// The CPUs rank threads are pinned to: `--cpus`, each checked against the process's affinity
 /// mask, or the whole mask; and a note when ranks outnumber them.
 pub fn choose_cpus(

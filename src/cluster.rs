@@ -15,6 +15,18 @@
 //!   hosts meet.
 //! - **Failure**: a process whose run fails calls `MPI_Abort(3)`: the launcher ends every process,
 //!   and none waits at a barrier for it.
+//! - **The job's budget and results**: [`Cluster::agree_budget`] checks each host's share of the
+//!   plan ([`host_share`]) against that host's memory; at the end each process sends its
+//!   [`HostReport`] ([`Cluster::gather_reports`]) and process 0 merges them ([`Merged::of`])
+//!   into the job's measurements.
+
+use serde::{Deserialize, Serialize};
+
+use crate::budget::{self, BudgetShape, MemoryLimits};
+use crate::exit::UsageError;
+use crate::metrics::{RequestStats, WireStats};
+use crate::plan::Plan;
+use crate::rank::RankRecord;
 
 /// The world size an MPI launcher gave this process, if any.
 pub fn launcher_world_size(env: &dyn Fn(&str) -> Option<String>) -> Option<usize> {
@@ -232,6 +244,116 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    /// Checks this host's share of the job's `plan` (its `ranks` of them) against its own
+    /// memory, and agrees the answer with every process: a refusal on any host is every
+    /// process's error, naming each host that refused and why.
+    pub fn agree_budget(
+        &self,
+        plan: &Plan,
+        ranks: usize,
+        tls: bool,
+        limits: &MemoryLimits,
+        cap_bytes: Option<u64>,
+    ) -> Result<(), UsageError> {
+        let mine = budget::check(&host_share(plan, ranks, tls), limits, cap_bytes)
+            .map_err(|e| format!("host {} (process {}): {e}", Cluster::host(), self.process));
+        if self.all_agree(mine.is_ok()) {
+            return Ok(());
+        }
+        let said = self.gather(mine.as_ref().err().map_or(&[][..], |e| e.as_bytes()));
+        let lines: Vec<String> = said
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|l| !l.is_empty())
+            .map(|l| String::from_utf8_lossy(&l).into_owned())
+            .collect();
+        let message = self.broadcast(lines.join("; ").into_bytes());
+        Err(UsageError(String::from_utf8_lossy(&message).into_owned()))
+    }
+
+    /// Every process's report, in process order, on process 0 (`None` on the others).
+    pub fn gather_reports(&self, mine: &HostReport) -> serde_json::Result<Option<Vec<HostReport>>> {
+        let Some(all) = self.gather(&serde_json::to_vec(mine)?) else {
+            return Ok(None);
+        };
+        all.iter()
+            .map(|r| serde_json::from_slice(r))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+}
+
+/// The memory shape of one host's share of a run under mpirun: its `ranks` of the job's plan.
+pub fn host_share(plan: &Plan, ranks: usize, tls: bool) -> BudgetShape {
+    BudgetShape {
+        np: ranks as u32,
+        read_threads: plan.settings.read_threads,
+        prefetch: plan.window_per_reader,
+        largest_get_bytes: plan.largest_get_bytes,
+        server_bytes: 0,
+        tls,
+    }
+}
+
+/// The memory budget of one host's share, whatever the host has (for its report).
+pub fn host_budget_bytes(plan: &Plan, ranks: usize, tls: bool) -> u64 {
+    budget::check(
+        &host_share(plan, ranks, tls),
+        &MemoryLimits::unlimited(),
+        None,
+    )
+    .map_or(0, |b| b.total_bytes)
+}
+
+/// What one process of a run under mpirun measured, sent to process 0.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HostReport {
+    pub host: String,
+    pub process: usize,
+    /// Its ranks (global numbers).
+    pub ranks: std::ops::Range<usize>,
+    pub records: Vec<RankRecord>,
+    pub stats: Vec<WireStats>,
+    pub wall_s: f64,
+    pub client_cpu_s: f64,
+    pub setup_cpu_s: f64,
+    pub peak_rss_bytes: Option<u64>,
+    /// Its share of the job's memory budget.
+    pub memory_budget_bytes: u64,
+}
+
+/// The job's measurements, from every host's report.
+#[derive(Debug, Clone)]
+pub struct Merged {
+    /// Every host's ranks' records, in process order.
+    pub records: Vec<RankRecord>,
+    pub stats: Vec<RequestStats>,
+    /// The slowest host's.
+    pub wall_s: f64,
+    /// Summed over the hosts.
+    pub client_cpu_s: f64,
+    pub setup_cpu_s: f64,
+    /// The largest host's.
+    pub peak_rss_bytes: Option<u64>,
+}
+
+impl Merged {
+    pub fn of(reports: &[HostReport]) -> Merged {
+        Merged {
+            records: reports.iter().flat_map(|r| r.records.clone()).collect(),
+            stats: reports
+                .iter()
+                .flat_map(|r| r.stats.iter().cloned().map(RequestStats::from_wire))
+                .collect(),
+            wall_s: reports.iter().map(|r| r.wall_s).fold(0.0, f64::max),
+            client_cpu_s: reports.iter().map(|r| r.client_cpu_s).sum(),
+            setup_cpu_s: reports.iter().map(|r| r.setup_cpu_s).sum(),
+            peak_rss_bytes: reports.iter().filter_map(|r| r.peak_rss_bytes).max(),
+        }
+    }
+}
+
 /// Meets every other process at an MPI barrier (the coordinator thread's call; see the module
 /// docs). It polls a non-blocking barrier, so it can give up when `stop` says the run is over
 /// here (a rank failed, or an interrupt): returns whether the barrier completed. Without MPI it
@@ -280,5 +402,31 @@ mod tests {
         let env = |name: &str| (name == "PMI_SIZE").then(|| "4".to_string());
         assert_eq!(launcher_world_size(&env), Some(4));
         assert_eq!(launcher_world_size(&|_| None), None);
+    }
+
+    #[test]
+    fn hosts_merge_slowest_wall_summed_cpu_largest_rss() {
+        let report = |process: usize, wall_s, cpu_s, rss| HostReport {
+            host: format!("h{process}"),
+            process,
+            ranks: process..process + 1,
+            records: Vec::new(),
+            stats: Vec::new(),
+            wall_s,
+            client_cpu_s: cpu_s,
+            setup_cpu_s: cpu_s / 10.0,
+            peak_rss_bytes: rss,
+            memory_budget_bytes: 1,
+        };
+        let merged = Merged::of(&[
+            report(0, 2.0, 1.0, Some(5)),
+            report(1, 3.5, 2.0, None),
+            report(2, 1.0, 4.0, Some(9)),
+        ]);
+        assert_eq!(merged.wall_s, 3.5);
+        assert_eq!(merged.client_cpu_s, 7.0);
+        assert!((merged.setup_cpu_s - 0.7).abs() < 1e-12);
+        assert_eq!(merged.peak_rss_bytes, Some(9));
+        assert!(merged.records.is_empty() && merged.stats.is_empty());
     }
 }

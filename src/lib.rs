@@ -34,6 +34,7 @@ pub mod s3;
 pub mod schema;
 pub mod server;
 pub mod settings;
+pub mod signals;
 pub mod summary;
 pub mod sweep;
 pub mod units;

@@ -7,11 +7,13 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::cluster::HostReport;
 use crate::engine::EngineKind;
 use crate::metrics::{self, Distribution, RequestStats};
 use crate::plan::Plan;
 use crate::rank::RankRecord;
 use crate::run::RunMeasurements;
+use crate::s3::Target;
 use crate::server::ServerStats;
 
 /// Request latencies, milliseconds.
@@ -70,6 +72,55 @@ pub struct TlsSummary {
     pub ktls_available: bool,
 }
 
+impl TargetSummary {
+    /// Where a run read from: `target`, the TLS `negotiated` with it, and the embedded server's
+    /// totals when there was one, with `server_cpu_s` (its CPU over the run, from the catalog
+    /// on, as the client's is counted).
+    pub fn of(
+        target: &Target,
+        negotiated: Option<&str>,
+        server: Option<ServerStats>,
+        server_cpu_s: f64,
+    ) -> TargetSummary {
+        TargetSummary {
+            endpoint: target.endpoints_text(),
+            bucket: target.bucket.clone(),
+            addressing: target.addressing,
+            profile: target.profile.clone(),
+            tls: TlsSummary::of(target, negotiated),
+            embedded: server.is_some(),
+            server: server.map(|mut s| {
+                s.cpu_s = server_cpu_s;
+                s.cpu_s_per_gib = metrics::cpu_s_per_gib(server_cpu_s, s.bytes_sent);
+                s
+            }),
+        }
+    }
+}
+
+impl TlsSummary {
+    /// TLS as a run against `target` used it; `None` when no endpoint is `https://`.
+    pub fn of(target: &Target, negotiated: Option<&str>) -> Option<TlsSummary> {
+        let tls = &target.tls;
+        target
+            .endpoints
+            .iter()
+            .any(|e| e.is_tls())
+            .then(|| TlsSummary {
+                verified: !tls.insecure,
+                ca_bundle: tls.ca_bundle.as_ref().filter(|_| !tls.insecure).map(|p| {
+                    format!(
+                        "{} ({})",
+                        p.display(),
+                        tls.ca_bundle_from.as_deref().unwrap_or("--ca-bundle")
+                    )
+                }),
+                negotiated: negotiated.map(str::to_string),
+                ktls_available: crate::s3::tls::ktls_available(),
+            })
+    }
+}
+
 /// One endpoint's share of the GETs.
 #[derive(Debug, Clone, Serialize)]
 pub struct EndpointSummary {
@@ -80,23 +131,6 @@ pub struct EndpointSummary {
     pub errors: u64,
     /// From the first attempt to the last body byte.
     pub latency_ms: Distribution,
-}
-
-/// What one process of a run under mpirun measured, sent to process 0 (`crate::cluster`).
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct HostReport {
-    pub host: String,
-    pub process: usize,
-    /// Its ranks (global numbers).
-    pub ranks: std::ops::Range<usize>,
-    pub records: Vec<crate::rank::RankRecord>,
-    pub stats: Vec<crate::metrics::WireStats>,
-    pub wall_s: f64,
-    pub client_cpu_s: f64,
-    pub setup_cpu_s: f64,
-    pub peak_rss_bytes: Option<u64>,
-    /// Its share of the job's memory budget.
-    pub memory_budget_bytes: u64,
 }
 
 /// One process's figures in the summary of a run under mpirun.

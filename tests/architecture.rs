@@ -18,8 +18,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("s3::sigv4", 0),
     ("settings::keys", 0),
     ("verify", 0),
-    // The processes of a run (MPI under the `mpi` feature): bytes in, bytes out.
-    ("cluster", 0),
+    ("signals", 0),
     // Readers of the world: configuration text, clocks, the machine's limits, CPUs.
     ("config", 1),
     ("metrics", 1),
@@ -38,6 +37,10 @@ const LAYERS: &[(&str, u32)] = &[
     // Run: the step loop, the engines under it, the driver over both.
     ("rank", 7),
     ("engine", 8),
+    // The processes of a run (MPI under the `mpi` feature): each host's share of the plan
+    // and its budget, the barrier across hosts, the merge of their reports. Beside the engines
+    // (neither imports the other), below the driver that links the step barrier to it.
+    ("cluster", 8),
     ("run", 9),
     // Results.
     ("summary", 10),
@@ -47,9 +50,13 @@ const LAYERS: &[(&str, u32)] = &[
     ("compare", 13),
     // The top.
     ("cli", 14),
-    ("commands", 15),
+    // Sessions: a command from its flags to its exit code, over everything below.
+    ("run::store", 15),
+    ("run::session", 16),
+    ("sweep::session", 16),
+    ("commands", 17),
     // Test-only: property tests over every parser.
-    ("fuzz", 16),
+    ("fuzz", 18),
 ];
 
 /// Imports no layer rule catches: `(from, to)` by module prefix.

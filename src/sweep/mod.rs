@@ -16,10 +16,12 @@
 //! - **Outcome of a point**: from the child's exit code (0 met, 1 missed, 3 failed, 2 a
 //!   configuration error, a signal: crashed) and its summary.json when it wrote one.
 //!
+//! [`session`] is the command itself (flags → grid → plans → points → study files);
 //! [`table`] turns the results into the study's tables.
 
 pub mod html;
 pub mod plots;
+pub mod session;
 pub mod table;
 
 use std::collections::BTreeMap;

@@ -6,6 +6,13 @@
 //! is started and pinned, each sets up its I/O (the io_uring engine maps, pre-faults, locks and
 //! registers its buffer pool), and when every rank is ready the clock starts: the process's CPU
 //! time is read, and every rank runs [`crate::rank::run_rank`].
+//!
+//! Around it: [`session`] takes `ringload run` from its flags to its exit code (prepare:
+//! store, catalog, plan, engine; execute: this module's run, the hosts' merge, the summary and
+//! its files), and [`store`] sets up what a run or sweep reads from.
+
+pub mod session;
+pub mod store;
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};

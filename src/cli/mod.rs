@@ -5,6 +5,11 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+mod values;
+pub use values::{
+    parse_connections, parse_pair, parse_rate, parse_seconds, parse_size, parse_threads,
+};
+
 use crate::config::{ConfigError, DEFAULT_WORKLOAD, RawConfig, Value};
 use crate::plan::{Loader, Sharding};
 
@@ -88,7 +93,7 @@ pub struct CompareArgs {
 }
 
 /// The workload and its overrides, common to every command.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, PartialEq, Args)]
 pub struct WorkloadArgs {
     /// A built-in workload (flux_b200, flux_mi355, flux_small) or the path of a DLIO workload
     /// YAML file [default: flux_small]
@@ -118,8 +123,9 @@ impl WorkloadArgs {
     }
 }
 
-/// The shape of a run: ranks, readers, in-flight GETs.
-#[derive(Debug, Clone, Args)]
+/// The shape of a run: ranks, readers, in-flight GETs. A sweep's grid varies these (its own
+/// flags take lists); [`ShapeOptions`] holds the rest of the shape.
+#[derive(Debug, Clone, PartialEq, Args)]
 pub struct ShapeArgs {
     /// Ranks: simulated accelerators, one thread each
     #[arg(
@@ -146,6 +152,56 @@ pub struct ShapeArgs {
     #[arg(long, value_name = "SECONDS", help_heading = "Run shape")]
     pub computation_time: Option<f64>,
 
+    /// Whose loader to reproduce: ringload's, or what DLIO's PyTorch loader does to the
+    /// storage (every rank walks the whole file list, prefetch-factor read-ahead, GETs past
+    /// the last step, every rank reading every footer); README has each difference
+    #[arg(long, value_enum, default_value_t = Loader::Ringload, help_heading = "Run shape")]
+    pub loader: Loader,
+}
+
+impl ShapeArgs {
+    /// The plan options these flags and `options` give, with `server_bytes` of an in-process
+    /// server.
+    pub fn plan_options(
+        &self,
+        options: &ShapeOptions,
+        server_bytes: u64,
+    ) -> crate::plan::PlanOptions {
+        crate::plan::PlanOptions {
+            np: self.np,
+            sharding: options.sharding,
+            memory_cap_bytes: options.memory_budget,
+            server_bytes,
+            loader: self.loader,
+            prefetch_factor: options.prefetch_factor,
+            tls: false,
+        }
+    }
+
+    /// These flags as a command line.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = vec!["--np".to_string(), self.np.to_string()];
+        let mut push = |flag: &str, value: Option<String>| {
+            if let Some(value) = value {
+                args.extend([flag.to_string(), value]);
+            }
+        };
+        push("--read-threads", self.read_threads.map(|v| v.to_string()));
+        push("--prefetch", self.prefetch.map(|v| v.to_string()));
+        push("--coalesce-rgs", self.coalesce_rgs.map(|v| v.to_string()));
+        push(
+            "--computation-time",
+            self.computation_time.map(|v| v.to_string()),
+        );
+        push("--loader", Some(self.loader.to_string()));
+        args
+    }
+}
+
+/// The rest of a run's shape: what every point of a sweep shares, and what `plan` needs
+/// besides [`ShapeArgs`].
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct ShapeOptions {
     /// How ranks share the dataset: disjoint shares (rank), or every rank reading the same
     /// files as DLIO's PyTorch loader does (dlio)
     #[arg(long, value_enum, default_value_t = Sharding::Rank, help_heading = "Run shape")]
@@ -155,30 +211,73 @@ pub struct ShapeArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = "Run shape")]
     pub memory_budget: Option<u64>,
 
-    /// Whose loader to reproduce: ringload's, or what DLIO's PyTorch loader does to the
-    /// storage (every rank walks the whole file list, prefetch-factor read-ahead, GETs past
-    /// the last step, every rank reading every footer); README has each difference
-    #[arg(long, value_enum, default_value_t = Loader::Ringload, help_heading = "Run shape")]
-    pub loader: Loader,
-
     /// With --loader dlio: finished GETs queued per reader beyond --prefetch (PyTorch's
     /// prefetch_factor)
     #[arg(long, value_name = "N", default_value_t = crate::plan::DEFAULT_PREFETCH_FACTOR, help_heading = "Run shape")]
     pub prefetch_factor: u32,
 }
 
-impl ShapeArgs {
-    /// The plan options these flags give, with `server_bytes` of an in-process server.
-    pub fn plan_options(&self, server_bytes: u64) -> crate::plan::PlanOptions {
-        crate::plan::PlanOptions {
-            np: self.np,
-            sharding: self.sharding,
-            memory_cap_bytes: self.memory_budget,
-            server_bytes,
-            loader: self.loader,
-            prefetch_factor: self.prefetch_factor,
-            tls: false,
+impl ShapeOptions {
+    /// These flags as a command line.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = vec![
+            "--sharding".to_string(),
+            self.sharding.to_string(),
+            "--prefetch-factor".to_string(),
+            self.prefetch_factor.to_string(),
+        ];
+        if let Some(bytes) = self.memory_budget {
+            args.extend(["--memory-budget".to_string(), bytes.to_string()]);
         }
+        args
+    }
+}
+
+/// The options of a run that are not its grid: defined once, flattened into `run` and
+/// `sweep`, and handed by a sweep to every point's `ringload run` through
+/// [`RunArgs::to_args`].
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct RunOptions {
+    #[command(flatten)]
+    pub shape: ShapeOptions,
+
+    #[command(flatten)]
+    pub s3: S3Args,
+
+    /// The CPUs rank threads are pinned to, round-robin, e.g. 0-3,6 [default: every CPU in
+    /// this process's affinity mask]
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+
+    /// Check every GET's bytes after they land, before the step loop consumes them: against
+    /// the XXH3-64 of each column chunk that `generate` and the embedded server put in the
+    /// footer, or, for files without them (written by pyarrow, say), by walking the chunk's
+    /// page headers. A mismatch ends the run (exit 3) naming the object, range, row group and
+    /// column. The summary reports the bytes verified and the CPU it cost
+    #[arg(long)]
+    pub verify: bool,
+
+    /// Worker threads of the baseline engine's runtime [default: the cores this process may
+    /// use]
+    #[arg(long, value_name = "N", value_parser = parse_threads)]
+    pub engine_threads: Option<usize>,
+}
+
+impl RunOptions {
+    /// These flags as a command line.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = self.shape.to_args();
+        args.extend(self.s3.to_args());
+        if let Some(cpus) = &self.cpus {
+            args.extend(["--cpus".to_string(), cpus.clone()]);
+        }
+        if self.verify {
+            args.push("--verify".into());
+        }
+        if let Some(n) = self.engine_threads {
+            args.extend(["--engine-threads".to_string(), n.to_string()]);
+        }
+        args
     }
 }
 
@@ -189,6 +288,9 @@ pub struct PlanArgs {
 
     #[command(flatten)]
     pub shape: ShapeArgs,
+
+    #[command(flatten)]
+    pub shape_options: ShapeOptions,
 
     /// Read file layouts from the footers of a dataset under DIR (as `generate --out DIR`
     /// wrote it) instead of computing them
@@ -206,7 +308,7 @@ pub struct PlanArgs {
 
 /// Where the object store is. Flags win over the AWS_* environment, which wins over the
 /// workload's storage options.
-#[derive(Debug, Args, Default)]
+#[derive(Debug, Clone, PartialEq, Args, Default)]
 pub struct S3Args {
     /// The S3 endpoint, http[s]://HOST[:PORT], or several gateways of one store separated by
     /// commas (also AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's endpoint_url, or
@@ -349,7 +451,7 @@ impl S3Args {
     }
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, PartialEq, Args)]
 pub struct RunArgs {
     #[command(flatten)]
     pub workload: WorkloadArgs,
@@ -357,19 +459,14 @@ pub struct RunArgs {
     #[command(flatten)]
     pub shape: ShapeArgs,
 
-    #[command(flatten)]
-    pub s3: S3Args,
-
     /// The loader: uring (io_uring per pinned rank, bodies read into registered buffers) or
     /// baseline (the conventional tokio + hyper design, a heap buffer per GET) [default: uring
     /// where io_uring works here, else baseline with a note]
     #[arg(long, value_enum)]
     pub engine: Option<crate::engine::EngineKind>,
 
-    /// The CPUs rank threads are pinned to, round-robin, e.g. 0-3,6 [default: every CPU in
-    /// this process's affinity mask]
-    #[arg(long, value_name = "LIST")]
-    pub cpus: Option<String>,
+    #[command(flatten)]
+    pub options: RunOptions,
 
     /// Write summary.json, steps.csv (rank, epoch, step, wait_ms, compute_ms, barrier_ms) and
     /// requests.csv (one row per GET: rank, epoch, reader, get, key, offset, len_bytes,
@@ -381,26 +478,50 @@ pub struct RunArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Check every GET's bytes after they land, before the step loop consumes them: against
-    /// the XXH3-64 of each column chunk that `generate` and the embedded server put in the
-    /// footer, or, for files without them (written by pyarrow, say), by walking the chunk's
-    /// page headers. A mismatch ends the run (exit 3) naming the object, range, row group and
-    /// column. The summary reports the bytes verified and the CPU it cost
-    #[arg(long)]
-    pub verify: bool,
-
-    /// Worker threads of the baseline engine's runtime [default: the cores this process may
-    /// use]
-    #[arg(long, value_name = "N", value_parser = parse_threads)]
-    pub engine_threads: Option<usize>,
-
     /// Worker threads of the embedded server, when no endpoint is given [default: the cores
     /// this process may use]
     #[arg(long, value_name = "N", value_parser = parse_threads)]
     pub server_threads: Option<usize>,
 }
 
+impl RunArgs {
+    /// These arguments as the command line of `ringload run` (without the subcommand): what
+    /// a sweep starts for each point.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = self.workload.to_args();
+        args.extend(self.shape.to_args());
+        if let Some(engine) = self.engine {
+            args.extend(["--engine".to_string(), engine.to_string()]);
+        }
+        args.extend(self.options.to_args());
+        if let Some(dir) = &self.output {
+            args.extend(["--output".to_string(), dir.display().to_string()]);
+        }
+        if self.json {
+            args.push("--json".into());
+        }
+        if let Some(n) = self.server_threads {
+            args.extend(["--server-threads".to_string(), n.to_string()]);
+        }
+        args
+    }
+}
+
+/// `sweep`: its grid, and the [`RunOptions`] every point shares (their help worded for a
+/// sweep).
 #[derive(Debug, Args)]
+#[command(
+    mut_arg("sharding", |a| a.help("How ranks share the dataset, for every point")),
+    mut_arg("memory_budget", |a| a.help("A cap on the memory each point may plan for (e.g. 16GiB)")),
+    mut_arg("prefetch_factor", |a| {
+        a.help("With the dlio loader: finished GETs queued per reader beyond --prefetch")
+    }),
+    mut_arg("cpus", |a| a.help("CPUs the ranks of each point are pinned to, e.g. 0-7")),
+    mut_arg("verify", |a| a.help("Check every GET's bytes in every point (see `run --verify`)")),
+    mut_arg("engine_threads", |a| {
+        a.help("Worker threads of the baseline engine's runtime, for every point")
+    })
+)]
 pub struct SweepArgs {
     #[command(flatten)]
     pub workload: WorkloadArgs,
@@ -481,14 +602,6 @@ pub struct SweepArgs {
     #[arg(long, value_name = "NP,RT", value_parser = parse_pair)]
     pub latency_point: Option<(u32, u64)>,
 
-    /// How ranks share the dataset, for every point
-    #[arg(long, value_enum, default_value_t = Sharding::Rank, help_heading = "Run shape")]
-    pub sharding: Sharding,
-
-    /// A cap on the memory each point may plan for (e.g. 16GiB)
-    #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = "Run shape")]
-    pub memory_budget: Option<u64>,
-
     /// Loader profiles of the points, a list: ringload, dlio (see `run --loader`)
     #[arg(
         long,
@@ -500,24 +613,8 @@ pub struct SweepArgs {
     )]
     pub loader: Vec<Loader>,
 
-    /// With the dlio loader: finished GETs queued per reader beyond --prefetch
-    #[arg(long, value_name = "N", default_value_t = crate::plan::DEFAULT_PREFETCH_FACTOR, help_heading = "Run shape")]
-    pub prefetch_factor: u32,
-
     #[command(flatten)]
-    pub s3: S3Args,
-
-    /// CPUs the ranks of each point are pinned to, e.g. 0-7
-    #[arg(long, value_name = "LIST")]
-    pub cpus: Option<String>,
-
-    /// Check every GET's bytes in every point (see `run --verify`)
-    #[arg(long)]
-    pub verify: bool,
-
-    /// Worker threads of the baseline engine's runtime, for every point
-    #[arg(long, value_name = "N", value_parser = parse_threads)]
-    pub engine_threads: Option<usize>,
+    pub options: RunOptions,
 
     /// Worker threads of the shared embedded server, when no endpoint is given
     #[arg(long, value_name = "N", value_parser = parse_threads)]
@@ -635,88 +732,6 @@ pub struct ServeArgs {
     pub tls_self_signed: Option<PathBuf>,
 }
 
-/// Parses a thread count: 1 or more.
-pub fn parse_threads(text: &str) -> Result<usize, String> {
-    match text.trim().parse::<usize>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(format!("'{text}' is not a thread count; write 1 or more")),
-    }
-}
-
-/// Parses a connection count: 1 or more.
-pub fn parse_connections(text: &str) -> Result<usize, String> {
-    match text.trim().parse::<usize>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(format!(
-            "'{text}' is not a number of connections; write 1 or more"
-        )),
-    }
-}
-
-/// Parses a positive rate in MiB/s.
-pub fn parse_rate(text: &str) -> Result<f64, String> {
-    match text.trim().parse::<f64>() {
-        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
-        _ => Err(format!(
-            "'{text}' is not a rate in MiB/s; write a positive number, e.g. 300"
-        )),
-    }
-}
-
-/// Parses a positive number of seconds.
-pub fn parse_seconds(text: &str) -> Result<f64, String> {
-    match text.trim().parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() && v <= 86_400.0 => Ok(v),
-        _ => Err(format!(
-            "'{text}' is not a time in seconds; write a number from 0.001 to 86400"
-        )),
-    }
-}
-
-/// Parses a size: bytes, or a number with a unit. Binary units (KiB, MiB, GiB, TiB, and the
-/// short K, M, G, T) are powers of 1024; decimal ones (KB, MB, GB, TB) powers of 1000.
-/// `NP,RT`: two whole numbers.
-pub fn parse_pair(text: &str) -> Result<(u32, u64), String> {
-    let bad = || format!("'{text}' is not NP,RT (two whole numbers, e.g. 4,2)");
-    let (a, b) = text.split_once(',').ok_or_else(bad)?;
-    Ok((
-        a.trim().parse().map_err(|_| bad())?,
-        b.trim().parse().map_err(|_| bad())?,
-    ))
-}
-
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("'{text}' is not a size; write e.g. 16GiB, 512MiB or 1000000"))?;
-    let scale: f64 = match unit.trim() {
-        "" | "B" => 1.0,
-        "K" | "KiB" => 1024.0,
-        "M" | "MiB" => 1024f64.powi(2),
-        "G" | "GiB" => 1024f64.powi(3),
-        "T" | "TiB" => 1024f64.powi(4),
-        "KB" => 1e3,
-        "MB" => 1e6,
-        "GB" => 1e9,
-        "TB" => 1e12,
-        other => {
-            return Err(format!(
-                "unknown unit '{other}' in '{text}'; use B, KiB, MiB, GiB, TiB (or KB, MB, GB, TB)"
-            ));
-        }
-    };
-    let bytes = value * scale;
-    if !bytes.is_finite() || bytes < 1.0 || bytes > u64::MAX as f64 {
-        return Err(format!("'{text}' is out of range"));
-    }
-    Ok(bytes as u64)
-}
-
 /// Loads the workload and applies, in order, the `key=value` overrides and then the flags, so a
 /// flag wins over an override of the same key.
 pub fn load_config(
@@ -774,23 +789,96 @@ pub fn load_config(
 mod tests {
     use super::*;
 
+    /// `ringload run` parsed from `args`.
+    fn run_args(args: &[&str]) -> RunArgs {
+        let cli = Cli::try_parse_from(["ringload", "run"].iter().chain(args)).unwrap();
+        let Command::Run(run) = cli.command else {
+            panic!("not run")
+        };
+        run
+    }
+
     #[test]
-    fn sizes() {
-        let table = [
-            ("16GiB", 16u64 << 30),
-            ("16G", 16 << 30),
-            ("1.5GiB", 3 << 29),
-            ("512MiB", 512 << 20),
-            ("500MB", 500_000_000),
-            ("1000000", 1_000_000),
-            ("4 KiB", 4096),
+    fn run_options_round_trip_through_their_command_line() {
+        let full: &[&str] = &[
+            "flux_b200",
+            "train.epochs=2",
+            "--files",
+            "7",
+            "--np",
+            "3",
+            "--read-threads",
+            "2",
+            "--prefetch",
+            "5",
+            "--coalesce-rgs",
+            "4",
+            "--computation-time",
+            "0.125",
+            "--loader",
+            "dlio",
+            "--sharding",
+            "dlio",
+            "--memory-budget",
+            "16GiB",
+            "--prefetch-factor",
+            "3",
+            "--engine",
+            "baseline",
+            "--endpoint",
+            "http://a:9000,http://b:9000",
+            "--profile",
+            "lab",
+            "--addressing",
+            "virtual",
+            "--resolve",
+            "a:9000:10.0.0.1",
+            "--resolve",
+            "b:9000:10.0.0.2",
+            "--ca-bundle",
+            "/etc/ca.pem",
+            "--insecure",
+            "--bucket",
+            "data",
+            "--region",
+            "eu-west-1",
+            "--access-key",
+            "AK",
+            "--secret-key",
+            "SK",
+            "--retries",
+            "9",
+            "--request-timeout",
+            "12.5",
+            "--connect-timeout",
+            "2",
+            "--first-byte-timeout",
+            "7",
+            "--idle-timeout",
+            "0.75",
+            "--cpus",
+            "0-3,6",
+            "--verify",
+            "--engine-threads",
+            "5",
+            "--output",
+            "/tmp/out",
+            "--json",
+            "--server-threads",
+            "6",
         ];
-        for (text, n) in table {
-            assert_eq!(parse_size(text), Ok(n), "{text}");
+        for given in [&[][..], &["--verify"][..], full] {
+            let parsed = run_args(given);
+            let args = parsed.to_args();
+            let again = run_args(&args.iter().map(String::as_str).collect::<Vec<_>>());
+            assert_eq!(again, parsed, "{given:?} → {args:?}");
         }
-        for bad in ["", "GiB", "12 parsecs", "0", "-1G"] {
-            assert!(parse_size(bad).is_err(), "{bad}");
-        }
+        // Every flag of the full line made it through, not only the defaults.
+        let parsed = run_args(full);
+        assert_eq!(parsed.options.shape.memory_budget, Some(16 << 30));
+        assert_eq!(parsed.options.s3.resolve.len(), 2);
+        assert_eq!(parsed.shape.loader, Loader::Dlio);
+        assert_ne!(parsed, run_args(&[]));
     }
 
     #[test]

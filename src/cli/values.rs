@@ -1,0 +1,109 @@
+//! The parsers of flag values that clap's own types do not cover: counts of at least one,
+//! rates, seconds, sizes with units, `NP,RT` pairs. Each error names the text and what to
+//! write instead.
+
+/// Parses a thread count: 1 or more.
+pub fn parse_threads(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("'{text}' is not a thread count; write 1 or more")),
+    }
+}
+
+/// Parses a connection count: 1 or more.
+pub fn parse_connections(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "'{text}' is not a number of connections; write 1 or more"
+        )),
+    }
+}
+
+/// Parses a positive rate in MiB/s.
+pub fn parse_rate(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!(
+            "'{text}' is not a rate in MiB/s; write a positive number, e.g. 300"
+        )),
+    }
+}
+
+/// Parses a positive number of seconds.
+pub fn parse_seconds(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() && v <= 86_400.0 => Ok(v),
+        _ => Err(format!(
+            "'{text}' is not a time in seconds; write a number from 0.001 to 86400"
+        )),
+    }
+}
+
+/// `NP,RT`: two whole numbers.
+pub fn parse_pair(text: &str) -> Result<(u32, u64), String> {
+    let bad = || format!("'{text}' is not NP,RT (two whole numbers, e.g. 4,2)");
+    let (a, b) = text.split_once(',').ok_or_else(bad)?;
+    Ok((
+        a.trim().parse().map_err(|_| bad())?,
+        b.trim().parse().map_err(|_| bad())?,
+    ))
+}
+
+/// Parses a size: bytes, or a number with a unit. Binary units (KiB, MiB, GiB, TiB, and the
+/// short K, M, G, T) are powers of 1024; decimal ones (KB, MB, GB, TB) powers of 1000.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("'{text}' is not a size; write e.g. 16GiB, 512MiB or 1000000"))?;
+    let scale: f64 = match unit.trim() {
+        "" | "B" => 1.0,
+        "K" | "KiB" => 1024.0,
+        "M" | "MiB" => 1024f64.powi(2),
+        "G" | "GiB" => 1024f64.powi(3),
+        "T" | "TiB" => 1024f64.powi(4),
+        "KB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        "TB" => 1e12,
+        other => {
+            return Err(format!(
+                "unknown unit '{other}' in '{text}'; use B, KiB, MiB, GiB, TiB (or KB, MB, GB, TB)"
+            ));
+        }
+    };
+    let bytes = value * scale;
+    if !bytes.is_finite() || bytes < 1.0 || bytes > u64::MAX as f64 {
+        return Err(format!("'{text}' is out of range"));
+    }
+    Ok(bytes as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        let table = [
+            ("16GiB", 16u64 << 30),
+            ("16G", 16 << 30),
+            ("1.5GiB", 3 << 29),
+            ("512MiB", 512 << 20),
+            ("500MB", 500_000_000),
+            ("1000000", 1_000_000),
+            ("4 KiB", 4096),
+        ];
+        for (text, n) in table {
+            assert_eq!(parse_size(text), Ok(n), "{text}");
+        }
+        for bad in ["", "GiB", "12 parsecs", "0", "-1G"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+}

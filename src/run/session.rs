@@ -1,0 +1,489 @@
+//! `ringload run`, from its flags to its exit code: [`Session::prepare`] sets everything up
+//! before the clock (the store, the catalog, the plan and its memory budget, the engine), and
+//! [`Session::execute`] runs it ([`crate::run::run_ranks`]), merges the hosts' results under
+//! mpirun, and writes the summary, its files and the report.
+
+use std::io::{IsTerminal, Write};
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use anyhow::Context;
+
+use super::store::{Storage, catalog_from, prepare_output, resolve_target};
+use super::{RunConfig, RunFailure, RunMeasurements, run_ranks};
+use crate::catalog::{Catalog, CatalogError};
+use crate::cli::{RunArgs, load_config};
+use crate::cluster::{Cluster, HostReport, Merged};
+use crate::engine::EngineKind;
+use crate::exit::{self, ExitClass, UsageError};
+use crate::metrics::{self, CpuCosts, CpuReading};
+use crate::plan::{Loader, Plan, PlanOptions};
+use crate::rank::RankError;
+use crate::s3::{self, Bucket, Client};
+use crate::settings::Settings;
+use crate::signals::raise_on_stop_signals;
+use crate::summary::{HostSummary, RunContext, RunSummary, TargetSummary};
+use crate::{affinity, budget, cluster, report, units};
+
+/// The tail DLIO's Parquet reader fetches to read a footer.
+const DLIO_FOOTER_TAIL_BYTES: u64 = 4 << 20;
+
+/// A run set up and ready to start: everything before the clock.
+#[derive(Debug)]
+pub struct Session<'a> {
+    args: &'a RunArgs,
+    cluster: &'a Cluster,
+    started: Instant,
+    /// The plan's ranks this process runs.
+    local: Range<usize>,
+    notes: Vec<String>,
+    cpus: Vec<usize>,
+    storage: Storage,
+    setup_cpu: CpuReading,
+    peak_rss_since_setup: bool,
+    /// With the dlio loader: every rank's footer reads (requests, bytes).
+    loader_footers: Option<(u64, u64)>,
+    plan: Plan,
+    engine: EngineKind,
+    client: Client,
+}
+
+impl<'a> Session<'a> {
+    /// Sets the run up: its share of the ranks under mpirun, settings, the store (the target
+    /// resolved once), the catalog (process 0 reads it, the others get it), the plan checked
+    /// against each host's memory, and the engine.
+    pub fn prepare(args: &'a RunArgs, cluster: &'a Cluster) -> anyhow::Result<Session<'a>> {
+        let started = Instant::now();
+        let hosts = !cluster.is_single();
+        let options = &args.options;
+        let mut shape = args.shape.clone();
+        if hosts && !np_given() {
+            // As DLIO under mpirun: one rank per process.
+            shape.np = cluster.processes() as u32;
+        }
+        let local = Cluster::ranks_of(cluster.process(), cluster.processes(), shape.np as usize);
+        if hosts && local.is_empty() {
+            return Err(UsageError(format!(
+                "--np {} is fewer than the {} processes mpirun started; pass --np {} or more",
+                shape.np,
+                cluster.processes(),
+                cluster.processes()
+            ))
+            .into());
+        }
+        let settings = Settings::resolve(&load_config(&args.workload, Some(&shape))?)?;
+        let mut notes = Vec::new();
+        let (cpus, shared_cores) =
+            affinity::choose_cpus(options.cpus.as_deref(), local.len() as u32)?;
+        // Results are written where --output says: checked now, so a run never ends unable to.
+        if let Some(dir) = &args.output {
+            prepare_output(dir)?;
+        }
+        let resolved = resolve_target(&options.s3, &settings)?;
+        if hosts && resolved.is_none() {
+            return Err(UsageError(
+                "under mpirun, pass --endpoint (or AWS_ENDPOINT_URL): the embedded server would \
+                 be one per process; start one `ringload serve` for all of them"
+                    .into(),
+            )
+            .into());
+        }
+        let storage = Storage::open(
+            resolved,
+            &args.workload,
+            options.s3.bucket.as_deref(),
+            args.server_threads,
+        )?;
+        // Costs are counted from here: the virtual dataset's layout above is not the loader's.
+        let setup_cpu = CpuReading::now(storage.server.as_ref().map_or(0.0, |s| s.stats().cpu_s));
+        let peak_rss_since_setup = metrics::reset_peak_rss();
+
+        let policy = options.s3.retry_policy();
+        let target = &storage.target;
+        // Process 0 lists and reads the footers; the others get its catalog.
+        let (bucket, catalog) = if cluster.process() == 0 {
+            catalog_from(target, policy, &settings, options.verify)?
+        } else {
+            let bucket = Bucket::new(target.clone(), policy).context("starting the S3 client")?;
+            (bucket, Catalog::empty())
+        };
+        let catalog = if hosts {
+            Catalog::from_wire(&cluster.broadcast(catalog.to_wire())).map_err(UsageError)?
+        } else {
+            catalog
+        };
+        let loader_footers = dlio_footers(args.shape.loader, &bucket, &catalog, local.len())?;
+        drop(bucket);
+        let plan_options = PlanOptions {
+            tls: storage.tls(),
+            ..shape.plan_options(&options.shape, storage.server_bytes)
+        };
+        let limits = budget::probe();
+        let plan = plan(
+            &settings,
+            &catalog,
+            &plan_options,
+            &limits,
+            cluster,
+            local.len(),
+        )?;
+        // Warned only for a plan that will run.
+        if let Some(note) = shared_cores {
+            eprintln!("ringload run: WARNING: {note}");
+            notes.push(note);
+        }
+        let engine = choose_engine(args.engine, &plan, &limits, &mut notes)?;
+        let client = Client::new(target.clone(), policy)?;
+        Ok(Session {
+            args,
+            cluster,
+            started,
+            local,
+            notes,
+            cpus,
+            storage,
+            setup_cpu,
+            peak_rss_since_setup,
+            loader_footers,
+            plan,
+            engine,
+            client,
+        })
+    }
+
+    /// Runs the ranks, then reports: `Ok` carries the exit code (0, or 1 for a missed AU
+    /// target); a run that failed or was interrupted once the clock started still writes what
+    /// it measured before its error.
+    pub fn execute(mut self) -> anyhow::Result<u8> {
+        let hosts = !self.cluster.is_single();
+        let outcome = {
+            let server = self.storage.server.as_ref();
+            let server_cpu_now = || server.map_or(0.0, |s| s.stats().cpu_s);
+            let config = RunConfig {
+                engine: self.engine,
+                engine_threads: self
+                    .args
+                    .options
+                    .engine_threads
+                    .unwrap_or_else(affinity::cores),
+                show_progress: std::io::stderr().is_terminal(),
+                cpus: self.cpus.clone(),
+                interrupt: Arc::new(AtomicBool::new(false)),
+                ranks: self.local.clone(),
+                hosts,
+            };
+            // From here Ctrl-C and SIGTERM stop the run and keep what it measured.
+            raise_on_stop_signals(Arc::clone(&config.interrupt))?;
+            run_ranks(&self.plan, &self.client, &config, &server_cpu_now)
+        };
+        if hosts && let Err(failure) = &outcome {
+            // A failed run ends every process of the job (see `commands::run`).
+            return Err(RunFailed(exit_line(&failure.error)).into());
+        }
+        let server_stats = self.storage.server.take().map(|s| s.shutdown());
+        // A run that failed once the clock had started still reports what it measured.
+        let mut interrupted = false;
+        let (mut measured, failure) = match outcome.map_err(|failure| *failure) {
+            Ok(measured) => (measured, None),
+            Err(RunFailure {
+                error,
+                partial: Some(measured),
+            }) => {
+                interrupted = matches!(error, RankError::Interrupted);
+                (measured, Some(exit_line(&error)))
+            }
+            Err(RunFailure {
+                error,
+                partial: None,
+            }) => return Err(RunFailed(exit_line(&error)).into()),
+        };
+        let end_cpu = CpuReading::now(server_stats.as_ref().map_or(0.0, |s| s.cpu_s));
+        let setup_s = (measured.ready_at - self.started).as_secs_f64();
+        let mut costs = CpuCosts::between(self.setup_cpu, measured.ready_cpu, end_cpu);
+        let mut peak_rss_bytes = metrics::peak_rss_bytes();
+        let mut host_summaries = Vec::new();
+        if hosts {
+            let tls = self.storage.tls();
+            let mine = HostReport {
+                host: Cluster::host(),
+                process: self.cluster.process(),
+                ranks: self.local.clone(),
+                records: measured.records.clone(),
+                stats: measured
+                    .stats
+                    .iter()
+                    .map(metrics::RequestStats::to_wire)
+                    .collect(),
+                wall_s: measured.wall_s,
+                client_cpu_s: costs.client_cpu_s,
+                setup_cpu_s: costs.setup_cpu_s,
+                peak_rss_bytes,
+                memory_budget_bytes: cluster::host_budget_bytes(&self.plan, self.local.len(), tls),
+            };
+            let Some(reports) = self.cluster.gather_reports(&mine)? else {
+                // Process 0 reports for the job; its exit code is everyone's.
+                let code = self.cluster.broadcast(Vec::new());
+                return Ok(code.first().copied().unwrap_or(exit::FAILED));
+            };
+            let merged = Merged::of(&reports);
+            measured.records = merged.records;
+            measured.stats = merged.stats;
+            measured.wall_s = merged.wall_s;
+            costs.client_cpu_s = merged.client_cpu_s;
+            costs.setup_cpu_s = merged.setup_cpu_s;
+            peak_rss_bytes = merged.peak_rss_bytes;
+            host_summaries = reports.iter().map(HostSummary::of).collect();
+        }
+        let plan = &self.plan;
+        if let Some(over) = metrics::rss_over_budget(peak_rss_bytes, plan.memory.total_bytes) {
+            let warning = report::run::rss_over_budget(plan.memory.total_bytes, over);
+            eprintln!("ringload run: WARNING: {warning}");
+            self.notes.push(warning);
+        }
+        let target = &self.storage.target;
+        let summary = RunSummary::build(
+            plan,
+            &measured,
+            RunContext {
+                engine: self.engine,
+                endpoint_urls: target.endpoints.iter().map(|e| e.url.clone()).collect(),
+                target: TargetSummary::of(
+                    target,
+                    self.client.tls_negotiated(),
+                    server_stats,
+                    costs.server_cpu_s,
+                ),
+                setup_s,
+                setup_cpu_s: costs.setup_cpu_s,
+                client_cpu_s: costs.client_cpu_s,
+                peak_rss_bytes,
+                peak_rss_since_setup: self.peak_rss_since_setup,
+                notes: std::mem::take(&mut self.notes),
+                failure: failure.clone(),
+                interrupted,
+                loader_footers: self.loader_footers,
+                hosts: host_summaries,
+            },
+        );
+        let code = self.report(&summary, &measured, failure, interrupted)?;
+        if hosts {
+            self.cluster.broadcast(vec![code]);
+        }
+        Ok(code)
+    }
+
+    /// Writes the summary's files into --output, then the report (or the failure).
+    fn report(
+        &self,
+        summary: &RunSummary,
+        measured: &RunMeasurements,
+        failure: Option<String>,
+        interrupted: bool,
+    ) -> anyhow::Result<u8> {
+        let args = self.args;
+        if let Some(dir) = &args.output {
+            write_output(dir, &self.plan, summary, measured)?;
+        }
+        if let Some(line) = failure {
+            // The figures up to the failure are in --output and on stdout with --json; stderr
+            // keeps its one line.
+            if args.json {
+                let mut stdout = std::io::stdout().lock();
+                serde_json::to_writer_pretty(&mut stdout, summary)?;
+                writeln!(stdout)?;
+            }
+            if interrupted {
+                return Err(RunInterrupted.into());
+            }
+            return Err(RunFailed(line).into());
+        }
+        let human = report::run::render(summary);
+        let banner = report::run::computation_time_banner(summary);
+        if args.json {
+            let mut stdout = std::io::stdout().lock();
+            serde_json::to_writer_pretty(&mut stdout, summary)?;
+            writeln!(stdout)?;
+            eprint!("{human}");
+        } else {
+            print!("{human}");
+        }
+        if let Some(banner) = banner {
+            eprintln!("{banner}");
+        }
+        Ok(if summary.au_target_met {
+            exit::OK
+        } else {
+            exit::AU_MISSED
+        })
+    }
+}
+
+/// The plan: in one process checked against this machine; under mpirun the whole job's plan,
+/// the same on every process, each host's share checked against its own memory, and any
+/// refusal stopping every process.
+fn plan(
+    settings: &Settings,
+    catalog: &Catalog,
+    options: &PlanOptions,
+    limits: &budget::MemoryLimits,
+    cluster: &Cluster,
+    local_ranks: usize,
+) -> anyhow::Result<Plan> {
+    // RLIMIT_MEMLOCK binds only the io_uring engine's locked pool: checked with the engine.
+    let unlocked = budget::MemoryLimits {
+        memlock_bytes: None,
+        ..limits.clone()
+    };
+    if cluster.is_single() {
+        return Ok(Plan::resolve(settings, catalog, options, &unlocked)?);
+    }
+    let whole = PlanOptions {
+        memory_cap_bytes: None,
+        ..options.clone()
+    };
+    let plan = Plan::resolve(
+        settings,
+        catalog,
+        &whole,
+        &budget::MemoryLimits::unlimited(),
+    )?;
+    cluster.agree_budget(
+        &plan,
+        local_ranks,
+        options.tls,
+        &unlocked,
+        options.memory_cap_bytes,
+    )?;
+    Ok(plan)
+}
+
+/// The dlio loader: every rank reads every file's footer itself (a HEAD and a 4 MiB tail),
+/// before the clock as DLIO's ranks do while their datasets open.
+fn dlio_footers(
+    loader: Loader,
+    bucket: &Bucket,
+    catalog: &Catalog,
+    ranks: usize,
+) -> anyhow::Result<Option<(u64, u64)>> {
+    if loader == Loader::Ringload {
+        return Ok(None);
+    }
+    let objects: Vec<s3::ObjectMeta> = catalog
+        .files
+        .iter()
+        .map(|f| s3::ObjectMeta {
+            key: f.key.clone(),
+            size_bytes: f.size_bytes,
+        })
+        .collect();
+    let read = bucket
+        .read_footers_each(&objects, ranks, DLIO_FOOTER_TAIL_BYTES)
+        .map_err(CatalogError::Request)?;
+    Ok(Some(read))
+}
+
+/// Whether `--np` was on the command line (under mpirun its default is the world size).
+fn np_given() -> bool {
+    std::env::args().any(|a| a == "--np" || a.starts_with("--np="))
+}
+
+/// The engine of a run. An explicit `--engine uring` that cannot work here is a usage error
+/// naming the cause; by default the baseline runs instead, with a note.
+fn choose_engine(
+    asked: Option<EngineKind>,
+    plan: &Plan,
+    limits: &budget::MemoryLimits,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<EngineKind> {
+    if asked == Some(EngineKind::Baseline) {
+        return Ok(EngineKind::Baseline);
+    }
+    let pool = plan.memory.pool_bytes;
+    let cause = crate::engine::uring::unavailable_cause().or_else(|| {
+        let memlock = limits
+            .memlock_bytes
+            .filter(|&m| !limits.cap_ipc_lock && m < pool)?;
+        Some(format!(
+            "RLIMIT_MEMLOCK {} is smaller than the buffer pool {} (its buffers are locked and \
+             registered; raise it with `ulimit -l unlimited` or grant CAP_IPC_LOCK)",
+            units::bytes(memlock),
+            units::bytes(pool)
+        ))
+    });
+    match (asked, cause) {
+        (_, None) => Ok(EngineKind::Uring),
+        (Some(_), Some(cause)) => Err(UsageError(format!(
+            "--engine uring: {cause}; run with --engine baseline"
+        ))
+        .into()),
+        (None, Some(cause)) => {
+            let note = format!("io_uring cannot be used here ({cause}); ran the baseline engine");
+            eprintln!("ringload run: NOTE: {note}");
+            notes.push(note);
+            Ok(EngineKind::Baseline)
+        }
+    }
+}
+
+/// A run that started and failed (exit 3, whatever the cause).
+#[derive(Debug, thiserror::Error)]
+#[error("the run failed: {0}")]
+pub struct RunFailed(pub String);
+
+impl ExitClass for RunFailed {
+    fn exit_code(&self) -> u8 {
+        exit::FAILED
+    }
+}
+
+/// A run stopped by Ctrl-C or SIGTERM (exit 3: it started and did not finish).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the run was interrupted (Ctrl-C or SIGTERM) before its last step; the figures up to then \
+     are in --output and, with --json, on stdout"
+)]
+pub struct RunInterrupted;
+
+impl ExitClass for RunInterrupted {
+    fn exit_code(&self) -> u8 {
+        exit::FAILED
+    }
+}
+
+fn exit_line(e: &RankError) -> String {
+    e.to_string().replace('\n', " ")
+}
+
+/// Writes summary.json, steps.csv and requests.csv into `dir`, each through a temporary file
+/// renamed into place.
+fn write_output(
+    dir: &std::path::Path,
+    plan: &Plan,
+    summary: &RunSummary,
+    measured: &RunMeasurements,
+) -> anyhow::Result<()> {
+    let fail = |what: &str, e: std::io::Error| {
+        UsageError(format!(
+            "cannot write {what} into --output {}: {e}; choose another directory",
+            dir.display()
+        ))
+    };
+    std::fs::create_dir_all(dir).map_err(|e| fail("results", e))?;
+    let json = serde_json::to_string_pretty(summary)? + "\n";
+    let files = [
+        ("summary.json", json),
+        ("steps.csv", report::run::steps_csv(&measured.records)),
+        (
+            "requests.csv",
+            report::run::requests_csv(plan, &measured.stats),
+        ),
+    ];
+    for (name, text) in files {
+        let temp = dir.join(format!(".{name}.tmp"));
+        std::fs::write(&temp, text).map_err(|e| fail(name, e))?;
+        std::fs::rename(&temp, dir.join(name)).map_err(|e| fail(name, e))?;
+    }
+    Ok(())
+}

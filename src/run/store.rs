@@ -1,0 +1,182 @@
+//! What a run or a sweep reads from, set up before anything runs: the target the flags, the
+//! environment or the workload name, else the embedded server with the workload's virtual
+//! dataset; the bucket checked and its catalog read; `--output` checked writable.
+
+use std::io::IsTerminal;
+
+use anyhow::Context;
+
+use crate::catalog::{self, Catalog, CatalogError};
+use crate::cli::{S3Args, WorkloadArgs, load_config};
+use crate::exit::UsageError;
+use crate::s3::target::valid_bucket_name;
+use crate::s3::{self, Bucket, Target};
+use crate::server::faults::Faults;
+use crate::server::virtual_dataset::VirtualDataset;
+use crate::server::{self, Server, ServerConfig, Store};
+use crate::settings::Settings;
+use crate::{affinity, metrics};
+
+/// The process environment, as [`s3::target::resolve`] reads it.
+pub fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// The target the flags, the environment or the workload name; `None` when none does.
+pub fn resolve_target(s3_args: &S3Args, settings: &Settings) -> anyhow::Result<Option<Target>> {
+    Ok(s3::target::resolve(
+        &s3_args.target_flags(),
+        &settings.storage,
+        env,
+    )?)
+}
+
+/// `name`, when it is a valid bucket name.
+pub fn checked_bucket(name: &str) -> anyhow::Result<&str> {
+    if valid_bucket_name(name) {
+        Ok(name)
+    } else {
+        Err(UsageError(format!(
+            "'{name}' is not a valid bucket name: use 3-63 characters of a-z, 0-9, '.' and '-', \
+             starting and ending with a letter or digit"
+        ))
+        .into())
+    }
+}
+
+/// The virtual dataset of `serve --virtual` (or the default workload).
+pub fn virtual_store(
+    workload: &WorkloadArgs,
+    bucket: Option<&str>,
+    show_progress: bool,
+) -> anyhow::Result<VirtualDataset> {
+    let cfg = load_config(workload, None)?;
+    let settings = Settings::resolve(&cfg)?;
+    settings.check_generatable()?;
+    let bucket = bucket
+        .or(settings.storage.bucket.as_deref())
+        .unwrap_or(server::DEFAULT_BUCKET);
+    let bucket = checked_bucket(bucket)?;
+    if show_progress {
+        eprintln!(
+            "ringload: laying out the virtual {} ({} file{}; encoding one file and a row-group \
+             template)…",
+            settings.workload.name,
+            settings.num_files,
+            if settings.num_files == 1 { "" } else { "s" }
+        );
+    }
+    Ok(VirtualDataset::build(
+        bucket,
+        &settings.workload.name,
+        &settings.dataset,
+        settings.num_files,
+    )?)
+}
+
+/// The store a run or sweep reads.
+#[derive(Debug)]
+pub struct Storage {
+    /// The embedded server, when no target was given.
+    pub server: Option<Server>,
+    pub target: Target,
+    /// The memory the embedded server holds (0 without one): its share of the budget.
+    pub server_bytes: u64,
+}
+
+impl Storage {
+    /// `resolved` (the target the flags, environment or workload name), else the embedded
+    /// server with the workload's virtual dataset in `bucket`.
+    pub fn open(
+        resolved: Option<Target>,
+        workload: &WorkloadArgs,
+        bucket: Option<&str>,
+        server_threads: Option<usize>,
+    ) -> anyhow::Result<Storage> {
+        match resolved {
+            Some(target) => Ok(Storage {
+                server: None,
+                target,
+                server_bytes: 0,
+            }),
+            None => start_embedded(workload, bucket, server_threads),
+        }
+    }
+
+    /// Whether an endpoint is `https://`.
+    pub fn tls(&self) -> bool {
+        self.target.endpoints.iter().any(|e| e.is_tls())
+    }
+}
+
+/// The embedded server of a run with no endpoint: the workload's virtual dataset, on a free
+/// loopback port.
+fn start_embedded(
+    workload: &WorkloadArgs,
+    bucket: Option<&str>,
+    server_threads: Option<usize>,
+) -> anyhow::Result<Storage> {
+    let show = std::io::stderr().is_terminal();
+    let store = virtual_store(workload, bucket, show)?;
+    let bucket = store.bucket.clone();
+    let template_bytes = store.resident_bytes;
+    let server = Server::start(ServerConfig {
+        listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        store: Store::Virtual(store),
+        credentials: None,
+        region: server::DEFAULT_REGION.to_string(),
+        worker_threads: server_threads.unwrap_or_else(affinity::cores),
+        throttle_bytes_per_s: None,
+        faults: Faults::default(),
+        max_connections: server::DEFAULT_MAX_CONNECTIONS,
+        tls: None,
+    })?;
+    let endpoint = s3::Endpoint::parse(&server.endpoint_url()).map_err(UsageError)?;
+    let target = Target {
+        credentials_from: "nowhere (the embedded server takes unsigned requests)".into(),
+        ..Target::simple(endpoint, &bucket, None)
+    };
+    // What the process holds now — templates, and what laying them out left behind — is the
+    // server's share of the memory budget.
+    let server_bytes = metrics::rss_bytes().unwrap_or(0).max(template_bytes);
+    Ok(Storage {
+        server: Some(server),
+        target,
+        server_bytes,
+    })
+}
+
+/// The catalog of the workload's files in `target`'s bucket (with chunk hashes for
+/// `--verify` when `with_chunks`), and the bucket handle that read it. Set-up: a failure here
+/// is exit 2, as the catalog's are.
+pub fn catalog_from(
+    target: &Target,
+    policy: s3::RetryPolicy,
+    settings: &Settings,
+    with_chunks: bool,
+) -> anyhow::Result<(Bucket, Catalog)> {
+    let bucket = Bucket::new(target.clone(), policy).context("starting the S3 client")?;
+    bucket.check().map_err(CatalogError::Request)?;
+    let catalog = catalog::discover(
+        &bucket,
+        &settings.dataset.train_prefix,
+        settings.num_files,
+        settings.columns_read.as_deref(),
+        with_chunks,
+    )?;
+    Ok((bucket, catalog))
+}
+
+/// Creates `--output DIR` and checks that files can be written in it, before anything runs.
+pub fn prepare_output(dir: &std::path::Path) -> Result<(), UsageError> {
+    let fail = |e: std::io::Error| {
+        UsageError(format!(
+            "cannot write results into --output {}: {e}; choose a directory you can write",
+            dir.display()
+        ))
+    };
+    std::fs::create_dir_all(dir).map_err(fail)?;
+    let probe = dir.join(format!(".ringload-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(fail)?;
+    std::fs::remove_file(&probe).map_err(fail)
+}

@@ -1,0 +1,246 @@
+//! `ringload sweep`, from its flags to its exit code: the grid from the flags, every point
+//! planned against the store's files, each run as a child `ringload run` (its command line from
+//! [`RunArgs::to_args`]), then the study's tables, plots and report.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use anyhow::Context;
+
+use super::{Axes, Planned, Point, Runner, SweepFile, grid, html, latency_lines, plots, table};
+use crate::budget;
+use crate::cli::{RunArgs, RunOptions, ShapeArgs, SweepArgs, load_config};
+use crate::engine::EngineKind;
+use crate::exit::{self, ExitClass, UsageError};
+use crate::plan::{Plan, PlanOptions};
+use crate::run::store::{Storage, catalog_from, prepare_output, resolve_target};
+use crate::settings::Settings;
+use crate::signals::raise_on_stop_signals;
+
+/// Runs the sweep `args` asks for; `Ok` carries the exit code.
+pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
+    let settings = Settings::resolve(&load_config(&args.workload, None)?)?;
+    std::fs::create_dir_all(&args.output).map_err(|e| {
+        UsageError(format!(
+            "cannot create --output {}: {e}",
+            args.output.display()
+        ))
+    })?;
+    prepare_output(&args.output)?;
+    let points = grid(&axes(args, &settings));
+    let options = &args.options;
+    // The store: the one given, or one embedded server for every point.
+    let storage = Storage::open(
+        resolve_target(&options.s3, &settings)?,
+        &args.workload,
+        options.s3.bucket.as_deref(),
+        args.server_threads,
+    )?;
+    let planned = plan_points(args, &storage, &settings, points)?;
+    let skipped = planned.iter().filter(|p| p.skip.is_some()).count();
+    eprintln!(
+        "sweep: {} points ({} over the memory budget or not plannable, skipped) into {}",
+        planned.len(),
+        skipped,
+        args.output.display()
+    );
+    let exe = std::env::current_exe().context("finding the ringload binary for the points")?;
+    // Every point reads the same store: with the embedded server, its address.
+    let mut point_options = options.clone();
+    if storage.server.is_some() {
+        point_options.s3.endpoint = Some(storage.target.endpoints_text());
+        point_options.s3.bucket = Some(storage.target.bucket.clone());
+    }
+    let child = |point: &Point, folder: &Path| {
+        let mut c = std::process::Command::new(&exe);
+        c.arg("run")
+            .args(point_args(args, &point_options, point, folder).to_args());
+        c
+    };
+    let server_cpu = || storage.server.as_ref().map(|s| s.stats().cpu_s);
+    let interrupt = Arc::new(AtomicBool::new(false));
+    raise_on_stop_signals(Arc::clone(&interrupt))?;
+    let runner = Runner {
+        dir: args.output.clone(),
+        workload: settings.workload.name.clone(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        gate: args.gate,
+        resume: args.resume,
+        child: &child,
+        server_cpu_s: &server_cpu,
+        interrupt,
+    };
+    let (sweep, interrupted) = runner.run(&planned)?;
+    if let Some(server) = storage.server {
+        server.shutdown();
+    }
+    write_study(args, &sweep)?;
+    if interrupted {
+        return Err(SweepInterrupted(args.output.display().to_string()).into());
+    }
+    Ok(sweep.exit_code())
+}
+
+/// The grid's axes: the flags' lists, each empty one the workload's value.
+fn axes(args: &SweepArgs, settings: &Settings) -> Axes {
+    let engines: Vec<String> = if args.engine.is_empty() {
+        let default = match crate::engine::uring::unavailable_cause() {
+            None => EngineKind::Uring,
+            Some(_) => EngineKind::Baseline,
+        };
+        vec![default.to_string()]
+    } else {
+        args.engine.iter().map(ToString::to_string).collect()
+    };
+    let read_threads = match args.read_threads.as_slice() {
+        [] => vec![u64::from(settings.read_threads)],
+        list => list.to_vec(),
+    };
+    let some = |v: &[u64]| -> Vec<Option<u64>> {
+        if v.is_empty() {
+            vec![None]
+        } else {
+            v.iter().copied().map(Some).collect()
+        }
+    };
+    let cts: Vec<Option<f64>> = if args.computation_time.is_empty() {
+        vec![None]
+    } else {
+        args.computation_time.iter().copied().map(Some).collect()
+    };
+    Axes {
+        loaders: args.loader.clone(),
+        engines,
+        np: args.np.clone(),
+        read_threads,
+        prefetch: some(&args.prefetch),
+        coalesce_rgs: some(&args.coalesce_rgs),
+        computation_time: cts,
+        repeat: args.repeat,
+    }
+}
+
+/// A point's shape flags.
+fn point_shape(point: &Point) -> ShapeArgs {
+    ShapeArgs {
+        np: point.np,
+        read_threads: Some(point.read_threads),
+        prefetch: point.prefetch,
+        coalesce_rgs: point.coalesce_rgs,
+        computation_time: point.computation_time,
+        loader: point.loader,
+    }
+}
+
+/// The `ringload run` of a point, writing into `folder`.
+fn point_args(args: &SweepArgs, options: &RunOptions, point: &Point, folder: &Path) -> RunArgs {
+    RunArgs {
+        workload: args.workload.clone(),
+        shape: point_shape(point),
+        engine: clap::ValueEnum::from_str(&point.engine, false).ok(),
+        options: options.clone(),
+        output: Some(folder.to_path_buf()),
+        json: false,
+        server_threads: None,
+    }
+}
+
+/// Every point planned before the first runs, against the files the store holds: a point
+/// over the memory budget (or not plannable) is skipped with the plan's reason.
+fn plan_points(
+    args: &SweepArgs,
+    storage: &Storage,
+    settings: &Settings,
+    points: Vec<Point>,
+) -> anyhow::Result<Vec<Planned>> {
+    let (_, catalog) = catalog_from(
+        &storage.target,
+        args.options.s3.retry_policy(),
+        settings,
+        false,
+    )?;
+    let limits = budget::MemoryLimits {
+        memlock_bytes: None,
+        ..budget::probe()
+    };
+    let mut planned = Vec::with_capacity(points.len());
+    for point in points {
+        let shape = point_shape(&point);
+        let settings = Settings::resolve(&load_config(&args.workload, Some(&shape))?)?;
+        let options = PlanOptions {
+            tls: storage.tls(),
+            ..shape.plan_options(&args.options.shape, 0)
+        };
+        let (skip, estimate_s) = match Plan::resolve(&settings, &catalog, &options, &limits) {
+            Ok(plan) => (
+                None,
+                plan.steps_per_rank as f64
+                    * f64::from(settings.epochs)
+                    * settings.computation_time_s,
+            ),
+            Err(e) => (Some(e.to_string()), 0.0),
+        };
+        planned.push(Planned {
+            point,
+            skip,
+            estimate_s,
+        });
+    }
+    Ok(planned)
+}
+
+/// The study: study.md, .csv, .json, the plots, report.html, and the table on stdout.
+fn write_study(args: &SweepArgs, sweep: &SweepFile) -> anyhow::Result<()> {
+    let rows = table::rows(sweep);
+    let markdown = table::markdown(sweep, &rows);
+    let study_json = serde_json::to_string_pretty(&rows)?;
+    let write = |name: &str, text: &str| {
+        let path = args.output.join(name);
+        std::fs::write(&path, text)
+            .map_err(|e| UsageError(format!("cannot write {}: {e}", path.display())))
+    };
+    write("study.md", &markdown)?;
+    write("study.csv", &table::csv(&rows))?;
+    write("study.json", &study_json)?;
+    let au_target = sweep
+        .points
+        .iter()
+        .find_map(|p| p.summary.as_ref()?["au_target_percent"].as_f64());
+    let mut plots = plots::plots(&rows, au_target).map_err(anyhow::Error::msg)?;
+    if let Some((title, lines)) = latency_lines(sweep, &args.output, args.latency_point) {
+        plots.push(plots::Plot {
+            file: "latency-cdf.svg".into(),
+            svg: plots::latency_cdf(&title, &lines).map_err(anyhow::Error::msg)?,
+            title,
+        });
+    }
+    let plot_dir = args.output.join("plots");
+    std::fs::create_dir_all(&plot_dir)
+        .map_err(|e| UsageError(format!("cannot create {}: {e}", plot_dir.display())))?;
+    for plot in &plots {
+        write(&format!("plots/{}", plot.file), &plot.svg)?;
+    }
+    write("report.html", &html::report(sweep, &markdown, &plots))?;
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        writeln!(stdout, "{study_json}")?;
+    } else {
+        write!(stdout, "{markdown}")?;
+    }
+    Ok(())
+}
+
+/// A sweep stopped by Ctrl-C or SIGTERM (exit 3); what ran is kept.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the sweep was interrupted (Ctrl-C or SIGTERM); the points that finished are in {0}/sweep.json,      and --resume runs the rest"
+)]
+pub struct SweepInterrupted(pub String);
+
+impl ExitClass for SweepInterrupted {
+    fn exit_code(&self) -> u8 {
+        exit::FAILED
+    }
+}
