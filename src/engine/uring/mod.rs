@@ -229,14 +229,19 @@ impl UringEngine {
             })
             .collect();
         let prefetch = prefetch.max(1);
+        let mut conn_endpoint = super::slot_endpoints(
+            target,
+            first_reader..first_reader + gets.len().max(1),
+            prefetch,
+        );
+        // Without readers the ring still has one (idle) connection.
+        conn_endpoint.truncate(buffers);
         let mut transport = RingIo {
             ring,
             // One connection per buffer, `prefetch` per reader: every GET the window holds
             // can be in flight.
             conns: (0..buffers).map(|_| Conn::default()).collect(),
-            conn_endpoint: (0..buffers)
-                .map(|c| target.endpoint_for(first_reader + c / prefetch, prefetch, c % prefetch))
-                .collect(),
+            conn_endpoint,
             prefetch,
             tls: (0..buffers).map(|_| None).collect(),
             tls_read: vec![None; buffers],
