@@ -20,8 +20,8 @@ use serde::Serialize;
 use self::baseline::Baseline;
 use self::uring::UringEngine;
 use crate::plan::{Plan, RangedGet};
-use crate::rank::{Progress, RankError, RankIo, StepBarrier};
-use crate::s3::{Client, Target};
+use crate::rank::{IoError, IoErrorKind, Progress, RankError, RankIo, StepBarrier};
+use crate::s3::{Client, RequestError, Target};
 
 /// Which engine moves the bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -76,7 +76,7 @@ impl Engine {
                         ranks.start * rt..ranks.end * rt,
                         plan.window_per_reader as usize,
                     )
-                    .map_err(RankError::Request)?;
+                    .map_err(|e| RankError::Io(e.into()))?;
                 Engine::Baseline(baseline)
             }
         })
@@ -118,6 +118,27 @@ impl Engine {
         match self {
             Engine::Uring(_) => {}
             Engine::Baseline(baseline) => baseline.shutdown(),
+        }
+    }
+}
+
+/// The engines' boundary: a request's error as the step loop sees it, its words unchanged.
+impl From<RequestError> for IoError {
+    fn from(error: RequestError) -> IoError {
+        let kind = match &error {
+            RequestError::Status { .. } => IoErrorKind::Status,
+            RequestError::Unreachable { .. } => IoErrorKind::Unreachable,
+            RequestError::Tls { .. } => IoErrorKind::Tls,
+            RequestError::Timeout { .. } => IoErrorKind::Timeout,
+            RequestError::Transport { .. } | RequestError::StrayBytes { .. } => {
+                IoErrorKind::Connection
+            }
+            RequestError::BadResponse { .. } => IoErrorKind::BadResponse,
+            RequestError::Corrupt { .. } => IoErrorKind::Corrupt,
+        };
+        IoError {
+            kind,
+            message: error.to_string(),
         }
     }
 }

@@ -270,7 +270,7 @@ impl<F, H> Window<F, H> {
                 self.stats.endpoint(endpoint).errors += 1;
                 *self.stats.errors_by_cause.entry(error.cause()).or_default() += 1;
                 self.failure.get_or_insert(error.clone());
-                Err(RankError::Request(error))
+                Err(RankError::Io(error.into()))
             }
         }
     }
@@ -335,7 +335,7 @@ impl<F, H> Window<F, H> {
 
     /// The rank's error when a GET failed, else `None`.
     fn failed_error(&self) -> Option<RankError> {
-        self.failure.clone().map(RankError::Request)
+        self.failure.clone().map(|e| RankError::Io(e.into()))
     }
 }
 

@@ -112,44 +112,49 @@ impl UringEngine {
             config.enable_secret_extraction = true;
             Arc::new(config)
         });
-        let endpoints = target
-            .endpoints
-            .iter()
-            .map(|endpoint| {
-                let addr = target
-                    .addresses(endpoint)
-                    .ok()
-                    .and_then(|addrs| addrs.into_iter().next())
-                    .ok_or_else(|| {
-                        RankError::Request(RequestError::Unreachable {
+        let endpoints =
+            target
+                .endpoints
+                .iter()
+                .map(|endpoint| {
+                    let addr =
+                        target
+                            .addresses(endpoint)
+                            .ok()
+                            .and_then(|addrs| addrs.into_iter().next())
+                            .ok_or_else(|| {
+                                RankError::Io(RequestError::Unreachable {
                             operation: client.operation("GET", None),
                             reason: format!(
                                 "cannot resolve {}; check --endpoint (or pin the name with \
                                  --resolve HOST:PORT:ADDR)",
                                 target.request_hostname(endpoint)
                             ),
-                        })
-                    })?;
-                let server_name = if endpoint.is_tls() {
-                    let name = target.request_hostname(endpoint);
-                    Some(crate::s3::tls::server_name(&name).map_err(|reason| {
-                        RankError::Request(RequestError::Tls {
-                            operation: client.operation("GET", None),
-                            reason,
-                        })
-                    })?)
-                } else {
-                    None
-                };
-                Ok(Gateway {
-                    url: endpoint.url.clone(),
-                    addr,
-                    host: target.host_header(endpoint),
-                    url_prefix: target.request_url(endpoint, "", ""),
-                    server_name,
+                        }.into())
+                            })?;
+                    let server_name = if endpoint.is_tls() {
+                        let name = target.request_hostname(endpoint);
+                        Some(crate::s3::tls::server_name(&name).map_err(|reason| {
+                            RankError::Io(
+                                RequestError::Tls {
+                                    operation: client.operation("GET", None),
+                                    reason,
+                                }
+                                .into(),
+                            )
+                        })?)
+                    } else {
+                        None
+                    };
+                    Ok(Gateway {
+                        url: endpoint.url.clone(),
+                        addr,
+                        host: target.host_header(endpoint),
+                        url_prefix: target.request_url(endpoint, "", ""),
+                        server_name,
+                    })
                 })
-            })
-            .collect::<Result<Vec<_>, RankError>>()?;
+                .collect::<Result<Vec<_>, RankError>>()?;
         Ok(UringEngine {
             client,
             endpoints,
@@ -264,20 +269,23 @@ impl UringEngine {
             for c in tls_conns {
                 transport.open_tls(c).map_err(|(errno, failure)| {
                     let gateway = transport.gateway(c).url.clone();
-                    RankError::Request(match failure {
-                        Some(reason) => RequestError::Tls {
-                            operation: self.client.operation("GET", None),
-                            reason,
-                        },
-                        None => RequestError::Unreachable {
-                            operation: self.client.operation("GET", None),
-                            reason: format!(
-                                "cannot connect to {gateway} ({}); is the server running? \
+                    RankError::Io(
+                        match failure {
+                            Some(reason) => RequestError::Tls {
+                                operation: self.client.operation("GET", None),
+                                reason,
+                            },
+                            None => RequestError::Unreachable {
+                                operation: self.client.operation("GET", None),
+                                reason: format!(
+                                    "cannot connect to {gateway} ({}); is the server running? \
                                  check --endpoint",
-                                std::io::Error::from_raw_os_error(errno)
-                            ),
-                        },
-                    })
+                                    std::io::Error::from_raw_os_error(errno)
+                                ),
+                            },
+                        }
+                        .into(),
+                    )
                 })?;
             }
         }

@@ -4,7 +4,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::*;
-use crate::rank::RankIo;
+use crate::rank::{IoError, IoErrorKind, RankIo};
 use crate::s3::{Endpoint, Target};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -381,7 +381,13 @@ fn nothing_listening_is_unreachable() {
     };
     let err = result.unwrap_err();
     assert!(
-        matches!(&err, RankError::Request(RequestError::Unreachable { .. })),
+        matches!(
+            &err,
+            RankError::Io(IoError {
+                kind: IoErrorKind::Unreachable,
+                ..
+            })
+        ),
         "{err}"
     );
     assert!(err.to_string().contains("is the server running?"), "{err}");
