@@ -200,7 +200,7 @@ impl RingIo<'_> {
         }
         if let Some(job) = failed {
             window.failed(job.reader, job.get, endpoint, job.retries, error)?;
-            self.ring.pool_mut().give(job.buf);
+            self.ring.give_buffer(job.buf);
         }
         Ok(())
     }

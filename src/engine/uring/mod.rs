@@ -60,7 +60,6 @@ pub mod tls;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 pub use self::probe::unavailable_cause;
@@ -397,7 +396,7 @@ impl Transport for RingIo<'_> {
             RankError::Engine("no idle connection inside the window (a bug)".into())
         })?;
         // The window makes both impossible to miss: see the pool's docs.
-        let buf = self.ring.pool_mut().take().ok_or_else(|| {
+        let buf = self.ring.take_buffer().ok_or_else(|| {
             RankError::Engine("the buffer pool ran dry inside the prefetch window (a bug)".into())
         })?;
         let now = Instant::now();
@@ -442,18 +441,17 @@ impl Transport for RingIo<'_> {
     }
 
     fn give_back(&mut self, buf: BufIndex) {
-        self.ring.pool_mut().give(buf);
+        self.ring.give_buffer(buf);
     }
 
     fn check_idle(&self) -> Result<(), RankError> {
-        let pool = self.ring.pool();
-        if pool.free_count() == pool.count() {
+        let (count, free) = self.ring.buffers();
+        if free == count {
             return Ok(());
         }
         Err(RankError::Engine(format!(
-            "{} of {} buffers are not back in the pool at the end of an epoch (a bug)",
-            pool.count() - pool.free_count(),
-            pool.count()
+            "{} of {count} buffers are not back in the pool at the end of an epoch (a bug)",
+            count - free
         )))
     }
 }
