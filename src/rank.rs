@@ -21,14 +21,43 @@ use std::time::{Duration, Instant};
 
 use crate::metrics::{RequestStats, StepTimes};
 use crate::plan::RankPlan;
-use crate::s3::RequestError;
+
+/// A GET that failed for good (past its retries, or with a failure retrying cannot mend), as
+/// the step loop sees it: what kind of failure, and the line a user reads. The rank loop names
+/// no protocol: engines word their transport's errors into this at their boundary.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct IoError {
+    pub kind: IoErrorKind,
+    /// The whole line: the GET (or the endpoint), what went wrong, a likely fix.
+    pub message: String,
+}
+
+/// The kinds of [`IoError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoErrorKind {
+    /// The server answered with an error status.
+    Status,
+    /// Nothing listens at the endpoint, or its name does not resolve.
+    Unreachable,
+    /// The TLS handshake failed (trust, certificate, protocol version).
+    Tls,
+    /// Something did not come within the time allowed for it.
+    Timeout,
+    /// The connection broke, or carried bytes past a body.
+    Connection,
+    /// The answer broke the protocol.
+    BadResponse,
+    /// `--verify`: the bytes are not what the file holds.
+    Corrupt,
+}
 
 /// Why a rank stopped early.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum RankError {
     /// A GET failed after its retries.
     #[error(transparent)]
-    Request(#[from] RequestError),
+    Io(#[from] IoError),
     /// Another rank failed first; this one stopped.
     #[error("stopped because another rank failed")]
     Aborted,

@@ -12,6 +12,7 @@
 //! Responses are checked like the io_uring engine checks them: `206`, `Content-Range`,
 //! `Content-Length`, and exactly that many body bytes.
 
+use std::ops::Range;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
@@ -76,7 +77,11 @@ impl Baseline {
             arrivals,
             progress,
             busy: vec![vec![false; prefetch.max(1)]; gets.len()],
-            first_reader,
+            slot_endpoints: super::slot_endpoints(
+                self.client.target(),
+                first_reader..first_reader + gets.len(),
+                prefetch.max(1),
+            ),
         };
         WindowedRank::new(
             Window::new(gets, prefetch, epochs, self.client.location()),
@@ -84,6 +89,21 @@ impl Baseline {
             barrier,
             wait_limit,
         )
+    }
+
+    /// With `https://` endpoints: opens as many connections to each endpoint as the slots of
+    /// `readers` (numbered over every rank) will use, `prefetch` per reader, and leaves them in
+    /// hyper's pool, so the TLS handshakes happen now, before the clock.
+    pub fn preconnect(&self, readers: Range<usize>, prefetch: usize) -> Result<(), RequestError> {
+        let target = self.client.target();
+        if !target.endpoints.iter().any(|e| e.is_tls()) {
+            return Ok(());
+        }
+        let mut per_endpoint = vec![0usize; target.endpoints.len()];
+        for endpoint in super::slot_endpoints(target, readers, prefetch) {
+            per_endpoint[endpoint] += 1;
+        }
+        self.open_connections(&per_endpoint)
     }
 
     /// Opens `per_endpoint[e]` connections to each endpoint `e` (each with its handshake) and
@@ -146,7 +166,8 @@ pub struct Tasks<'a> {
     progress: &'a Progress,
     /// `busy[reader][slot]`: a GET of the reader is in flight in that slot.
     busy: Vec<Vec<bool>>,
-    first_reader: usize,
+    /// `slot_endpoints[reader × prefetch + slot]`: the endpoint that slot sends to.
+    slot_endpoints: Vec<usize>,
 }
 
 impl Tasks<'_> {
@@ -201,9 +222,7 @@ impl Transport for Tasks<'_> {
             .position(|busy| !busy)
             .ok_or_else(|| RankError::Engine("no free slot inside the window (a bug)".into()))?;
         self.busy[reader][slot] = true;
-        let endpoint = client
-            .target()
-            .endpoint_for(self.first_reader + reader, prefetch, slot);
+        let endpoint = self.slot_endpoints[reader * prefetch + slot];
         self.runtime.spawn(async move {
             let started = Instant::now();
             let operation = client.operation("GET", Some(&get.key));

@@ -13,10 +13,15 @@ pub mod uring;
 pub mod window;
 
 use std::fmt;
+use std::ops::Range;
 
 use serde::Serialize;
 
-use crate::plan::RangedGet;
+use self::baseline::Baseline;
+use self::uring::UringEngine;
+use crate::plan::{Plan, RangedGet};
+use crate::rank::{IoError, IoErrorKind, Progress, RankError, RankIo, StepBarrier};
+use crate::s3::{Client, RequestError, Target};
 
 /// Which engine moves the bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -35,6 +40,117 @@ impl fmt::Display for EngineKind {
             EngineKind::Baseline => "baseline",
         })
     }
+}
+
+/// The engine every rank of a run takes its I/O from, built once before any rank thread
+/// starts. The driver knows no engine's details: it prepares one, asks it for each rank's I/O,
+/// and shuts it down.
+#[derive(Debug)]
+pub enum Engine {
+    Uring(UringEngine),
+    Baseline(Baseline),
+}
+
+impl Engine {
+    /// Builds the engine of kind `kind` for the plan's ranks `ranks` (all of them in one
+    /// process, a share under MPI): the io_uring engine resolves every endpoint once; the
+    /// baseline starts its runtime of `threads` workers and, with `https://` endpoints, opens
+    /// the connections its readers' slots will use, so TLS handshakes happen before the clock
+    /// as the io_uring engine's do.
+    pub fn prepare(
+        kind: EngineKind,
+        client: &Client,
+        plan: &Plan,
+        ranks: Range<usize>,
+        threads: usize,
+    ) -> Result<Engine, RankError> {
+        Ok(match kind {
+            EngineKind::Uring => Engine::Uring(UringEngine::new(client.clone())?),
+            EngineKind::Baseline => {
+                let baseline = Baseline::new(client.clone(), threads).map_err(|e| {
+                    RankError::Engine(format!("cannot start the baseline runtime: {e}"))
+                })?;
+                let rt = plan.settings.read_threads as usize;
+                baseline
+                    .preconnect(
+                        ranks.start * rt..ranks.end * rt,
+                        plan.window_per_reader as usize,
+                    )
+                    .map_err(|e| RankError::Io(e.into()))?;
+                Engine::Baseline(baseline)
+            }
+        })
+    }
+
+    /// The I/O of rank `rank` (a global number), whose readers' GETs are `gets`, set up in
+    /// full. Call it in the rank's own thread.
+    pub fn rank<'a>(
+        &self,
+        rank: usize,
+        gets: Vec<Vec<RangedGet>>,
+        plan: &Plan,
+        barrier: &'a StepBarrier,
+        progress: &'a Progress,
+    ) -> Result<Box<dyn RankIo + 'a>, RankError> {
+        let prefetch = plan.window_per_reader as usize;
+        let epochs = plan.settings.epochs;
+        // Readers are numbered over every rank, for spreading connections over endpoints.
+        let first_reader = rank * gets.len();
+        Ok(match self {
+            Engine::Uring(uring) => Box::new(uring.rank(
+                gets,
+                prefetch,
+                epochs,
+                first_reader,
+                plan.memory.buffer_bytes as usize,
+                barrier,
+                progress,
+            )?),
+            Engine::Baseline(baseline) => {
+                Box::new(baseline.rank(gets, prefetch, epochs, first_reader, barrier, progress))
+            }
+        })
+    }
+
+    /// Ends the engine once every rank has finished: the baseline stops its runtime (GETs still
+    /// running after a failure are dropped).
+    pub fn shutdown(self) {
+        match self {
+            Engine::Uring(_) => {}
+            Engine::Baseline(baseline) => baseline.shutdown(),
+        }
+    }
+}
+
+/// The engines' boundary: a request's error as the step loop sees it, its words unchanged.
+impl From<RequestError> for IoError {
+    fn from(error: RequestError) -> IoError {
+        let kind = match &error {
+            RequestError::Status { .. } => IoErrorKind::Status,
+            RequestError::Unreachable { .. } => IoErrorKind::Unreachable,
+            RequestError::Tls { .. } => IoErrorKind::Tls,
+            RequestError::Timeout { .. } => IoErrorKind::Timeout,
+            RequestError::Transport { .. } | RequestError::StrayBytes { .. } => {
+                IoErrorKind::Connection
+            }
+            RequestError::BadResponse { .. } => IoErrorKind::BadResponse,
+            RequestError::Corrupt { .. } => IoErrorKind::Corrupt,
+        };
+        IoError {
+            kind,
+            message: error.to_string(),
+        }
+    }
+}
+
+/// The endpoint of each connection slot of `readers` (numbered over every rank: rank × RT +
+/// reader), `prefetch` slots per reader: entry `r × prefetch + j` is slot `j` of the range's
+/// `r`-th reader, sent to endpoint [`Target::endpoint_for`]. The one walk behind both engines'
+/// connections and the baseline's pre-connect.
+pub fn slot_endpoints(target: &Target, readers: Range<usize>, prefetch: usize) -> Vec<usize> {
+    readers
+        .flat_map(|g| (0..prefetch).map(move |j| target.endpoint_for(g, prefetch, j)))
+        .collect()
 }
 
 /// Checks a `206 Partial Content` answer's `Content-Range` and `Content-Length` against the
@@ -73,6 +189,31 @@ pub fn check_partial_content(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each slot's endpoint, reader by reader: a rank's readers continue the numbering of the
+    /// ranks before it, so two ranks of two readers spread over three endpoints as one rank of
+    /// four would.
+    #[test]
+    fn slots_walk_readers_then_their_slots() {
+        let endpoint = |url| crate::s3::Endpoint::parse(url).unwrap();
+        let mut target = Target::simple(endpoint("http://a.test:9000"), "b", None);
+        target.endpoints.push(endpoint("http://b.test:9000"));
+        target.endpoints.push(endpoint("http://c.test:9000"));
+        // Readers 2 and 3 (rank 1 of RT = 2), prefetch 2: (g × 2 + j) mod 3.
+        assert_eq!(slot_endpoints(&target, 2..4, 2), [1, 2, 0, 1]);
+        let whole = slot_endpoints(&target, 0..4, 2);
+        let ranks = [
+            slot_endpoints(&target, 0..2, 2),
+            slot_endpoints(&target, 2..4, 2),
+        ]
+        .concat();
+        assert_eq!(whole, ranks);
+        assert_eq!(whole, [0, 1, 2, 0, 1, 2, 0, 1]);
+        assert!(slot_endpoints(&target, 3..3, 2).is_empty());
+        // One endpoint: every slot goes to it.
+        target.endpoints.truncate(1);
+        assert_eq!(slot_endpoints(&target, 0..3, 3), [0; 9]);
+    }
 
     #[test]
     fn partial_content_checks() {

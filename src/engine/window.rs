@@ -270,7 +270,7 @@ impl<F, H> Window<F, H> {
                 self.stats.endpoint(endpoint).errors += 1;
                 *self.stats.errors_by_cause.entry(error.cause()).or_default() += 1;
                 self.failure.get_or_insert(error.clone());
-                Err(RankError::Request(error))
+                Err(RankError::Io(error.into()))
             }
         }
     }
@@ -335,7 +335,7 @@ impl<F, H> Window<F, H> {
 
     /// The rank's error when a GET failed, else `None`.
     fn failed_error(&self) -> Option<RankError> {
-        self.failure.clone().map(RankError::Request)
+        self.failure.clone().map(|e| RankError::Io(e.into()))
     }
 }
 
@@ -516,5 +516,430 @@ impl<T: Transport> RankIo for WindowedRank<'_, T> {
 
     fn stats(&self) -> &RequestStats {
         self.window.stats()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The window against a fake transport that completes GETs in the order they were
+    //! started, one per `progress`, failing the ones it is told to.
+    use super::*;
+    use crate::rank::{IoError, IoErrorKind};
+    use std::collections::VecDeque;
+    use std::sync::Arc;
+
+    const LEN: u64 = 100;
+
+    #[derive(Debug, Default)]
+    struct Fake {
+        /// Every start, in order: (reader, get).
+        started: Vec<(usize, usize)>,
+        in_flight: VecDeque<(usize, usize, u32)>,
+        given_back: Vec<(usize, usize)>,
+        /// GETs that fail past their retries instead of arriving.
+        fail: Vec<(usize, usize)>,
+        /// Completes nothing (a server that never answers).
+        stall: bool,
+        /// The most GETs one reader held when the window started another, plus that one.
+        most_held: usize,
+        /// How often the window asked the transport to check its own accounting.
+        idle_checks: std::cell::Cell<usize>,
+    }
+
+    fn body(reader: usize, get: usize) -> Vec<u8> {
+        vec![(reader * 16 + get) as u8; LEN as usize]
+    }
+
+    fn status_503(operation: &str) -> RequestError {
+        RequestError::Status {
+            operation: operation.into(),
+            status: 503,
+            code: Some("SlowDown".into()),
+            message: None,
+            hint: String::new(),
+            retry_after: None,
+        }
+    }
+
+    impl Transport for Fake {
+        type InFlight = u32;
+        type Held = (usize, usize);
+
+        fn start(
+            &mut self,
+            window: &Window<u32, (usize, usize)>,
+            reader: usize,
+            get: usize,
+        ) -> Result<u32, RankError> {
+            self.most_held = self.most_held.max(window.readers[reader].held + 1);
+            self.started.push((reader, get));
+            let token = self.started.len() as u32;
+            self.in_flight.push_back((reader, get, token));
+            Ok(token)
+        }
+
+        fn progress(
+            &mut self,
+            window: &mut Window<u32, (usize, usize)>,
+            until: Instant,
+        ) -> Result<(), RankError> {
+            if self.stall {
+                std::thread::sleep(
+                    until
+                        .saturating_duration_since(Instant::now())
+                        .min(Duration::from_millis(10)),
+                );
+                return Ok(());
+            }
+            let Some((reader, get, token)) = self.in_flight.pop_front() else {
+                return Ok(());
+            };
+            let endpoint = reader % 2;
+            let kept = if self.fail.contains(&(reader, get)) {
+                let error = status_503(&format!("GET {reader}.{get}"));
+                window.failed(reader, get, endpoint, 2, error)?
+            } else {
+                window.verify(reader, get, endpoint, &body(reader, get))?;
+                let arrival = Fetched {
+                    retries: 1,
+                    first_byte: Duration::from_millis(1),
+                    total: Duration::from_millis(2),
+                    endpoint,
+                };
+                window.arrived(reader, get, (reader, get), arrival)?
+            };
+            assert_eq!(kept, token, "the window gives back what the start kept");
+            Ok(())
+        }
+
+        fn compute(
+            &mut self,
+            _: &mut Window<u32, (usize, usize)>,
+            _: Duration,
+        ) -> Result<(), RankError> {
+            Ok(())
+        }
+
+        fn give_back(&mut self, held: (usize, usize)) {
+            self.given_back.push(held);
+        }
+
+        fn check_idle(&self) -> Result<(), RankError> {
+            self.idle_checks.set(self.idle_checks.get() + 1);
+            Ok(())
+        }
+    }
+
+    fn gets(per_reader: &[usize]) -> Vec<Vec<RangedGet>> {
+        per_reader
+            .iter()
+            .enumerate()
+            .map(|(r, &n)| {
+                (0..n as u64)
+                    .map(|g| RangedGet {
+                        key: format!("train/f{r}.parquet"),
+                        offset: g * LEN,
+                        len_bytes: LEN,
+                        check: None,
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn rank<'a>(
+        gets: Vec<Vec<RangedGet>>,
+        prefetch: usize,
+        epochs: u32,
+        barrier: &'a StepBarrier,
+    ) -> WindowedRank<'a, Fake> {
+        let window = Window::new(gets, prefetch, epochs, "s3://b/".into());
+        WindowedRank::new(window, Fake::default(), barrier, Duration::from_secs(5))
+    }
+
+    fn barrier() -> StepBarrier {
+        StepBarrier::new(1, Duration::from_secs(5))
+    }
+
+    /// Consumes every GET of every reader in order, readers round-robin, as a plan's batch
+    /// schedule does.
+    fn consume_epoch(io: &mut WindowedRank<'_, Fake>, per_reader: &[usize]) {
+        io.start_epoch().unwrap();
+        let longest = per_reader.iter().copied().max().unwrap_or(0);
+        for get in 0..longest {
+            for (reader, &n) in per_reader.iter().enumerate() {
+                if get < n {
+                    io.wait_for(reader, get).unwrap();
+                    io.release(reader, get).unwrap();
+                }
+            }
+        }
+        io.end_epoch().unwrap();
+    }
+
+    #[test]
+    fn an_epoch_starts_with_the_first_prefetch_gets_of_each_reader_in_order() {
+        let barrier = barrier();
+        let mut io = rank(gets(&[5, 5, 1]), 2, 1, &barrier);
+        io.start_epoch().unwrap();
+        assert_eq!(
+            io.transport.started,
+            [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0)]
+        );
+        assert_eq!(io.window.held(), 5);
+        assert!(matches!(io.window.slot(0, 2), Slot::NotIssued));
+        assert!(matches!(io.window.slot(1, 1), Slot::InFlight(4)));
+    }
+
+    #[test]
+    fn a_release_issues_that_readers_next_get_one_for_one() {
+        let barrier = barrier();
+        let mut io = rank(gets(&[4, 4]), 2, 1, &barrier);
+        io.start_epoch().unwrap();
+        io.wait_for(0, 0).unwrap();
+        // Arrived, not released: nothing new is issued.
+        assert_eq!(io.transport.started.len(), 4);
+        io.release(0, 0).unwrap();
+        assert_eq!(io.transport.started[4..], [(0, 2)]);
+        assert_eq!(io.transport.given_back, [(0, 0)]);
+        assert!(matches!(io.window.slot(0, 0), Slot::Released));
+        // Reader 1's window is its own: reader 0's release issued nothing of it.
+        assert_eq!(io.window.readers[1].issued, 2);
+        assert_eq!(io.window.held(), 4);
+    }
+
+    #[test]
+    fn no_reader_ever_holds_more_than_prefetch() {
+        for prefetch in 1..=4 {
+            let barrier = barrier();
+            let per_reader = [7, 3, 5];
+            let mut io = rank(gets(&per_reader), prefetch, 1, &barrier);
+            consume_epoch(&mut io, &per_reader);
+            assert_eq!(io.transport.most_held, prefetch, "prefetch {prefetch}");
+            assert_eq!(io.transport.started.len(), 15);
+            assert_eq!(io.window.held(), 0);
+        }
+        // A prefetch of 0 is a window of one, not a window that never issues.
+        let barrier = barrier();
+        let mut io = rank(gets(&[3, 3]), 0, 1, &barrier);
+        io.start_epoch().unwrap();
+        assert_eq!(io.transport.started, [(0, 0), (1, 0)]);
+    }
+
+    #[test]
+    fn each_arrival_is_recorded_once_in_every_epoch() {
+        let barrier = barrier();
+        let per_reader = [3, 2];
+        let mut io = rank(gets(&per_reader), 2, 2, &barrier);
+        consume_epoch(&mut io, &per_reader);
+        consume_epoch(&mut io, &per_reader);
+        let stats = io.stats();
+        assert_eq!(stats.requests, 10);
+        assert_eq!(stats.bytes_read, 10 * LEN);
+        assert_eq!((stats.retries, stats.errors), (10, 0));
+        assert_eq!(stats.trace.len(), 10);
+        // The trace was reserved for both epochs up front: recording never grew it.
+        assert_eq!(stats.trace.capacity(), 10);
+        let epochs: Vec<u32> = stats.trace.iter().map(|t| t.epoch).collect();
+        assert_eq!(epochs, [0, 0, 0, 0, 0, 1, 1, 1, 1, 1]);
+        assert!(stats.trace.iter().all(|t| t.attempts == 2));
+        // Reader 0 goes through endpoint 0, reader 1 through endpoint 1.
+        let by_endpoint: Vec<u64> = stats.by_endpoint.iter().map(|e| e.requests).collect();
+        assert_eq!(by_endpoint, [6, 4]);
+        assert_eq!(stats.by_endpoint[1].bytes_read, 4 * LEN);
+        assert_eq!(io.transport.given_back.len(), 10);
+    }
+
+    #[test]
+    fn a_failed_get_ends_the_rank_at_the_next_wait_whichever_get_it_is() {
+        let barrier = barrier();
+        let mut io = rank(gets(&[3, 3]), 2, 1, &barrier);
+        io.transport.fail = vec![(1, 0), (1, 1)];
+        io.start_epoch().unwrap();
+        io.wait_for(0, 0).unwrap();
+        // Completes 0.1, then fails 1.0: the wait for 0.1 (arrived) still ends the rank.
+        io.transport
+            .progress(&mut io.window, Instant::now())
+            .unwrap();
+        io.transport
+            .progress(&mut io.window, Instant::now())
+            .unwrap();
+        let error = io.wait_for(0, 1).unwrap_err();
+        let expected = status_503("GET 1.0").to_string();
+        assert!(
+            matches!(&error, RankError::Io(IoError { kind: IoErrorKind::Status, message })
+                if *message == expected),
+            "{error}"
+        );
+        assert!(matches!(io.window.slot(1, 0), Slot::Failed));
+        // A second failure is counted but does not replace the first.
+        io.transport
+            .progress(&mut io.window, Instant::now())
+            .unwrap();
+        assert_eq!(io.window.failure().map(|e| e.to_string()), Some(expected));
+        let stats = io.stats();
+        // Two arrivals after one retry each, two failures after two.
+        assert_eq!((stats.errors, stats.retries), (2, 6));
+        assert_eq!(stats.errors_by_cause.get("503"), Some(&2));
+        assert_eq!(stats.by_endpoint[1].errors, 2);
+        assert_eq!(stats.requests, 2);
+    }
+
+    #[test]
+    fn a_get_in_the_wrong_state_is_an_error_and_its_slot_is_kept() {
+        let barrier = barrier();
+        let mut io = rank(gets(&[3]), 1, 1, &barrier);
+        io.start_epoch().unwrap();
+        let bug = |r: Result<(), RankError>, words: &str| match r {
+            Err(RankError::Engine(message)) => {
+                assert!(message.contains(words), "{message}");
+                assert!(message.ends_with("(a bug)"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        };
+        bug(
+            io.release(0, 0),
+            "a release of GET 0 of reader 0, which is in flight",
+        );
+        assert!(matches!(io.window.slot(0, 0), Slot::InFlight(1)));
+        bug(
+            io.wait_for(0, 1),
+            "a wait for GET 1 of reader 0, which is not issued yet",
+        );
+        let arrival = Fetched {
+            retries: 0,
+            first_byte: Duration::ZERO,
+            total: Duration::ZERO,
+            endpoint: 0,
+        };
+        bug(
+            io.window.arrived(0, 2, (0, 2), arrival).map(drop),
+            "an arrival of GET 2 of reader 0, which is not issued yet",
+        );
+        assert!(matches!(io.window.slot(0, 2), Slot::NotIssued));
+        io.wait_for(0, 0).unwrap();
+        io.release(0, 0).unwrap();
+        bug(io.release(0, 0), "which is released already");
+        bug(
+            io.window.failed(0, 0, 0, 0, status_503("GET")).map(drop),
+            "a failure of GET 0 of reader 0, which is released already",
+        );
+        assert_eq!(io.stats().errors, 0, "a misplaced failure is not counted");
+    }
+
+    #[test]
+    fn the_end_of_an_epoch_waits_for_what_is_in_flight_and_gives_every_buffer_back() {
+        let barrier = barrier();
+        let mut io = rank(gets(&[3, 2]), 3, 1, &barrier);
+        io.start_epoch().unwrap();
+        io.wait_for(0, 0).unwrap();
+        io.release(0, 0).unwrap();
+        // 1.0 and 1.1 consumed in part (arrived, never released); 0.1 and 0.2 still in flight.
+        io.wait_for(1, 1).unwrap();
+        io.end_epoch().unwrap();
+        assert_eq!(io.window.held(), 0);
+        let mut back = io.transport.given_back.clone();
+        back.sort_unstable();
+        assert_eq!(back, [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)]);
+        assert!(io.transport.in_flight.is_empty());
+        assert_eq!(io.transport.idle_checks.get(), 1);
+    }
+
+    #[test]
+    fn an_epoch_that_left_gets_unissued_ends_with_an_error() {
+        let barrier = barrier();
+        let mut io = rank(gets(&[3]), 1, 1, &barrier);
+        io.start_epoch().unwrap();
+        io.wait_for(0, 0).unwrap();
+        match io.end_epoch() {
+            Err(RankError::Engine(message)) => {
+                assert!(
+                    message.contains("reader 0 issued 1 of its 3 GETs"),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_get_that_never_comes_stalls_the_rank_and_an_abort_stops_the_wait() {
+        let barrier = barrier();
+        let window = Window::new(gets(&[2]), 1, 1, "s3://b/".into());
+        let stalled = Fake {
+            stall: true,
+            ..Fake::default()
+        };
+        let mut io = WindowedRank::new(window, stalled, &barrier, Duration::from_millis(50));
+        io.start_epoch().unwrap();
+        let started = Instant::now();
+        match io.wait_for(0, 0) {
+            Err(RankError::Stalled(message)) => {
+                assert!(message.contains("GET bytes=0-99 of reader 0"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(started.elapsed() >= Duration::from_millis(50));
+        barrier.abort();
+        assert!(matches!(io.wait_for(0, 0), Err(RankError::Aborted)));
+    }
+
+    #[test]
+    fn a_body_that_fails_its_check_fails_the_get_as_a_content_mismatch() {
+        let barrier = barrier();
+        let mut per_reader = gets(&[2]);
+        for (g, get) in per_reader[0].iter_mut().enumerate() {
+            // GET 0's footer hash is right, GET 1's is not.
+            let xxh3 = verify::hash(&body(0, g)) + g as u64;
+            let chunks: Arc<[verify::Chunk]> = Arc::new([verify::Chunk {
+                row_group: 0,
+                column: 3,
+                offset: get.offset,
+                len_bytes: LEN,
+                xxh3: Some(xxh3),
+            }]);
+            get.check = Some(verify::Check::within(&chunks, get.offset, LEN));
+        }
+        let mut io = rank(per_reader, 2, 1, &barrier);
+        io.start_epoch().unwrap();
+        io.wait_for(0, 0).unwrap();
+        match io.wait_for(0, 1) {
+            Err(RankError::Io(IoError {
+                kind: IoErrorKind::Corrupt,
+                message,
+            })) => {
+                assert!(
+                    message.starts_with("GET s3://b/train/f0.parquet (bytes=100-199): the bytes"),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(io.window.slot(0, 1), Slot::Failed));
+        let stats = io.stats();
+        assert_eq!(
+            (stats.verify.gets, stats.verify.verified.hashed_bytes),
+            (1, LEN)
+        );
+        assert_eq!(stats.errors_by_cause.get("content_mismatch"), Some(&1));
+        assert_eq!((stats.requests, stats.errors), (1, 1));
+    }
+
+    #[test]
+    fn retries_and_stray_connections_are_counted_by_cause_and_endpoint() {
+        let mut window: Window<u32, ()> = Window::new(gets(&[1]), 1, 1, "s3://b/".into());
+        window.retrying("503", 2);
+        window.retrying("503", 2);
+        window.retrying("timeout", 0);
+        window.stray_bytes(1, "GET a");
+        window.stray_bytes(2, "GET b");
+        let stats = window.stats();
+        assert_eq!(stats.retries_by_cause.get("503"), Some(&2));
+        assert_eq!(stats.retries_by_cause.get("timeout"), Some(&1));
+        let retries: Vec<u64> = stats.by_endpoint.iter().map(|e| e.retries).collect();
+        assert_eq!(retries, [1, 0, 2]);
+        // The first GET such bytes followed is the one named.
+        assert_eq!(stats.stray_connections, 3);
+        assert_eq!(stats.stray_after.as_deref(), Some("GET a"));
     }
 }

@@ -20,12 +20,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::affinity;
-use crate::engine::EngineKind;
-use crate::engine::baseline::Baseline;
-use crate::engine::uring::UringEngine;
+use crate::engine::{Engine, EngineKind};
 use crate::metrics::{CpuReading, RequestStats};
-use crate::plan::{Plan, RangedGet};
-use crate::rank::{Progress, RankError, RankIo, RankRecord, StepBarrier, run_rank};
+use crate::plan::Plan;
+use crate::rank::{Progress, RankError, RankRecord, StepBarrier, run_rank};
 use crate::s3::Client;
 
 /// How a run is carried out, beyond its plan.
@@ -72,43 +70,6 @@ pub struct RunFailure {
     pub partial: Option<RunMeasurements>,
 }
 
-/// The engine every rank's I/O comes from.
-#[derive(Debug)]
-enum Engine {
-    Uring(UringEngine),
-    Baseline(Baseline),
-}
-
-impl Engine {
-    fn rank<'a>(
-        &self,
-        rank: usize,
-        gets: Vec<Vec<RangedGet>>,
-        plan: &Plan,
-        barrier: &'a StepBarrier,
-        progress: &'a Progress,
-    ) -> Result<Box<dyn RankIo + 'a>, RankError> {
-        let prefetch = plan.window_per_reader as usize;
-        let epochs = plan.settings.epochs;
-        // Readers are numbered over every rank, for spreading connections over endpoints.
-        let first_reader = rank * gets.len();
-        Ok(match self {
-            Engine::Uring(uring) => Box::new(uring.rank(
-                gets,
-                prefetch,
-                epochs,
-                first_reader,
-                plan.memory.buffer_bytes as usize,
-                barrier,
-                progress,
-            )?),
-            Engine::Baseline(baseline) => {
-                Box::new(baseline.rank(gets, prefetch, epochs, first_reader, barrier, progress))
-            }
-        })
-    }
-}
-
 /// Runs the plan's ranks against `client`'s bucket. The first rank error stops every rank and
 /// is returned with the measurements up to it.
 pub fn run_ranks(
@@ -136,33 +97,14 @@ pub fn run_ranks(
         barrier.link_hosts(to_coordinator);
     }
     let progress = Progress::default();
-    let engine = match config.engine {
-        EngineKind::Uring => Engine::Uring(UringEngine::new(client.clone()).map_err(not_started)?),
-        EngineKind::Baseline => {
-            let baseline = Baseline::new(client.clone(), config.engine_threads).map_err(|e| {
-                not_started(RankError::Engine(format!(
-                    "cannot start the baseline runtime: {e}"
-                )))
-            })?;
-            // TLS handshakes happen before the clock, as the io_uring engine's do: the pool is
-            // filled with as many connections to each endpoint as the readers' slots use.
-            if client.target().endpoints.iter().any(|e| e.is_tls()) {
-                let prefetch = plan.window_per_reader as usize;
-                let rt = plan.settings.read_threads as usize;
-                let readers = config.ranks.start * rt..config.ranks.end * rt;
-                let mut per_endpoint = vec![0usize; client.target().endpoints.len()];
-                for g in readers {
-                    for j in 0..prefetch {
-                        per_endpoint[client.target().endpoint_for(g, prefetch, j)] += 1;
-                    }
-                }
-                baseline
-                    .open_connections(&per_endpoint)
-                    .map_err(|e| not_started(RankError::Request(e)))?;
-            }
-            Engine::Baseline(baseline)
-        }
-    };
+    let engine = Engine::prepare(
+        config.engine,
+        client,
+        plan,
+        config.ranks.clone(),
+        config.engine_threads,
+    )
+    .map_err(not_started)?;
     let epochs = plan.settings.epochs;
     let total_steps = plan.steps_per_rank * np as u64 * u64::from(epochs);
     let done = std::sync::atomic::AtomicBool::new(false);
@@ -267,9 +209,7 @@ pub fn run_ranks(
         results
     });
     let ended = Instant::now();
-    if let Engine::Baseline(baseline) = engine {
-        baseline.shutdown();
-    }
+    engine.shutdown();
     // The root cause, not the "stopped because another rank failed" of the others.
     let errors = || results.iter().filter_map(|(_, _, r)| r.as_ref().err());
     let error = errors()

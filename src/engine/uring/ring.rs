@@ -103,11 +103,39 @@ pub struct Completion {
 }
 
 /// A rank's ring with its registered pool and per-connection buffers.
+///
+/// The pool is registered with the kernel for the ring's whole life, so nothing outside this
+/// file can reach it: the engine takes and gives back buffers by index ([`Ring::take_buffer`],
+/// [`Ring::give_buffer`]) and reads the pool's sizes, and can neither replace the pool nor drop
+/// it early. This compiles:
+///
+/// ```no_run
+/// fn reuse(ring: &mut ringload::engine::uring::ring::Ring) {
+///     if let Some(buf) = ring.take_buffer() {
+///         ring.give_buffer(buf);
+///     }
+/// }
+/// ```
+///
+/// and swapping the registered pool for another does not:
+///
+/// ```compile_fail
+/// fn swap(
+///     ring: &mut ringload::engine::uring::ring::Ring,
+///     other: ringload::engine::uring::pool::BufferPool,
+/// ) {
+///     *ring.pool_mut() = other;
+/// }
+/// ```
+///
+/// Drop order (see `Drop`): every operation is cancelled and reaped, the buffers are
+/// unregistered, the ring is closed, and only then is the memory its operations pointed into
+/// freed; the fields are `ManuallyDrop` so that order is the code's, not the declaration's.
 pub struct Ring {
-    ring: IoUring,
+    ring: ManuallyDrop<IoUring>,
     pool: ManuallyDrop<BufferPool>,
     conns: ManuallyDrop<Vec<ConnIo>>,
-    compute_timespec: Box<Timespec>,
+    compute_timespec: ManuallyDrop<Box<Timespec>>,
     wake_counter: ManuallyDrop<Box<u64>>,
     /// Operations submitted or queued whose completion has not been reaped.
     in_flight: usize,
@@ -174,8 +202,10 @@ impl Ring {
     ) -> io::Result<Ring> {
         let entries = (connections + 8).next_power_of_two().max(8) as u32;
         let ring = build(entries)?;
-        // SAFETY: the pool's buffers stay mapped until the ring is gone: `Drop` drops the ring
-        // (closing it, which unregisters them) before the pool.
+        // SAFETY: the pool's buffers stay mapped while the kernel can write into them: the ring
+        // owns the pool, which nothing outside this file can reach (so it cannot be replaced or
+        // dropped early), and `Drop` unregisters the buffers and closes the ring before it
+        // unmaps the pool (and leaks it if operations could not be reaped).
         unsafe { ring.submitter().register_buffers(&pool.iovecs()) }.map_err(|e| {
             io::Error::new(
                 e.kind(),
@@ -193,21 +223,35 @@ impl Ring {
             })
             .collect();
         Ok(Ring {
-            ring,
+            ring: ManuallyDrop::new(ring),
             pool: ManuallyDrop::new(pool),
             conns: ManuallyDrop::new(conns),
-            compute_timespec: Box::new(Timespec::new()),
+            compute_timespec: ManuallyDrop::new(Box::new(Timespec::new())),
             wake_counter: ManuallyDrop::new(Box::new(0)),
             in_flight: 0,
         })
     }
 
-    pub fn pool(&self) -> &BufferPool {
-        &self.pool
+    /// A free pool buffer, or `None` when all are out (which the reader window makes
+    /// impossible).
+    pub fn take_buffer(&mut self) -> Option<BufIndex> {
+        self.pool.take()
     }
 
-    pub fn pool_mut(&mut self) -> &mut BufferPool {
-        &mut self.pool
+    /// Returns pool buffer `buf`. Giving back one that is free already is a bug, caught by the
+    /// pool.
+    pub fn give_buffer(&mut self, buf: BufIndex) {
+        self.pool.give(buf);
+    }
+
+    /// The size of each pool buffer.
+    pub fn buffer_bytes(&self) -> usize {
+        self.pool.buffer_bytes()
+    }
+
+    /// The pool's buffers, and how many of them are free.
+    pub fn buffers(&self) -> (usize, usize) {
+        (self.pool.count(), self.pool.free_count())
     }
 
     fn idle(&mut self, conn: usize) -> &mut ConnIo {
@@ -415,8 +459,8 @@ impl Ring {
 
     /// Completes with [`COMPUTE_TAG`] after `duration`.
     pub fn timeout(&mut self, duration: Duration) -> io::Result<()> {
-        *self.compute_timespec = Timespec::from(duration);
-        let entry = opcode::Timeout::new(&*self.compute_timespec as *const Timespec)
+        **self.compute_timespec = Timespec::from(duration);
+        let entry = opcode::Timeout::new(&**self.compute_timespec as *const Timespec)
             .build()
             .user_data(COMPUTE_TAG);
         self.push(entry)
@@ -501,18 +545,27 @@ impl Ring {
 
 impl Drop for Ring {
     fn drop(&mut self) {
-        if self.drain() {
-            // The kernel lets go of the pool's pages before the pool unmaps them.
+        let drained = self.drain();
+        if drained {
+            // The kernel lets go of the pool's pages now.
             let _ = self.ring.submitter().unregister_buffers();
-            // SAFETY: nothing is in flight and the buffers are unregistered, so the kernel
-            // holds no pointer into these any more.
+        }
+        // SAFETY: `self.ring` is not used after this. Closed first: from here no operation can
+        // be queued or submitted; closing it also unregisters the buffers if the call above
+        // did not.
+        unsafe { ManuallyDrop::drop(&mut self.ring) };
+        if drained {
+            // SAFETY: nothing was in flight when the ring was closed, so the kernel holds no
+            // pointer into these any more; each is dropped once, here.
             unsafe {
                 ManuallyDrop::drop(&mut self.conns);
                 ManuallyDrop::drop(&mut self.wake_counter);
+                ManuallyDrop::drop(&mut self.compute_timespec);
                 ManuallyDrop::drop(&mut self.pool);
             }
         }
-        // Else the kernel may still write into them: leak them rather than free them.
+        // Else operations the kernel did not give back may still write into that memory when
+        // it finishes them: leak it rather than free it under them.
     }
 }
 

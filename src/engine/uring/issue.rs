@@ -1,0 +1,158 @@
+//! Submitting: the operation a connection asks for next (connect, send the request head, peek
+//! or receive a response head, read body bytes) queued on the ring; over TLS, requests sealed
+//! and reads served from decrypted plaintext when there is some.
+
+use std::time::SystemTime;
+
+use super::conn::Op;
+use super::{RingIo, UringWindow, http, ring, tls};
+use crate::rank::RankError;
+use crate::s3::sign::Payload;
+
+impl RingIo<'_> {
+    /// Queues the operation connection `c` asked for.
+    pub(super) fn queue(
+        &mut self,
+        window: &UringWindow,
+        c: usize,
+        op: Op,
+    ) -> Result<(), RankError> {
+        if self.gateway(c).server_name.is_some() {
+            return self.queue_tls(window, c, op);
+        }
+        let queued = |e| Self::engine_error("queueing an operation", e);
+        match op {
+            Op::Connect => self.open_plain(c),
+            Op::SendRequest => {
+                self.format_request(window, c)?;
+                let (ring, fd) = self.ring_and_socket(c)?;
+                ring.send(c, fd, 0).map_err(queued)
+            }
+            Op::SendRest { from } => {
+                let (ring, fd) = self.ring_and_socket(c)?;
+                ring.send(c, fd, from).map_err(queued)
+            }
+            Op::Peek { at } => {
+                self.set_rcvlowat(c, 1)?;
+                let len = self.ring.scratch_len(c) - at;
+                let (ring, fd) = self.ring_and_socket(c)?;
+                ring.recv(c, fd, at, len, true).map_err(queued)
+            }
+            Op::Recv { at, len } => {
+                let (ring, fd) = self.ring_and_socket(c)?;
+                ring.recv(c, fd, at, len, false).map_err(queued)
+            }
+            Op::Body { offset, len, lowat } => {
+                let tail = lowat < self.conns[c].rcvlowat_bytes;
+                self.set_rcvlowat(c, lowat)?;
+                if tail {
+                    // While a MiB or more sits unread, Linux leaves the ACK to the reader. A
+                    // sender with Nagle on (garage, s3s-fs) then holds the body's last partial
+                    // segment until the delayed-ACK timer fires: ~40 ms per GET. Send that ACK
+                    // now, once per GET, as the last MiB is read.
+                    let (_, fd) = self.ring_and_socket(c)?;
+                    ring::quickack(fd).map_err(|e| Self::engine_error("TCP_QUICKACK", e))?;
+                }
+                let buf = self.job(c)?.buf;
+                let (ring, fd) = self.ring_and_socket(c)?;
+                ring.read_fixed(c, fd, buf, offset, len).map_err(queued)
+            }
+        }
+    }
+
+    /// [`RingIo::queue`] for a TLS connection: connects and handshakes on the rank thread;
+    /// seals requests; serves reads from decrypted plaintext when there is some, else receives
+    /// ciphertext into the staging area.
+    pub(super) fn queue_tls(
+        &mut self,
+        window: &UringWindow,
+        c: usize,
+        op: Op,
+    ) -> Result<(), RankError> {
+        let queued = |e| Self::engine_error("queueing an operation", e);
+        match op {
+            Op::Connect => {
+                let result = match self.open_tls(c) {
+                    Ok(()) => 0,
+                    Err((errno, words)) => {
+                        if let Some(words) = words {
+                            self.tls_failure[c] = Some((true, words));
+                        }
+                        -errno
+                    }
+                };
+                self.ready.push_back((c, result));
+                Ok(())
+            }
+            Op::SendRequest => {
+                self.format_request(window, c)?;
+                let session = self.tls[c].as_mut().ok_or_else(|| {
+                    RankError::Engine(format!("connection {c} has no TLS session (a bug)"))
+                })?;
+                session
+                    .seal(self.ring.request_buffer(c))
+                    .map_err(RankError::Engine)?;
+                let (ring, fd) = self.ring_and_socket(c)?;
+                ring.send(c, fd, 0).map_err(queued)
+            }
+            Op::SendRest { from } => {
+                let (ring, fd) = self.ring_and_socket(c)?;
+                ring.send(c, fd, from).map_err(queued)
+            }
+            Op::Peek { .. } | Op::Recv { .. } | Op::Body { .. } => {
+                let Some(session) = self.tls[c].as_ref() else {
+                    return Err(RankError::Engine(format!(
+                        "connection {c} has no TLS session (a bug)"
+                    )));
+                };
+                if session.pending() > 0 || session.closed() {
+                    let n = self.deliver(c, op)?;
+                    self.ready.push_back((c, n as i32));
+                    return Ok(());
+                }
+                // A body's ciphertext lands in its own buffer; a head's, in the staging area
+                // (read as it comes: a head is small).
+                if let Op::Body { offset, lowat, .. } = op {
+                    return self.read_in_place(c, op, offset, lowat);
+                }
+                let lowat = 1;
+                self.set_rcvlowat(c, lowat)?;
+                let at = self.tls[c].as_ref().map_or(0, tls::Session::free_from);
+                self.tls_read[c] = Some(op);
+                let (ring, fd) = self.ring_and_socket(c)?;
+                ring.recv_stage(c, fd, at, tls::STAGE_BYTES - at)
+                    .map_err(queued)
+            }
+        }
+    }
+
+    /// Formats (and signs, when keys are set) the request head of connection `c`'s GET.
+    pub(super) fn format_request(
+        &mut self,
+        window: &UringWindow,
+        c: usize,
+    ) -> Result<(), RankError> {
+        let job = self.job(c)?;
+        let get = window.get(job.reader, job.get);
+        let path = &self.paths[job.reader][job.get];
+        let gateway = &self.engine.endpoints[self.conn_endpoint[c]];
+        let signed = if self.signer.signs() {
+            let url = format!("{}{path}", gateway.url_prefix);
+            let range = get.range_header();
+            let to_sign = [("host", gateway.host.as_str()), ("range", range.as_str())];
+            self.signer
+                .headers("GET", &url, &to_sign, Payload::Unsigned, SystemTime::now())
+                .map_err(RankError::Engine)?
+        } else {
+            Vec::new()
+        };
+        http::request_head(
+            self.ring.request_buffer(c),
+            path,
+            &gateway.host,
+            get,
+            &signed,
+        );
+        Ok(())
+    }
+}
