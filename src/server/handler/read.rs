@@ -8,8 +8,8 @@ use http::{Method, Response, StatusCode};
 
 use super::super::body::Body;
 use super::super::error::S3Error;
+use super::super::object::ObjectInfo;
 use super::super::range::{RangeError, RangeSpec};
-use super::super::store::ObjectInfo;
 use super::request::{Req, State, set};
 
 fn object_headers(response: &mut Response<Body>, info: &ObjectInfo) {
