@@ -1,11 +1,17 @@
-//! The arrows ARCHITECTURE.md forbids, checked over the source: every `crate::…` and `super::…`
-//! path in non-test code of `src/` must point to a module of a lower layer (or the same
-//! top-level module), engines never import each other, and the hot path (the rank loop and the
-//! engines) never imports the code that formats numbers for people.
+//! The arrows ARCHITECTURE.md forbids, checked over the parsed source (`syn`): every path in
+//! non-test code of `src/` that names a module of the crate — in a `use` tree (groups over
+//! several lines, nested groups, `self`), after `crate::`, `super::` (any number of them) or
+//! `self::`, through a child module's name, in an expression, a type or a macro's tokens — must
+//! point to a module of a lower layer (or the same top-level module); engines never import each
+//! other; the hot path (the rank loop and the engines) never imports the code that formats
+//! numbers for people; and no two files, and no two modules, import each other.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+
+use proc_macro2::{TokenStream, TokenTree};
+use syn::visit::{self, Visit};
 
 /// Layers, lowest first: a module may import modules of lower layers, and its own top-level
 /// module. The longest matching prefix decides.
@@ -16,7 +22,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("schema", 0),
     ("s3::xml", 0),
     ("s3::sigv4", 0),
-    ("settings::keys", 0),
+    ("config::keys", 0),
     ("verify", 0),
     ("signals", 0),
     // Readers of the world: configuration text, clocks, the machine's limits, CPUs.
@@ -91,6 +97,451 @@ fn top(module: &str) -> &str {
     module.split("::").next().unwrap_or(module)
 }
 
+/// One source file: its module path (`engine::uring` for `src/engine/uring/mod.rs`), its name
+/// for messages, and its text.
+struct Source {
+    module: String,
+    file: String,
+    text: String,
+}
+
+/// One path in non-test code that names a module of the crate.
+#[derive(Debug, Clone)]
+struct Reference {
+    /// The module the path is written in (an inline `mod` included).
+    from: String,
+    /// The file it is written in.
+    file: String,
+    /// The file that defines `defined` (an inline module's is the file around it).
+    to_file: String,
+    /// The module the path names (`crate::s3::Client` → `s3`): the layer rules judge this.
+    named: String,
+    /// Where the item really lives, `use` re-exports followed (`s3::Client` → `s3::client`):
+    /// the cycle rules judge this.
+    defined: String,
+    /// The path as written, for messages.
+    text: String,
+}
+
+/// A path as written, before it is resolved.
+struct RawPath {
+    /// The module it is written in, from the crate root.
+    context: Vec<String>,
+    segments: Vec<String>,
+    /// For a `use` leaf: the name it brings into `context` (`None` for a glob).
+    binds: Option<String>,
+}
+
+/// Collects modules, child declarations and every path of one file, skipping `#[cfg(test)]`.
+struct Collector {
+    context: Vec<String>,
+    /// Inline modules found (from the crate root).
+    modules: Vec<Vec<String>>,
+    /// `(module, child)` for every `mod child;` and `mod child { … }`.
+    children: Vec<(Vec<String>, String)>,
+    paths: Vec<RawPath>,
+}
+
+/// Whether attributes hold `#[cfg(test)]` (or `#[cfg(all(test, …))]`): test code is not
+/// production code.
+fn is_test(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        if !a.path().is_ident("cfg") {
+            return false;
+        }
+        let Ok(meta) = a.parse_args::<syn::Meta>() else {
+            return false;
+        };
+        match meta {
+            syn::Meta::Path(p) => p.is_ident("test"),
+            syn::Meta::List(list) if list.path.is_ident("all") => list
+                .tokens
+                .into_iter()
+                .any(|t| matches!(t, TokenTree::Ident(i) if i == "test")),
+            _ => false,
+        }
+    })
+}
+
+fn item_attrs(item: &syn::Item) -> &[syn::Attribute] {
+    use syn::Item;
+    match item {
+        Item::Const(i) => &i.attrs,
+        Item::Enum(i) => &i.attrs,
+        Item::ExternCrate(i) => &i.attrs,
+        Item::Fn(i) => &i.attrs,
+        Item::ForeignMod(i) => &i.attrs,
+        Item::Impl(i) => &i.attrs,
+        Item::Macro(i) => &i.attrs,
+        Item::Mod(i) => &i.attrs,
+        Item::Static(i) => &i.attrs,
+        Item::Struct(i) => &i.attrs,
+        Item::Trait(i) => &i.attrs,
+        Item::TraitAlias(i) => &i.attrs,
+        Item::Type(i) => &i.attrs,
+        Item::Union(i) => &i.attrs,
+        Item::Use(i) => &i.attrs,
+        _ => &[],
+    }
+}
+
+impl Collector {
+    fn push(&mut self, segments: Vec<String>, binds: Option<String>) {
+        self.paths.push(RawPath {
+            context: self.context.clone(),
+            segments,
+            binds,
+        });
+    }
+
+    /// Every leaf of a use tree, as a full path: `a::{b, c::{self, D}}` → `a::b`, `a::c`,
+    /// `a::c::D`.
+    fn use_tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree) {
+        match tree {
+            syn::UseTree::Path(p) => {
+                prefix.push(p.ident.to_string());
+                self.use_tree(prefix, &p.tree);
+                prefix.pop();
+            }
+            syn::UseTree::Name(n) if n.ident == "self" => {
+                let name = prefix.last().cloned();
+                self.push(prefix.clone(), name);
+            }
+            syn::UseTree::Name(n) => {
+                let mut path = prefix.clone();
+                path.push(n.ident.to_string());
+                self.push(path, Some(n.ident.to_string()));
+            }
+            syn::UseTree::Rename(r) => {
+                let mut path = prefix.clone();
+                if r.ident != "self" {
+                    path.push(r.ident.to_string());
+                }
+                self.push(path, Some(r.rename.to_string()));
+            }
+            syn::UseTree::Glob(_) => self.push(prefix.clone(), None),
+            syn::UseTree::Group(g) => {
+                for tree in &g.items {
+                    self.use_tree(prefix, tree);
+                }
+            }
+        }
+    }
+
+    /// Paths inside a macro's tokens (`format!("{}", crate::units::bytes(n))`): every
+    /// `crate`, `super` or `self` followed by `::`, not `$crate`.
+    fn tokens(&mut self, tokens: TokenStream) {
+        let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+        let mut i = 0;
+        while i < tokens.len() {
+            if let TokenTree::Group(g) = &tokens[i] {
+                self.tokens(g.stream());
+                i += 1;
+                continue;
+            }
+            let after_dollar =
+                i > 0 && matches!(&tokens[i - 1], TokenTree::Punct(p) if p.as_char() == '$');
+            let starts = matches!(&tokens[i], TokenTree::Ident(id)
+                if (id == "crate" || id == "super" || id == "self") && !after_dollar);
+            if !starts {
+                i += 1;
+                continue;
+            }
+            let mut segments = vec![tokens[i].to_string()];
+            let mut j = i + 1;
+            while j + 2 < tokens.len()
+                && matches!(&tokens[j], TokenTree::Punct(p) if p.as_char() == ':')
+                && matches!(&tokens[j + 1], TokenTree::Punct(p) if p.as_char() == ':')
+                && matches!(&tokens[j + 2], TokenTree::Ident(_))
+            {
+                segments.push(tokens[j + 2].to_string());
+                j += 3;
+            }
+            if segments.len() > 1 {
+                self.push(segments, None);
+            }
+            i = j;
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for Collector {
+    fn visit_item(&mut self, item: &'ast syn::Item) {
+        if !is_test(item_attrs(item)) {
+            visit::visit_item(self, item);
+        }
+    }
+
+    fn visit_impl_item(&mut self, item: &'ast syn::ImplItem) {
+        let attrs = match item {
+            syn::ImplItem::Const(i) => &i.attrs,
+            syn::ImplItem::Fn(i) => &i.attrs,
+            syn::ImplItem::Type(i) => &i.attrs,
+            syn::ImplItem::Macro(i) => &i.attrs,
+            _ => return visit::visit_impl_item(self, item),
+        };
+        if !is_test(attrs) {
+            visit::visit_impl_item(self, item);
+        }
+    }
+
+    fn visit_item_mod(&mut self, item: &'ast syn::ItemMod) {
+        let name = item.ident.to_string();
+        self.children.push((self.context.clone(), name.clone()));
+        if let Some((_, items)) = &item.content {
+            self.context.push(name);
+            self.modules.push(self.context.clone());
+            for item in items {
+                self.visit_item(item);
+            }
+            self.context.pop();
+        }
+    }
+
+    fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
+        if item.leading_colon.is_none() {
+            self.use_tree(&mut Vec::new(), &item.tree);
+        }
+    }
+
+    fn visit_path(&mut self, path: &'ast syn::Path) {
+        if path.leading_colon.is_none() && path.segments.len() > 1 {
+            let segments = path.segments.iter().map(|s| s.ident.to_string()).collect();
+            self.push(segments, None);
+        }
+        visit::visit_path(self, path);
+    }
+
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        visit::visit_macro(self, mac);
+        self.tokens(mac.tokens.clone());
+    }
+}
+
+/// Every path in non-test code of `sources` that names one of the crate's modules, resolved.
+fn references(sources: &[Source]) -> Result<Vec<Reference>, String> {
+    let split = |m: &str| -> Vec<String> {
+        m.split("::")
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect()
+    };
+    // Pass 1: every file's paths, the modules and the child declarations.
+    let mut modules: BTreeMap<Vec<String>, String> = BTreeMap::new();
+    let mut children: BTreeSet<(Vec<String>, String)> = BTreeSet::new();
+    let mut collected = Vec::new();
+    for source in sources {
+        let file = syn::parse_file(&source.text).map_err(|e| format!("{}: {e}", source.file))?;
+        let context = split(&source.module);
+        modules.insert(context.clone(), source.file.clone());
+        let mut c = Collector {
+            context,
+            modules: Vec::new(),
+            children: Vec::new(),
+            paths: Vec::new(),
+        };
+        c.visit_file(&file);
+        for m in c.modules {
+            modules.insert(m, source.file.clone());
+        }
+        children.extend(c.children);
+        collected.push((source, c.paths));
+    }
+    // Crate-relative paths from the root: `crate::`, `super::`, `self::`, a child's name.
+    let absolute = |context: &[String], segments: &[String]| -> Option<Vec<String>> {
+        let first = segments.first()?;
+        let mut out: Vec<String>;
+        let rest: &[String];
+        if first == "crate" {
+            out = Vec::new();
+            rest = &segments[1..];
+        } else if first == "super" {
+            let ups = segments.iter().take_while(|s| *s == "super").count();
+            if ups > context.len() {
+                return None;
+            }
+            out = context[..context.len() - ups].to_vec();
+            rest = &segments[ups..];
+        } else if first == "self" {
+            out = context.to_vec();
+            rest = &segments[1..];
+        } else if children.contains(&(context.to_vec(), first.clone())) {
+            out = context.to_vec();
+            rest = segments;
+        } else {
+            return None;
+        }
+        out.extend(rest.iter().cloned());
+        Some(out)
+    };
+    // The module a full path names: its longest prefix that is a module.
+    let module_of = |path: &[String]| -> Option<(usize, Vec<String>)> {
+        (1..=path.len())
+            .rev()
+            .find(|n| modules.contains_key(&path[..*n]))
+            .map(|n| (n, path[..n].to_vec()))
+    };
+    // Pass 2: the names each module's `use` items bring in, for following re-exports.
+    let mut imports: BTreeMap<(Vec<String>, String), Vec<String>> = BTreeMap::new();
+    for (_, paths) in &collected {
+        for p in paths {
+            if let (Some(name), Some(abs)) = (&p.binds, absolute(&p.context, &p.segments)) {
+                imports.insert((p.context.clone(), name.clone()), abs);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (source, paths) in &collected {
+        for p in paths {
+            let Some(abs) = absolute(&p.context, &p.segments) else {
+                continue;
+            };
+            let Some((n, named)) = module_of(&abs) else {
+                continue;
+            };
+            // Follow `use` items: `crate::s3::Client` is defined where `s3` took it from.
+            let (mut path, mut n, mut defined) = (abs.clone(), n, named.clone());
+            for _ in 0..8 {
+                let Some(item) = path.get(n) else { break };
+                let Some(target) = imports.get(&(defined.clone(), item.clone())) else {
+                    break;
+                };
+                let mut next = target.clone();
+                next.extend(path[n + 1..].iter().cloned());
+                let Some((m, module)) = module_of(&next) else {
+                    break;
+                };
+                if module == defined && m == n {
+                    break;
+                }
+                (path, n, defined) = (next, m, module);
+            }
+            let from = p.context.join("::");
+            let named = named.join("::");
+            if named.is_empty() || named == from {
+                continue;
+            }
+            out.push(Reference {
+                from,
+                file: modules
+                    .get(&p.context)
+                    .cloned()
+                    .unwrap_or_else(|| source.file.clone()),
+                to_file: modules.get(&defined).cloned().unwrap_or_default(),
+                named,
+                defined: defined.join("::"),
+                text: p.segments.join("::"),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Every forbidden arrow among `refs`, as a sentence.
+fn violations(refs: &[Reference]) -> Vec<String> {
+    let mut out = BTreeSet::new();
+    for r in refs {
+        let module = &r.from;
+        let Some(from_layer) = layer(module) else {
+            out.insert(format!(
+                "{module} has no layer: add it to LAYERS and ARCHITECTURE.md"
+            ));
+            continue;
+        };
+        let target = &r.named;
+        let Some(to_layer) = layer(target) else {
+            continue;
+        };
+        let inside = top(target) == top(module);
+        if to_layer > from_layer || (to_layer == from_layer && !inside) {
+            out.insert(format!(
+                "{module} (layer {from_layer}) imports {target} (layer {to_layer}) as `{}`: \
+                 lower layers never import higher ones",
+                r.text
+            ));
+        }
+        for (from, to, why) in FORBIDDEN {
+            if is_under(module, from) && is_under(target, to) {
+                out.insert(format!("{module} imports {target} as `{}`: {why}", r.text));
+            }
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// The groups of nodes that reach each other in `edges` (`from → to`, with an example path),
+/// each as a sentence listing its arrows.
+fn cycles(what: &str, edges: &BTreeMap<(String, String), String>) -> Vec<String> {
+    let mut next: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (from, to) in edges.keys() {
+        next.entry(from).or_default().push(to);
+    }
+    let reach = |start: &str| -> BTreeSet<String> {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![start.to_string()];
+        while let Some(n) = stack.pop() {
+            for m in next.get(n.as_str()).into_iter().flatten() {
+                if seen.insert(m.to_string()) {
+                    stack.push(m.to_string());
+                }
+            }
+        }
+        seen
+    };
+    let mut done = BTreeSet::new();
+    let mut out = Vec::new();
+    for node in next.keys() {
+        if done.contains(*node) {
+            continue;
+        }
+        let group: BTreeSet<String> = reach(node)
+            .into_iter()
+            .filter(|m| reach(m).contains(*node))
+            .collect();
+        if group.len() < 2 {
+            continue;
+        }
+        let arrows: Vec<String> = edges
+            .iter()
+            .filter(|((f, t), _)| group.contains(f) && group.contains(t))
+            .map(|((f, t), text)| format!("{f} → {t} (`{text}`)"))
+            .collect();
+        out.push(format!(
+            "the {what} {} import each other: {}",
+            group.iter().cloned().collect::<Vec<_>>().join(", "),
+            arrows.join("; ")
+        ));
+        done.extend(group);
+    }
+    out
+}
+
+/// Two files that import each other (through any chain), and two modules that do: for each
+/// reference, the two sides' ancestors just below their common ancestor (`config` and
+/// `settings` for `settings::x` → `config::keys`).
+fn import_cycles(refs: &[Reference]) -> Vec<String> {
+    let mut files = BTreeMap::new();
+    let mut modules = BTreeMap::new();
+    for r in refs {
+        if !r.to_file.is_empty() && r.to_file != r.file {
+            files
+                .entry((r.file.clone(), r.to_file.clone()))
+                .or_insert_with(|| r.text.clone());
+        }
+        let a: Vec<&str> = r.from.split("::").collect();
+        let b: Vec<&str> = r.defined.split("::").collect();
+        let common = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+        if common < a.len() && common < b.len() {
+            modules
+                .entry((a[..=common].join("::"), b[..=common].join("::")))
+                .or_insert_with(|| r.text.clone());
+        }
+    }
+    let mut out = cycles("files", &files);
+    out.extend(cycles("modules", &modules));
+    out
+}
+
 /// The module path of a source file: `src/engine/uring/mod.rs` → `engine::uring`.
 fn module_of(src: &Path, file: &Path) -> String {
     let rel = file.strip_prefix(src).unwrap().with_extension("");
@@ -104,127 +555,6 @@ fn module_of(src: &Path, file: &Path) -> String {
     parts.join("::")
 }
 
-/// The lines of `text` outside `#[cfg(test)]` items and comments.
-fn production_lines(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut in_test = false;
-    let mut lines = text.lines();
-    while let Some(line) = lines.next() {
-        if in_test {
-            // A test item at the top level ends at a `}` in the first column.
-            if line == "}" {
-                in_test = false;
-            }
-            continue;
-        }
-        if line.trim_start() == "#[cfg(test)]" && !line.starts_with(' ') {
-            // The item's own first line may close it (`#[cfg(test)] use …;`).
-            if let Some(next) = lines.next()
-                && !next.trim_end().ends_with(';')
-            {
-                in_test = true;
-            }
-            continue;
-        }
-        let code = line.split("//").next().unwrap_or("");
-        if !code.trim().is_empty() {
-            out.push(code);
-        }
-    }
-    out
-}
-
-/// The modules a piece of code refers to, resolved against `module` (for `super::`).
-fn references(module: &str, code: &str) -> BTreeSet<String> {
-    let mut found = BTreeSet::new();
-    // `super::` in `a/b.rs` and in `a/b/mod.rs` (both module a::b) is `a`.
-    let parent = module.rsplit_once("::").map_or("", |(p, _)| p);
-    for (anchor, base) in [("crate::", String::new()), ("super::", parent.to_string())] {
-        let mut rest = code;
-        while let Some(at) = rest.find(anchor) {
-            // Skip `$crate::` and identifiers that merely end in the anchor.
-            let before = rest[..at].chars().last();
-            rest = &rest[at + anchor.len()..];
-            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
-                continue;
-            }
-            for path in paths_at(rest) {
-                let full = if base.is_empty() {
-                    path
-                } else {
-                    format!("{base}::{path}")
-                };
-                found.insert(full);
-            }
-        }
-    }
-    found
-}
-
-/// The module paths at the start of `rest`: `a::b::C` → `a::b`; `{a, b::c}` → `a`, `b::c`.
-fn paths_at(rest: &str) -> Vec<String> {
-    if let Some(group) = rest.strip_prefix('{') {
-        let end = group.find('}').unwrap_or(group.len());
-        return group[..end]
-            .split(',')
-            .map(|p| p.trim())
-            .filter(|p| !p.is_empty() && *p != "self")
-            .flat_map(paths_at)
-            .collect();
-    }
-    let segments: Vec<&str> = rest
-        .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
-        .next()
-        .unwrap_or("")
-        .split("::")
-        .filter(|s| !s.is_empty())
-        .collect();
-    // Module names are lowercase; stop at the first type, function or constant.
-    let modules: Vec<&str> = segments
-        .iter()
-        .take_while(|s| s.chars().next().is_some_and(|c| c.is_ascii_lowercase()))
-        .copied()
-        .collect();
-    if modules.is_empty() {
-        return Vec::new();
-    }
-    vec![modules.join("::")]
-}
-
-/// Every forbidden arrow in `code` of `module`, as a sentence.
-fn violations(module: &str, code: &[&str]) -> Vec<String> {
-    let Some(from_layer) = layer(module) else {
-        return if module == "lib" || module == "main" {
-            Vec::new()
-        } else {
-            vec![format!(
-                "{module} has no layer: add it to LAYERS and ARCHITECTURE.md"
-            )]
-        };
-    };
-    let mut out = Vec::new();
-    for line in code {
-        for target in references(module, line) {
-            let Some(to_layer) = layer(&target) else {
-                continue;
-            };
-            let inside = top(&target) == top(module);
-            if to_layer > from_layer || (to_layer == from_layer && !inside) {
-                out.push(format!(
-                    "{module} (layer {from_layer}) imports {target} (layer {to_layer}): \
-                     lower layers never import higher ones"
-                ));
-            }
-            for (from, to, why) in FORBIDDEN {
-                if is_under(module, from) && is_under(&target, to) {
-                    out.push(format!("{module} imports {target}: {why}"));
-                }
-            }
-        }
-    }
-    out
-}
-
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
@@ -236,19 +566,75 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-#[test]
-fn no_module_imports_across_a_forbidden_arrow() {
+/// The library's sources (`main.rs` is the binary's crate, `lib.rs` only declares modules).
+fn crate_sources() -> Vec<Source> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
-    assert!(files.len() > 30, "found only {} source files", files.len());
-    let mut all = Vec::new();
-    for file in &files {
-        let module = module_of(&src, file);
-        let text = std::fs::read_to_string(file).unwrap();
-        all.extend(violations(&module, &production_lines(&text)));
-    }
+    files.sort();
+    files
+        .iter()
+        .map(|f| Source {
+            module: module_of(&src, f),
+            file: f.strip_prefix(&src).unwrap().display().to_string(),
+            text: std::fs::read_to_string(f).unwrap(),
+        })
+        .filter(|s| s.module != "main" && s.module != "lib")
+        .collect()
+}
+
+#[test]
+fn no_module_imports_across_a_forbidden_arrow() {
+    let sources = crate_sources();
+    assert!(
+        sources.len() > 30,
+        "found only {} source files",
+        sources.len()
+    );
+    let refs = references(&sources).unwrap();
+    assert!(refs.len() > 300, "found only {} references", refs.len());
+    let all = violations(&refs);
     assert!(all.is_empty(), "forbidden imports:\n{}", all.join("\n"));
+}
+
+#[test]
+fn no_two_files_or_modules_import_each_other() {
+    let sources = crate_sources();
+    let refs = references(&sources).unwrap();
+    let all = import_cycles(&refs);
+    assert!(all.is_empty(), "import cycles:\n{}", all.join("\n"));
+}
+
+/// A made-up crate: every module LAYERS and FORBIDDEN name, a few below them, and `module`
+/// with `text`; what it breaks.
+fn check(module: &str, text: &str) -> Vec<String> {
+    let mut names: BTreeSet<&str> = LAYERS.iter().map(|(m, _)| *m).collect();
+    names.extend([
+        "engine::uring",
+        "engine::uring::conn",
+        "engine::baseline",
+        "engine::window",
+        "s3::client",
+        "server::handler",
+        "server::handler::bucket",
+    ]);
+    names.insert(module);
+    let sources: Vec<Source> = names
+        .into_iter()
+        .map(|m| Source {
+            module: m.to_string(),
+            file: m.to_string(),
+            text: if m == module {
+                text.to_string()
+            } else {
+                String::new()
+            },
+        })
+        .collect();
+    let refs = references(&sources).unwrap();
+    let mut out = violations(&refs);
+    out.extend(import_cycles(&refs));
+    out
 }
 
 #[test]
@@ -263,20 +649,174 @@ fn the_checker_sees_what_it_must() {
         ("s3::client", "use crate::server::xml::XmlWriter;", true),
         ("engine::uring", "use super::baseline::Tasks;", true),
         ("engine::uring", "use super::window::Window;", false),
-        ("engine::baseline", "let x = crate::units::bytes(3);", true),
+        (
+            "engine::baseline",
+            "fn f() { let x = crate::units::bytes(3); }",
+            true,
+        ),
         ("exit", "use crate::commands::RunFailed;", true),
         ("commands", "use crate::{affinity, budget, exit};", false),
-        ("server::handler", "$crate::exit::USAGE", false),
+        (
+            "server::handler",
+            "macro_rules! m { () => { $crate::commands::USAGE }; }",
+            false,
+        ),
+        // A group rustfmt spreads over several lines.
+        (
+            "plan",
+            "use crate::{\n    budget::BudgetShape,\n    exit::ExitClass,\n    run::Run,\n};",
+            true,
+        ),
+        // A nested group.
+        (
+            "plan",
+            "use crate::{budget::{self, Shape}, s3::{xml, target::{self, Engine}}};",
+            false,
+        ),
+        (
+            "plan",
+            "use crate::{budget::{self, x::{y, rank}}, run::{self}};",
+            true,
+        ),
+        // `super::super::` from a module two levels down.
+        (
+            "engine::uring::conn",
+            "use super::super::window::Window;",
+            false,
+        ),
+        (
+            "engine::uring::conn",
+            "use super::super::baseline::Tasks;",
+            true,
+        ),
+        (
+            "server::handler::bucket",
+            "use super::super::super::run::Run;",
+            true,
+        ),
+        // A module used by path, in an expression, a type and a macro's arguments.
+        (
+            "rank",
+            "fn f(n: u64) -> String { crate::units::bytes(n) }",
+            true,
+        ),
+        ("rank", "fn f(x: crate::summary::Summary) {}", true),
+        (
+            "rank",
+            "fn f(n: u64) { println!(\"{}\", crate::units::bytes(n)); }",
+            true,
+        ),
+        (
+            "rank",
+            "fn f(n: u64) { let _ = crate::budget::check(n); }",
+            false,
+        ),
+        // A child module named without `self::`.
+        (
+            "engine",
+            "mod uring;\nmod baseline;\nuse uring::Ring;",
+            false,
+        ),
+        // Test code is not production code.
+        (
+            "plan",
+            "use crate::exit;\n#[cfg(test)]\nmod tests {\n    use crate::engine::X;\n    \
+             fn f() { crate::run::go(); }\n}\nfn f() {}\n",
+            false,
+        ),
+        ("plan", "#[cfg(test)]\nuse crate::engine::X;\n", false),
+        (
+            "plan",
+            "#[cfg(all(test, feature = \"x\"))]\nfn f() { crate::run::go(); }",
+            false,
+        ),
+        ("plan", "mod inner {\n    use crate::run::Run;\n}", true),
     ];
-    for (module, line, bad) in cases {
-        let found = violations(module, &[line]);
-        assert_eq!(!found.is_empty(), *bad, "{module}: {line}: {found:?}");
+    for (module, text, bad) in cases {
+        let found = check(module, text);
+        assert_eq!(!found.is_empty(), *bad, "{module}: {text}: {found:?}");
     }
-    // Test code is not production code.
-    let text =
-        "use crate::exit;\n#[cfg(test)]\nmod tests {\n    use crate::engine::X;\n}\nfn f() {}\n";
-    assert_eq!(
-        production_lines(text),
-        vec!["use crate::exit;", "fn f() {}"]
+    // The message names the modules and the path.
+    let found = check(
+        "plan",
+        "use crate::{\n    budget,\n    run::{self, Run},\n};",
     );
+    assert_eq!(
+        found,
+        vec![
+            "plan (layer 6) imports run (layer 9) as `crate::run::Run`: lower layers never import \
+             higher ones",
+            "plan (layer 6) imports run (layer 9) as `crate::run`: lower layers never import \
+             higher ones",
+        ]
+    );
+}
+
+fn sources(files: &[(&str, &str)]) -> Vec<Source> {
+    files
+        .iter()
+        .map(|(module, text)| Source {
+            module: module.to_string(),
+            file: module.to_string(),
+            text: text.to_string(),
+        })
+        .collect()
+}
+
+fn cycles_in(files: &[(&str, &str)]) -> Vec<String> {
+    import_cycles(&references(&sources(files)).unwrap())
+}
+
+#[test]
+fn the_checker_finds_files_and_modules_that_import_each_other() {
+    // Two files of one module, each naming the other: a cycle of files and of modules.
+    let found = cycles_in(&[
+        ("server", "pub mod dir;\npub mod store;"),
+        ("server::dir", "use super::store::ObjectInfo;"),
+        (
+            "server::store",
+            "fn f() -> super::dir::DirStore { todo!() }",
+        ),
+    ]);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found[0].starts_with("the files server::dir, server::store import each other"));
+    assert!(found[1].contains("server::dir → server::store (`super::store::ObjectInfo`)"));
+    // Three files in a ring.
+    let found = cycles_in(&[
+        ("a", "use crate::b::B;"),
+        ("b", "use crate::c::C;"),
+        ("c", "fn f() { crate::a::go(); }"),
+    ]);
+    assert!(
+        found
+            .iter()
+            .any(|c| c.starts_with("the files a, b, c import each other")),
+        "{found:?}"
+    );
+    // Two top-level modules whose files do not meet: `settings` (its mod.rs) and `config`,
+    // through `settings::keys` (the shape this crate had before the keys moved under config).
+    let found = cycles_in(&[
+        ("config", "use crate::settings::keys::READ;"),
+        ("settings", "pub mod keys;\nuse crate::config::RawConfig;"),
+        ("settings::keys", ""),
+    ]);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].starts_with("the modules config, settings import each other"));
+    // A parent that re-exports from a child, and the child's sibling using the re-export:
+    // the sibling imports the child, not the parent.
+    let found = cycles_in(&[
+        (
+            "s3",
+            "pub mod error;\npub mod client;\npub use error::RequestError;\npub use client::Client;",
+        ),
+        ("s3::client", "use super::RequestError;"),
+        ("s3::error", ""),
+    ]);
+    assert!(found.is_empty(), "{found:?}");
+    // One way only, and test code's way back ignored: no cycle.
+    let found = cycles_in(&[
+        ("a", "use crate::b::B;"),
+        ("b", "#[cfg(test)]\nmod tests {\n    use crate::a::A;\n}"),
+    ]);
+    assert!(found.is_empty(), "{found:?}");
 }

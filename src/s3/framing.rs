@@ -19,7 +19,7 @@ use std::task::{Context, Poll};
 use hyper_util::client::legacy::connect::{Connected, Connection};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::connect::Stream;
+use super::stream::Stream;
 
 /// The longest response head followed.
 const MAX_HEAD_BYTES: usize = 64 << 10;

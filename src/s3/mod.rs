@@ -14,7 +14,7 @@
 //! - [`tls`]: the rustls client configuration (system roots, `--ca-bundle`, `--insecure`) and
 //!   handshake failures worded with their fix;
 //! - [`connect`]: hyper's connector: `--resolve` pins, TCP, TLS, each socket watched
-//!   ([`framing`]).
+//!   ([`framing`]) over one [`stream`].
 
 pub mod bucket;
 pub mod client;
@@ -24,6 +24,7 @@ pub mod framing;
 pub mod profile;
 pub mod sign;
 pub mod sigv4;
+pub mod stream;
 pub mod target;
 pub mod tls;
 pub mod xml;

@@ -25,7 +25,7 @@ use http::StatusCode;
 
 use super::error::{S3Error, from_io};
 use super::mmap;
-use super::store::{ObjectInfo, tag_of};
+use super::object::{ObjectInfo, tag_of};
 use crate::s3::target::valid_bucket_name;
 use crate::s3::xml::CompletedPart;
 

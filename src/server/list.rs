@@ -2,7 +2,7 @@
 //! count toward max-keys and appear once across pages), max-keys, continuation tokens.
 
 use super::error::S3Error;
-use super::store::ObjectInfo;
+use super::object::ObjectInfo;
 use crate::s3::sigv4::hex;
 
 /// S3's cap on max-keys.

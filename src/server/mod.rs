@@ -24,6 +24,7 @@ pub mod faults;
 mod handler;
 pub mod list;
 mod mmap;
+pub mod object;
 pub mod range;
 pub mod sigv4;
 pub mod store;

@@ -29,7 +29,7 @@ use crate::units;
 use crate::verify;
 
 use super::error::S3Error;
-use super::store::{ObjectInfo, tag_of};
+use super::object::{ObjectInfo, tag_of};
 
 /// Why a virtual dataset could not be laid out.
 #[derive(Debug, thiserror::Error)]

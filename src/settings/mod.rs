@@ -1,12 +1,10 @@
 //! `Settings::resolve`: the workload's values, validated — the only place configuration types
-//! are read. Every key it reads is listed in [`keys`], from which `config.rs` derives the keys
+//! are read. Every key it reads is listed in [`keys`], from which `config` derives the keys
 //! it accepts, so the two cannot drift: reading an unlisted key is a bug caught by a debug
 //! assertion in the config getters, and a test checks that every listed key is read.
 //!
 //! Where a workload leaves a key out, DLIO's own default applies (the `DLIO_DEFAULT_*`
 //! constants), so a DLIO workload means the same here as under DLIO.
-
-pub mod keys;
 
 use serde::Serialize;
 
@@ -442,11 +440,11 @@ mod tests {
             .into_iter()
             .chain(flux.keys_read())
             .collect();
-        let listed: std::collections::BTreeSet<String> = keys::READ
+        let listed: std::collections::BTreeSet<String> = crate::config::keys::READ
             .iter()
             .map(|k| k.to_string())
             .chain(
-                keys::STORAGE_OPTIONS_READ
+                crate::config::keys::STORAGE_OPTIONS_READ
                     .iter()
                     .map(|o| format!("storage.storage_options.{o}")),
             )
@@ -454,12 +452,12 @@ mod tests {
         let unlisted: Vec<_> = read.difference(&listed).collect();
         assert!(
             unlisted.is_empty(),
-            "read and not in settings::keys: {unlisted:?}"
+            "read and not in config::keys: {unlisted:?}"
         );
         let unread: Vec<_> = listed.difference(&read).collect();
         assert!(
             unread.is_empty(),
-            "listed in settings::keys and never read: {unread:?}"
+            "listed in config::keys and never read: {unread:?}"
         );
     }
 

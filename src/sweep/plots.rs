@@ -390,3 +390,372 @@ pub fn plots(rows: &[Row], au_target: Option<f64>) -> Result<Vec<Plot>, String> 
     });
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn stat(v: f64) -> Option<Stat> {
+        Some(Stat {
+            median: v,
+            min: v,
+            max: v,
+            n: 1,
+        })
+    }
+
+    fn row(engine: &str, np: u32, rt: u64, au: f64) -> Row {
+        Row {
+            engine: engine.into(),
+            loader: "ringload".into(),
+            np,
+            read_threads: rt,
+            prefetch: None,
+            coalesce_rgs: None,
+            computation_time: None,
+            runs: 1,
+            status: "met".into(),
+            notes: Vec::new(),
+            au_percent: stat(au),
+            samples_per_s: None,
+            samples_per_s_per_gpu: stat(au * 10.0),
+            io_mib_per_s: None,
+            wall_s: None,
+            steps_per_rank: None,
+            implied_io_wait_per_step_ms: None,
+            projected_au_percent: BTreeMap::new(),
+            measured_mib_per_s: None,
+            cpu_s_per_gib: stat(0.5),
+            peak_rss_bytes: stat(64.0 * 1048576.0),
+            memory_budget_bytes: Some(128 << 20),
+            latency_p50_ms: None,
+            latency_p99_ms: None,
+            server_cpu_s: None,
+        }
+    }
+
+    /// The value of attribute `name` in one SVG element's text.
+    fn attr<'a>(element: &'a str, name: &str) -> Option<&'a str> {
+        let at = element.find(&format!(" {name}=\""))? + name.len() + 3;
+        element[at..].split('"').next()
+    }
+
+    fn num(element: &str, name: &str) -> f64 {
+        attr(element, name).unwrap().parse().unwrap()
+    }
+
+    /// Every `<tag …>` element of `svg`, from the space before its first attribute to its `>`.
+    fn elements<'a>(svg: &'a str, tag: &str) -> Vec<&'a str> {
+        svg.split(&format!("<{tag}"))
+            .skip(1)
+            .filter(|e| e.starts_with(' '))
+            .map(|e| e.split('>').next().unwrap())
+            .collect()
+    }
+
+    /// `(text-anchor, y, content)` of every text.
+    fn texts(svg: &str) -> Vec<(String, f64, String)> {
+        svg.split("<text")
+            .skip(1)
+            .map(|t| {
+                let (head, rest) = t.split_once('>').unwrap();
+                let content = rest.split("</text>").next().unwrap().trim().to_string();
+                (
+                    attr(head, "text-anchor").unwrap().to_string(),
+                    num(head, "y"),
+                    content,
+                )
+            })
+            .collect()
+    }
+
+    /// The y-axis tick labels, as `(pixel y, value)`, bottom first.
+    fn y_ticks(svg: &str) -> Vec<(f64, f64)> {
+        texts(svg)
+            .into_iter()
+            .filter(|(anchor, _, _)| anchor == "end")
+            .map(|(_, y, t)| (y, t.parse().unwrap()))
+            .collect()
+    }
+
+    /// The pixel centres of the points drawn.
+    fn circles(svg: &str) -> Vec<(f64, f64)> {
+        elements(svg, "circle")
+            .iter()
+            .map(|c| (num(c, "cx"), num(c, "cy")))
+            .collect()
+    }
+
+    /// The points of each line drawn in `color` with stroke width 2 (data, not axes or legends).
+    fn lines(svg: &str, color: &str) -> Vec<Vec<(f64, f64)>> {
+        elements(svg, "polyline")
+            .iter()
+            .filter(|l| attr(l, "stroke") == Some(color) && attr(l, "stroke-width") == Some("2"))
+            .map(|l| {
+                attr(l, "points")
+                    .unwrap()
+                    .split_whitespace()
+                    .map(|p| {
+                        let (x, y) = p.split_once(',').unwrap();
+                        (x.parse().unwrap(), y.parse().unwrap())
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The heights of the bars filled with `color`.
+    fn bar_heights(svg: &str, color: &str) -> Vec<f64> {
+        elements(svg, "rect")
+            .iter()
+            .filter(|r| attr(r, "fill") == Some(color) && attr(r, "opacity") == Some("1"))
+            .map(|r| num(r, "height"))
+            .filter(|h| *h > 10.0)
+            .collect()
+    }
+
+    fn plot<'a>(plots: &'a [Plot], file: &str) -> &'a str {
+        &plots.iter().find(|p| p.file == file).unwrap().svg
+    }
+
+    #[test]
+    fn every_engine_gets_its_lines_and_every_point_its_bars() {
+        let mut dlio = row("baseline", 1, 1, 70.0);
+        dlio.loader = "dlio".into();
+        let rows = vec![row("uring", 1, 1, 90.0), row("baseline", 1, 1, 80.0), dlio];
+        let plots = plots(&rows, Some(85.0)).unwrap();
+        let files: Vec<&str> = plots.iter().map(|p| p.file.as_str()).collect();
+        assert_eq!(
+            files,
+            [
+                "au-uring.svg",
+                "samples-uring.svg",
+                "au-baseline.svg",
+                "samples-baseline.svg",
+                "au-baseline-dlio-loader.svg",
+                "samples-baseline-dlio-loader.svg",
+                "cpu-per-gib.svg",
+                "memory.svg"
+            ]
+        );
+        for p in &plots {
+            assert!(p.svg.starts_with("<svg ") && p.svg.trim_end().ends_with("</svg>"));
+            assert!(!p.svg.contains("NaN"), "{}", p.file);
+            let texts = texts(&p.svg);
+            assert!(texts.iter().any(|(_, _, t)| *t == p.title), "{}", p.file);
+        }
+        // Each AU plot holds its own engine's point only.
+        assert_eq!(circles(plot(&plots, "au-uring.svg")).len(), 1);
+        assert_eq!(
+            circles(plot(&plots, "au-baseline-dlio-loader.svg")).len(),
+            1
+        );
+    }
+
+    #[test]
+    fn au_lines_one_per_read_thread_count_a_point_per_np_and_the_target() {
+        // Out of order, and with another engine's row that must not appear.
+        let rows = vec![
+            row("uring", 4, 1, 60.0),
+            row("uring", 1, 1, 95.0),
+            row("uring", 2, 1, 80.0),
+            row("uring", 1, 4, 99.0),
+            row("uring", 4, 4, 90.0),
+            row("baseline", 2, 1, 10.0),
+        ];
+        let svg = against_np(
+            &rows,
+            "uring",
+            "t",
+            "AU (%)",
+            &|r| median(&r.au_percent),
+            Some(80.0),
+        )
+        .unwrap();
+        let labels: Vec<String> = texts(&svg).into_iter().map(|(_, _, t)| t).collect();
+        for label in [
+            "RT=1",
+            "RT=4",
+            "AU target 80%",
+            "NP (ranks)",
+            "AU (%)",
+            "1",
+            "2",
+            "4",
+        ] {
+            assert!(
+                labels.iter().any(|l| l == label),
+                "{label} missing: {labels:?}"
+            );
+        }
+        assert_eq!(circles(&svg).len(), 5);
+        // Palette99's first colour.
+        let lines = lines(&svg, "#E6194B");
+        assert_eq!(lines.len(), 1);
+        let rt1 = &lines[0];
+        // NP 1, 2, 4 left to right; a lower AU is drawn lower (a larger pixel y).
+        assert_eq!(rt1.len(), 3);
+        assert!(rt1[0].0 < rt1[1].0 && rt1[1].0 < rt1[2].0, "{rt1:?}");
+        assert!(rt1[0].1 < rt1[1].1 && rt1[1].1 < rt1[2].1, "{rt1:?}");
+        // With a target, the axis goes past 100% whatever the data.
+        let low = vec![row("uring", 1, 1, 20.0)];
+        let svg = against_np(
+            &low,
+            "uring",
+            "t",
+            "AU (%)",
+            &|r| median(&r.au_percent),
+            Some(80.0),
+        )
+        .unwrap();
+        let top = y_ticks(&svg).iter().map(|&(_, v)| v).fold(0.0, f64::max);
+        assert!(top >= 100.0, "{top}");
+    }
+
+    #[test]
+    fn the_y_axis_scales_with_the_data() {
+        let draw = |scale: f64| {
+            let rows: Vec<Row> = [(1, 3.0), (2, 5.0), (4, 8.0)]
+                .iter()
+                .map(|&(np, v)| {
+                    let mut r = row("uring", np, 1, 50.0);
+                    r.samples_per_s_per_gpu = stat(v * scale);
+                    r
+                })
+                .collect();
+            against_np(
+                &rows,
+                "uring",
+                "t",
+                "samples/s",
+                &|r| median(&r.samples_per_s_per_gpu),
+                None,
+            )
+            .unwrap()
+        };
+        let (small, large) = (draw(1.0), draw(1000.0));
+        // The same picture: the points sit where they sat, relative to the axis.
+        assert_eq!(circles(&small), circles(&large));
+        for (svg, max) in [(&small, 8.0), (&large, 8000.0)] {
+            let ticks = y_ticks(svg);
+            let (bottom, top) = (ticks[0], ticks[ticks.len() - 1]);
+            assert_eq!(bottom.1, 0.0);
+            // The axis tops out above the largest value, by less than a fifth.
+            assert!(top.1 <= max * 1.15 && top.1 >= max * 0.7, "{ticks:?}");
+            // The largest value is drawn where its tick scale puts it.
+            let highest = circles(svg).iter().map(|c| c.1).fold(f64::MAX, f64::min);
+            let expected = bottom.0 - (bottom.0 - top.0) * max / top.1;
+            assert!((highest - expected).abs() <= 2.0, "{highest} vs {expected}");
+        }
+    }
+
+    #[test]
+    fn empty_and_single_point_inputs_draw() {
+        let none = plots(&[], Some(80.0)).unwrap();
+        let files: Vec<&str> = none.iter().map(|p| p.file.as_str()).collect();
+        assert_eq!(files, ["cpu-per-gib.svg", "memory.svg"]);
+        assert!(bar_heights(&none[0].svg, "#1F77B4").is_empty());
+        let one = plots(&[row("uring", 1, 1, 50.0)], None).unwrap();
+        assert_eq!(circles(plot(&one, "au-uring.svg")).len(), 1);
+        assert_eq!(
+            bar_heights(plot(&one, "cpu-per-gib.svg"), "#1F77B4").len(),
+            1
+        );
+        // A row without the value: no point, and the plot still draws.
+        let mut missing = row("uring", 1, 1, 50.0);
+        missing.au_percent = None;
+        let svg = plot(&plots(&[missing], None).unwrap(), "au-uring.svg").to_string();
+        assert!(circles(&svg).is_empty());
+        for svg in [
+            latency_cdf("empty", &[]).unwrap(),
+            latency_cdf("one", &[("uring np1".into(), vec![2.5])]).unwrap(),
+            latency_cdf("nothing", &[("uring np1".into(), Vec::new())]).unwrap(),
+        ] {
+            assert!(svg.trim_end().ends_with("</svg>") && !svg.contains("NaN"));
+        }
+    }
+
+    #[test]
+    fn series_labels_name_only_the_parameters_that_vary() {
+        let mut a = row("uring", 1, 2, 50.0);
+        let mut b = row("uring", 1, 2, 50.0);
+        a.prefetch = Some(2);
+        b.prefetch = Some(8);
+        a.computation_time = Some(0.1);
+        b.computation_time = Some(0.1);
+        let rows = vec![a.clone(), b.clone()];
+        assert_eq!(series_label(&a, &rows), "RT=2 pf=2");
+        assert_eq!(series_label(&b, &rows), "RT=2 pf=8");
+        b.coalesce_rgs = Some(4);
+        let rows = vec![a.clone(), b.clone()];
+        assert_eq!(series_label(&a, &rows), "RT=2 pf=2 cr=-");
+        assert_eq!(series_label(&b, &rows), "RT=2 pf=8 cr=4");
+        assert_eq!(series_label(&a, std::slice::from_ref(&a)), "RT=2");
+    }
+
+    #[test]
+    fn memory_bars_put_the_budget_beside_the_peak_and_skip_what_is_missing() {
+        let mut no_cpu = row("uring", 2, 1, 50.0);
+        no_cpu.cpu_s_per_gib = None;
+        let rows = vec![row("uring", 1, 1, 50.0), no_cpu];
+        let plots = plots(&rows, None).unwrap();
+        // One CPU bar: the second point has no figure.
+        assert_eq!(
+            bar_heights(plot(&plots, "cpu-per-gib.svg"), "#1F77B4").len(),
+            1
+        );
+        let memory = plot(&plots, "memory.svg");
+        let peaks = bar_heights(memory, "#1F77B4");
+        // The budget's colour is the engine's, lighter.
+        let budgets = bar_heights(memory, "#8EBAD9");
+        assert_eq!((peaks.len(), budgets.len()), (2, 2), "{memory}");
+        // 64 MiB of RSS against a 128 MiB budget: half as tall.
+        assert!(
+            (budgets[0] / peaks[0] - 2.0).abs() < 0.05,
+            "{peaks:?} {budgets:?}"
+        );
+        let labels: Vec<String> = texts(memory).into_iter().map(|(_, _, t)| t).collect();
+        for label in [
+            "uring peak RSS",
+            "uring budget",
+            "np1 rt1",
+            "np2 rt1",
+            "MiB",
+        ] {
+            assert!(
+                labels.iter().any(|l| l == label),
+                "{label} missing: {labels:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn latency_cdf_climbs_to_one_in_each_engines_colour() {
+        let svg = latency_cdf(
+            "latency",
+            &[
+                ("uring np1".into(), vec![1.0, 2.0, 3.0, 4.0]),
+                ("baseline np1".into(), vec![2.0, 4.0, 6.0, 8.0]),
+            ],
+        )
+        .unwrap();
+        let uring = lines(&svg, "#1F77B4");
+        let baseline = lines(&svg, "#D62728");
+        assert_eq!((uring.len(), baseline.len()), (1, 1));
+        let (uring, baseline) = (&uring[0], &baseline[0]);
+        assert_eq!((uring.len(), baseline.len()), (4, 4));
+        let ticks = y_ticks(&svg);
+        let one = ticks.iter().find(|(_, v)| *v == 1.0).unwrap().0;
+        // Each line ends at fraction 1; the slower engine's ends further right.
+        assert!((uring[3].1 - one).abs() <= 1.0 && (baseline[3].1 - one).abs() <= 1.0);
+        assert!(baseline[3].0 > uring[3].0);
+        // Half the GETs at 2 ms for uring: half-way up.
+        let zero = ticks[0].0;
+        assert!((uring[1].1 - (zero + one) / 2.0).abs() <= 1.0, "{uring:?}");
+        let labels: Vec<String> = texts(&svg).into_iter().map(|(_, _, t)| t).collect();
+        assert!(labels.iter().any(|l| l == "uring np1"));
+        assert!(labels.iter().any(|l| l == "baseline np1"));
+    }
+}

@@ -8,12 +8,14 @@
 //! - every key DLIO's `LoadConfig` reads is accepted (`DLIO_KEYS`); the ones ringload does not
 //!   use are reported once as ignored, so a DLIO workload YAML loads unchanged;
 //! - `storage.storage_options` is a free-form dictionary in DLIO, so any key under it is accepted;
-//!   the ones ringload reads are in `settings::keys::STORAGE_OPTIONS_READ`;
+//!   the ones ringload reads are in `config::keys::STORAGE_OPTIONS_READ`;
 //! - any other key is an error that names the nearest valid key.
 //!
 //! Overrides use DLIO's dotted names, with or without Hydra's `++workload.` prefix
 //! (`++workload.train.computation_time=0.05`); their values are YAML scalars (or flow
 //! collections), parsed the way Hydra would.
+
+pub mod keys;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -23,14 +25,14 @@ use std::path::Path;
 use saphyr::{LoadableYamlNode, MarkedYamlOwned, ScalarOwned, YamlDataOwned};
 
 use crate::exit::{self, ExitClass};
-use crate::settings::keys::{READ, STORAGE_OPTIONS_READ};
+use keys::{READ, STORAGE_OPTIONS_READ};
 
 /// The built-in workloads, embedded at build time so that `ringload plan flux_b200` works from
 /// any directory. A path to a YAML file works too.
 pub const BUILTIN_WORKLOADS: &[(&str, &str)] = &[
-    ("flux_b200", include_str!("../configs/flux_b200.yaml")),
-    ("flux_mi355", include_str!("../configs/flux_mi355.yaml")),
-    ("flux_small", include_str!("../configs/flux_small.yaml")),
+    ("flux_b200", include_str!("../../configs/flux_b200.yaml")),
+    ("flux_mi355", include_str!("../../configs/flux_mi355.yaml")),
+    ("flux_small", include_str!("../../configs/flux_small.yaml")),
 ];
 
 /// The workload every command uses when none is named: small enough to generate in a second.
@@ -507,12 +509,12 @@ impl RawConfig {
         self.base.get(key)
     }
 
-    /// Records that `key` was read. Reading a key that `settings::keys` does not list would let
+    /// Records that `key` was read. Reading a key that `config::keys` does not list would let
     /// the accepted keys drift from the used ones: a bug, caught in debug builds.
     fn note_read(&self, key: &str) {
         debug_assert!(
             classify(key) == Ok(KeyKind::Used),
-            "settings read '{key}', which settings::keys does not list"
+            "settings read '{key}', which config::keys does not list"
         );
         self.read.borrow_mut().insert(key.to_string());
     }

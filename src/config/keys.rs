@@ -1,5 +1,6 @@
-//! The workload keys settings resolution reads: a leaf, so that `config.rs` (below settings)
-//! can derive from it which keys are used, and the two lists cannot drift.
+//! The workload keys settings resolution reads: a leaf under `config`, which derives from it
+//! which keys are used, so that the two lists cannot drift and `config` (below settings) never
+//! reaches up into `settings` for them.
 
 /// Keys `Settings::resolve` reads (besides the `storage.storage_options.*` ones below).
 pub const READ: &[&str] = &[

@@ -1,0 +1,247 @@
+//! One request, start to finish: header limits, signature, path-style bucket and key, the
+//! operation named by method and query, the store call, and the S3 response (or S3 error).
+//!
+//! The operations live by job: [`bucket`] (the service and buckets, listings), [`read`] (GET
+//! and HEAD of an object), [`upload`] (request bodies: PUT, parts, multipart completion);
+//! [`request`] holds what they share.
+
+mod bucket;
+mod read;
+mod request;
+mod upload;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::SystemTime;
+
+use http::header::CONTENT_TYPE;
+use http::{HeaderMap, Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+
+use super::body::Body;
+use super::error::S3Error;
+use super::sigv4::{self, PayloadHash, SignedRequest};
+use super::store::Store;
+use super::trailing::Trailing;
+use crate::s3::xml::XmlWriter;
+use bucket::{bucket_operation, service_operation};
+use read::get_object;
+pub use request::{Counters, State};
+use request::{Query, Req, empty_response, method_not_allowed, xml_response};
+use upload::{complete_multipart, put_object, upload_part};
+
+/// S3's limit on the request header section.
+pub const MAX_HEADER_SECTION_BYTES: usize = 8 << 10;
+
+/// Answers one request; errors become S3 error responses.
+pub async fn respond(
+    state: Arc<State>,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    let n = state.counters.requests.fetch_add(1, Ordering::Relaxed);
+    let request_id = format!("{:016X}", n + 1);
+    let method = request.method().clone();
+    let resource = request.uri().path().to_string();
+    // A GET of a bucket (no key) is a listing, for fault injection.
+    let listing = method == Method::GET && !resource.trim_matches('/').contains('/');
+    let trailing = request.extensions().get::<Arc<Trailing>>().cloned();
+    let mut response = match dispatch(&state, request).await {
+        Ok(r) => r,
+        Err(e) => {
+            state.counters.errors.fetch_add(1, Ordering::Relaxed);
+            let body = if method == Method::HEAD {
+                Body::empty()
+            } else {
+                Body::text(e.to_xml(&resource, &request_id))
+                    .counted(state.counters.bytes_sent.clone())
+            };
+            let mut r = Response::new(body);
+            *r.status_mut() = e.status;
+            r.headers_mut().insert(
+                CONTENT_TYPE,
+                http::HeaderValue::from_static("application/xml"),
+            );
+            r
+        }
+    };
+    if !state.faults.is_empty() {
+        // The answer, whatever it was, misbehaves as the spec says.
+        response = state.faults.apply(listing, response, trailing).await;
+    }
+    let headers = response.headers_mut();
+    if let Ok(v) = request_id.parse() {
+        headers.insert("x-amz-request-id", v);
+    }
+    headers.insert(
+        http::header::SERVER,
+        http::HeaderValue::from_static("ringload"),
+    );
+    Ok(response)
+}
+
+fn check_header_size(headers: &HeaderMap) -> Result<(), S3Error> {
+    let bytes: usize = headers
+        .iter()
+        .map(|(n, v)| n.as_str().len() + v.len() + 4)
+        .sum();
+    if bytes > MAX_HEADER_SECTION_BYTES {
+        return Err(S3Error::new(
+            StatusCode::BAD_REQUEST,
+            "RequestHeaderSectionTooLarge",
+            format!(
+                "Your request header section exceeds the maximum allowed size: {bytes} bytes of \
+                 headers, at most {MAX_HEADER_SECTION_BYTES}"
+            ),
+        )
+        .with("MaxSizeAllowed", MAX_HEADER_SECTION_BYTES.to_string()));
+    }
+    Ok(())
+}
+
+async fn dispatch(
+    state: &Arc<State>,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, S3Error> {
+    let (parts, body) = request.into_parts();
+    check_header_size(&parts.headers)?;
+    let raw_path = parts.uri.path();
+    let raw_query = parts.uri.query().unwrap_or("");
+    if let Some(credentials) = &state.credentials {
+        let signed = SignedRequest {
+            method: &parts.method,
+            raw_path,
+            raw_query,
+            headers: &parts.headers,
+        };
+        sigv4::verify(&signed, credentials, &state.region, SystemTime::now())?;
+    }
+    let payload = PayloadHash::from_headers(&parts.headers)?;
+    let query = Query::parse(raw_query)?;
+    let path = sigv4::percent_decode(raw_path)?;
+    let path = path.strip_prefix('/').unwrap_or(&path);
+    let host_bucket = virtual_host_bucket(&parts.headers, &state.store);
+    let (bucket, key) = match &host_bucket {
+        // Virtual-hosted: the bucket is in the host name, the whole path is the key.
+        Some(bucket) => (bucket.as_str(), path),
+        None => path.split_once('/').unwrap_or((path, "")),
+    };
+    let req = Req {
+        method: &parts.method,
+        headers: &parts.headers,
+        query,
+        bucket,
+        key,
+        payload,
+        body,
+    };
+    if bucket.is_empty() {
+        service_operation(state, &req)
+    } else if key.is_empty() {
+        bucket_operation(state, req).await
+    } else {
+        object_operation(state, req).await
+    }
+}
+
+/// The bucket a virtual-hosted request names in its `Host` (`bucket.rest[:port]`): the first
+/// label, when the host is a name (not an IP address) with more labels after it and the store
+/// has a bucket by that name. Path-style requests (an IP, `localhost`, or a first label that
+/// is no bucket) give `None`.
+fn virtual_host_bucket(headers: &HeaderMap, store: &Store) -> Option<String> {
+    let host = headers.get(http::header::HOST)?.to_str().ok()?;
+    if host.starts_with('[') {
+        return None;
+    }
+    let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
+    if name.parse::<std::net::IpAddr>().is_ok() {
+        return None;
+    }
+    let (first, rest) = name.split_once('.')?;
+    if rest.is_empty() || first.is_empty() {
+        return None;
+    }
+    store.check_bucket(first).ok()?;
+    Some(first.to_string())
+}
+
+async fn object_operation(state: &Arc<State>, req: Req<'_>) -> Result<Response<Body>, S3Error> {
+    match *req.method {
+        Method::GET | Method::HEAD => {
+            req.query.only(&["partNumber", "versionId", "uploadId"])?;
+            if req.query.has("uploadId") {
+                return Err(S3Error::not_implemented(
+                    "ringload serve does not implement ListParts",
+                ));
+            }
+            if req.query.has("partNumber") {
+                return Err(S3Error::not_implemented(
+                    "ringload serve does not implement GET by partNumber; use a Range",
+                ));
+            }
+            if req.query.get("versionId").is_some_and(|v| v != "null") {
+                return Err(S3Error::not_implemented(
+                    "ringload serve does not keep object versions",
+                ));
+            }
+            get_object(state, &req)
+        }
+        Method::PUT => {
+            req.query.only(&["uploadId", "partNumber"])?;
+            if req.headers.contains_key("x-amz-copy-source") {
+                return Err(S3Error::not_implemented(
+                    "ringload serve does not implement CopyObject or UploadPartCopy",
+                ));
+            }
+            match (req.query.get("uploadId"), req.query.get("partNumber")) {
+                (None, None) => put_object(state, req).await,
+                (Some(id), Some(n)) => {
+                    let id = id.to_string();
+                    let n = n.parse::<u32>().map_err(|_| {
+                        S3Error::invalid_argument(format!(
+                            "partNumber={n}: Part number must be an integer between 1 and 10000, \
+                             inclusive"
+                        ))
+                    })?;
+                    upload_part(state, req, &id, n).await
+                }
+                _ => Err(S3Error::invalid_request(
+                    "an UploadPart request needs both uploadId and partNumber",
+                )),
+            }
+        }
+        Method::POST => {
+            req.query.only(&["uploads", "uploadId"])?;
+            if req.query.has("uploads") {
+                let id = state
+                    .store
+                    .writable()?
+                    .create_multipart(req.bucket, req.key)?;
+                let mut x = XmlWriter::document();
+                x.root("InitiateMultipartUploadResult");
+                x.element("Bucket", req.bucket);
+                x.element("Key", req.key);
+                x.element("UploadId", id);
+                x.close("InitiateMultipartUploadResult");
+                Ok(xml_response(StatusCode::OK, x.finish(), state))
+            } else if let Some(id) = req.query.get("uploadId") {
+                let id = id.to_string();
+                complete_multipart(state, req, id).await
+            } else {
+                Err(S3Error::not_implemented(
+                    "ringload serve does not implement POST Object (browser form uploads)",
+                ))
+            }
+        }
+        Method::DELETE => {
+            req.query.only(&["uploadId"])?;
+            let dir = state.store.writable()?;
+            match req.query.get("uploadId") {
+                Some(id) => dir.abort_multipart(id, req.bucket, req.key)?,
+                None => dir.delete(req.bucket, req.key)?,
+            }
+            Ok(empty_response(StatusCode::NO_CONTENT))
+        }
+        _ => Err(method_not_allowed(req.method, "an object")),
+    }
+}

@@ -1,0 +1,209 @@
+//! Request bodies: uploads (PutObject, UploadPart) streamed to a temporary file off the async
+//! threads with their payload hash checked, CompleteMultipartUpload, and the small XML bodies
+//! other operations read whole.
+
+use std::future::poll_fn;
+use std::io::Write;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use http::header::{CONTENT_LENGTH, ETAG};
+use http::{HeaderMap, Response, StatusCode};
+use http_body::Body as _;
+use hyper::body::Incoming;
+use sha2::{Digest, Sha256};
+
+use super::super::body::Body;
+use super::super::dir::TempFile;
+use super::super::error::S3Error;
+use super::super::sigv4::PayloadHash;
+use super::request::{Req, State, empty_response, set, xml_response};
+use crate::s3::xml::{self, XmlWriter};
+
+/// S3's largest single PUT and largest part.
+pub const MAX_PUT_BYTES: u64 = 5 << 30;
+/// The largest XML request body read (CompleteMultipartUpload of 10,000 parts fits).
+pub const MAX_XML_BODY_BYTES: u64 = 2 << 20;
+/// Upload bytes gathered before one blocking write.
+const WRITE_BATCH_BYTES: usize = 8 << 20;
+
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+}
+
+fn too_large(limit: u64) -> S3Error {
+    S3Error::new(
+        StatusCode::BAD_REQUEST,
+        "EntityTooLarge",
+        format!("Your proposed upload exceeds the maximum allowed size ({limit} bytes)"),
+    )
+}
+
+/// The next body frame's data, `None` at the end.
+async fn next_data(body: &mut Incoming) -> Result<Option<Bytes>, S3Error> {
+    loop {
+        match poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx)).await {
+            None => return Ok(None),
+            Some(Err(e)) => {
+                return Err(S3Error::new(
+                    StatusCode::BAD_REQUEST,
+                    "IncompleteBody",
+                    format!("The request body ended before its declared length: {e}"),
+                ));
+            }
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    return Ok(Some(data));
+                }
+            }
+        }
+    }
+}
+
+/// Reads a small body (XML) whole, checking the payload hash.
+pub(super) async fn read_small_body(
+    body: &mut Incoming,
+    payload: PayloadHash,
+) -> Result<Vec<u8>, S3Error> {
+    let mut out = Vec::new();
+    while let Some(data) = next_data(body).await? {
+        if (out.len() + data.len()) as u64 > MAX_XML_BODY_BYTES {
+            return Err(too_large(MAX_XML_BODY_BYTES));
+        }
+        out.extend_from_slice(&data);
+    }
+    payload.check(&Sha256::digest(&out).into())?;
+    Ok(out)
+}
+
+/// Streams an upload body into `temp` (in batches written off the async threads), hashing it
+/// when the payload is signed; the temp file is dropped (removed) on any error.
+async fn receive(
+    state: &State,
+    body: &mut Incoming,
+    payload: PayloadHash,
+    mut temp: TempFile,
+) -> Result<TempFile, S3Error> {
+    let mut hasher = matches!(payload, PayloadHash::Sha256(_)).then(Sha256::new);
+    let mut batch: Vec<Bytes> = Vec::new();
+    let mut batch_bytes = 0;
+    let mut total: u64 = 0;
+    loop {
+        let data = next_data(body).await?;
+        let end = data.is_none();
+        if let Some(data) = data {
+            total += data.len() as u64;
+            if total > MAX_PUT_BYTES {
+                return Err(too_large(MAX_PUT_BYTES));
+            }
+            batch_bytes += data.len();
+            batch.push(data);
+        }
+        if batch_bytes >= WRITE_BATCH_BYTES || (end && !batch.is_empty()) {
+            let chunks = std::mem::take(&mut batch);
+            batch_bytes = 0;
+            let write = tokio::task::spawn_blocking(move || {
+                for chunk in &chunks {
+                    if let Some(h) = hasher.as_mut() {
+                        h.update(chunk);
+                    }
+                    temp.file.write_all(chunk)?;
+                }
+                Ok::<_, std::io::Error>((temp, hasher))
+            });
+            (temp, hasher) = write
+                .await
+                .map_err(|e| S3Error::internal(format!("upload writer failed: {e}")))?
+                .map_err(|e| super::super::error::from_io(&e, "writing an upload"))?;
+        }
+        if end {
+            break;
+        }
+    }
+    state
+        .counters
+        .bytes_received
+        .fetch_add(total, Ordering::Relaxed);
+    let digest: [u8; 32] = hasher.map_or([0; 32], |h| h.finalize().into());
+    payload.check(&digest)?;
+    Ok(temp)
+}
+
+fn check_upload_length(headers: &HeaderMap) -> Result<(), S3Error> {
+    match content_length(headers) {
+        Some(n) if n > MAX_PUT_BYTES => Err(too_large(MAX_PUT_BYTES)),
+        _ => Ok(()),
+    }
+}
+
+pub(super) async fn put_object(
+    state: &Arc<State>,
+    mut req: Req<'_>,
+) -> Result<Response<Body>, S3Error> {
+    let dir = state.store.writable()?;
+    dir.check_writable(req.bucket, req.key)?;
+    check_upload_length(req.headers)?;
+    let temp = receive(state, &mut req.body, req.payload, dir.temp_file()?).await?;
+    let info = dir.commit(temp, req.bucket, req.key)?;
+    let mut r = empty_response(StatusCode::OK);
+    set(&mut r, ETAG, &format!("\"{}\"", info.etag));
+    Ok(r)
+}
+
+pub(super) async fn upload_part(
+    state: &Arc<State>,
+    mut req: Req<'_>,
+    upload_id: &str,
+    part_number: u32,
+) -> Result<Response<Body>, S3Error> {
+    let dir = state.store.writable()?;
+    dir.check_part(upload_id, req.bucket, req.key, part_number)?;
+    check_upload_length(req.headers)?;
+    let temp = receive(state, &mut req.body, req.payload, dir.temp_file()?).await?;
+    let etag = dir.commit_part(temp, upload_id, req.bucket, req.key, part_number)?;
+    let mut r = empty_response(StatusCode::OK);
+    set(&mut r, ETAG, &format!("\"{etag}\""));
+    Ok(r)
+}
+
+pub(super) async fn complete_multipart(
+    state: &Arc<State>,
+    mut req: Req<'_>,
+    upload_id: String,
+) -> Result<Response<Body>, S3Error> {
+    state.store.writable()?;
+    let body = read_small_body(&mut req.body, req.payload).await?;
+    let parts = xml::completed_parts(&body).map_err(|reason| S3Error::malformed_xml(&reason))?;
+    let (bucket, key) = (req.bucket.to_string(), req.key.to_string());
+    let shared = state.clone();
+    // Joining parts copies whole files: off the async threads.
+    let info = tokio::task::spawn_blocking(move || {
+        shared
+            .store
+            .writable()?
+            .complete_multipart(&upload_id, &bucket, &key, &parts)
+    })
+    .await
+    .map_err(|e| S3Error::internal(format!("joining parts failed: {e}")))??;
+    let host = req
+        .headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("localhost");
+    let mut x = XmlWriter::document();
+    x.root("CompleteMultipartUploadResult");
+    x.element(
+        "Location",
+        format!("http://{host}/{}/{}", req.bucket, req.key),
+    );
+    x.element("Bucket", req.bucket);
+    x.element("Key", req.key);
+    x.element("ETag", format!("\"{}\"", info.etag));
+    x.close("CompleteMultipartUploadResult");
+    Ok(xml_response(StatusCode::OK, x.finish(), state))
+}
