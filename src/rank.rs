@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::metrics::{RequestStats, StepTimes};
+use crate::metrics::{CpuReading, RequestStats, StepTimes};
 use crate::plan::RankPlan;
 
 /// A GET that failed for good (past its retries, or with a failure retrying cannot mend), as
@@ -288,6 +288,19 @@ pub struct Progress {
     pub steps_done: AtomicU64,
     pub compute_ns: AtomicU64,
     pub bytes_received: AtomicU64,
+}
+
+/// What a run measured, rank by rank.
+#[derive(Debug, Clone)]
+pub struct RunMeasurements {
+    pub records: Vec<RankRecord>,
+    pub stats: Vec<RequestStats>,
+    /// From every rank being ready (its I/O set up) to the last rank's end.
+    pub wall_s: f64,
+    /// The CPU clocks when every rank was ready: costs are counted from there.
+    pub ready_cpu: CpuReading,
+    /// When every rank was ready.
+    pub ready_at: Instant,
 }
 
 /// What one rank measured.

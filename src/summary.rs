@@ -12,7 +12,7 @@ use crate::engine::EngineKind;
 use crate::metrics::{self, Distribution, RequestStats};
 use crate::plan::Plan;
 use crate::rank::RankRecord;
-use crate::run::RunMeasurements;
+use crate::rank::RunMeasurements;
 use crate::s3::Target;
 use crate::server::ServerStats;
 

@@ -21,7 +21,7 @@ use http::{Method, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use tokio::runtime::Runtime;
 
-use super::check_partial_content;
+use super::common::check_partial_content;
 use super::window::{Fetched, Transport, Window, WindowedRank};
 use crate::plan::RangedGet;
 use crate::rank::{Progress, RankError, StepBarrier};
@@ -77,7 +77,7 @@ impl Baseline {
             arrivals,
             progress,
             busy: vec![vec![false; prefetch.max(1)]; gets.len()],
-            slot_endpoints: super::slot_endpoints(
+            slot_endpoints: super::common::slot_endpoints(
                 self.client.target(),
                 first_reader..first_reader + gets.len(),
                 prefetch.max(1),
@@ -100,7 +100,7 @@ impl Baseline {
             return Ok(());
         }
         let mut per_endpoint = vec![0usize; target.endpoints.len()];
-        for endpoint in super::slot_endpoints(target, readers, prefetch) {
+        for endpoint in super::common::slot_endpoints(target, readers, prefetch) {
             per_endpoint[endpoint] += 1;
         }
         self.open_connections(&per_endpoint)

@@ -9,6 +9,7 @@
 //!   client, each body collected into a freshly allocated heap buffer.
 
 pub mod baseline;
+pub mod common;
 pub mod uring;
 pub mod window;
 
@@ -21,7 +22,7 @@ use self::baseline::Baseline;
 use self::uring::UringEngine;
 use crate::plan::{Plan, RangedGet};
 use crate::rank::{IoError, IoErrorKind, Progress, RankError, RankIo, StepBarrier};
-use crate::s3::{Client, RequestError, Target};
+use crate::s3::{Client, RequestError};
 
 /// Which engine moves the bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -140,99 +141,5 @@ impl From<RequestError> for IoError {
             kind,
             message: error.to_string(),
         }
-    }
-}
-
-/// The endpoint of each connection slot of `readers` (numbered over every rank: rank × RT +
-/// reader), `prefetch` slots per reader: entry `r × prefetch + j` is slot `j` of the range's
-/// `r`-th reader, sent to endpoint [`Target::endpoint_for`]. The one walk behind both engines'
-/// connections and the baseline's pre-connect.
-pub fn slot_endpoints(target: &Target, readers: Range<usize>, prefetch: usize) -> Vec<usize> {
-    readers
-        .flat_map(|g| (0..prefetch).map(move |j| target.endpoint_for(g, prefetch, j)))
-        .collect()
-}
-
-/// Checks a `206 Partial Content` answer's `Content-Range` and `Content-Length` against the
-/// range asked for; the error says what was wrong.
-pub fn check_partial_content(
-    content_range: Option<&str>,
-    content_length: Option<&str>,
-    get: &RangedGet,
-) -> Result<(), String> {
-    let expected = format!("bytes {}-{}/", get.offset, get.last_byte());
-    match content_range {
-        None => return Err("the 206 answer has no Content-Range".into()),
-        Some(range) => {
-            let total_ok = range
-                .strip_prefix(&expected)
-                .is_some_and(|total| total == "*" || total.parse::<u64>().is_ok());
-            if !total_ok {
-                return Err(format!(
-                    "asked for {} and the answer's Content-Range is '{range}'",
-                    get.range_header()
-                ));
-            }
-        }
-    }
-    match content_length.map(|l| l.trim().parse::<u64>()) {
-        Some(Ok(n)) if n == get.len_bytes => Ok(()),
-        Some(Ok(n)) => Err(format!(
-            "asked for {} bytes and the answer's Content-Length is {n}",
-            get.len_bytes
-        )),
-        Some(Err(_)) => Err("the answer's Content-Length is not a number".into()),
-        None => Err("the 206 answer has no Content-Length".into()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Each slot's endpoint, reader by reader: a rank's readers continue the numbering of the
-    /// ranks before it, so two ranks of two readers spread over three endpoints as one rank of
-    /// four would.
-    #[test]
-    fn slots_walk_readers_then_their_slots() {
-        let endpoint = |url| crate::s3::Endpoint::parse(url).unwrap();
-        let mut target = Target::simple(endpoint("http://a.test:9000"), "b", None);
-        target.endpoints.push(endpoint("http://b.test:9000"));
-        target.endpoints.push(endpoint("http://c.test:9000"));
-        // Readers 2 and 3 (rank 1 of RT = 2), prefetch 2: (g × 2 + j) mod 3.
-        assert_eq!(slot_endpoints(&target, 2..4, 2), [1, 2, 0, 1]);
-        let whole = slot_endpoints(&target, 0..4, 2);
-        let ranks = [
-            slot_endpoints(&target, 0..2, 2),
-            slot_endpoints(&target, 2..4, 2),
-        ]
-        .concat();
-        assert_eq!(whole, ranks);
-        assert_eq!(whole, [0, 1, 2, 0, 1, 2, 0, 1]);
-        assert!(slot_endpoints(&target, 3..3, 2).is_empty());
-        // One endpoint: every slot goes to it.
-        target.endpoints.truncate(1);
-        assert_eq!(slot_endpoints(&target, 0..3, 3), [0; 9]);
-    }
-
-    #[test]
-    fn partial_content_checks() {
-        let get = RangedGet {
-            key: "k".into(),
-            offset: 4,
-            len_bytes: 10,
-            check: None,
-        };
-        assert_eq!(get.range_header(), "bytes=4-13");
-        let ok = |cr, cl| check_partial_content(cr, cl, &get);
-        assert_eq!(ok(Some("bytes 4-13/100"), Some("10")), Ok(()));
-        assert_eq!(ok(Some("bytes 4-13/*"), Some("10")), Ok(()));
-        assert!(ok(Some("bytes 4-12/100"), Some("9")).is_err());
-        assert!(ok(Some("bytes 0-13/100"), Some("10")).is_err());
-        assert!(ok(Some("bytes 4-13/x"), Some("10")).is_err());
-        assert!(ok(Some("bytes 4-13/100"), Some("11")).is_err());
-        assert!(ok(Some("bytes 4-13/100"), None).is_err());
-        assert!(ok(None, Some("10")).is_err());
-        assert!(ok(Some("bytes 4-13/100"), Some("ten")).is_err());
     }
 }

@@ -23,7 +23,7 @@ use crate::affinity;
 use crate::engine::{Engine, EngineKind};
 use crate::metrics::{CpuReading, RequestStats};
 use crate::plan::Plan;
-use crate::rank::{Progress, RankError, RankRecord, StepBarrier, run_rank};
+use crate::rank::{Progress, RankError, RankRecord, RunMeasurements, StepBarrier, run_rank};
 use crate::s3::Client;
 
 /// How a run is carried out, beyond its plan.
@@ -48,19 +48,6 @@ pub struct RunConfig {
 
 /// How often the run looks at [`RunConfig::interrupt`].
 pub const INTERRUPT_POLL: Duration = Duration::from_millis(100);
-
-/// What a run measured, rank by rank.
-#[derive(Debug, Clone)]
-pub struct RunMeasurements {
-    pub records: Vec<RankRecord>,
-    pub stats: Vec<RequestStats>,
-    /// From every rank being ready (its I/O set up) to the last rank's end.
-    pub wall_s: f64,
-    /// The CPU clocks when every rank was ready: costs are counted from there.
-    pub ready_cpu: CpuReading,
-    /// When every rank was ready.
-    pub ready_at: Instant,
-}
 
 /// A run that failed: the first rank's error (the root cause), and what was measured up to it
 /// when the clock had started.

@@ -12,7 +12,7 @@ use std::time::Instant;
 use anyhow::Context;
 
 use super::store::{Storage, catalog_from, prepare_output, resolve_target};
-use super::{RunConfig, RunFailure, RunMeasurements, run_ranks};
+use super::{RunConfig, RunFailure, run_ranks};
 use crate::catalog::{Catalog, CatalogError};
 use crate::cli::{RunArgs, load_config};
 use crate::cluster::{Cluster, HostReport, Merged};
@@ -21,6 +21,7 @@ use crate::exit::{self, ExitClass, UsageError};
 use crate::metrics::{self, CpuCosts, CpuReading};
 use crate::plan::{Loader, Plan, PlanOptions};
 use crate::rank::RankError;
+use crate::rank::RunMeasurements;
 use crate::s3::{self, Bucket, Client};
 use crate::settings::Settings;
 use crate::signals::raise_on_stop_signals;

@@ -16,7 +16,7 @@
 
 use std::io::Write;
 
-use crate::engine::check_partial_content;
+use crate::engine::common::check_partial_content;
 use crate::plan::RangedGet;
 
 /// The most header lines a response may have.

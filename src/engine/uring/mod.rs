@@ -233,7 +233,7 @@ impl UringEngine {
             })
             .collect();
         let prefetch = prefetch.max(1);
-        let mut conn_endpoint = super::slot_endpoints(
+        let mut conn_endpoint = super::common::slot_endpoints(
             target,
             first_reader..first_reader + gets.len().max(1),
             prefetch,
