@@ -840,7 +840,10 @@ fn tls_run(endpoint: &str, ca: &str, engine: &str) -> Value {
     assert_eq!(s["outcome"], "completed", "{engine}: {stderr}");
     assert_eq!(s["bytes_read"], s["bytes_planned"], "{engine}: {s}");
     // Every byte hashed against the footer's xxh3 hashes: the right bytes, not only enough.
-    assert_eq!(s["verify"]["hashed_bytes"], s["bytes_read"], "{engine}: {s}");
+    assert_eq!(
+        s["verify"]["hashed_bytes"], s["bytes_read"],
+        "{engine}: {s}"
+    );
     assert_eq!(s["verify"]["unchecked_bytes"], 0, "{engine}");
     assert_eq!(s["errors"], 0, "{engine}: {s}");
     s
