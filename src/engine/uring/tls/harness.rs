@@ -171,7 +171,7 @@ fn handshake(
 
 /// The server's side after the handshake.
 pub(crate) enum Peer {
-    Live(Box<ServerConnection>),
+    Live(ServerConnection),
     /// The server's keys: `tx` seals what the client receives, `rx` opens what it sends.
     Crafted {
         tx: Keys,
@@ -198,7 +198,7 @@ impl Harness {
         Harness {
             session,
             stage,
-            peer: Peer::Live(Box::new(server)),
+            peer: Peer::Live(server),
             wire,
         }
     }
