@@ -707,7 +707,9 @@ impl Drop for Terminator {
     }
 }
 
-fn tls_terminator(garage_endpoint: &str) -> Terminator {
+/// stunnel accepting TLS and forwarding to the plain-HTTP `upstream`, with `extra` lines in its
+/// service section (`sslVersionMax = TLSv1.2`, `ciphers = …`).
+fn tls_terminator(upstream: &str, extra: &str) -> Terminator {
     use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, SanType};
     let dir = tempfile::tempdir().unwrap();
     let ca_key = KeyPair::generate().unwrap();
@@ -731,10 +733,10 @@ fn tls_terminator(garage_endpoint: &str) -> Terminator {
         .local_addr()
         .unwrap()
         .port();
-    let upstream = garage_endpoint.trim_start_matches("http://");
+    let upstream = upstream.trim_start_matches("http://");
     let config = format!(
         "foreground = yes\npid =\n[s3]\naccept = 127.0.0.1:{port}\nconnect = {upstream}\n\
-         cert = {}\nkey = {}\n",
+         cert = {}\nkey = {}\n{extra}",
         path("cert.pem"),
         path("key.pem")
     );
@@ -777,7 +779,7 @@ fn garage_behind_an_openssl_terminator_reads_exactly_over_https() {
         .iter()
         .map(|s| s[1].as_u64().unwrap() - s[0].as_u64().unwrap())
         .sum();
-    let tls = tls_terminator(&g.endpoint);
+    let tls = tls_terminator(&g.endpoint, "");
     let endpoint = format!("https://127.0.0.1:{}", tls.port);
     let folder = format!("dataset.data_folder={prefix}");
     let uring = ringload::engine::uring::unavailable_cause().is_none();
@@ -812,6 +814,106 @@ fn garage_behind_an_openssl_terminator_reads_exactly_over_https() {
         );
         let negotiated = s["target"]["tls"]["negotiated"].as_str().unwrap_or("");
         assert!(negotiated.starts_with("TLSv1_3"), "{engine}: {negotiated}");
+    }
+}
+
+/// `ringload run flux_small` (2 files) against `endpoint`, trusting `ca`, with `engine`;
+/// the summary, after checking the run completed with every planned byte and no error.
+fn tls_run(endpoint: &str, ca: &str, engine: &str) -> Value {
+    let (code, s, stderr) = run_summary(&[
+        "flux_small",
+        "--files",
+        "2",
+        "--endpoint",
+        endpoint,
+        "--bucket",
+        "ringload",
+        "--ca-bundle",
+        ca,
+        "--engine",
+        engine,
+        "--computation-time",
+        "0",
+        "--verify",
+    ]);
+    assert!(code == 0 || code == 1, "{engine}: exit {code}: {stderr}");
+    assert_eq!(s["outcome"], "completed", "{engine}: {stderr}");
+    assert_eq!(s["bytes_read"], s["bytes_planned"], "{engine}: {s}");
+    // Every byte hashed against the footer's xxh3 hashes: the right bytes, not only enough.
+    assert_eq!(
+        s["verify"]["hashed_bytes"], s["bytes_read"],
+        "{engine}: {s}"
+    );
+    assert_eq!(s["verify"]["unchecked_bytes"], 0, "{engine}");
+    assert_eq!(s["errors"], 0, "{engine}: {s}");
+    s
+}
+
+fn engines() -> Vec<&'static str> {
+    let uring = ringload::engine::uring::unavailable_cause().is_none();
+    ["uring", "baseline"]
+        .into_iter()
+        .filter(|&e| uring || e == "baseline")
+        .collect()
+}
+
+/// Both engines through OpenSSL configured for TLS 1.2 at most (stunnel with
+/// `sslVersionMax = TLSv1.2`, as nginx without an `ssl_protocols` line and many gateways are)
+/// in front of ringload's own plain-HTTP server, with each of TLS 1.2's AEAD suites: every
+/// byte arrives, checked, without a retry.
+#[test]
+fn both_engines_read_exactly_through_a_tls12_only_gateway() {
+    let server = Server::start(common::server_config(common::virtual_flux(2))).unwrap();
+    for (ciphers, suite) in [
+        ("", "GCM"),
+        ("ciphers = ECDHE-ECDSA-AES128-GCM-SHA256\n", "AES_128_GCM"),
+        (
+            "ciphers = ECDHE-ECDSA-CHACHA20-POLY1305\n",
+            "CHACHA20_POLY1305",
+        ),
+    ] {
+        let tls = tls_terminator(
+            &server.endpoint_url(),
+            &format!("sslVersionMax = TLSv1.2\n{ciphers}"),
+        );
+        let endpoint = format!("https://127.0.0.1:{}", tls.port);
+        for engine in engines() {
+            let s = tls_run(&endpoint, &tls.ca, engine);
+            assert_eq!(s["retries"], 0, "{engine} {suite}: {s}");
+            let negotiated = s["target"]["tls"]["negotiated"].as_str().unwrap_or("");
+            assert!(
+                negotiated.starts_with("TLSv1_2") && negotiated.contains(suite),
+                "{engine}: {negotiated}"
+            );
+        }
+    }
+}
+
+/// A TLS 1.3 server that updates its keys between two responses and asks for the client's
+/// (`serve --faults key-update`, what rustls does after 2^23 records, ~128 GiB on one
+/// connection): both engines answer and go on, without a retry.
+#[test]
+fn a_server_updating_its_tls_keys_between_responses_costs_no_retry() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, files) =
+        ringload::server::tls::self_signed("127.0.0.1:0".parse().unwrap(), dir.path()).unwrap();
+    for engine in engines() {
+        let server = Server::start(ServerConfig {
+            tls: Some(config.clone()),
+            faults: ringload::server::faults::Faults::parse("key-update@rg/every=2", 1).unwrap(),
+            ..common::server_config(common::virtual_flux(2))
+        })
+        .unwrap();
+        let s = tls_run(
+            &server.endpoint_url(),
+            &files.ca_pem.display().to_string(),
+            engine,
+        );
+        assert_eq!(s["retries"], 0, "{engine}: {s}");
+        let negotiated = s["target"]["tls"]["negotiated"].as_str().unwrap_or("");
+        assert!(negotiated.starts_with("TLSv1_3"), "{engine}: {negotiated}");
+        let injected = server.stats().faults_injected;
+        assert!(injected >= 5, "{engine}: {injected} key updates");
     }
 }
 

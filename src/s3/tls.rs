@@ -16,7 +16,7 @@
 //!   flag that fixes it; [`speaks_tls`] tells a TLS server met at an `http://` URL.
 //! - **kTLS**: [`ktls_available`] reads `tcp_available_ulp`. No kTLS path is built: this kernel
 //!   has none to test it on. Its seam is the io_uring engine's TLS connection
-//!   (`engine/uring/tls.rs`), where, after the handshake, rustls's
+//!   (`engine/uring/tls/mod.rs`), where, after the handshake, rustls's
 //!   `dangerous_into_kernel_connection` would hand the keys to the socket (`setsockopt
 //!   SOL_TLS`) and `READ_FIXED` would land plaintext directly.
 

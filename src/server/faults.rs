@@ -20,6 +20,7 @@
 //! | `bad-xml` | the listing is cut in half: XML that ends early |
 //! | `repeat-token` | the listing says it is truncated and gives the same continuation token every time |
 //! | `hang` | the request is read and never answered |
+//! | `key-update` | over TLS 1.3, after this answer the server updates its keys and asks for the client's (a KeyUpdate, as rustls sends after 2^23 records); nothing over HTTP or TLS 1.2 |
 //!
 //! `TARGET` is what the fault applies to: `rg` (ranged GETs of row groups: every ranged GET
 //! whose range ends before the object's last byte), `footer` (ranged GETs that reach the
@@ -62,6 +63,7 @@ pub enum FaultKind {
     BadXml,
     RepeatToken,
     Hang,
+    KeyUpdate,
 }
 
 /// What a request is, for matching faults.
@@ -156,6 +158,7 @@ fn parse_one(text: &str) -> Result<Fault, String> {
         "bad-xml" => FaultKind::BadXml,
         "repeat-token" => FaultKind::RepeatToken,
         "hang" => FaultKind::Hang,
+        "key-update" => FaultKind::KeyUpdate,
         _ => return Err(bad("unknown kind")),
     };
     let target = match (target_text, kind) {
@@ -390,6 +393,13 @@ async fn inject(
             }
             None => with_body(parts, body),
         },
+        FaultKind::KeyUpdate => match trailing {
+            Some(trailing) => {
+                trailing.update_keys();
+                with_body(parts, body.then_send(trailing, Bytes::new()))
+            }
+            None => with_body(parts, body),
+        },
         FaultKind::Flip(n) => {
             let mut bytes = body.into_bytes();
             let last = bytes.len().saturating_sub(1);
@@ -444,7 +454,11 @@ mod tests {
 
     #[test]
     fn specs_parse_with_defaults_and_bad_ones_say_why() {
-        let f = Faults::parse("503, cut=1000@rg/every=3, bad-xml, hang@any/rate=0.5", 1).unwrap();
+        let f = Faults::parse(
+            "503, cut=1000@rg/every=3, bad-xml, hang@any/rate=0.5, key-update/every=2",
+            1,
+        )
+        .unwrap();
         let kinds: Vec<_> = f
             .faults
             .iter()
@@ -465,6 +479,7 @@ mod tests {
                 (FaultKind::Cut(1000), Target::RowGroup, When::Every(3)),
                 (FaultKind::BadXml, Target::List, When::Nth(1)),
                 (FaultKind::Hang, Target::Any, When::Rate(0.5)),
+                (FaultKind::KeyUpdate, Target::RowGroup, When::Every(2)),
             ]
         );
         for (bad, why) in [

@@ -50,7 +50,7 @@ pub use sigv4::Credentials;
 pub use store::Store;
 
 use handler::State;
-use trailing::{Trailing, TrailingIo};
+use trailing::{Trailing, TrailingIo, UpdateKeys};
 
 /// The default address of `ringload serve`.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9000";
@@ -398,7 +398,7 @@ async fn accept_loop(
 
 async fn serve_connection<S>(stream: S, state: Arc<State>, mut stop: watch::Receiver<bool>)
 where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + UpdateKeys + Unpin + Send + 'static,
 {
     let service_state = state.clone();
     // Where the `extra=N` fault arms bytes to send after a body (see trailing.rs).

@@ -6,9 +6,15 @@
 //! [`Trailing`] with the bytes when its body hands hyper its last frame. hyper then writes that
 //! frame and flushes; at that flush every byte of the response has gone to the socket, and the
 //! wrapper writes the armed bytes after them.
+//!
+//! The `key-update` fault rides the same flush: armed with no bytes and [`Trailing::update_keys`],
+//! the wrapper has the TLS connection update its keys (a TLS 1.3 KeyUpdate asking for the
+//! client's, `refresh_traffic_keys`) once the response is with rustls, so the next response
+//! goes out under new keys. Over plain HTTP or TLS 1.2 there are no keys to update.
 
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -19,9 +25,16 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 #[derive(Debug, Default)]
 pub struct Trailing {
     armed: Mutex<Option<Bytes>>,
+    /// The flush that takes the armed bytes also updates the connection's TLS keys.
+    update_keys: AtomicBool,
 }
 
 impl Trailing {
+    /// At the flush that takes the next armed bytes, the connection updates its TLS keys.
+    pub fn update_keys(&self) {
+        self.update_keys.store(true, Ordering::Relaxed);
+    }
+
     /// Sends `bytes` after what hyper has written, at its next flush.
     pub fn arm(&self, bytes: Bytes) {
         *self.armed.lock().unwrap_or_else(|e| e.into_inner()) = Some(bytes);
@@ -29,6 +42,27 @@ impl Trailing {
 
     fn take(&self) -> Option<Bytes> {
         self.armed.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+/// A connection that can update its TLS keys: a no-op for plain TCP and for TLS 1.2.
+pub trait UpdateKeys {
+    fn update_keys(&mut self) -> io::Result<()>;
+}
+
+impl UpdateKeys for tokio::net::TcpStream {
+    fn update_keys(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl UpdateKeys for tokio_rustls::server::TlsStream<tokio::net::TcpStream> {
+    fn update_keys(&mut self) -> io::Result<()> {
+        let tls = self.get_mut().1;
+        if tls.protocol_version() != Some(rustls::ProtocolVersion::TLSv1_3) {
+            return Ok(());
+        }
+        tls.refresh_traffic_keys().map_err(io::Error::other)
     }
 }
 
@@ -61,7 +95,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for TrailingIo<S> {
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for TrailingIo<S> {
+impl<S: AsyncWrite + UpdateKeys + Unpin> AsyncWrite for TrailingIo<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -86,6 +120,11 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for TrailingIo<S> {
         let this = &mut *self;
         if this.writing.is_none() {
             this.writing = this.trailing.take();
+            if this.writing.is_some() && this.trailing.update_keys.swap(false, Ordering::Relaxed) {
+                // The response is with rustls (sealed under the old keys); what follows
+                // goes under the new.
+                this.inner.update_keys()?;
+            }
         }
         while let Some(bytes) = this.writing.as_mut() {
             if bytes.is_empty() {

@@ -59,7 +59,7 @@ impl RingIo<'_> {
             self.tls[c].as_mut().ok_or_else(bug)?.received(region, n)
         };
         if let Err(reason) = decrypted {
-            self.tls_failure[c] = Some((false, reason));
+            self.tls_failure[c] = Some((false, reason.to_string()));
             return self.on_completion(window, c, -libc::EBADMSG);
         }
         let session = self.tls[c].as_mut().ok_or_else(bug)?;
@@ -147,7 +147,7 @@ impl RingIo<'_> {
             }
         };
         if let Err(reason) = decrypted {
-            self.tls_failure[c] = Some((false, reason));
+            self.tls_failure[c] = Some((false, reason.to_string()));
             return self.on_completion(window, c, -libc::EBADMSG);
         }
         let session = self.tls[c].as_ref();
