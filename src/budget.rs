@@ -331,6 +331,26 @@ pub struct BudgetShape {
 #[error("{0}")]
 pub struct OverBudget(pub String);
 
+impl OverBudget {
+    /// The refusal, adding that `--coalesce-rgs 1` fits: GETs of `single_get_bytes` (one row
+    /// group) instead of `get_bytes` (`coalesce_rgs` of them). The study this reproduces read
+    /// one row group per GET; ringload's built-in default coalesces more.
+    pub fn with_single_row_group_gets(
+        self,
+        coalesce_rgs: u32,
+        get_bytes: u64,
+        single_get_bytes: u64,
+    ) -> OverBudget {
+        OverBudget(format!(
+            "{}; or --coalesce-rgs 1, the study's setting (one row group per GET), fits: GETs \
+             of {} instead of {} at coalesce_rgs {coalesce_rgs}",
+            self.0,
+            bytes(single_get_bytes),
+            bytes(get_bytes),
+        ))
+    }
+}
+
 fn round_up(x: u64, to: u64) -> u64 {
     x.div_ceil(to) * to
 }
@@ -500,26 +520,54 @@ pub fn check(
             }
         }
     };
-    let need = if over.applies_to == "pool" {
-        format!("buffer pool {}", bytes(budget.pool_bytes))
-    } else {
-        format!("memory budget {}", bytes(budget.total_bytes))
-    };
-    let fix = if over.applies_to == "pool" {
-        " (raise it with `ulimit -l unlimited` or grant CAP_IPC_LOCK)"
-    } else {
-        ""
-    };
-    Err(OverBudget(format!(
-        "{need} (NP {} × RT {} × prefetch {} × {} buffers + {} for connections and the process) exceeds {} {}{fix}; {suggestion}",
+    let pool = format!(
+        "NP {} × RT {} × prefetch {} × {} buffers",
         shape.np,
         shape.read_threads,
         shape.prefetch,
         bytes(budget.buffer_bytes),
-        bytes(budget.connection_bytes + budget.overhead_bytes),
+    );
+    // Every figure printed adds up to the one it explains (to its rounding).
+    let (need, fix) = if over.applies_to == "pool" {
+        (
+            format!("buffer pool {} ({pool})", bytes(budget.pool_bytes)),
+            " (raise it with `ulimit -l unlimited` or grant CAP_IPC_LOCK)",
+        )
+    } else {
+        (
+            format!(
+                "memory budget {} ({})",
+                bytes(budget.total_bytes),
+                parts(&budget, &pool)
+            ),
+            "",
+        )
+    };
+    Err(OverBudget(format!(
+        "{need} exceeds {} {}{fix}; {suggestion}",
         over.name,
         bytes(over.limit_bytes),
     )))
+}
+
+/// The parts of `budget`'s total, each with its figure: `pool` (how the buffers multiply up)
+/// `= pool bytes, + connections + the process [+ the in-process server]`.
+fn parts(budget: &MemoryBudget, pool: &str) -> String {
+    let mut text = format!(
+        "{pool} = {}, + {} for {} connection{} + {} for the process",
+        bytes(budget.pool_bytes),
+        bytes(budget.connection_bytes),
+        budget.connections,
+        if budget.connections == 1 { "" } else { "s" },
+        bytes(budget.overhead_bytes),
+    );
+    if budget.server_bytes > 0 {
+        text.push_str(&format!(
+            " + {} for the in-process server",
+            bytes(budget.server_bytes)
+        ));
+    }
+    text
 }
 
 #[cfg(test)]
@@ -590,6 +638,99 @@ mod tests {
         let cgroups = "0::/\n";
         let mountinfo = "30 1 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
         assert_eq!(cgroup_limit(cgroups, mountinfo, root.path()), None);
+    }
+
+    /// Every figure of a refusal, in bytes, in the order printed (`12.34 MiB`, `256.00 KiB`).
+    fn figures(line: &str) -> Vec<f64> {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        words
+            .windows(2)
+            .filter_map(|w| {
+                let value: f64 = w[0].trim_start_matches('(').parse().ok()?;
+                let unit = w[1].trim_end_matches([',', ')', ';']);
+                let scale = match unit {
+                    "B" => 1.0,
+                    "KiB" => 1024.0,
+                    "MiB" => 1024.0 * 1024.0,
+                    "GiB" => 1024.0 * 1024.0 * 1024.0,
+                    _ => return None,
+                };
+                Some(value * scale)
+            })
+            .collect()
+    }
+
+    /// A refusal's figures add up: the total is the sum of the parts it prints (to their
+    /// rounding), with an in-process server's share among them; the pool alone for the
+    /// memlock limit.
+    #[test]
+    fn a_refusal_prints_parts_that_add_up_to_its_total() {
+        const MIB: u64 = 1 << 20;
+        // The issue's case: flux_b200, NP 2, RT 2, prefetch 1, one row group per GET, with
+        // the in-process server's share, against --memory-budget 470MiB.
+        let shape = BudgetShape {
+            np: 2,
+            read_threads: 2,
+            prefetch: 1,
+            largest_get_bytes: 103_912_345,
+            server_bytes: 147 * MIB + 12_345,
+            tls: false,
+        };
+        let limits = MemoryLimits::unlimited();
+        let budget = budget_for(103_912_345, 2, 2, 1, shape.server_bytes, false);
+        for (shape, cap, applies_to) in [
+            (shape, 470 * MIB, "total"),
+            (
+                BudgetShape {
+                    server_bytes: 0,
+                    ..shape
+                },
+                300 * MIB,
+                "total",
+            ),
+        ] {
+            let line = check(&shape, &limits, Some(cap)).unwrap_err().0;
+            // The figures up to the limit; the suggestion follows the first ';'.
+            let f = figures(line.split(';').next().unwrap());
+            // total, buffer, pool, then the parts after the pool, then the limit.
+            let (total, parts, limit) = (f[0], &f[2..f.len() - 1], f[f.len() - 1]);
+            let sum: f64 = parts.iter().sum();
+            // Each printed figure is rounded to 0.005 of its unit (MiB here).
+            let rounding = 0.006 * MIB as f64 * (parts.len() + 1) as f64;
+            assert!(
+                (sum - total).abs() <= rounding,
+                "{applies_to}: {sum} vs {total}: {line}"
+            );
+            assert!((limit - cap as f64).abs() < 1.0, "{line}");
+            if shape.server_bytes > 0 {
+                assert!(line.contains("for the in-process server"), "{line}");
+            }
+            // NP × RT × prefetch × buffer is the pool printed.
+            let buffers = f64::from(shape.np * shape.read_threads * shape.prefetch);
+            assert!(
+                (buffers * f[1] - f[2]).abs() <= 0.006 * MIB as f64 * buffers,
+                "{line}"
+            );
+        }
+        assert_eq!(
+            budget.total_bytes,
+            budget.pool_bytes
+                + budget.connection_bytes
+                + budget.overhead_bytes
+                + budget.server_bytes
+        );
+
+        // Over RLIMIT_MEMLOCK only the pool counts, and only the pool is printed.
+        let memlock = MemoryLimits {
+            memlock_bytes: Some(300 * MIB),
+            cap_ipc_lock: false,
+            ..MemoryLimits::unlimited()
+        };
+        let line = check(&shape, &memlock, None).unwrap_err().0;
+        let f = figures(&line);
+        assert!(line.starts_with("buffer pool"), "{line}");
+        assert!((f[0] - 4.0 * f[1]).abs() <= 0.03 * MIB as f64, "{line}");
+        assert!(!line.contains("connections"), "{line}");
     }
 
     #[test]

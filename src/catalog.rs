@@ -483,6 +483,14 @@ pub fn read_layout(
         // The metadata is longer than the first fetch: get exactly all of it.
         let all = source.get_range(key, ByteRange::Suffix(metadata_len + TRAILER_BYTES))?;
         fetched += all.len() as u64;
+        if (all.len() as u64) < metadata_len + TRAILER_BYTES {
+            // A listing that claims more bytes than the object holds, or a short answer.
+            return Err(not_parquet(format!(
+                "asked for its last {} bytes (the footer) and the storage returned {}",
+                metadata_len + TRAILER_BYTES,
+                all.len()
+            )));
+        }
         all
     };
     let start = footer.len() as u64 - metadata_len - TRAILER_BYTES;

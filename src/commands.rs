@@ -295,7 +295,8 @@ fn serve_tls(args: &ServeArgs) -> anyhow::Result<ServeTls> {
         return Ok((None, None, false));
     };
     let (dir, temporary) = if dir.as_os_str().is_empty() {
-        let dir = std::env::temp_dir().join(format!("ringload-serve-tls-{}", std::process::id()));
+        let dir = server::tls::private_temp_dir()
+            .map_err(|e| UsageError(format!("--tls-self-signed: {e}")))?;
         (dir, true)
     } else {
         (dir.clone(), false)

@@ -69,7 +69,8 @@ pub fn decode_hashes(value: &str, row_groups: usize, columns: usize) -> Result<V
             groups.len()
         ));
     }
-    let mut hashes = Vec::with_capacity(row_groups.saturating_mul(columns));
+    // Never more than the text can hold (16 digits and a separator each), whatever the counts.
+    let mut hashes = Vec::with_capacity(row_groups.saturating_mul(columns).min(value.len() / 16));
     for (rg, group) in groups.iter().enumerate() {
         let before = hashes.len();
         for hex in group.split(',') {

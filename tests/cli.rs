@@ -482,3 +482,111 @@ fn without_the_mpi_feature_mpirun_gets_exit_2_and_how_to_rebuild() {
         "{stderr}"
     );
 }
+
+/// The study's NP=8, RT=8 point as a user types it: refused at the built-in coalesce_rgs 8,
+/// and the refusal says that `--coalesce-rgs 1`, the study's setting, fits. Not said when it
+/// would not fit, or is already the setting.
+#[test]
+fn a_refusal_at_coalesce_8_offers_the_studys_coalesce_1_when_it_fits() {
+    let (code, stdout, stderr) = run(&[
+        "run",
+        "flux_b200",
+        "--np",
+        "8",
+        "--read-threads",
+        "8",
+        "--memory-budget",
+        "16GiB",
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stdout.is_empty());
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("594.61 MiB buffers"), "{stderr}");
+    assert!(
+        stderr.contains("--coalesce-rgs 1, the study's setting (one row group per GET), fits"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("GETs of 99.10 MiB instead of 594.61 MiB at coalesce_rgs 8"),
+        "{stderr}"
+    );
+    for args in [
+        // Too small for coalesce_rgs 1 too.
+        &[
+            "run",
+            "flux_b200",
+            "--np",
+            "8",
+            "--read-threads",
+            "8",
+            "--memory-budget",
+            "4GiB",
+        ][..],
+        // Already the study's setting.
+        &[
+            "run",
+            "flux_b200",
+            "--np",
+            "8",
+            "--read-threads",
+            "8",
+            "--coalesce-rgs",
+            "1",
+            "--memory-budget",
+            "4GiB",
+        ],
+    ] {
+        let (code, _, stderr) = run(args);
+        assert_eq!(code, 2, "{stderr}");
+        assert!(!stderr.contains("--coalesce-rgs 1,"), "{args:?}: {stderr}");
+    }
+}
+
+/// Every figure of a budget refusal adds up, the in-process server's share among them
+/// (issue 22, 11: the parts printed summed to 461 MiB beside a total of 601.77 MiB).
+#[test]
+fn a_budget_refusal_with_the_in_process_server_adds_up() {
+    let (code, _, stderr) = run(&[
+        "run",
+        "flux_b200",
+        "--files",
+        "4",
+        "--np",
+        "2",
+        "--read-threads",
+        "2",
+        "--prefetch",
+        "1",
+        "--coalesce-rgs",
+        "1",
+        "--memory-budget",
+        "470MiB",
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    // Figures in MiB up to the limit (the suggestion follows the first ';').
+    let head = stderr.split(';').next().unwrap();
+    let words: Vec<&str> = head.split_whitespace().collect();
+    let mib: Vec<f64> = words
+        .windows(2)
+        .filter_map(|w| {
+            let value: f64 = w[0].trim_start_matches('(').parse().ok()?;
+            match w[1].trim_end_matches([',', ')']) {
+                "MiB" => Some(value),
+                "KiB" => Some(value / 1024.0),
+                "GiB" => Some(value * 1024.0),
+                _ => None,
+            }
+        })
+        .collect();
+    assert!(head.contains("for the in-process server"), "{stderr}");
+    // total, one buffer, the pool, the parts after it, the limit.
+    let (total, buffer, parts, limit) =
+        (mib[0], mib[1], &mib[2..mib.len() - 1], mib[mib.len() - 1]);
+    let sum: f64 = parts.iter().sum();
+    assert!(
+        (sum - total).abs() <= 0.006 * (parts.len() + 1) as f64,
+        "{sum} ≠ {total}: {stderr}"
+    );
+    assert!((4.0 * buffer - parts[0]).abs() <= 0.03, "{stderr}");
+    assert_eq!(limit, 470.0, "{stderr}");
+}

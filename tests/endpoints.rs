@@ -487,3 +487,60 @@ print(json.dumps({"keys": len(keys), "magic": body.decode()}))
     assert_eq!(out["keys"], 4);
     assert_eq!(out["magic"], "PAR1");
 }
+
+/// A server on port 0 that answers every connection with `answer` (after reading what the
+/// client sends, when `reads_first`), then closes it: a web server, an SSH daemon.
+fn canned_server(answer: &'static [u8], reads_first: bool) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            std::thread::spawn(move || {
+                if reads_first {
+                    let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+                    let mut request = [0u8; 4096];
+                    let _ = stream.read(&mut request);
+                }
+                let _ = stream.write_all(answer);
+                let _ = stream.flush();
+                // Let the client read the answer before the close.
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// Endpoints that are not S3 are named so, with the evidence: a web server's HTML 404, an SSH
+/// daemon's banner; not a bare `HTTP 404` or the HTTP library's internal error.
+#[test]
+fn an_endpoint_that_is_not_s3_is_named_so_with_why() {
+    let web = canned_server(
+        b"HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\nContent-Length: 48\r\n\
+          Connection: close\r\n\r\n<html><body><h1>404 Not Found</h1></body></html>",
+        true,
+    );
+    let (code, _, stderr) = run(&web, &[]);
+    assert_eq!(code, 2, "{stderr}");
+    let line = stderr.trim();
+    assert!(line.contains("does not look like an S3 endpoint"), "{line}");
+    assert!(
+        line.contains("HTTP 404 with an HTML body and no S3 error XML"),
+        "{line}"
+    );
+    assert!(line.contains("--endpoint"), "{line}");
+    assert_eq!(line.lines().count(), 1, "{line}");
+
+    let ssh = canned_server(b"SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13\r\n", false);
+    let (code, _, stderr) = run(&ssh, &[]);
+    assert_eq!(code, 2, "{stderr}");
+    let line = stderr.trim();
+    assert!(line.contains("does not look like an S3 endpoint"), "{line}");
+    assert!(
+        line.contains("the server sent 'SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13' instead of HTTP"),
+        "{line}"
+    );
+    assert_eq!(line.lines().count(), 1, "{line}");
+}

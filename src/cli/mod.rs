@@ -330,8 +330,8 @@ pub struct S3Args {
     #[arg(long, value_name = "HOST:PORT:ADDR", help_heading = "Storage")]
     pub resolve: Vec<String>,
 
-    /// A PEM file of CA certificates to trust besides the system's, for https:// endpoints
-    /// (also AWS_CA_BUNDLE, the profile's ca_bundle)
+    /// A PEM file of the CA certificates to trust for https:// endpoints, instead of the
+    /// system's, as the AWS CLI (also AWS_CA_BUNDLE, the profile's ca_bundle)
     #[arg(long, value_name = "FILE", help_heading = "Storage")]
     pub ca_bundle: Option<String>,
 

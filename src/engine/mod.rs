@@ -134,7 +134,9 @@ impl From<RequestError> for IoError {
             RequestError::Transport { .. } | RequestError::StrayBytes { .. } => {
                 IoErrorKind::Connection
             }
-            RequestError::BadResponse { .. } => IoErrorKind::BadResponse,
+            RequestError::BadResponse { .. } | RequestError::NotS3 { .. } => {
+                IoErrorKind::BadResponse
+            }
             RequestError::Corrupt { .. } => IoErrorKind::Corrupt,
         };
         IoError {

@@ -36,6 +36,59 @@ pub struct Bucket {
     sign_payloads: bool,
 }
 
+/// What the server at `addr` sends when it is not HTTP, run when a request to an `http://`
+/// endpoint fails: its first line, as it greets (SSH, SMTP and MySQL servers speak first) or
+/// as it answers a plain `GET /`; `None` when the answer starts as HTTP, or nothing came.
+fn not_http(
+    addr: std::net::SocketAddr,
+    hostname: &str,
+    connect_timeout: std::time::Duration,
+    answer_timeout: std::time::Duration,
+) -> Option<String> {
+    use std::io::Read;
+    /// How long a greeting may take: a server that speaks first does so at once.
+    const GREETING_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+    /// The longest line quoted.
+    const QUOTED_CHARS: usize = 60;
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, connect_timeout).ok()?;
+    let mut first = [0u8; 256];
+    stream.set_read_timeout(Some(GREETING_WAIT)).ok()?;
+    let n = match stream.read(&mut first) {
+        Ok(n) if n > 0 => n,
+        // Nothing yet (or a close): ask as HTTP would.
+        _ => {
+            let request =
+                format!("GET / HTTP/1.1\r\nHost: {hostname}\r\nConnection: close\r\n\r\n");
+            stream.write_all(request.as_bytes()).ok()?;
+            stream
+                .set_read_timeout(Some(answer_timeout.min(std::time::Duration::from_secs(5))))
+                .ok()?;
+            stream.read(&mut first).ok().filter(|&n| n > 0)?
+        }
+    };
+    let first = &first[..n];
+    if first.starts_with(b"HTTP/") {
+        return None;
+    }
+    let line = first.split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let mut quoted: String = line
+        .iter()
+        .map(|&b| {
+            if b.is_ascii_graphic() || b == b' ' {
+                b as char
+            } else {
+                '?'
+            }
+        })
+        .take(QUOTED_CHARS)
+        .collect();
+    if line.len() > QUOTED_CHARS {
+        quoted.push('…');
+    }
+    Some(quoted)
+}
+
 impl Bucket {
     /// A handle on `target`'s bucket. Nothing is sent yet.
     pub fn new(target: Target, policy: RetryPolicy) -> Result<Bucket, ClientSetupError> {
@@ -93,6 +146,25 @@ impl Bucket {
                         reason: format!(
                             "{endpoint} answers in TLS, not plain HTTP; use https://{}:{}",
                             endpoint.host, endpoint.port
+                        ),
+                    });
+                }
+                let policy = self.client.policy();
+                let not_http = target.addresses(endpoint).ok().and_then(|addrs| {
+                    let addr = *addrs.first()?;
+                    not_http(
+                        addr,
+                        &hostname,
+                        policy.connect_timeout,
+                        policy.first_byte_timeout,
+                    )
+                });
+                if let Some(sent) = not_http {
+                    return Err(RequestError::NotS3 {
+                        operation: self.client.operation("GET", None),
+                        reason: format!(
+                            "{endpoint} does not look like an S3 endpoint: the server sent \
+                             '{sent}' instead of HTTP; check --endpoint's host and port"
                         ),
                     });
                 }

@@ -59,6 +59,10 @@ pub enum RequestError {
     /// length that does not match the request, XML that cannot be read.
     #[error("{operation}: {reason}")]
     BadResponse { operation: String, reason: String },
+    /// The endpoint does not speak HTTP (an SSH daemon, a database): worded with what it
+    /// sent instead; not retried.
+    #[error("{operation}: {reason}")]
+    NotS3 { operation: String, reason: String },
     /// `--verify` found bytes that are not what the file holds. Not retried: the store (or
     /// something between) returned wrong data with a success status.
     #[error("{operation}: the bytes are not what the file holds: {reason}")]
@@ -101,6 +105,7 @@ impl RequestError {
             | RequestError::Timeout { operation, .. }
             | RequestError::StrayBytes { operation, .. }
             | RequestError::BadResponse { operation, .. }
+            | RequestError::NotS3 { operation, .. }
             | RequestError::Corrupt { operation, .. } => {
                 operation.push_str(&format!(" at {endpoint}"));
             }
@@ -116,6 +121,7 @@ impl RequestError {
             | RequestError::StrayBytes { .. }
             | RequestError::Timeout { .. } => true,
             RequestError::BadResponse { .. }
+            | RequestError::NotS3 { .. }
             | RequestError::Corrupt { .. }
             | RequestError::Tls { .. } => false,
         }
@@ -143,6 +149,7 @@ impl RequestError {
             RequestError::StrayBytes { .. } => "stray_bytes",
             RequestError::Unreachable { .. } => "unreachable",
             RequestError::BadResponse { .. } => "bad_response",
+            RequestError::NotS3 { .. } => "not_s3",
             RequestError::Corrupt { .. } => "content_mismatch",
         }
     }
@@ -163,7 +170,11 @@ impl RequestError {
         context: &HintContext<'_>,
     ) -> RequestError {
         let (code, message) = error_document(body);
-        let hint = hint_for(status, code.as_deref(), context);
+        let hint = match code {
+            None => not_s3_hint(status, body, context.endpoint),
+            Some(_) => None,
+        }
+        .unwrap_or_else(|| hint_for(status, code.as_deref(), context));
         RequestError::Status {
             operation,
             status,
@@ -298,6 +309,29 @@ fn hint_for(status: u16, code: Option<&str>, c: &HintContext<'_>) -> String {
     }
 }
 
+/// Why a client error (4xx) with a body but no S3 error document says the endpoint is not S3:
+/// S3 answers every such error with `<Error><Code>…`; a web server answers with a page.
+fn not_s3_hint(status: u16, body: &[u8], endpoint: &str) -> Option<String> {
+    let text = String::from_utf8_lossy(&body[..body.len().min(512)]).to_ascii_lowercase();
+    let text = text.trim_start();
+    if !(400..500).contains(&status) || text.is_empty() {
+        return None;
+    }
+    let body = if text.contains("<html") || text.starts_with("<!doctype html") {
+        "an HTML body and no S3 error XML"
+    } else if text.starts_with('{') || text.starts_with('[') {
+        "a JSON body and no S3 error XML"
+    } else if text.starts_with('<') {
+        "XML that is not an S3 <Error> document"
+    } else {
+        "a text body and no S3 error XML"
+    };
+    Some(format!(
+        "this does not look like an S3 endpoint: {endpoint} answered HTTP {status} with {body}; \
+         check --endpoint (the S3 API's address and port, not a web server's)"
+    ))
+}
+
 /// The `Code` and `Message` of an S3 error document; `(None, None)` if the body is not one.
 pub fn error_document(body: &[u8]) -> (Option<String>, Option<String>) {
     let (mut code, mut message) = (None, None);
@@ -314,10 +348,12 @@ pub fn error_document(body: &[u8]) -> (Option<String>, Option<String>) {
 
 impl ExitClass for RequestError {
     /// 2 when the configuration is the likely cause (a 4xx: keys, bucket, key; an endpoint
-    /// where nothing listens), else 3.
+    /// where nothing listens, or something that is not S3), else 3.
     fn exit_code(&self) -> u8 {
         match self {
-            RequestError::Unreachable { .. } | RequestError::Tls { .. } => exit::USAGE,
+            RequestError::Unreachable { .. }
+            | RequestError::Tls { .. }
+            | RequestError::NotS3 { .. } => exit::USAGE,
             RequestError::Status { status, .. }
                 if (400..500).contains(status) && *status != 429 =>
             {
@@ -363,6 +399,32 @@ mod tests {
         );
         assert!(e.to_string().contains("AWS_SECRET_ACCESS_KEY"), "{e}");
         assert_eq!(e.code(), Some("SignatureDoesNotMatch"));
+
+        // A web server's page, JSON, foreign XML: not S3, said with the evidence. An empty
+        // body (a HEAD's) says nothing.
+        for (body, evidence) in [
+            (
+                &b"<!DOCTYPE html><html><h1>Not Found</h1></html>"[..],
+                "an HTML body",
+            ),
+            (b"{\"error\": \"not found\"}", "a JSON body"),
+            (
+                b"<?xml version=\"1.0\"?><Fault/>",
+                "XML that is not an S3 <Error>",
+            ),
+            (b"404 page not found", "a text body"),
+        ] {
+            let e = RequestError::from_response("GET".into(), 404, body, &CONTEXT);
+            let text = e.to_string();
+            assert!(text.contains("does not look like an S3 endpoint"), "{text}");
+            assert!(
+                text.contains(&format!("HTTP 404 with {evidence}")),
+                "{text}"
+            );
+            assert_eq!(e.exit_code(), exit::USAGE);
+        }
+        let e = RequestError::from_response("HEAD".into(), 404, b"", &CONTEXT);
+        assert!(!e.to_string().contains("S3 endpoint"), "{e}");
 
         let e = RequestError::from_response("GET".into(), 503, b"not xml", &CONTEXT);
         assert_eq!(e.code(), None);

@@ -189,7 +189,8 @@ fn parse_amz_date(text: &str) -> Option<u64> {
         return None;
     }
     // Days from civil (Howard Hinnant's algorithm), for years ≥ 1970.
-    let y = if mo <= 2 { y - 1 } else { y };
+    // Year 0000 has no year before it here (a date before 1970 is refused below anyway).
+    let y = if mo <= 2 { y.checked_sub(1)? } else { y };
     let era = y / 400;
     let yoe = y - era * 400;
     let mp = (mo + 9) % 12;

@@ -5,7 +5,9 @@
 //! rustls on the `ring` provider, as the client (`s3::tls`); TLS 1.3 and 1.2, ALPN
 //! `http/1.1`, a session cache so reconnecting clients resume.
 
+use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -98,23 +100,72 @@ pub fn self_signed(
         .signed_by(&key, &issuer)
         .map_err(|e| failed("server certificate", e))?;
 
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    // A folder made here is its owner's alone (0700); one already there is left as it is.
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let files = SelfSigned {
         ca_pem: dir.join("ca.pem"),
         cert_pem: dir.join("cert.pem"),
         key_pem: dir.join("key.pem"),
     };
-    for (path, text) in [
-        (&files.ca_pem, ca.pem()),
-        (&files.cert_pem, cert.pem()),
-        (&files.key_pem, key.serialize_pem()),
-    ] {
+    // The certificates are public; the key is not (0600).
+    for (path, text) in [(&files.ca_pem, ca.pem()), (&files.cert_pem, cert.pem())] {
         std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
+    write_private(&files.key_pem, &key.serialize_pem())?;
     let chain = vec![cert.der().clone()];
     let key_der = PrivateKeyDer::try_from(key.serialize_der())
         .map_err(|e| format!("cannot use the server key: {e}"))?;
     Ok((config(chain, key_der)?, files))
+}
+
+/// The folder `--tls-self-signed` writes into when given none: a new one in the temporary
+/// directory, as `mkdtemp(3)` makes them — a random name, created (never reused: `mkdir`
+/// fails on anything already there, a planted link included) with mode 0700.
+pub fn private_temp_dir() -> Result<PathBuf, String> {
+    use ring::rand::SecureRandom;
+    let random = ring::rand::SystemRandom::new();
+    let base = std::env::temp_dir();
+    let mut last_error = None;
+    for _ in 0..16 {
+        let mut name = [0u8; 12];
+        random
+            .fill(&mut name)
+            .map_err(|_| "cannot draw a random folder name".to_string())?;
+        let hex: String = name.iter().map(|b| format!("{b:02x}")).collect();
+        let dir = base.join(format!("ringload-serve-tls-{hex}"));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last_error = Some(e),
+            Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+        }
+    }
+    Err(format!(
+        "cannot create a new folder in {} ({}); name one: --tls-self-signed DIR",
+        base.display(),
+        last_error.map_or_else(String::new, |e| e.to_string())
+    ))
+}
+
+/// Writes `text` to `path` readable and writable by its owner alone (0600), whatever the
+/// umask: a file already there is removed first, so neither its mode nor a link planted in its
+/// place is kept.
+fn write_private(path: &Path, text: &str) -> Result<(), String> {
+    let failed = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(failed(e)),
+        _ => {}
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(failed)?;
+    file.write_all(text.as_bytes()).map_err(failed)
 }
 
 fn config(
@@ -133,4 +184,51 @@ fn config(
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     config.session_storage = rustls::server::ServerSessionMemoryCache::new(SESSION_CACHE);
     Ok(Arc::new(config))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    /// The default folder is private and unpredictable, and the key readable by its owner only,
+    /// whatever the umask; also in a folder the user names, over an older key.
+    #[test]
+    fn the_key_and_the_default_folder_are_private() {
+        let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let a = private_temp_dir().unwrap();
+        let b = private_temp_dir().unwrap();
+        let cleanup = [a.clone(), b.clone()];
+        assert_ne!(a, b, "two folders of one process share a name");
+        assert!(
+            !a.to_string_lossy()
+                .contains(&std::process::id().to_string())
+        );
+        assert_eq!(mode(&a), 0o700, "{}", a.display());
+        let (_, files) = self_signed(listen, &a).unwrap();
+        assert_eq!(mode(&files.key_pem), 0o600);
+
+        let named = tempfile::tempdir().unwrap();
+        let dir = named.path().join("tls");
+        std::fs::create_dir(&dir).unwrap();
+        let old_key = dir.join("key.pem");
+        std::fs::write(&old_key, "old").unwrap();
+        std::fs::set_permissions(&old_key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let (_, files) = self_signed(listen, &dir).unwrap();
+        assert_eq!(mode(&files.key_pem), 0o600);
+        assert!(
+            std::fs::read_to_string(&files.key_pem)
+                .unwrap()
+                .contains("PRIVATE KEY")
+        );
+        // The certificates are public.
+        assert_eq!(mode(&files.ca_pem) & 0o600, 0o600);
+        for dir in cleanup {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
 }

@@ -167,7 +167,8 @@ fn head_of(response: &httparse::Response<'_, '_>, len: usize, get: &RangedGet) -
 
 /// Decodes a whole chunked body (RFC 9112 §7.1) from `raw`: `Some(body)` once its last chunk
 /// and the trailer's end have arrived, `None` while more is needed, `Err` when it is not
-/// chunked framing.
+/// chunked framing. A chunk size is hex digits only, and one whose end no buffer could reach
+/// is an error: the sizes come from the server, so every offset is checked, never wrapped.
 pub fn dechunk(raw: &[u8]) -> Result<Option<Vec<u8>>, String> {
     let mut body = Vec::new();
     let mut at = 0;
@@ -178,25 +179,33 @@ pub fn dechunk(raw: &[u8]) -> Result<Option<Vec<u8>>, String> {
         let line = std::str::from_utf8(&raw[at..at + line_len])
             .map_err(|_| "a chunk size line is not text".to_string())?;
         let size_text = line.split(';').next().unwrap_or("").trim();
-        let size = usize::from_str_radix(size_text, 16)
-            .map_err(|_| format!("'{size_text}' is not a chunk size"))?;
+        if size_text.is_empty() || !size_text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!("'{size_text}' is not a chunk size"));
+        }
         at += line_len + 2;
-        if size == 0 {
-            // Trailer fields, then an empty line.
+        // The chunk's data and its CRLF end at `data_end + 2`.
+        let data_end = usize::from_str_radix(size_text, 16)
+            .ok()
+            .and_then(|size| at.checked_add(size))
+            .filter(|end| end.checked_add(2).is_some())
+            .ok_or_else(|| format!("a chunk size of 0x{size_text} bytes is past any buffer"))?;
+        if data_end == at {
+            // The last chunk: trailer fields, then an empty line.
             let rest = &raw[at..];
             if rest.starts_with(b"\r\n") {
                 return Ok(Some(body));
             }
             return Ok(rest.windows(4).position(|w| w == b"\r\n\r\n").map(|_| body));
         }
-        if raw.len() < at + size + 2 {
+        let Some(chunk) = raw.get(at..data_end + 2) else {
             return Ok(None);
-        }
-        body.extend_from_slice(&raw[at..at + size]);
-        if &raw[at + size..at + size + 2] != b"\r\n" {
+        };
+        let (data, end) = chunk.split_at(chunk.len() - 2);
+        if end != b"\r\n" {
             return Err("a chunk does not end with CRLF".into());
         }
-        at += size + 2;
+        body.extend_from_slice(data);
+        at = data_end + 2;
     }
 }
 
@@ -422,5 +431,34 @@ mod tests {
         assert_eq!(dechunk(trailer), Ok(Some(b"ok".to_vec())));
         assert!(dechunk(b"zz\r\nhello\r\n").is_err());
         assert!(dechunk(b"2\r\nokX\r\n0\r\n\r\n").is_err());
+    }
+
+    /// Chunk sizes at the edges: 0, the largest a `usize` holds and one less, one past it, and
+    /// sizes past what has arrived. A size whose end cannot be addressed is an error, never an
+    /// overflow (a hostile server's chunked error reply panicked the rank before).
+    #[test]
+    fn chunk_sizes_at_the_edges_are_errors_or_wait_never_overflow() {
+        let max = format!("{:x}", usize::MAX);
+        let max_less_one = format!("{:x}", usize::MAX - 1);
+        let past_max = format!("1{max}");
+        for size in [&max, &max_less_one, &past_max] {
+            let raw = format!("{size}\r\nhello\r\n0\r\n\r\n");
+            let err = dechunk(raw.as_bytes()).unwrap_err();
+            assert!(err.contains(size.as_str()), "{size}: {err}");
+            // After a first chunk too, where the offset is not zero.
+            let raw = format!("2\r\nok\r\n{size}\r\nhello\r\n");
+            assert!(dechunk(raw.as_bytes()).is_err(), "{size}");
+        }
+        // Sizes past the bytes that arrived: more is needed, not an error.
+        for size in ["6", "ff", "ffffffff"] {
+            let raw = format!("{size}\r\nhello");
+            assert_eq!(dechunk(raw.as_bytes()), Ok(None), "{size}");
+        }
+        assert_eq!(dechunk(b"0\r\n\r\n"), Ok(Some(Vec::new())));
+        // Only hex digits: no sign, no blank size.
+        for size in ["+5", "-5", "", " "] {
+            let raw = format!("{size}\r\nhello\r\n0\r\n\r\n");
+            assert!(dechunk(raw.as_bytes()).is_err(), "{size:?}");
+        }
     }
 }
