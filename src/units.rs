@@ -33,6 +33,16 @@ pub fn count(n: u64) -> String {
     out
 }
 
+/// A count and its noun, plural when it is not one: `1 point`, `3 points`, `0 files`. The
+/// noun's plural is its singular with an `s` (every noun ringload counts forms it so).
+pub fn counted(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{} {noun}s", count(n))
+    }
+}
+
 /// Seconds, with as many decimals as make sense: `0.05 s`, `1.35 s`, `2.025 s`.
 pub fn seconds(s: f64) -> String {
     let text = format!("{s:.3}");
@@ -68,5 +78,8 @@ mod tests {
         assert_eq!(seconds(0.05), "0.05 s");
         assert_eq!(seconds(2.025), "2.025 s");
         assert_eq!(seconds(1.0), "1 s");
+        assert_eq!(counted(1, "point"), "1 point");
+        assert_eq!(counted(0, "point"), "0 points");
+        assert_eq!(counted(1200, "file"), "1,200 files");
     }
 }

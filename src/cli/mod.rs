@@ -586,9 +586,15 @@ pub struct SweepArgs {
     #[arg(long, help_heading = "Grid")]
     pub gate: bool,
 
-    /// Run only the points of the sweep in --output that have no result yet
-    #[arg(long, help_heading = "Grid")]
+    /// Continue the sweep in --output (the same grid): keep the points whose summary.json is
+    /// complete, run the rest
+    #[arg(long, help_heading = "Grid", conflicts_with = "force")]
     pub resume: bool,
+
+    /// Start over in an --output that holds another sweep: its sweep.json, study files,
+    /// report.html, plots/ and points/ are removed first (other files are left alone)
+    #[arg(long, help_heading = "Grid")]
+    pub force: bool,
 
     /// The sweep's folder: points/NAME/ per point, sweep.json, study.md, .csv, .json
     #[arg(long, value_name = "DIR")]

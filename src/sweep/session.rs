@@ -29,6 +29,7 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
         ))
     })?;
     prepare_output(&args.output)?;
+    super::claim_output(&args.output, args.resume, args.force)?;
     let points = grid(&axes(args, &settings));
     let options = &args.options;
     // The store: the one given, or one embedded server for every point.
@@ -41,8 +42,8 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
     let planned = plan_points(args, &storage, &settings, points)?;
     let skipped = planned.iter().filter(|p| p.skip.is_some()).count();
     eprintln!(
-        "sweep: {} points ({} over the memory budget or not plannable, skipped) into {}",
-        planned.len(),
+        "sweep: {} ({} over the memory budget or not plannable, skipped) into {}",
+        crate::units::counted(planned.len() as u64, "point"),
         skipped,
         args.output.display()
     );
