@@ -747,7 +747,16 @@ pub fn load_config(
     // `ringload plan reader.read_threads=4` names no workload: the first word is an override.
     let mut overrides: Vec<&str> = workload.overrides.iter().map(String::as_str).collect();
     let name = match workload.workload.as_deref() {
-        Some(w) if w.contains('=') => {
+        // So is a dotted key with no value (`train.computation_time`), not a file: its
+        // error names the override's form instead of an unknown workload.
+        Some(w)
+            if w.contains('=')
+                || (w.contains('.')
+                    && !w.contains('/')
+                    && !w.ends_with(".yaml")
+                    && !w.ends_with(".yml")
+                    && !std::path::Path::new(w).exists()) =>
+        {
             overrides.insert(0, w);
             DEFAULT_WORKLOAD
         }

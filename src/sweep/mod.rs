@@ -208,6 +208,14 @@ pub struct SweepFile {
     pub command: String,
     #[serde(default)]
     pub machine: Machine,
+    /// When the sweep started (HTTP date, UTC).
+    #[serde(default)]
+    pub started: String,
+    /// The ringload that ran it: its version and the git commit it was built from.
+    #[serde(default)]
+    pub ringload_version: String,
+    #[serde(default)]
+    pub ringload_commit: String,
     /// Every point of the grid, in run order.
     pub planned: Vec<String>,
     pub points: Vec<PointResult>,
@@ -348,6 +356,9 @@ impl Runner<'_> {
                 workload: self.workload.clone(),
                 command: self.command.clone(),
                 machine: Machine::this(),
+                started: httpdate::fmt_http_date(std::time::SystemTime::now()),
+                ringload_version: env!("CARGO_PKG_VERSION").into(),
+                ringload_commit: env!("RINGLOAD_COMMIT").into(),
                 planned: names.clone(),
                 points: Vec::new(),
             }
@@ -837,6 +848,9 @@ mod tests {
             workload: String::new(),
             command: String::new(),
             machine: Machine::default(),
+            started: String::new(),
+            ringload_version: String::new(),
+            ringload_commit: String::new(),
             planned: vec![String::new(); planned],
             points: statuses.iter().map(|&s| result(s)).collect(),
         };
@@ -875,6 +889,9 @@ mod tests {
             workload: String::new(),
             command: String::new(),
             machine: Machine::default(),
+            started: String::new(),
+            ringload_version: String::new(),
+            ringload_commit: String::new(),
             planned: vec![],
             points: vec![missed],
         };
