@@ -62,8 +62,8 @@ fn negative_value_line(err: &clap::Error, args: &[String]) -> Option<String> {
 }
 
 /// clap's usage error without its usage block: its first line, then where help is, then its
-/// other lines as clap wrote them (a tip, the possible values, the missing arguments), so that
-/// nothing runs into the sentence before it.
+/// other lines as clap wrote them (a tip, the possible values), so that nothing runs into the
+/// sentence before it; a list after a colon (the missing arguments) stays on the first line.
 fn usage_error_line(rendered: &str) -> String {
     let message = rendered.split("\n\nUsage:").next().unwrap_or(rendered);
     let message = message.trim().trim_start_matches("error: ");
@@ -73,19 +73,14 @@ fn usage_error_line(rendered: &str) -> String {
         .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with("For more information"));
     let first = lines.next().unwrap_or("invalid arguments").trim();
     let rest: Vec<&str> = lines.map(str::trim_start).collect();
-    const HELP: &str = "; see 'ringload --help'";
-    // A first line that introduces a list ("…not provided:") keeps the list next to it.
-    let mut out = if first.ends_with(':') && !rest.is_empty() {
-        first.to_string()
-    } else {
-        format!("{first}{HELP}")
-    };
+    // A first line that introduces a list ("…not provided:") takes the list on its line.
+    if first.ends_with(':') && !rest.is_empty() {
+        return format!("{first} {}; see 'ringload --help'", rest.join(", "));
+    }
+    let mut out = format!("{first}; see 'ringload --help'");
     for line in &rest {
         out.push_str("\n  ");
         out.push_str(line);
-    }
-    if first.ends_with(':') && !rest.is_empty() {
-        out.push_str(HELP);
     }
     out
 }

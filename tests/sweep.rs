@@ -524,7 +524,7 @@ fn the_plots_and_the_report_render_in_a_real_browser() {
         ),
         (
             "mib-per-s.svg",
-            "MiB/s of every point: nominal (DLIO's) and on the wire",
+            "MiB/s of every point: nominal (DLIO) and on the wire",
             "MiB/s",
         ),
         (
@@ -574,7 +574,7 @@ fn the_plots_and_the_report_render_in_a_real_browser() {
         )),
         "{html}"
     );
-    assert!(html.contains("<figcaption>MiB/s of every point: nominal (DLIO's) and on the wire"));
+    assert!(html.contains("<figcaption>MiB/s of every point: nominal (DLIO) and on the wire"));
     assert!(html.contains("planned (needed, not a limit)"));
     // One round: no spread to show.
     assert!(!html.contains("Spread over repeats"));

@@ -369,7 +369,7 @@ pub fn plots(rows: &[Row], au_target: Option<f64>) -> Result<Vec<Plot>, String> 
         })?,
         title,
     });
-    let title = "MiB/s of every point: nominal (DLIO's) and on the wire".to_string();
+    let title = "MiB/s of every point: nominal (DLIO) and on the wire".to_string();
     out.push(Plot {
         file: "mib-per-s.svg".into(),
         svg: bars(rows, &title, "MiB/s", &|r| {
