@@ -287,13 +287,13 @@ fn times(v: Option<f64>) -> String {
     v.map_or_else(|| "—".into(), |v| format!("{v:.2}×"))
 }
 
+/// A column beyond AU%, samples/s and nominal MiB/s: its name, decimals and value.
+type Column = (&'static str, usize, fn(&Entry) -> Option<f64>);
+
 /// The columns of a group beyond AU%, samples/s and nominal MiB/s: those some entry of the
 /// group has (a DLIO input has none of them).
-fn extra_columns(
-    c: &Comparison,
-    group: usize,
-) -> Vec<(&'static str, usize, fn(&Entry) -> Option<f64>)> {
-    let columns: [(&'static str, usize, fn(&Entry) -> Option<f64>); 4] = [
+fn extra_columns(c: &Comparison, group: usize) -> Vec<Column> {
+    let columns: [Column; 4] = [
         ("MiB/s on the wire", 0, |e| e.wire_mib_per_s),
         ("CPU-s/GiB", 3, |e| e.cpu_s_per_gib),
         ("GET p50 (ms)", 2, |e| e.latency_p50_ms),

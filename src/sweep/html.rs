@@ -190,10 +190,13 @@ fn stdev(values: &[f64]) -> Option<(f64, f64, f64, f64)> {
     Some((mean, var.sqrt(), min, max))
 }
 
+/// A figure of a point's summary.json: its name and how to read it.
+type Figure<'a> = (&'a str, &'a dyn Fn(&serde_json::Value) -> Option<f64>);
+
 /// The spread over repeats (`--repeat` > 1): per point that ran more than once, each
 /// figure's mean ± sample standard deviation and its min–max. Empty without repeats.
 fn spread(sweep: &SweepFile) -> String {
-    let figures: [(&str, &dyn Fn(&serde_json::Value) -> Option<f64>); 3] = [
+    let figures: [Figure; 3] = [
         ("AU%", &|s| s["au_percent"].as_f64()),
         ("samples/s", &|s| s["samples_per_s"].as_f64()),
         ("MiB/s on the wire", &|s| s["measured_mib_per_s"].as_f64()),
