@@ -30,7 +30,15 @@ pub struct Entry {
     pub computation_time_s: Option<f64>,
     pub au_percent: Option<f64>,
     pub samples_per_s: Option<f64>,
+    /// DLIO's nominal figure: samples/s × record size (DLIO's `train_io_mean_MB_per_second`).
     pub io_mib_per_s: Option<f64>,
+    /// Bytes received over the run's time (ringload's `measured_mib_per_s`); DLIO has none.
+    pub wire_mib_per_s: Option<f64>,
+    /// Client CPU seconds per GiB received; DLIO has none.
+    pub cpu_s_per_gib: Option<f64>,
+    /// GET latency, first byte sent to last byte received: median and 99th percentile.
+    pub latency_p50_ms: Option<f64>,
+    pub latency_p99_ms: Option<f64>,
 }
 
 /// An input `compare` cannot read.
@@ -86,6 +94,10 @@ pub fn read(path: &Path, letter: char) -> Result<Vec<Entry>, CompareError> {
                 au_percent: r.au_percent.map(|s| s.median),
                 samples_per_s: r.samples_per_s.map(|s| s.median),
                 io_mib_per_s: r.io_mib_per_s.map(|s| s.median),
+                wire_mib_per_s: r.measured_mib_per_s.map(|s| s.median),
+                cpu_s_per_gib: r.cpu_s_per_gib.map(|s| s.median),
+                latency_p50_ms: r.latency_p50_ms.map(|s| s.median),
+                latency_p99_ms: r.latency_p99_ms.map(|s| s.median),
             })
             .collect());
     }
@@ -112,6 +124,10 @@ pub fn read(path: &Path, letter: char) -> Result<Vec<Entry>, CompareError> {
             au_percent: json["au_percent"].as_f64(),
             samples_per_s: json["samples_per_s"].as_f64(),
             io_mib_per_s: json["io_mib_per_s"].as_f64(),
+            wire_mib_per_s: json["measured_mib_per_s"].as_f64(),
+            cpu_s_per_gib: json["cpu_s_per_gib"].as_f64(),
+            latency_p50_ms: json["request_latency_ms"]["total"]["p50"].as_f64(),
+            latency_p99_ms: json["request_latency_ms"]["total"]["p99"].as_f64(),
         }]);
     }
     Err(CompareError {
@@ -165,6 +181,10 @@ fn dlio(json: &serde_json::Value, file: &Path, letter: char) -> Result<Entry, Co
         au_percent: metric["train_au_mean_percentage"].as_f64(),
         samples_per_s: metric["train_throughput_mean_samples_per_second"].as_f64(),
         io_mib_per_s: metric["train_io_mean_MB_per_second"].as_f64(),
+        wire_mib_per_s: None,
+        cpu_s_per_gib: None,
+        latency_p50_ms: None,
+        latency_p99_ms: None,
     })
 }
 
@@ -267,11 +287,38 @@ fn times(v: Option<f64>) -> String {
     v.map_or_else(|| "—".into(), |v| format!("{v:.2}×"))
 }
 
-/// The comparison as markdown: per group AU%, samples/s and MiB/s, then the ratios.
+/// A column beyond AU%, samples/s and nominal MiB/s: its name, decimals and value.
+type Column = (&'static str, usize, fn(&Entry) -> Option<f64>);
+
+/// The columns of a group beyond AU%, samples/s and nominal MiB/s: those some entry of the
+/// group has (a DLIO input has none of them).
+fn extra_columns(c: &Comparison, group: usize) -> Vec<Column> {
+    let columns: [Column; 4] = [
+        ("MiB/s on the wire", 0, |e| e.wire_mib_per_s),
+        ("CPU-s/GiB", 3, |e| e.cpu_s_per_gib),
+        ("GET p50 (ms)", 2, |e| e.latency_p50_ms),
+        ("GET p99 (ms)", 2, |e| e.latency_p99_ms),
+    ];
+    columns
+        .into_iter()
+        .filter(|(_, _, get)| {
+            c.lines
+                .iter()
+                .any(|l| l.entries[group].as_ref().and_then(get).is_some())
+        })
+        .collect()
+}
+
+/// The comparison as markdown: per group AU%, samples/s, nominal MiB/s and what the input
+/// also has (MiB/s on the wire, CPU-s/GiB, GET latency), then the ratios.
 pub fn markdown(c: &Comparison) -> String {
     let mut out = String::from("| NP | RT |");
-    for g in &c.groups {
-        let _ = write!(out, " AU% {g} | samples/s {g} | MiB/s {g} |");
+    let extras: Vec<_> = (0..c.groups.len()).map(|k| extra_columns(c, k)).collect();
+    for (g, extra) in c.groups.iter().zip(&extras) {
+        let _ = write!(out, " AU% {g} | samples/s {g} | nominal MiB/s {g} |");
+        for (name, _, _) in extra {
+            let _ = write!(out, " {name} {g} |");
+        }
     }
     for g in c.groups.iter().skip(1) {
         let _ = write!(
@@ -281,7 +328,10 @@ pub fn markdown(c: &Comparison) -> String {
         );
     }
     out.push_str("\n|---|---|");
-    out.push_str(&"---|".repeat(c.groups.len() * 3 + c.groups.len().saturating_sub(1) * 2));
+    let columns = c.groups.len() * 3
+        + extras.iter().map(Vec::len).sum::<usize>()
+        + c.groups.len().saturating_sub(1) * 2;
+    out.push_str(&"---|".repeat(columns));
     out.push('\n');
     for line in &c.lines {
         let _ = write!(
@@ -290,7 +340,7 @@ pub fn markdown(c: &Comparison) -> String {
             line.np,
             line.read_threads.map_or("—".into(), |r| r.to_string())
         );
-        for e in &line.entries {
+        for (e, extra) in line.entries.iter().zip(&extras) {
             let e = e.as_ref();
             let _ = write!(
                 out,
@@ -299,6 +349,9 @@ pub fn markdown(c: &Comparison) -> String {
                 num(e.and_then(|e| e.samples_per_s), 1),
                 num(e.and_then(|e| e.io_mib_per_s), 1)
             );
+            for (_, decimals, get) in extra {
+                let _ = write!(out, " {} |", num(e.and_then(get), *decimals));
+            }
         }
         for k in 1..c.groups.len() {
             let _ = write!(
@@ -310,6 +363,13 @@ pub fn markdown(c: &Comparison) -> String {
         }
         out.push('\n');
     }
+    if extras
+        .iter()
+        .flatten()
+        .any(|(name, _, _)| name.ends_with("wire"))
+    {
+        let _ = writeln!(out, "\n{}.", crate::report::run::MIB_PER_S_LEGEND);
+    }
     for note in &c.notes {
         let _ = writeln!(out, "\nnote: {note}");
     }
@@ -320,7 +380,7 @@ pub fn markdown(c: &Comparison) -> String {
 pub fn csv(c: &Comparison) -> String {
     let mut out = String::from(
         "np,read_threads,group,source,computation_time_s,au_percent,samples_per_s,io_mib_per_s,\
-         au_ratio,samples_per_s_ratio\n",
+         wire_mib_per_s,cpu_s_per_gib,latency_p50_ms,latency_p99_ms,au_ratio,samples_per_s_ratio\n",
     );
     let o = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
     for line in &c.lines {
@@ -328,7 +388,7 @@ pub fn csv(c: &Comparison) -> String {
             let Some(e) = e else { continue };
             let _ = writeln!(
                 out,
-                "{},{},{},\"{}\",{},{},{},{},{},{}",
+                "{},{},{},\"{}\",{},{},{},{},{},{},{},{},{},{}",
                 line.np,
                 line.read_threads.map(|r| r.to_string()).unwrap_or_default(),
                 e.group,
@@ -337,6 +397,10 @@ pub fn csv(c: &Comparison) -> String {
                 o(e.au_percent),
                 o(e.samples_per_s),
                 o(e.io_mib_per_s),
+                o(e.wire_mib_per_s),
+                o(e.cpu_s_per_gib),
+                o(e.latency_p50_ms),
+                o(e.latency_p99_ms),
                 o(line.au_ratio[k]),
                 o(line.samples_per_s_ratio[k])
             );

@@ -61,10 +61,26 @@ fn negative_value_line(err: &clap::Error, args: &[String]) -> Option<String> {
     ))
 }
 
-/// clap's usage error on one line: the message without its usage block, plus where help is.
+/// clap's usage error without its usage block: its first line, then where help is, then its
+/// other lines as clap wrote them (a tip, the possible values), so that nothing runs into the
+/// sentence before it; a list after a colon (the missing arguments) stays on the first line.
 fn usage_error_line(rendered: &str) -> String {
     let message = rendered.split("\n\nUsage:").next().unwrap_or(rendered);
     let message = message.trim().trim_start_matches("error: ");
-    let words: Vec<&str> = message.split_whitespace().collect();
-    format!("{}; see 'ringload --help'", words.join(" "))
+    let mut lines = message
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with("For more information"));
+    let first = lines.next().unwrap_or("invalid arguments").trim();
+    let rest: Vec<&str> = lines.map(str::trim_start).collect();
+    // A first line that introduces a list ("…not provided:") takes the list on its line.
+    if first.ends_with(':') && !rest.is_empty() {
+        return format!("{first} {}; see 'ringload --help'", rest.join(", "));
+    }
+    let mut out = format!("{first}; see 'ringload --help'");
+    for line in &rest {
+        out.push_str("\n  ");
+        out.push_str(line);
+    }
+    out
 }

@@ -62,12 +62,40 @@ pub fn epoch_metrics(steps: &[StepTimes], window_ns: u64, batch_size: u64) -> Op
         return None;
     }
     let measured_s = measured_ns as f64 / 1e9;
-    let compute_s = rest.iter().map(|s| s.compute_ns).sum::<u64>() as f64 / 1e9;
+    let compute_ns = rest.iter().map(|s| s.compute_ns).sum::<u64>();
     Some(EpochMetrics {
-        au_percent: 100.0 * compute_s / measured_s,
+        au_percent: au_percent(compute_ns, measured_ns)?,
         samples_per_s: rest.len() as f64 * batch_size as f64 / measured_s,
         measured_s,
     })
+}
+
+/// AU from its two sums: `100 × compute(steps 2..N) / measured`, `measured` being the window
+/// less the first step's load and compute. [`epoch_metrics`] gives it one rank's epoch; the
+/// live progress line (`rank::Progress::au_percent`) the sums over every rank so far, so the
+/// line and the result share this one definition. `None` before anything is measured.
+pub fn au_percent(compute_after_first_ns: u64, measured_ns: u64) -> Option<f64> {
+    (measured_ns > 0).then(|| 100.0 * compute_after_first_ns as f64 / measured_ns as f64)
+}
+
+/// Steps per rank below which one run's AU is not stable: with a dozen steps, two identical
+/// sweeps measured 95.3% and 79.3% at the same point.
+pub const STABLE_STEPS_PER_RANK: u64 = 50;
+
+/// The files that give each of `np` ranks [`STABLE_STEPS_PER_RANK`] steps, when
+/// `steps_per_rank` is below it: DLIO's `steps = floor(samples_per_file × files / batch / NP)`
+/// solved for files, `ceil(50 × batch × NP / samples_per_file)`. `None` when the run already
+/// has enough steps (or the shape is degenerate).
+pub fn files_for_stable_au(
+    steps_per_rank: u64,
+    samples_per_file: u64,
+    batch_size: u64,
+    np: u64,
+) -> Option<u64> {
+    if steps_per_rank >= STABLE_STEPS_PER_RANK || samples_per_file == 0 {
+        return None;
+    }
+    Some((STABLE_STEPS_PER_RANK * batch_size * np).div_ceil(samples_per_file))
 }
 
 /// DLIO's nominal I/O rate: samples/s × record bytes, in MiB/s.
@@ -571,6 +599,12 @@ mod tests {
         assert!(close(m.samples_per_s, 2.0 * 48.0 / 0.108, 1e-9));
         assert_eq!(epoch_metrics(&steps[..1], window, 48), None);
         assert_eq!(epoch_metrics(&[], 0, 48), None);
+        // 50 steps of 48 samples for each of 2 ranks, 288 samples a file: 17 files (16 give
+        // floor(16 × 288 / 48 / 2) = 48 steps); 12 steps is the unstable sweep's.
+        assert_eq!(files_for_stable_au(12, 288, 48, 2), Some(17));
+        assert_eq!(17 * 288 / 48 / 2, 51);
+        assert_eq!(files_for_stable_au(50, 288, 48, 2), None);
+        assert_eq!(files_for_stable_au(3, 288, 48, 1), Some(9));
         // The study's row NP=1: 926 samples/s of 2,164,832-byte records is 1,911 "MB/s".
         assert!(close(nominal_mib_per_s(926.0, 2_164_832), 1911.8, 0.1));
     }

@@ -339,6 +339,29 @@ impl Plan {
                 settings.computation_time_s, settings.workload_computation_time_s, settings.model
             ));
         }
+        if let Some(files) = crate::metrics::files_for_stable_au(
+            steps,
+            settings.samples_per_file,
+            settings.batch_size,
+            u64::from(np),
+        ) {
+            let fix = if steps < formula_steps {
+                format!(
+                    "raise train.total_training_steps to {}",
+                    crate::metrics::STABLE_STEPS_PER_RANK
+                )
+            } else {
+                format!(
+                    "--files {files} gives {}",
+                    settings.samples_per_file * files / settings.batch_size / u64::from(np)
+                )
+            };
+            notes.push(format!(
+                "{steps} steps per rank, below {}: the AU is not stable at this size (identical \
+                 runs can differ by many points); {fix}",
+                crate::metrics::STABLE_STEPS_PER_RANK,
+            ));
+        }
         let mismatched = catalog
             .files
             .iter()

@@ -56,3 +56,32 @@ pub fn raise_on_stop_signals(flag: Arc<AtomicBool>) -> std::io::Result<()> {
         })?;
     Ok(())
 }
+
+/// Until `setup_done` is set, a stop signal (raised into `interrupt`) ends the process at once:
+/// one line on stderr naming what was stopped, and exit 3 (the README's code for a run stopped
+/// by Ctrl-C or SIGTERM). Set-up can block in a connect, a listing or a footer read, which poll
+/// no flag; once `setup_done` is set, the command's own loop polls `interrupt` instead.
+pub fn exit_if_stopped_in_setup(
+    interrupt: Arc<AtomicBool>,
+    setup_done: Arc<AtomicBool>,
+    command: &'static str,
+) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("ringload-setup-stop".into())
+        .spawn(move || {
+            while !setup_done.load(Ordering::SeqCst) {
+                if interrupt.load(Ordering::SeqCst) {
+                    use std::io::Write;
+                    let line = format!(
+                        "ringload: {command} interrupted (Ctrl-C or SIGTERM) during set-up, \
+                         before anything was measured\n"
+                    );
+                    let _ = std::io::stderr().write_all(line.as_bytes());
+                    // exit::FAILED, a module of this layer, so written out.
+                    std::process::exit(3);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        })?;
+    Ok(())
+}

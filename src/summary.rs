@@ -236,6 +236,9 @@ pub struct RunSummary {
     pub batch_size: u64,
     pub record_bytes: u64,
     pub steps_per_rank: u64,
+    /// With fewer than 50 steps per rank (the AU is not stable): the files that would give 50
+    /// (`metrics::files_for_stable_au`).
+    pub files_for_stable_au: Option<u64>,
     /// Mean over ranks; `None` when a rank has fewer than two steps.
     pub au_percent: Option<f64>,
     pub au_percent_per_rank: Vec<Option<f64>>,
@@ -504,6 +507,12 @@ impl RunSummary {
             batch_size: settings.batch_size,
             record_bytes: settings.record_bytes,
             steps_per_rank: plan.steps_per_rank,
+            files_for_stable_au: metrics::files_for_stable_au(
+                plan.steps_per_rank,
+                settings.samples_per_file,
+                settings.batch_size,
+                plan.ranks.len() as u64,
+            ),
             au_percent,
             au_percent_per_rank: au_per_rank,
             au_target_percent,

@@ -33,6 +33,25 @@ pub fn count(n: u64) -> String {
     out
 }
 
+/// A count and its noun, plural when it is not one: `1 point`, `3 points`, `2 retries`,
+/// `0 processes` (English's regular plurals: `-s`, `-es` after s, x, ch, sh, `-ies` after a
+/// consonant and y).
+pub fn counted(n: u64, noun: &str) -> String {
+    if n == 1 {
+        return format!("1 {noun}");
+    }
+    let plural = if ["s", "x", "ch", "sh"].iter().any(|e| noun.ends_with(e)) {
+        format!("{noun}es")
+    } else if let Some(stem) = noun.strip_suffix('y')
+        && !stem.ends_with(['a', 'e', 'i', 'o', 'u'])
+    {
+        format!("{stem}ies")
+    } else {
+        format!("{noun}s")
+    };
+    format!("{} {plural}", count(n))
+}
+
 /// Seconds, with as many decimals as make sense: `0.05 s`, `1.35 s`, `2.025 s`.
 pub fn seconds(s: f64) -> String {
     let text = format!("{s:.3}");
@@ -68,5 +87,13 @@ mod tests {
         assert_eq!(seconds(0.05), "0.05 s");
         assert_eq!(seconds(2.025), "2.025 s");
         assert_eq!(seconds(1.0), "1 s");
+        assert_eq!(counted(1, "point"), "1 point");
+        assert_eq!(counted(0, "point"), "0 points");
+        assert_eq!(counted(1200, "file"), "1,200 files");
+        assert_eq!(counted(2, "retry"), "2 retries");
+        assert_eq!(counted(1, "retry"), "1 retry");
+        assert_eq!(counted(3, "process"), "3 processes");
+        assert_eq!(counted(2, "GET"), "2 GETs");
+        assert_eq!(counted(2, "day"), "2 days");
     }
 }

@@ -220,6 +220,54 @@ fn a_dlio_workload_file_loads_unchanged() {
 
 /// Every bad input: exit code 2 and one line naming the input and the fix.
 #[test]
+fn the_parsers_errors_keep_their_lines() {
+    // clap's message, its first line with where help is, and its other lines as it wrote them
+    // (not run into the sentence before).
+    let table: [(&[&str], &[&str]); 5] = [
+        (
+            &["run", "--engine", "fast"],
+            &[
+                "ringload: invalid value 'fast' for '--engine <ENGINE>'; see 'ringload --help'",
+                "  [possible values: uring, baseline]",
+            ],
+        ),
+        (
+            &["plan", "flux_small", "--sharding", "sideways"],
+            &[
+                "ringload: invalid value 'sideways' for '--sharding <SHARDING>'; see 'ringload --help'",
+                "  [possible values: rank, dlio]",
+            ],
+        ),
+        (
+            &["plan", "flux_small", "--fils", "3"],
+            &[
+                "ringload: unexpected argument '--fils' found; see 'ringload --help'",
+                "  tip: a similar argument exists: '--files'",
+            ],
+        ),
+        (
+            &["plan", "--np"],
+            &[
+                "ringload: a value is required for '--np <N>' but none was supplied; see 'ringload --help'",
+            ],
+        ),
+        (
+            &["sweep", "flux_small"],
+            &[
+                "ringload: the following required arguments were not provided: --output <DIR>; see 'ringload --help'",
+            ],
+        ),
+    ];
+    for (args, expected) in table {
+        let (code, stdout, stderr) = run(args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stdout.is_empty(), "{args:?}: {stdout}");
+        let lines: Vec<&str> = stderr.trim_end().lines().collect();
+        assert_eq!(lines, expected, "{args:?}");
+    }
+}
+
+#[test]
 fn bad_input_gets_one_line_and_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -276,6 +324,11 @@ fn bad_input_gets_one_line_and_exit_2() {
             "override 'read_threads' is not key=value",
         ),
         (
+            // A value forgotten with no workload named: an override, not a workload name.
+            vec!["plan", "train.computation_time"],
+            "override 'train.computation_time' is not key=value (for example",
+        ),
+        (
             vec!["plan", "flux_small", "--read-threads", "0"],
             "needs at least one reader",
         ),
@@ -320,10 +373,6 @@ fn bad_input_gets_one_line_and_exit_2() {
                 "2",
             ],
             "train_0001.parquet is not Parquet: it does not end with the PAR1 magic",
-        ),
-        (
-            vec!["plan", "flux_small", "--sharding", "sideways"],
-            "invalid value 'sideways'",
         ),
         (
             vec!["plan", "flux_small", "--np", "-1"],
@@ -416,7 +465,6 @@ fn bad_input_gets_one_line_and_exit_2() {
             vec!["run", "--output", "/etc/hostname/results"],
             "cannot write results into --output /etc/hostname/results",
         ),
-        (vec!["run", "--engine", "fast"], "invalid value 'fast'"),
         (
             vec!["run", "--cpus", "x"],
             "--cpus 'x' is not a CPU list; write e.g. 0-3,6",

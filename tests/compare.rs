@@ -98,6 +98,15 @@ fn dlio_output_and_ringload_runs_line_up_by_np_and_rt() {
     let expected = np2["au_percent"].as_f64().unwrap() / 87.940081445401;
     assert!((ratio - expected).abs() < 1e-9, "{ratio} {expected}");
     assert!(two["entries"][2].is_null() && one["entries"][0].is_null());
+    // What DLIO does not measure comes from ringload's inputs only.
+    assert_eq!(b["wire_mib_per_s"], np2["measured_mib_per_s"]);
+    assert_eq!(b["cpu_s_per_gib"], np2["cpu_s_per_gib"]);
+    assert_eq!(
+        b["latency_p99_ms"],
+        np2["request_latency_ms"]["total"]["p99"]
+    );
+    assert!(b["latency_p99_ms"].as_f64().unwrap() > 0.0, "{b}");
+    assert!(a["wire_mib_per_s"].is_null() && a["cpu_s_per_gib"].is_null());
     assert_eq!(c["notes"], serde_json::json!([]));
 
     // The same as markdown and CSV.
@@ -106,13 +115,35 @@ fn dlio_output_and_ringload_runs_line_up_by_np_and_rt() {
     let (code, md, _) = common::run(&["compare", args[0], args[1]]);
     assert_eq!(code, 0);
     assert!(
-        md.contains("| NP | RT | AU% A: dlio |") && md.contains("| 2 | 2 | 87.9 |"),
+        md.contains("| NP | RT | AU% A: dlio | samples/s A: dlio | nominal MiB/s A: dlio | AU% B")
+            && md.contains("| 2 | 2 | 87.9 |"),
         "{md}"
     );
+    // Both MiB/s named, and the costs and latency of the ringload input beside them.
+    assert!(
+        md.contains(
+            "| nominal MiB/s B: baseline | MiB/s on the wire B: baseline | CPU-s/GiB B: baseline \
+             | GET p50 (ms) B: baseline | GET p99 (ms) B: baseline |"
+        ) && md.contains("nominal MiB/s is DLIO's I/O figure"),
+        "{md}"
+    );
+    let header = md.lines().next().unwrap();
+    let separator = md.lines().nth(1).unwrap();
+    assert_eq!(header.matches('|').count(), separator.matches('|').count());
     let (code, csv, _) = common::run(&["compare", args[0], args[1], "--csv"]);
     assert_eq!(code, 0);
     assert_eq!(csv.lines().count(), 3, "{csv}");
     assert!(csv.starts_with("np,read_threads,group,"));
+    assert!(
+        csv.lines()
+            .next()
+            .unwrap()
+            .contains(",wire_mib_per_s,cpu_s_per_gib,")
+    );
+    for line in csv.lines() {
+        // The source is quoted and has no comma here: every line has the header's fields.
+        assert_eq!(line.split(',').count(), 14, "{line}");
+    }
 }
 
 #[test]

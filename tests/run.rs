@@ -188,6 +188,24 @@ fn au_is_high_when_compute_dwarfs_the_transfers_and_epochs_repeat_the_walk() {
     );
     assert!(s["projected_au_percent"].get("0.05").is_some(), "{s}");
     assert!(s["projected_au_percent"].get("0.5").is_some(), "{s}");
+    // The banner before the table it qualifies (both on stderr with --json).
+    let banner = stderr.find("NOTE: computation_time is 0.2 s").unwrap();
+    assert!(banner < stderr.find("| NP | RT |").unwrap(), "{stderr}");
+    // 12 steps per rank: the AU is not stable, and 9 files (54 steps) would be.
+    assert_eq!(s["files_for_stable_au"], 9);
+    assert!(
+        stderr.contains("12 steps per rank, below 50: the AU is not stable")
+            && stderr.contains("--files 9 gives 54")
+            && stderr.contains("| 12 | 12 steps: AU not stable;"),
+        "{stderr}"
+    );
+    // Both MiB/s named.
+    assert!(
+        stderr.contains("| nominal MiB/s |")
+            && stderr.contains("MiB/s on the wire (")
+            && stderr.contains("nominal MiB/s is DLIO's I/O figure"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -490,6 +508,46 @@ fn ctrl_c_stops_the_run_and_keeps_its_figures() {
         assert_eq!(summary["errors"], 0, "{summary}");
         assert!(summary["requests"].as_u64().unwrap() >= 1, "{summary}");
     }
+}
+
+#[test]
+fn ctrl_c_during_set_up_exits_3_with_a_line() {
+    // An endpoint that accepts connections and never answers: set-up waits on its listing.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", silent.local_addr().unwrap());
+    let child = common::ringload()
+        .args([
+            "run",
+            "flux_small",
+            "--endpoint",
+            &endpoint,
+            "--bucket",
+            "b",
+            "--engine",
+            "baseline",
+        ])
+        .env("AWS_ACCESS_KEY_ID", "AK")
+        .env("AWS_SECRET_ACCESS_KEY", "SK")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // Not killed by the signal (130): the documented code, and a line that says why.
+    let last = stderr.lines().last().unwrap_or_default();
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        last.contains("run interrupted (Ctrl-C or SIGTERM) during set-up"),
+        "{stderr}"
+    );
+    drop(silent);
 }
 
 // ---- garage -------------------------------------------------------------------------------
@@ -1050,6 +1108,12 @@ fn generate_uploads_to_ringloads_own_server_with_signed_payloads_and_run_reads_t
     let s: Value = serde_json::from_str(&stdout).unwrap();
     let (bytes, _) = planned(&["--files", "2"]);
     assert_eq!(s["bytes_read"].as_u64().unwrap(), bytes);
+    // An external server: the CPU line has no server part, and no stray dash for it.
+    let cpu = stderr
+        .lines()
+        .find(|l| l.starts_with("client CPU"))
+        .unwrap();
+    assert!(cpu.ends_with("per GiB)"), "{cpu}");
     // A wrong secret is refused before anything is written.
     let out = common::ringload()
         .args([

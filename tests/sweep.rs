@@ -93,10 +93,13 @@ fn a_grid_runs_every_point_once_and_the_tables_are_its_summaries() {
     // The same tables as markdown and CSV beside it.
     let md = std::fs::read_to_string(out.join("study.md")).unwrap();
     assert!(md.contains(
-        "| NP | RT | AU% | samples/s | samp/s/GPU | I/O MiB/s | Wall (s) | Steps | Notes |"
+        "| NP | RT | AU% | samples/s | samp/s/GPU | nominal MiB/s | Wall (s) | Steps | Notes |"
     ));
     assert!(md.contains("implied I/O wait"));
-    assert!(md.contains("NOTE**: computation_time is 0.01 s"));
+    // The I/O-stress banner comes before the tables it qualifies; both MiB/s are named.
+    let banner = md.find("NOTE**: computation_time is 0.01 s").unwrap();
+    assert!(banner < md.find("| NP |").unwrap(), "{md}");
+    assert!(md.contains("| MiB/s on the wire |") && md.contains("nominal MiB/s is DLIO's"));
     if engines.len() == 2 {
         assert!(md.contains("## uring against baseline"), "{md}");
     }
@@ -326,6 +329,110 @@ fn an_interrupted_sweep_resumes_where_it_stopped() {
 }
 
 #[test]
+fn a_used_output_is_refused_unless_resume_or_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s");
+    let sweep = |rt: &str, flags: &[&str]| {
+        let mut args = vec![
+            "sweep",
+            "flux_small",
+            "--np",
+            "1",
+            "--read-threads",
+            rt,
+            "--engine",
+            "baseline",
+            "--computation-time",
+            "0.01",
+            "--output",
+            out.to_str().unwrap(),
+        ];
+        args.extend(flags);
+        common::run(&args)
+    };
+    let names = |out: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(out.join("points"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let (code, _, stderr) = sweep("1,2", &[]);
+    assert!(code == 0 || code == 1, "{stderr}");
+    let first = sweep_json(&out);
+
+    // Into the same folder with no flag: refused in one line, nothing touched.
+    let (code, _, stderr) = sweep("3", &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(out.to_str().unwrap())
+            && stderr.contains("another sweep (2 points)")
+            && stderr.contains("--resume")
+            && stderr.contains("--force"),
+        "{stderr}"
+    );
+    assert_eq!(sweep_json(&out), first);
+    assert_eq!(
+        names(&out),
+        ["baseline-np1-rt1-ct0.01-r1", "baseline-np1-rt2-ct0.01-r1"]
+    );
+
+    // --resume with another grid: refused, naming what differs.
+    let (code, _, stderr) = sweep("1,3", &["--resume"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("only there: baseline-np1-rt2-ct0.01-r1")
+            && stderr.contains("only now: baseline-np1-rt3-ct0.01-r1"),
+        "{stderr}"
+    );
+
+    // --resume with the same grid: a point whose summary.json is not whole runs again, the
+    // other is kept as it was.
+    let rt2 = out.join("points/baseline-np1-rt2-ct0.01-r1/summary.json");
+    let text = std::fs::read_to_string(&rt2).unwrap();
+    std::fs::write(&rt2, &text[..text.len() / 2]).unwrap();
+    let (code, _, stderr) = sweep("1,2", &["--resume"]);
+    assert!(code == 0 || code == 1, "{stderr}");
+    assert!(
+        stderr.contains("results kept for 1 of 2 points; 1 to run"),
+        "{stderr}"
+    );
+    let resumed = sweep_json(&out);
+    let points = resumed["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    assert_eq!(points[0], first["points"][0]);
+    assert_eq!(points[1]["name"], "baseline-np1-rt2-ct0.01-r1");
+    assert_ne!(points[1], first["points"][1]);
+    let again: Value = serde_json::from_str(&std::fs::read_to_string(&rt2).unwrap()).unwrap();
+    assert!(again["outcome"].is_string());
+
+    // --force: the old sweep's files go, an unrelated file stays, only the new grid remains.
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    let (code, _, stderr) = sweep("3", &["--force", "--repeat", "2"]);
+    assert!(code == 0 || code == 1, "{stderr}");
+    assert!(stderr.contains("sweep: 2 points ("), "{stderr}");
+    assert_eq!(
+        names(&out),
+        ["baseline-np1-rt3-ct0.01-r1", "baseline-np1-rt3-ct0.01-r2"]
+    );
+    assert_eq!(sweep_json(&out)["planned"].as_array().unwrap().len(), 2);
+    // Two rounds: report.html gives their spread.
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let spread = html.split("<h2>Spread over repeats</h2>").nth(1).unwrap();
+    assert!(
+        spread.contains("<tr><td>baseline-np1-rt3-ct0.01</td><td>2</td><td>")
+            && spread.contains(" ± "),
+        "{spread}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("notes.txt")).unwrap(),
+        "mine"
+    );
+}
+
+#[test]
 fn a_bad_grid_is_refused_before_any_point_runs() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("s");
@@ -412,8 +519,13 @@ fn the_plots_and_the_report_render_in_a_real_browser() {
         ),
         (
             "memory.svg",
-            "Peak RSS against the memory budget, every point",
+            "Peak RSS against the memory each point planned",
             "MiB",
+        ),
+        (
+            "mib-per-s.svg",
+            "MiB/s of every point: nominal (DLIO) and on the wire",
+            "MiB/s",
         ),
         (
             "latency-cdf.svg",
@@ -448,6 +560,24 @@ fn the_plots_and_the_report_render_in_a_real_browser() {
             && !html.contains("http://www.w3.org/1999/xlink\" href=\"http")
     );
     assert!(html.contains("<th>NP</th>") && html.contains("flux_small"));
+    // When, by which ringload, and the plots people ask for, labelled for what they show.
+    let sweep = sweep_json(&out);
+    let started = sweep["started"].as_str().unwrap();
+    assert!(started.ends_with(" GMT"), "{started}");
+    assert!(html.contains(&format!("<tr><th>run</th><td>{started}</td></tr>")));
+    let commit = sweep["ringload_commit"].as_str().unwrap();
+    assert!(!commit.is_empty());
+    assert!(
+        html.contains(&format!(
+            "<tr><th>ringload</th><td>{} (commit {commit})</td></tr>",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{html}"
+    );
+    assert!(html.contains("<figcaption>MiB/s of every point: nominal (DLIO) and on the wire"));
+    assert!(html.contains("planned (needed, not a limit)"));
+    // One round: no spread to show.
+    assert!(!html.contains("Spread over repeats"));
 
     let browser = match chromium() {
         Ok(b) => b,

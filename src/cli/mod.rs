@@ -586,9 +586,15 @@ pub struct SweepArgs {
     #[arg(long, help_heading = "Grid")]
     pub gate: bool,
 
-    /// Run only the points of the sweep in --output that have no result yet
-    #[arg(long, help_heading = "Grid")]
+    /// Continue the sweep in --output (the same grid): keep the points whose summary.json is
+    /// complete, run the rest
+    #[arg(long, help_heading = "Grid", conflicts_with = "force")]
     pub resume: bool,
+
+    /// Start over in an --output that holds another sweep: its sweep.json, study files,
+    /// report.html, plots/ and points/ are removed first (other files are left alone)
+    #[arg(long, help_heading = "Grid")]
+    pub force: bool,
 
     /// The sweep's folder: points/NAME/ per point, sweep.json, study.md, .csv, .json
     #[arg(long, value_name = "DIR")]
@@ -741,7 +747,16 @@ pub fn load_config(
     // `ringload plan reader.read_threads=4` names no workload: the first word is an override.
     let mut overrides: Vec<&str> = workload.overrides.iter().map(String::as_str).collect();
     let name = match workload.workload.as_deref() {
-        Some(w) if w.contains('=') => {
+        // So is a dotted key with no value (`train.computation_time`), not a file: its
+        // error names the override's form instead of an unknown workload.
+        Some(w)
+            if w.contains('=')
+                || (w.contains('.')
+                    && !w.contains('/')
+                    && !w.ends_with(".yaml")
+                    && !w.ends_with(".yml")
+                    && !std::path::Path::new(w).exists()) =>
+        {
             overrides.insert(0, w);
             DEFAULT_WORKLOAD
         }

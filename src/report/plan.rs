@@ -42,7 +42,7 @@ fn file_span(files: &[usize]) -> String {
         (Some(first), Some(last)) if last - first + 1 == files.len() => {
             format!("{first}–{last} ({})", files.len())
         }
-        (Some(_), Some(_)) => format!("{} files", files.len()),
+        (Some(_), Some(_)) => crate::units::counted(files.len() as u64, "file"),
         _ => "none".to_string(),
     }
 }
@@ -274,10 +274,10 @@ pub fn render(plan: &Plan, full: bool) -> String {
         for reader in &rank.readers {
             let _ = writeln!(
                 w,
-                "  reader {}: {} files, {} GETs, {}",
+                "  reader {}: {}, {}, {}",
                 reader.reader,
-                reader.files.len(),
-                reader.gets.len(),
+                crate::units::counted(reader.files.len() as u64, "file"),
+                crate::units::counted(reader.gets.len() as u64, "GET"),
                 bytes(reader.gets.iter().map(|g| g.len_bytes).sum())
             );
             let limit = if full { usize::MAX } else { GETS_SHOWN };

@@ -8,10 +8,17 @@ use crate::metrics::{Distribution, RequestStats};
 use crate::plan::Plan;
 use crate::rank::RankRecord;
 use crate::summary::RunSummary;
-use crate::units::{bytes, count, seconds};
+use crate::units::{bytes, count, counted, seconds};
 
 /// The header of the study's results table (reference/flux-study.md).
-pub const TABLE_HEADER: &str = "| NP | RT | AU% | samples/s | samp/s/GPU | I/O MiB/s | Wall (s) | Steps | Notes |\n|---|---|---|---|---|---|---|---|---|";
+/// `nominal MiB/s` is DLIO's "I/O MB/s" (samples/s × record size), not the bytes on the wire:
+/// [`MIB_PER_S_LEGEND`] says so wherever both appear.
+pub const TABLE_HEADER: &str = "| NP | RT | AU% | samples/s | samp/s/GPU | nominal MiB/s | Wall (s) | Steps | Notes |\n|---|---|---|---|---|---|---|---|---|";
+
+/// What the two MiB/s figures are, under every table or line that shows both.
+pub const MIB_PER_S_LEGEND: &str = "nominal MiB/s is DLIO's I/O figure, samples/s × record size \
+    (first step excluded); MiB/s on the wire is the bytes received (GETs as coalesced, footers \
+    apart) over the whole wall time, so the two differ";
 
 fn or_dash(value: Option<f64>, format: impl Fn(f64) -> String) -> String {
     value.map_or_else(|| "—".to_string(), format)
@@ -30,7 +37,10 @@ pub fn table_row(s: &RunSummary) -> String {
         notes.push(format!("AU < {}%", s.au_target_percent));
     }
     if s.errors > 0 {
-        notes.push(format!("{} errors", s.errors));
+        notes.push(counted(s.errors, "error"));
+    }
+    if s.files_for_stable_au.is_some() {
+        notes.push(format!("{} steps: AU not stable", s.steps_per_rank));
     }
     notes.push(s.engine.to_string());
     format!(
@@ -128,15 +138,16 @@ pub fn render(s: &RunSummary) -> String {
     );
     let _ = writeln!(
         w,
-        "read {} ({} bytes) in {} GETs at {:.0} MiB/s measured; footers {} once; {} retries, {} \
-         errors",
+        "read {} ({} bytes) in {} at {:.0} MiB/s on the wire ({} nominal); footers {} once; \
+         {}, {}",
         bytes(s.bytes_read),
         count(s.bytes_read),
-        count(s.requests),
+        counted(s.requests, "GET"),
         s.measured_mib_per_s,
+        or_dash(s.io_mib_per_s, |v| format!("{} MiB/s", whole(v))),
         bytes(s.footer_bytes),
-        count(s.retries),
-        count(s.errors)
+        counted(s.retries, "retry"),
+        counted(s.errors, "error")
     );
     if let Some(v) = &s.verify {
         let checked = v.hashed_bytes + v.page_checked_bytes;
@@ -169,19 +180,21 @@ pub fn render(s: &RunSummary) -> String {
         ms(&s.request_latency_ms.total)
     );
     let per_gib = or_dash(s.cpu_s_per_gib, |v| format!("{v:.3} CPU-s per GiB"));
-    let server = or_dash(s.server_cpu_s, |v| {
-        format!("; in-process server {v:.2} CPU-s, not included")
-    });
+    // Only an in-process server has its CPU here; with an external one, nothing.
+    let server = s
+        .server_cpu_s
+        .map(|v| format!("; in-process server {v:.2} CPU-s, not included"))
+        .unwrap_or_default();
     if s.endpoints.len() > 1 {
         for e in &s.endpoints {
             let _ = writeln!(
                 w,
-                "endpoint {}: {} in {} GETs, {} retries, {} errors; total latency {}",
+                "endpoint {}: {} in {}, {}, {}; total latency {}",
                 e.url,
                 bytes(e.bytes_read),
-                count(e.requests),
-                count(e.retries),
-                count(e.errors),
+                counted(e.requests, "GET"),
+                counted(e.retries, "retry"),
+                counted(e.errors, "error"),
                 ms(&e.latency_ms)
             );
         }
@@ -216,6 +229,7 @@ pub fn render(s: &RunSummary) -> String {
         s.setup_s,
         s.wall_s
     );
+    let _ = writeln!(w, "({MIB_PER_S_LEGEND})");
     for note in &s.notes {
         let _ = writeln!(w, "note: {note}");
     }

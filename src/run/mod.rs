@@ -144,7 +144,7 @@ pub fn run_ranks(
             .collect();
         if config.show_progress {
             let (progress, done, ready) = (&progress, &done, &ready);
-            scope.spawn(move || show_progress(progress, done, total_steps, np, ready));
+            scope.spawn(move || show_progress(progress, done, total_steps, ready));
         }
         if config.hosts {
             // Meets the other processes for each barrier the local ranks all reached, then
@@ -236,7 +236,6 @@ fn show_progress(
     progress: &Progress,
     done: &std::sync::atomic::AtomicBool,
     total_steps: u64,
-    np: usize,
     ready: &OnceLock<(Instant, CpuReading)>,
 ) {
     let mut stderr = std::io::stderr();
@@ -249,12 +248,15 @@ fn show_progress(
         };
         let elapsed = started.elapsed().as_secs_f64();
         let steps = progress.steps_done.load(Ordering::Relaxed);
-        let compute_s = progress.compute_ns.load(Ordering::Relaxed) as f64 / 1e9;
         let bytes = progress.bytes_received.load(Ordering::Relaxed);
+        // The result's AU (metrics::au_percent), first step excluded: "–" until measured.
+        let au = progress
+            .au_percent()
+            .map_or("–".to_string(), |au| format!("{au:.1}%"));
         let _ = write!(
             stderr,
-            "\r\x1b[2Kstep {steps}/{total_steps} · AU so far {:.1}% · {:.0} MiB/s · {elapsed:.1} s",
-            100.0 * compute_s / (np as f64 * elapsed).max(1e-9),
+            "\r\x1b[2Kstep {steps}/{total_steps} · AU so far {au} · {:.0} MiB/s received · \
+             {elapsed:.1} s",
             bytes as f64 / crate::units::MIB / elapsed.max(1e-9),
         );
         let _ = stderr.flush();

@@ -24,7 +24,7 @@ use crate::rank::RankError;
 use crate::rank::RunMeasurements;
 use crate::s3::{self, Bucket, Client};
 use crate::settings::Settings;
-use crate::signals::raise_on_stop_signals;
+use crate::signals::{exit_if_stopped_in_setup, raise_on_stop_signals};
 use crate::summary::{HostSummary, RunContext, RunSummary, TargetSummary};
 use crate::{affinity, budget, cluster, report, units};
 
@@ -49,6 +49,10 @@ pub struct Session<'a> {
     plan: Plan,
     engine: EngineKind,
     client: Client,
+    /// Raised by Ctrl-C or SIGTERM from the start of set-up.
+    interrupt: Arc<AtomicBool>,
+    /// Set when the ranks start: a stop signal before it ends the process at once.
+    setup_done: Arc<AtomicBool>,
 }
 
 impl<'a> Session<'a> {
@@ -57,6 +61,11 @@ impl<'a> Session<'a> {
     /// against each host's memory, and the engine.
     pub fn prepare(args: &'a RunArgs, cluster: &'a Cluster) -> anyhow::Result<Session<'a>> {
         let started = Instant::now();
+        // Ctrl-C or SIGTERM during set-up: one line and exit 3, not a silent 130.
+        let interrupt = Arc::new(AtomicBool::new(false));
+        let setup_done = Arc::new(AtomicBool::new(false));
+        raise_on_stop_signals(Arc::clone(&interrupt))?;
+        exit_if_stopped_in_setup(Arc::clone(&interrupt), Arc::clone(&setup_done), "run")?;
         let hosts = !cluster.is_single();
         let options = &args.options;
         let mut shape = args.shape.clone();
@@ -151,6 +160,8 @@ impl<'a> Session<'a> {
             plan,
             engine,
             client,
+            interrupt,
+            setup_done,
         })
     }
 
@@ -171,12 +182,13 @@ impl<'a> Session<'a> {
                     .unwrap_or_else(affinity::cores),
                 show_progress: std::io::stderr().is_terminal(),
                 cpus: self.cpus.clone(),
-                interrupt: Arc::new(AtomicBool::new(false)),
+                interrupt: Arc::clone(&self.interrupt),
                 ranks: self.local.clone(),
                 hosts,
             };
             // From here Ctrl-C and SIGTERM stop the run and keep what it measured.
-            raise_on_stop_signals(Arc::clone(&config.interrupt))?;
+            self.setup_done
+                .store(true, std::sync::atomic::Ordering::SeqCst);
             run_ranks(&self.plan, &self.client, &config, &server_cpu_now)
         };
         if hosts && let Err(failure) = &outcome {
@@ -301,7 +313,10 @@ impl<'a> Session<'a> {
             return Err(RunFailed(line).into());
         }
         let human = report::run::render(summary);
-        let banner = report::run::computation_time_banner(summary);
+        // Before the table it qualifies (both streams end on one terminal).
+        if let Some(banner) = report::run::computation_time_banner(summary) {
+            eprintln!("{banner}");
+        }
         if args.json {
             let mut stdout = std::io::stdout().lock();
             serde_json::to_writer_pretty(&mut stdout, summary)?;
@@ -309,9 +324,6 @@ impl<'a> Session<'a> {
             eprint!("{human}");
         } else {
             print!("{human}");
-        }
-        if let Some(banner) = banner {
-            eprintln!("{banner}");
         }
         Ok(if summary.au_target_met {
             exit::OK

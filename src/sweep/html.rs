@@ -1,5 +1,6 @@
-//! `DIR/report.html`: one self-contained page — the workload, the machine, the exact command
-//! line, the study's tables and the plots inline as SVG. No network, no JavaScript.
+//! `DIR/report.html`: one self-contained page — the workload, when and by which ringload
+//! (version and commit) it ran, the machine, the exact command line, the study's tables, the
+//! spread over repeats, and the plots inline as SVG. No network, no JavaScript.
 
 use std::fmt::Write;
 
@@ -120,12 +121,23 @@ pub fn report(sweep: &SweepFile, markdown: &str, plots: &[Plot]) -> String {
         kernel,
         hostname,
     } = &sweep.machine;
+    let or_unknown = |s: &str| {
+        if s.is_empty() {
+            "unknown".to_string()
+        } else {
+            escape(s)
+        }
+    };
     let _ = writeln!(
         out,
-        "<table>\n<tr><th>workload</th><td>{}</td></tr>\n<tr><th>points</th><td>{} planned, {} \
-         with a result</td></tr>\n<tr><th>machine</th><td>{} — {}, {} cores, {:.1} GiB, Linux {}\
-         </td></tr>\n</table>",
+        "<table>\n<tr><th>workload</th><td>{}</td></tr>\n<tr><th>run</th><td>{}</td></tr>\n\
+         <tr><th>ringload</th><td>{} (commit {})</td></tr>\n<tr><th>points</th><td>{} planned, \
+         {} with a result</td></tr>\n<tr><th>machine</th><td>{} — {}, {} cores, {:.1} GiB, \
+         Linux {}</td></tr>\n</table>",
         escape(&sweep.workload),
+        or_unknown(&sweep.started),
+        or_unknown(&sweep.ringload_version),
+        or_unknown(&sweep.ringload_commit),
         sweep.planned.len(),
         sweep.points.len(),
         escape(hostname),
@@ -146,6 +158,7 @@ pub fn report(sweep: &SweepFile, markdown: &str, plots: &[Plot]) -> String {
         .collect::<Vec<_>>()
         .join("\n");
     out.push_str(&markdown_to_html(&body));
+    out.push_str(&spread(sweep));
     out.push_str("<h2>Plots</h2>\n");
     for plot in plots {
         let svg = plot
@@ -161,6 +174,73 @@ pub fn report(sweep: &SweepFile, markdown: &str, plots: &[Plot]) -> String {
         );
     }
     out.push_str("</body>\n</html>\n");
+    out
+}
+
+/// Mean, standard deviation, min and max of `values`; `None` for fewer than two.
+fn stdev(values: &[f64]) -> Option<(f64, f64, f64, f64)> {
+    if values.len() < 2 {
+        return None;
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    Some((mean, var.sqrt(), min, max))
+}
+
+/// A figure of a point's summary.json: its name and how to read it.
+type Figure<'a> = (&'a str, &'a dyn Fn(&serde_json::Value) -> Option<f64>);
+
+/// The spread over repeats (`--repeat` > 1): per point that ran more than once, each
+/// figure's mean ± sample standard deviation and its min–max. Empty without repeats.
+fn spread(sweep: &SweepFile) -> String {
+    let figures: [Figure; 3] = [
+        ("AU%", &|s| s["au_percent"].as_f64()),
+        ("samples/s", &|s| s["samples_per_s"].as_f64()),
+        ("MiB/s on the wire", &|s| s["measured_mib_per_s"].as_f64()),
+    ];
+    let mut keys: Vec<String> = Vec::new();
+    for p in &sweep.points {
+        if !keys.contains(&p.point.key()) {
+            keys.push(p.point.key());
+        }
+    }
+    let mut rows = String::new();
+    for key in keys {
+        let ran: Vec<&serde_json::Value> = sweep
+            .points
+            .iter()
+            .filter(|p| p.point.key() == key)
+            .filter_map(|p| p.summary.as_ref())
+            .collect();
+        if ran.len() < 2 {
+            continue;
+        }
+        let _ = write!(rows, "<tr><td>{}</td><td>{}</td>", escape(&key), ran.len());
+        for (_, get) in &figures {
+            let values: Vec<f64> = ran.iter().filter_map(|s| get(s)).collect();
+            let cell = stdev(&values).map_or("—".into(), |(mean, sd, min, max)| {
+                format!("{mean:.1} ± {sd:.1} ({min:.1}–{max:.1})")
+            });
+            let _ = write!(rows, "<td>{cell}</td>");
+        }
+        rows.push_str("</tr>\n");
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "<h2>Spread over repeats</h2>\n<p>Each point's rounds: mean ± standard deviation \
+         (min–max).</p>\n<table>\n<thead><tr><th>point</th><th>rounds</th>",
+    );
+    for (name, _) in &figures {
+        let _ = write!(out, "<th>{name}</th>");
+    }
+    out.push_str("</tr></thead>\n<tbody>\n");
+    out.push_str(&rows);
+    out.push_str("</tbody></table>\n");
     out
 }
 

@@ -208,6 +208,14 @@ pub struct SweepFile {
     pub command: String,
     #[serde(default)]
     pub machine: Machine,
+    /// When the sweep started (HTTP date, UTC).
+    #[serde(default)]
+    pub started: String,
+    /// The ringload that ran it: its version and the git commit it was built from.
+    #[serde(default)]
+    pub ringload_version: String,
+    #[serde(default)]
+    pub ringload_commit: String,
     /// Every point of the grid, in run order.
     pub planned: Vec<String>,
     pub points: Vec<PointResult>,
@@ -275,11 +283,17 @@ pub enum SweepError {
         reason: String,
     },
     #[error(
-        "--resume: {} holds a sweep of other points ({reason}); resume with the same grid, or \
-         choose another --output",
+        "--resume: {} holds a sweep of other points ({reason}); resume with the same grid, \
+         --force to start over, or choose another --output",
         dir.display()
     )]
     OtherGrid { dir: PathBuf, reason: String },
+    #[error(
+        "--output {} holds {what}; pass --resume to continue it (the same grid), --force to \
+         remove its sweep files first, or choose another --output",
+        dir.display()
+    )]
+    Used { dir: PathBuf, what: String },
 }
 
 impl ExitClass for SweepError {
@@ -325,23 +339,26 @@ impl Runner<'_> {
     pub fn run(&self, planned: &[Planned]) -> Result<(SweepFile, bool), SweepError> {
         let names: Vec<String> = planned.iter().map(|p| p.point.name()).collect();
         let mut sweep = if self.resume && self.dir.join("sweep.json").exists() {
-            let old = SweepFile::read(&self.dir)?;
+            let mut old = SweepFile::read(&self.dir)?;
             if old.planned != names {
                 return Err(SweepError::OtherGrid {
                     dir: self.dir.clone(),
-                    reason: format!(
-                        "{} points planned there, {} now",
-                        old.planned.len(),
-                        names.len()
-                    ),
+                    reason: grid_difference(&old.planned, &names),
                 });
             }
+            // Kept: the points that finished with a complete summary.json; the others (no
+            // summary, a truncated one, skipped or gated) are run or judged again.
+            old.points
+                .retain(|p| p.summary.is_some() && complete_summary(&self.dir, &p.name));
             old
         } else {
             SweepFile {
                 workload: self.workload.clone(),
                 command: self.command.clone(),
                 machine: Machine::this(),
+                started: httpdate::fmt_http_date(std::time::SystemTime::now()),
+                ringload_version: env!("CARGO_PKG_VERSION").into(),
+                ringload_commit: env!("RINGLOAD_COMMIT").into(),
                 planned: names.clone(),
                 points: Vec::new(),
             }
@@ -358,9 +375,9 @@ impl Runner<'_> {
             .collect();
         if !done.is_empty() {
             eprintln!(
-                "sweep: resuming: {} of {} points have results; {} to run",
+                "sweep: resuming: results kept for {} of {}; {} to run",
                 done.len(),
-                planned.len(),
+                crate::units::counted(planned.len() as u64, "point"),
                 todo.len()
             );
         }
@@ -537,6 +554,103 @@ impl Runner<'_> {
             summary,
         }))
     }
+}
+
+/// The files and folders a sweep writes into its `--output`: what marks a folder as holding a
+/// sweep, and all that `--force` removes (anything else in the folder is left alone).
+pub const SWEEP_FILES: [&str; 6] = [
+    "sweep.json",
+    ".sweep.json.tmp",
+    "study.md",
+    "study.csv",
+    "study.json",
+    "report.html",
+];
+/// The folders a sweep writes into its `--output` (see [`SWEEP_FILES`]).
+pub const SWEEP_DIRS: [&str; 2] = ["points", "plots"];
+
+/// Makes `dir` ready for a sweep: an empty or unrelated folder is used as it is; one that
+/// holds a sweep (its sweep.json or points/) is refused unless `resume` (the runner then
+/// checks the grid) or `force` (the sweep's own files are removed first).
+pub fn claim_output(dir: &Path, resume: bool, force: bool) -> Result<(), SweepError> {
+    let has_sweep = dir.join("sweep.json").exists();
+    let has_points = dir.join("points").exists();
+    if force {
+        for name in SWEEP_FILES {
+            let path = dir.join(name);
+            if path.exists() {
+                std::fs::remove_file(&path).map_err(|e| SweepError::Write {
+                    reason: format!("--force cannot remove it: {e}"),
+                    path,
+                })?;
+            }
+        }
+        for name in SWEEP_DIRS {
+            let path = dir.join(name);
+            if path.exists() {
+                std::fs::remove_dir_all(&path).map_err(|e| SweepError::Write {
+                    reason: format!("--force cannot remove it: {e}"),
+                    path,
+                })?;
+            }
+        }
+        return Ok(());
+    }
+    if resume && (has_sweep || !has_points) {
+        return Ok(());
+    }
+    if has_sweep || has_points {
+        let what = match (has_sweep, resume) {
+            (_, true) => "point folders (points/) but no sweep.json to resume".to_string(),
+            (true, false) => match SweepFile::read(dir) {
+                Ok(old) => format!(
+                    "another sweep ({})",
+                    crate::units::counted(old.planned.len() as u64, "point")
+                ),
+                Err(_) => "another sweep's sweep.json".to_string(),
+            },
+            (false, false) => "another sweep's point folders (points/)".to_string(),
+        };
+        return Err(SweepError::Used {
+            dir: dir.to_path_buf(),
+            what,
+        });
+    }
+    Ok(())
+}
+
+/// Whether `DIR/points/NAME/summary.json` is a whole summary (it parses and has an outcome).
+fn complete_summary(dir: &Path, name: &str) -> bool {
+    std::fs::read_to_string(dir.join("points").join(name).join("summary.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .is_some_and(|s| s["outcome"].is_string())
+}
+
+/// What differs between the grid planned in a folder and the one asked for, in one line.
+fn grid_difference(there: &[String], now: &[String]) -> String {
+    let list = |names: Vec<&String>| {
+        let shown: Vec<&str> = names.iter().take(3).map(|n| n.as_str()).collect();
+        let more = if names.len() > 3 { ", …" } else { "" };
+        format!("{}{more}", shown.join(", "))
+    };
+    let only_there: Vec<&String> = there.iter().filter(|n| !now.contains(n)).collect();
+    let only_now: Vec<&String> = now.iter().filter(|n| !there.contains(n)).collect();
+    let mut parts = vec![format!(
+        "{} planned there, {} now",
+        crate::units::counted(there.len() as u64, "point"),
+        now.len()
+    )];
+    if !only_there.is_empty() {
+        parts.push(format!("only there: {}", list(only_there)));
+    }
+    if !only_now.is_empty() {
+        parts.push(format!("only now: {}", list(only_now)));
+    }
+    if parts.len() == 1 {
+        parts.push("the same points in another order".into());
+    }
+    parts.join("; ")
 }
 
 /// A point's outcome in a few words, for the progress lines.
@@ -734,6 +848,9 @@ mod tests {
             workload: String::new(),
             command: String::new(),
             machine: Machine::default(),
+            started: String::new(),
+            ringload_version: String::new(),
+            ringload_commit: String::new(),
             planned: vec![String::new(); planned],
             points: statuses.iter().map(|&s| result(s)).collect(),
         };
@@ -772,6 +889,9 @@ mod tests {
             workload: String::new(),
             command: String::new(),
             machine: Machine::default(),
+            started: String::new(),
+            ringload_version: String::new(),
+            ringload_commit: String::new(),
             planned: vec![],
             points: vec![missed],
         };

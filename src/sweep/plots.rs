@@ -5,7 +5,9 @@
 //!   target drawn;
 //! - samples/s per rank against NP, the same lines;
 //! - client CPU-s per GiB of every point, the engines side by side;
-//! - peak RSS against the memory budget of every point;
+//! - MiB/s of every point: DLIO's nominal figure beside the bytes on the wire;
+//! - peak RSS against the memory each point planned (what its plan said it needs, the figure
+//!   `--memory-budget` is checked against; not a limit the point ran under);
 //! - the CDF of GET latency at one point, every engine that ran it.
 
 use plotters::coord::types::RangedCoordf64;
@@ -367,7 +369,27 @@ pub fn plots(rows: &[Row], au_target: Option<f64>) -> Result<Vec<Plot>, String> 
         })?,
         title,
     });
-    let title = "Peak RSS against the memory budget, every point".to_string();
+    let title = "MiB/s of every point: nominal (DLIO) and on the wire".to_string();
+    out.push(Plot {
+        file: "mib-per-s.svg".into(),
+        svg: bars(rows, &title, "MiB/s", &|r| {
+            let light = |c: RGBColor| RGBColor(c.0 / 2 + 127, c.1 / 2 + 127, c.2 / 2 + 127);
+            vec![
+                (
+                    format!("{} nominal", r.profile()),
+                    light(engine_color(&r.engine)),
+                    median(&r.io_mib_per_s),
+                ),
+                (
+                    format!("{} on the wire", r.profile()),
+                    engine_color(&r.engine),
+                    median(&r.measured_mib_per_s),
+                ),
+            ]
+        })?,
+        title,
+    });
+    let title = "Peak RSS against the memory each point planned".to_string();
     out.push(Plot {
         file: "memory.svg".into(),
         svg: bars(rows, &title, "MiB", &|r| {
@@ -380,7 +402,7 @@ pub fn plots(rows: &[Row], au_target: Option<f64>) -> Result<Vec<Plot>, String> 
                     mib(median(&r.peak_rss_bytes)),
                 ),
                 (
-                    format!("{} budget", r.profile()),
+                    format!("{} planned (needed, not a limit)", r.profile()),
                     light(engine_color(&r.engine)),
                     mib(r.memory_budget_bytes.map(|b| b as f64)),
                 ),

@@ -17,10 +17,16 @@ use crate::exit::{self, ExitClass, UsageError};
 use crate::plan::{Plan, PlanOptions};
 use crate::run::store::{Storage, catalog_from, prepare_output, resolve_target};
 use crate::settings::Settings;
-use crate::signals::raise_on_stop_signals;
+use crate::signals::{exit_if_stopped_in_setup, raise_on_stop_signals};
 
 /// Runs the sweep `args` asks for; `Ok` carries the exit code.
 pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
+    // Ctrl-C or SIGTERM while the grid is planned: one line and exit 3; once points run, the
+    // runner stops the running one and keeps what finished.
+    let interrupt = Arc::new(AtomicBool::new(false));
+    let setup_done = Arc::new(AtomicBool::new(false));
+    raise_on_stop_signals(Arc::clone(&interrupt))?;
+    exit_if_stopped_in_setup(Arc::clone(&interrupt), Arc::clone(&setup_done), "sweep")?;
     let settings = Settings::resolve(&load_config(&args.workload, None)?)?;
     std::fs::create_dir_all(&args.output).map_err(|e| {
         UsageError(format!(
@@ -29,6 +35,7 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
         ))
     })?;
     prepare_output(&args.output)?;
+    super::claim_output(&args.output, args.resume, args.force)?;
     let points = grid(&axes(args, &settings));
     let options = &args.options;
     // The store: the one given, or one embedded server for every point.
@@ -41,8 +48,8 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
     let planned = plan_points(args, &storage, &settings, points)?;
     let skipped = planned.iter().filter(|p| p.skip.is_some()).count();
     eprintln!(
-        "sweep: {} points ({} over the memory budget or not plannable, skipped) into {}",
-        planned.len(),
+        "sweep: {} ({} over the memory budget or not plannable, skipped) into {}",
+        crate::units::counted(planned.len() as u64, "point"),
         skipped,
         args.output.display()
     );
@@ -60,8 +67,7 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
         c
     };
     let server_cpu = || storage.server.as_ref().map(|s| s.stats().cpu_s);
-    let interrupt = Arc::new(AtomicBool::new(false));
-    raise_on_stop_signals(Arc::clone(&interrupt))?;
+    setup_done.store(true, std::sync::atomic::Ordering::SeqCst);
     let runner = Runner {
         dir: args.output.clone(),
         workload: settings.workload.name.clone(),

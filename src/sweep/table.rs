@@ -1,6 +1,6 @@
 //! The study's tables from a sweep: per engine, the study's own layout (NP, RT, AU%,
-//! samples/s, samp/s/GPU, I/O MiB/s, Wall, Steps, Notes), its hand analysis (implied I/O wait,
-//! projected AU), what DLIO cannot show (measured MiB/s, CPU-s/GiB, peak RSS against the
+//! samples/s, samp/s/GPU, nominal MiB/s, Wall, Steps, Notes), its hand analysis (implied I/O
+//! wait, projected AU), what DLIO cannot show (MiB/s on the wire, CPU-s/GiB, peak RSS against the
 //! budget, latency), and with two engines a side-by-side with ratios. Repeats give medians with
 //! min–max. Every number comes from the points' own summary.json, as sweep.json keeps them.
 
@@ -191,6 +191,15 @@ fn row(results: &[&PointResult]) -> Row {
         }
     }
     notes.dedup();
+    // Too few steps for a stable AU (metrics::files_for_stable_au, in the summary).
+    if let (Some(files), Some(steps)) = (
+        ran.iter().find_map(|s| s["files_for_stable_au"].as_u64()),
+        ran.iter().find_map(|s| s["steps_per_rank"].as_u64()),
+    ) {
+        notes.push(format!(
+            "{steps} steps per rank: AU not stable (--files {files} gives 50)"
+        ));
+    }
     let mut projected: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for s in &ran {
         if let Some(map) = s["projected_au_percent"].as_object() {
@@ -285,6 +294,10 @@ pub fn markdown(sweep: &SweepFile, rows: &[Row]) -> String {
             "{rounds} rounds: medians, with min–max where the rounds differ.\n"
         );
     }
+    // Before the tables it qualifies.
+    if let Some(banner) = computation_time_banner(sweep) {
+        let _ = writeln!(w, "{banner}\n");
+    }
     let (pf, cr, ct) = varying(rows);
     let extra_head = |w: &mut String| {
         let mut h = String::new();
@@ -332,7 +345,7 @@ pub fn markdown(sweep: &SweepFile, rows: &[Row]) -> String {
         w.push_str("| NP | RT |");
         let n = extra_head(w);
         w.push_str(
-            " AU% | samples/s | samp/s/GPU | I/O MiB/s | Wall (s) | Steps | Notes |\n|---|---|",
+            " AU% | samples/s | samp/s/GPU | nominal MiB/s | Wall (s) | Steps | Notes |\n|---|---|",
         );
         w.push_str(&"---|".repeat(n));
         w.push_str("---|---|---|---|---|---|---|\n");
@@ -395,7 +408,7 @@ pub fn markdown(sweep: &SweepFile, rows: &[Row]) -> String {
         let _ = writeln!(w, "\nWhat DLIO cannot show.\n");
         w.push_str("| NP | RT |");
         let n = extra_head(w);
-        w.push_str(" measured MiB/s | client CPU-s/GiB | peak RSS (MiB) | budget (MiB) | GET p50 (ms) | GET p99 (ms) | server CPU-s |\n|---|---|");
+        w.push_str(" MiB/s on the wire | client CPU-s/GiB | peak RSS (MiB) | planned (MiB) | GET p50 (ms) | GET p99 (ms) | server CPU-s |\n|---|---|");
         w.push_str(&"---|".repeat(n + 7));
         w.push('\n');
         for r in &mine {
@@ -415,7 +428,7 @@ pub fn markdown(sweep: &SweepFile, rows: &[Row]) -> String {
                 show(&r.server_cpu_s, 2)
             );
         }
-        w.push('\n');
+        let _ = writeln!(w, "{}.\n", crate::report::run::MIB_PER_S_LEGEND);
     }
     if engines.len() == 2 {
         let (a, b) = (&engines[0], &engines[1]);
@@ -461,10 +474,6 @@ pub fn markdown(sweep: &SweepFile, rows: &[Row]) -> String {
         }
         w.push('\n');
     }
-    if let Some(banner) = computation_time_banner(sweep) {
-        w.push_str(&banner);
-        w.push('\n');
-    }
     out
 }
 
@@ -475,7 +484,7 @@ fn computation_time_banner(sweep: &SweepFile) -> Option<String> {
     let own = s["workload_computation_time_s"].as_f64()?;
     ((ct - own).abs() > 1e-12).then(|| {
         format!(
-            "**NOTE**: computation_time is {ct} s but {} says {own} s: AU above is an I/O stress \
+            "**NOTE**: computation_time is {ct} s but {} says {own} s: AU below is an I/O stress \
              figure, not {} training performance; see the projected AU at {own} s.",
             sweep.workload, sweep.workload
         )
