@@ -559,6 +559,7 @@ mod tests {
                 "au-baseline-dlio-loader.svg",
                 "samples-baseline-dlio-loader.svg",
                 "cpu-per-gib.svg",
+                "mib-per-s.svg",
                 "memory.svg"
             ]
         );
@@ -677,7 +678,7 @@ mod tests {
     fn empty_and_single_point_inputs_draw() {
         let none = plots(&[], Some(80.0)).unwrap();
         let files: Vec<&str> = none.iter().map(|p| p.file.as_str()).collect();
-        assert_eq!(files, ["cpu-per-gib.svg", "memory.svg"]);
+        assert_eq!(files, ["cpu-per-gib.svg", "mib-per-s.svg", "memory.svg"]);
         assert!(bar_heights(&none[0].svg, "#1F77B4").is_empty());
         let one = plots(&[row("uring", 1, 1, 50.0)], None).unwrap();
         assert_eq!(circles(plot(&one, "au-uring.svg")).len(), 1);
@@ -741,7 +742,7 @@ mod tests {
         let labels: Vec<String> = texts(memory).into_iter().map(|(_, _, t)| t).collect();
         for label in [
             "uring peak RSS",
-            "uring budget",
+            "uring planned (needed, not a limit)",
             "np1 rt1",
             "np2 rt1",
             "MiB",
