@@ -61,8 +61,12 @@ pub enum RankError {
     /// Another rank failed first; this one stopped.
     #[error("stopped because another rank failed")]
     Aborted,
-    /// The run was told to stop (Ctrl-C or SIGTERM).
-    #[error("interrupted (Ctrl-C or SIGTERM) before the last step")]
+    /// The run was told to stop (Ctrl-C or SIGTERM; under `mpirun`, also the launcher ending
+    /// the job because another process failed).
+    #[error(
+        "interrupted (Ctrl-C or SIGTERM; under mpirun also the launcher ending the job when \
+         another process failed: see its line) before the last step"
+    )]
     Interrupted,
     /// A wait ran past its bound.
     #[error("{0}")]

@@ -241,7 +241,8 @@ fn write_study(args: &SweepArgs, sweep: &SweepFile) -> anyhow::Result<()> {
 /// A sweep stopped by Ctrl-C or SIGTERM (exit 3); what ran is kept.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "the sweep was interrupted (Ctrl-C or SIGTERM); the points that finished are in {0}/sweep.json,      and --resume runs the rest"
+    "the sweep was interrupted (Ctrl-C or SIGTERM); the points that finished are in \
+     {0}/sweep.json, and --resume runs the rest"
 )]
 pub struct SweepInterrupted(pub String);
 
