@@ -826,6 +826,53 @@ fn serve_prints_its_endpoint_and_its_totals_on_sigterm() {
     assert_eq!(stats["errors"], 0);
 }
 
+/// `--tls-self-signed` without DIR, wherever it stands, serves HTTPS from a temporary folder
+/// (it once exited 2 with "a value is required").
+#[test]
+fn serve_tls_self_signed_needs_no_dir_wherever_the_flag_stands() {
+    let lines: [&[&str]; 2] = [
+        &[
+            "serve",
+            "--virtual",
+            "flux_small",
+            "--tls-self-signed",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--files",
+            "1",
+            "--tls-self-signed",
+        ],
+    ];
+    for args in lines {
+        let mut child = common::ringload()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut endpoint = String::new();
+        stdout.read_line(&mut endpoint).unwrap();
+        rustix::process::kill_process(
+            rustix::process::Pid::from_child(&child),
+            rustix::process::Signal::TERM,
+        )
+        .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            endpoint.starts_with("https://127.0.0.1:"),
+            "{args:?}: {endpoint} {stderr}"
+        );
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+    }
+}
+
 #[test]
 fn serve_refuses_bad_setups_in_one_line_with_exit_2() {
     let missing = run(&["serve", "--dir", "/nonexistent/ringload-data"]);

@@ -728,7 +728,10 @@ pub struct ServeArgs {
     /// Serve HTTPS with a fresh CA and a certificate it signs for the listen address; writes
     /// ca.pem (what clients pass to --ca-bundle), cert.pem and key.pem into DIR [default: a
     /// temporary folder, removed at exit]
-    #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "")]
+    // The flag alone stands for an empty DIR; clap's PathBuf parser refuses an empty value,
+    // so this parser takes any OS string.
+    #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "",
+          value_parser = clap::builder::TypedValueParser::map(clap::builder::OsStringValueParser::new(), PathBuf::from))]
     pub tls_self_signed: Option<PathBuf>,
 }
 
@@ -879,6 +882,71 @@ mod tests {
         assert_eq!(parsed.options.s3.resolve.len(), 2);
         assert_eq!(parsed.shape.loader, Loader::Dlio);
         assert_ne!(parsed, run_args(&[]));
+    }
+
+    /// Every flag whose value is optional (`num_args(0..=1)`) parses without its value, at the
+    /// end of the line and before another flag, and with one; `--tls-self-signed` once
+    /// refused to parse without DIR.
+    #[test]
+    fn every_optional_value_flag_parses_with_and_without_its_value() {
+        use clap::CommandFactory;
+        // What each subcommand needs besides the flag under test, and a flag it takes.
+        let needs = |sub: &str| -> (Vec<&'static str>, &'static str) {
+            match sub {
+                "compare" => (vec!["a.json", "b.json"], "--json"),
+                "sweep" => (vec!["--output", "out"], "--json"),
+                "serve" => (vec![], "--json"),
+                _ => (vec![], "--json"),
+            }
+        };
+        let mut checked = Vec::new();
+        for sub in Cli::command().get_subcommands() {
+            let name = sub.get_name().to_string();
+            for arg in sub.get_arguments() {
+                let (Some(long), Some(range)) = (arg.get_long(), arg.get_num_args()) else {
+                    continue;
+                };
+                if range.min_values() != 0 || !range.takes_values() {
+                    continue;
+                }
+                let (required, other) = needs(&name);
+                let flag = format!("--{long}");
+                let lines = [
+                    vec![flag.as_str()],
+                    vec![flag.as_str(), other],
+                    vec![flag.as_str(), "some-dir"],
+                ];
+                for line in lines {
+                    let argv: Vec<&str> = ["ringload", name.as_str()]
+                        .into_iter()
+                        .chain(required.iter().copied())
+                        .chain(line.iter().copied())
+                        .collect();
+                    if let Err(e) = Cli::try_parse_from(&argv) {
+                        panic!("{argv:?}: {e}");
+                    }
+                }
+                checked.push(format!("{name} {flag}"));
+            }
+        }
+        assert!(
+            checked.contains(&"serve --tls-self-signed".to_string()),
+            "{checked:?}"
+        );
+        let serve = |args: &[&str]| {
+            let cli = Cli::try_parse_from(["ringload", "serve"].iter().chain(args)).unwrap();
+            let Command::Serve(serve) = cli.command else {
+                panic!("not serve")
+            };
+            serve
+        };
+        // Without DIR the flag stands for an empty path (a temporary folder); with one, DIR.
+        let alone = serve(&["--tls-self-signed", "--json"]);
+        assert_eq!(alone.tls_self_signed, Some(PathBuf::new()));
+        assert!(alone.json);
+        let with_dir = serve(&["--tls-self-signed", "certs"]);
+        assert_eq!(with_dir.tls_self_signed, Some(PathBuf::from("certs")));
+        assert_eq!(serve(&[]).tls_self_signed, None);
     }
 
     #[test]
