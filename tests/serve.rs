@@ -952,3 +952,22 @@ fn two_servers_on_port_0_and_a_prompt_shutdown_with_idle_and_busy_connections() 
         "the slow download was cut off at shutdown"
     );
 }
+
+/// The README's pairing: `ringload serve`, then `ringload run --endpoint URL` with no bucket
+/// named anywhere reads the bucket `serve` serves (it once failed with "no bucket").
+#[test]
+fn run_against_serve_needs_no_bucket() {
+    let server = common::spawn_serve(&["--files", "1"]);
+    let (code, stdout, stderr) = run(&[
+        "run",
+        "flux_small",
+        "--files",
+        "1",
+        "--endpoint",
+        &server.endpoint,
+        "--computation-time",
+        "0.001",
+    ]);
+    assert!(code == 0 || code == 1, "{stderr}");
+    assert!(stdout.contains("| 1 | 2 |"), "{stdout}");
+}

@@ -339,7 +339,8 @@ pub struct S3Args {
     #[arg(long, help_heading = "Storage")]
     pub insecure: bool,
 
-    /// The bucket (also storage.storage_root)
+    /// The bucket (also storage.storage_root) [default: ringload, the bucket `ringload serve`
+    /// serves]
     #[arg(long, value_name = "NAME", help_heading = "Storage")]
     pub bucket: Option<String>,
 

@@ -5,7 +5,7 @@
 //! | what | flag | environment | profile | workload |
 //! |---|---|---|---|---|
 //! | endpoints | `--endpoint` (comma list) | `AWS_ENDPOINT_URL_S3`, then `AWS_ENDPOINT_URL` | `[services]` s3 `endpoint_url`, then `endpoint_url` | `storage.storage_options.endpoint_url` |
-//! | bucket | `--bucket` | — | — | `storage.storage_root` |
+//! | bucket | `--bucket` | — | — | `storage.storage_root`, else `ringload` (what `serve` serves) |
 //! | region | `--region` | `AWS_REGION`, then `AWS_DEFAULT_REGION` | `region` | `storage.storage_options.region` |
 //! | keys | `--access-key` + `--secret-key` | `AWS_ACCESS_KEY_ID` + `AWS_SECRET_ACCESS_KEY` (+ `AWS_SESSION_TOKEN`), not with `--profile` | `aws_access_key_id` + … | `storage.storage_options.access_key_id` + `secret_access_key` |
 //! | addressing | `--addressing` | — | `s3 =` `addressing_style` | — |
@@ -52,6 +52,9 @@ impl fmt::Debug for StorageSettings {
 
 /// The region signed into requests when none is configured.
 pub const DEFAULT_REGION: &str = "us-east-1";
+/// The bucket when neither `--bucket` nor the workload names one: the one `ringload serve`
+/// serves by default, so `serve` and `run --endpoint URL` pair without naming it.
+pub const DEFAULT_BUCKET: &str = "ringload";
 
 /// How an endpoint is spoken to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -497,13 +500,7 @@ pub fn resolve(
     let (bucket, bucket_from) = match (&flags.bucket, &storage.bucket) {
         (Some(b), _) => (b.clone(), "--bucket"),
         (None, Some(b)) => (b.clone(), "storage.storage_root"),
-        (None, None) => {
-            return Err(UsageError(format!(
-                "no bucket for {}: pass --bucket NAME or set storage.storage_root in the \
-                 workload",
-                endpoints[0]
-            )));
-        }
+        (None, None) => (DEFAULT_BUCKET.to_string(), "the default bucket"),
     };
     check_bucket_name(&bucket).map_err(|e| UsageError(format!("{bucket_from}: {e}")))?;
     let region = flags
@@ -757,8 +754,10 @@ mod tests {
             endpoint: Some("http://h:1".into()),
             ..TargetFlags::default()
         };
-        let err = resolve(&flags, &empty, |_| None).unwrap_err();
-        assert!(err.0.contains("--bucket"), "{err}");
+        // No bucket anywhere: the one `ringload serve` serves by default.
+        let t = resolve(&flags, &empty, |_| None).unwrap().unwrap();
+        assert_eq!(t.bucket, "ringload");
+        assert_eq!(t.bucket, crate::server::DEFAULT_BUCKET);
         let half = TargetFlags {
             endpoint: Some("http://h:1".into()),
             bucket: Some("b".into()),
