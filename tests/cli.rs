@@ -366,8 +366,9 @@ fn bad_input_gets_one_line_and_exit_2() {
             "cannot be addressed virtual-hosted",
         ),
         (
+            // No bucket anywhere: the one `ringload serve` serves, 'ringload'.
             vec!["run", "--endpoint", "http://127.0.0.1:9"],
-            "no bucket for http://127.0.0.1:9: pass --bucket NAME",
+            "s3://ringload/: cannot connect to http://127.0.0.1:9",
         ),
         (vec!["run", "--access-key", "K"], "--secret-key <SECRET>"),
         (
