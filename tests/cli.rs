@@ -370,7 +370,18 @@ fn bad_input_gets_one_line_and_exit_2() {
             vec!["run", "--endpoint", "http://127.0.0.1:9"],
             "s3://ringload/: cannot connect to http://127.0.0.1:9",
         ),
-        (vec!["run", "--access-key", "K"], "--secret-key <SECRET>"),
+        (
+            vec![
+                "run",
+                "--endpoint",
+                "http://127.0.0.1:9",
+                "--access-key",
+                "K",
+            ],
+            "--access-key needs its secret: pass --secret-key-file FILE or set \
+             AWS_SECRET_ACCESS_KEY",
+        ),
+        (vec!["run", "--secret-key", "S"], "--access-key <KEY>"),
         (
             vec!["run", "--np", "0"],
             "--np 0: a run needs at least one rank",

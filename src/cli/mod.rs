@@ -7,7 +7,8 @@ use clap::{Args, Parser, Subcommand};
 
 mod values;
 pub use values::{
-    parse_connections, parse_pair, parse_rate, parse_seconds, parse_size, parse_threads,
+    REDACTED, parse_connections, parse_pair, parse_rate, parse_seconds, parse_size, parse_threads,
+    redacted_command_line,
 };
 
 use crate::config::{ConfigError, DEFAULT_WORKLOAD, RawConfig, Value};
@@ -349,23 +350,30 @@ pub struct S3Args {
     #[arg(long, value_name = "REGION", help_heading = "Storage")]
     pub region: Option<String>,
 
-    /// Access key id (also AWS_ACCESS_KEY_ID); without keys requests go unsigned
-    #[arg(
-        long,
-        value_name = "KEY",
-        requires = "secret_key",
-        help_heading = "Storage"
-    )]
+    /// Access key id (also AWS_ACCESS_KEY_ID); its secret from --secret-key-file, else
+    /// AWS_SECRET_ACCESS_KEY; without keys requests go unsigned
+    #[arg(long, value_name = "KEY", help_heading = "Storage")]
     pub access_key: Option<String>,
 
-    /// Secret access key (also AWS_SECRET_ACCESS_KEY)
+    /// Secret access key. Typed here it shows in `ps` to every user of the machine: prefer
+    /// AWS_SECRET_ACCESS_KEY, the profile, or --secret-key-file
     #[arg(
         long,
         value_name = "SECRET",
         requires = "access_key",
+        conflicts_with = "secret_key_file",
         help_heading = "Storage"
     )]
     pub secret_key: Option<String>,
+
+    /// Read the secret access key of --access-key from the first line of FILE
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "access_key",
+        help_heading = "Storage"
+    )]
+    pub secret_key_file: Option<PathBuf>,
 
     /// Attempts after the first for a request that fails with 5xx, a broken connection or a
     /// timeout
@@ -403,7 +411,13 @@ impl S3Args {
         push("--bucket", self.bucket.clone());
         push("--region", self.region.clone());
         push("--access-key", self.access_key.clone());
-        push("--secret-key", self.secret_key.clone());
+        // Never --secret-key: a child's command line shows in `ps` (see `secret_env`).
+        push(
+            "--secret-key-file",
+            self.secret_key_file
+                .as_ref()
+                .map(|f| f.display().to_string()),
+        );
         push("--profile", self.profile.clone());
         push("--addressing", self.addressing.clone());
         for pin in &self.resolve {
@@ -424,6 +438,14 @@ impl S3Args {
         args
     }
 
+    /// What a child given [`S3Args::to_args`] needs in its environment to resolve the same
+    /// keys: `--secret-key` as AWS_SECRET_ACCESS_KEY, which pairs with `--access-key`.
+    pub fn secret_env(&self) -> Option<(&'static str, String)> {
+        self.secret_key
+            .clone()
+            .map(|secret| ("AWS_SECRET_ACCESS_KEY", secret))
+    }
+
     pub fn target_flags(&self) -> crate::s3::TargetFlags {
         crate::s3::TargetFlags {
             endpoint: self.endpoint.clone(),
@@ -431,6 +453,7 @@ impl S3Args {
             region: self.region.clone(),
             access_key: self.access_key.clone(),
             secret_key: self.secret_key.clone(),
+            secret_key_file: self.secret_key_file.clone(),
             profile: self.profile.clone(),
             addressing: self.addressing.clone(),
             resolve: self.resolve.clone(),
@@ -875,8 +898,24 @@ mod tests {
             let parsed = run_args(given);
             let args = parsed.to_args();
             let again = run_args(&args.iter().map(String::as_str).collect::<Vec<_>>());
-            assert_eq!(again, parsed, "{given:?} → {args:?}");
+            // The secret key never travels on a command line: in the environment instead.
+            assert!(!args.iter().any(|a| a.contains("SK")), "{args:?}");
+            let mut expected = parsed.clone();
+            expected.options.s3.secret_key = None;
+            assert_eq!(again, expected, "{given:?} → {args:?}");
         }
+        let parsed = run_args(full);
+        assert_eq!(
+            parsed.options.s3.secret_env(),
+            Some(("AWS_SECRET_ACCESS_KEY", "SK".to_string()))
+        );
+        let file = run_args(&["--access-key", "AK", "--secret-key-file", "/run/sk"]);
+        let args = file.to_args();
+        assert_eq!(
+            run_args(&args.iter().map(String::as_str).collect::<Vec<_>>()),
+            file
+        );
+        assert_eq!(file.options.s3.secret_env(), None);
         // Every flag of the full line made it through, not only the defaults.
         let parsed = run_args(full);
         assert_eq!(parsed.options.shape.memory_budget, Some(16 << 30));
