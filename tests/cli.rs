@@ -335,7 +335,7 @@ fn bad_input_gets_one_line_and_exit_2() {
         ),
         (
             vec!["generate", "flux_small"],
-            "pass --out DIR, or --endpoint URL --bucket NAME",
+            "pass --output DIR, or --endpoint URL --bucket NAME",
         ),
         (
             vec!["run", "--endpoint", "ftp://s3.example.com", "--bucket", "b"],

@@ -971,3 +971,72 @@ fn run_against_serve_needs_no_bucket() {
     assert!(code == 0 || code == 1, "{stderr}");
     assert!(stdout.contains("| 1 | 2 |"), "{stdout}");
 }
+
+/// `generate` then `serve --dir` then `run`: into a bucket's folder the three pair with no
+/// bucket named; into the folder's root the failure names the real fix, which works. The old
+/// flag names (`generate --out`, `serve --virtual`, `serve --threads`) still work.
+#[test]
+fn generate_serve_dir_and_run_pair_and_old_flag_names_still_work() {
+    let root = tempfile::tempdir().unwrap();
+    let gen_dir = root.path().join("gen");
+    let into_bucket = gen_dir.join("ringload");
+    let generate = |flag: &str, dir: &std::path::Path| {
+        let (code, _, stderr) = run(&[
+            "generate",
+            "flux_small",
+            "--files",
+            "1",
+            flag,
+            dir.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{stderr}");
+    };
+    generate("--out", &into_bucket);
+    let served = common::spawn_serve(&["--dir", gen_dir.to_str().unwrap(), "--threads", "2"]);
+    let read = |endpoint: &str, extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "flux_small",
+            "--files",
+            "1",
+            "--computation-time",
+            "0.001",
+            "--endpoint",
+            endpoint,
+        ];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let (code, stdout, stderr) = read(&served.endpoint, &[]);
+    assert!(code == 0 || code == 1, "{stderr}");
+    assert!(stdout.contains("| 1 | 2 |"), "{stdout}");
+
+    // Generated into the root: bucket 'data' holds flux_small/train/….
+    let flat = root.path().join("flat");
+    generate("--output", &flat);
+    let served = common::spawn_serve(&["--dir", flat.to_str().unwrap(), "--server-threads", "2"]);
+    let (code, _, stderr) = read(&served.endpoint, &["--bucket", "data"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("no Parquet objects under s3://data/data/flux_small/train/")
+            && stderr.contains("ringload generate --output DIR/ringload")
+            && stderr.contains("dataset.data_folder=flux_small/"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = read(
+        &served.endpoint,
+        &["--bucket", "data", "dataset.data_folder=flux_small/"],
+    );
+    assert!(code == 0 || code == 1, "{stderr}");
+
+    // The workload is positional, as everywhere; `--virtual W` still works.
+    for args in [
+        &["flux_small", "--files", "1"][..],
+        &["--virtual", "flux_small", "dataset.num_files_train=1"][..],
+        &["dataset.num_files_train=1"][..],
+    ] {
+        let served = common::spawn_serve(args);
+        let (code, _, stderr) = read(&served.endpoint, &[]);
+        assert!(code == 0 || code == 1, "serve {args:?}: {stderr}");
+    }
+}

@@ -293,7 +293,7 @@ pub struct PlanArgs {
     #[command(flatten)]
     pub shape_options: ShapeOptions,
 
-    /// Read file layouts from the footers of a dataset under DIR (as `generate --out DIR`
+    /// Read file layouts from the footers of a dataset under DIR (as `generate --output DIR`
     /// wrote it) instead of computing them
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
@@ -650,8 +650,9 @@ pub struct GenerateArgs {
     #[command(flatten)]
     pub workload: WorkloadArgs,
 
-    /// Root directory; files go to DIR/<data_folder>/train/train_NNNN.parquet
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["endpoint", "bucket"])]
+    /// Root directory; files go to DIR/<data_folder>/train/train_NNNN.parquet (to serve them
+    /// with `serve --dir`, write into a bucket's folder: --output DIR/ringload)
+    #[arg(long = "output", alias = "out", value_name = "DIR", conflicts_with_all = ["endpoint", "bucket"])]
     pub out: Option<PathBuf>,
 
     #[command(flatten)]
@@ -662,7 +663,7 @@ pub struct GenerateArgs {
     #[arg(long)]
     pub signed_payload: bool,
 
-    /// Files written at once [default: the cores this process may use]
+    /// Files written at once, one thread each [default: the cores this process may use]
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
 
@@ -679,12 +680,16 @@ pub struct ServeArgs {
 
     /// Serve the training files of WORKLOAD (a built-in name or a YAML path) at full size from
     /// one footer and one row-group template, read-only [default: flux_small]
-    #[arg(long = "virtual", value_name = "WORKLOAD")]
-    pub virtual_workload: Option<String>,
+    #[arg(value_name = "WORKLOAD")]
+    pub workload: Option<String>,
 
     /// Overrides of the virtual workload, e.g. dataset.num_files_train=500
     #[arg(value_name = "KEY=VALUE")]
     pub overrides: Vec<String>,
+
+    /// The workload as a flag, as older versions took it (now positional, as elsewhere)
+    #[arg(long = "virtual", value_name = "WORKLOAD", hide = true)]
+    pub virtual_workload: Option<String>,
 
     /// Number of virtual files (dataset.num_files_train)
     #[arg(long, value_name = "N")]
@@ -712,7 +717,7 @@ pub struct ServeArgs {
     pub region: String,
 
     /// Server worker threads [default: the cores this process may use]
-    #[arg(long, value_name = "N", value_parser = parse_threads)]
+    #[arg(long = "server-threads", alias = "threads", value_name = "N", value_parser = parse_threads)]
     pub threads: Option<usize>,
 
     /// Misbehave on purpose: faults to inject, e.g. '503@rg/nth=2,cut=1000000@rg/rate=0.05'
