@@ -708,7 +708,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "KEY", requires = "secret_key")]
     pub access_key: Option<String>,
 
-    /// The secret of --access-key
+    /// The secret of --access-key (typed here it shows in `ps` to every user of the machine)
     #[arg(long, value_name = "SECRET", requires = "access_key")]
     pub secret_key: Option<String>,
 
