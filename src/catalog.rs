@@ -38,7 +38,7 @@ const TRAILER_BYTES: u64 = 8;
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
     #[error(
-        "{location} does not exist; create the dataset with `ringload generate WORKLOAD --out DIR` or point --dir at it"
+        "{location} does not exist; create the dataset with `ringload generate WORKLOAD --output DIR` or point --dir at it"
     )]
     NoPrefix { location: String },
     #[error("cannot read {location}: {source}")]
@@ -69,9 +69,12 @@ pub enum CatalogError {
 
 fn not_enough_files(location: &str, found: usize, needed: usize) -> String {
     if found == 0 {
+        if let Some(hint) = bucket_folder_hint(location) {
+            return format!("no Parquet objects under {location}; {hint}");
+        }
         format!(
             "no Parquet objects under {location}; write the dataset there with `ringload generate` \
-             (--out DIR, or --endpoint URL --bucket NAME), or fix dataset.data_folder"
+             (--output DIR, or --endpoint URL --bucket NAME), or fix dataset.data_folder"
         )
     } else {
         format!(
@@ -79,6 +82,24 @@ fn not_enough_files(location: &str, found: usize, needed: usize) -> String {
              (dataset.num_files_train); generate more or pass --files {found}"
         )
     }
+}
+
+/// When the prefix listed starts with the bucket's own name (`s3://data/data/flux_small/…`),
+/// the likely cause: `generate --output DIR` wrote DIR/data/flux_small/…, and `serve --dir DIR`
+/// serves folder `data` as a bucket, so the files are in bucket `data` without the `data/`.
+fn bucket_folder_hint(location: &str) -> Option<String> {
+    let (bucket, rest) = location.strip_prefix("s3://")?.split_once('/')?;
+    let inner = rest.strip_prefix(bucket)?.strip_prefix('/')?;
+    let inner = inner.split(" at ").next()?;
+    Some(format!(
+        "if `ringload generate --output DIR` wrote them and `ringload serve --dir DIR` serves \
+         them: serve makes each folder of DIR a bucket, so DIR/{bucket}/{inner} is bucket \
+         '{bucket}' holding {inner}…; \
+         generate into a bucket's folder instead (`ringload generate --output DIR/ringload`, \
+         then `run` reads bucket 'ringload', the default), or pass \
+         dataset.data_folder={folder}",
+        folder = inner.strip_suffix("train/").unwrap_or(inner),
+    ))
 }
 
 impl ExitClass for CatalogError {

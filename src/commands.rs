@@ -133,7 +133,8 @@ fn generate(args: &GenerateArgs) -> anyhow::Result<u8> {
         }
         (None, false) => {
             return Err(UsageError(
-                "where to? pass --out DIR, or --endpoint URL --bucket NAME to write to S3".into(),
+                "where to? pass --output DIR, or --endpoint URL --bucket NAME to write to S3"
+                    .into(),
             )
             .into());
         }
@@ -151,10 +152,10 @@ fn generate(args: &GenerateArgs) -> anyhow::Result<u8> {
 fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     let store = match &args.dir {
         Some(dir) => {
-            if !args.overrides.is_empty() || args.files.is_some() {
+            if args.workload.is_some() || !args.overrides.is_empty() || args.files.is_some() {
                 return Err(UsageError(
-                    "workload overrides and --files apply to --virtual; --dir serves the \
-                     directory as it is"
+                    "a workload, its overrides and --files apply to the virtual dataset; --dir \
+                     serves the directory as it is"
                         .into(),
                 )
                 .into());
@@ -183,10 +184,20 @@ fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
             Store::Dir(store)
         }
         None => {
-            let workload = WorkloadArgs {
-                workload: args.virtual_workload.clone(),
-                overrides: args.overrides.clone(),
-                files: args.files,
+            // `--virtual W` (the older spelling) takes every positional as an override.
+            let mut positional: Vec<String> = args.workload.iter().cloned().collect();
+            positional.extend(args.overrides.iter().cloned());
+            let workload = match &args.virtual_workload {
+                Some(w) => WorkloadArgs {
+                    workload: Some(w.clone()),
+                    overrides: positional,
+                    files: args.files,
+                },
+                None => WorkloadArgs {
+                    workload: positional.first().cloned(),
+                    overrides: positional.into_iter().skip(1).collect(),
+                    files: args.files,
+                },
             };
             Store::Virtual(virtual_store(&workload, args.bucket.as_deref(), true)?)
         }

@@ -353,7 +353,7 @@ fn probe_with(spec: &DatasetSpec, fill: Fill, restart: bool) -> Result<ProbedFil
 #[derive(Debug, thiserror::Error)]
 pub enum GenerateError {
     #[error(
-        "generating needs {need} under {dest}, which has {free} free; try --files {fit} or another --out"
+        "generating needs {need} under {dest}, which has {free} free; try --files {fit} or another --output"
     )]
     NoSpace {
         dest: String,
@@ -361,7 +361,7 @@ pub enum GenerateError {
         free: String,
         fit: usize,
     },
-    #[error("cannot create '{dest}': {source}; choose another --out")]
+    #[error("cannot create '{dest}': {source}; choose another --output")]
     Create { dest: String, source: io::Error },
     #[error("writing {key} failed: {source}")]
     Write { key: String, source: io::Error },
@@ -810,7 +810,7 @@ pub(crate) mod tests {
         let err = generate(&spec, 10, &sink, 2, false).unwrap_err();
         assert_eq!(err.exit_code(), 2);
         let text = err.to_string();
-        assert!(text.contains("try --files 3 or another --out"), "{text}");
+        assert!(text.contains("try --files 3 or another --output"), "{text}");
         assert!(!root.path().join("data").exists(), "nothing written");
         let summary = generate(&spec, 3, &sink, 2, false).unwrap();
         assert_eq!(summary.files, 3);

@@ -384,7 +384,7 @@ fn bad_input_gets_one_line_and_exit_2() {
         ),
         (
             vec!["generate", "flux_small"],
-            "pass --out DIR, or --endpoint URL --bucket NAME",
+            "pass --output DIR, or --endpoint URL --bucket NAME",
         ),
         (
             vec!["run", "--endpoint", "ftp://s3.example.com", "--bucket", "b"],
@@ -415,10 +415,22 @@ fn bad_input_gets_one_line_and_exit_2() {
             "cannot be addressed virtual-hosted",
         ),
         (
+            // No bucket anywhere: the one `ringload serve` serves, 'ringload'.
             vec!["run", "--endpoint", "http://127.0.0.1:9"],
-            "no bucket for http://127.0.0.1:9: pass --bucket NAME",
+            "s3://ringload/: cannot connect to http://127.0.0.1:9",
         ),
-        (vec!["run", "--access-key", "K"], "--secret-key <SECRET>"),
+        (
+            vec![
+                "run",
+                "--endpoint",
+                "http://127.0.0.1:9",
+                "--access-key",
+                "K",
+            ],
+            "--access-key needs its secret: pass --secret-key-file FILE or set \
+             AWS_SECRET_ACCESS_KEY",
+        ),
+        (vec!["run", "--secret-key", "S"], "--access-key <KEY>"),
         (
             vec!["run", "--np", "0"],
             "--np 0: a run needs at least one rank",

@@ -544,3 +544,45 @@ fn an_endpoint_that_is_not_s3_is_named_so_with_why() {
     );
     assert_eq!(line.lines().count(), 1, "{line}");
 }
+
+/// An endpoint that accepts connections and never answers: set-up is bounded by
+/// --first-byte-timeout as the run is, says what it waits for after 5 s, and its last line
+/// names the flag that sets the limit (it once waited out the 120 s request timeout in
+/// silence, once per retry).
+#[test]
+fn a_silent_endpoint_ends_set_up_within_the_first_byte_timeout_saying_what_it_waits_for() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    // Accept, hold, never answer.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            held.push(stream);
+        }
+    });
+    let started = std::time::Instant::now();
+    let (code, _, stderr) = output(ringload().args([
+        "run",
+        "--endpoint",
+        &endpoint,
+        "--retries",
+        "0",
+        "--first-byte-timeout",
+        "6",
+    ]));
+    let elapsed = started.elapsed().as_secs_f64();
+    assert_eq!(code, 2, "{stderr}");
+    // 6 s, then at most the 2 s "does it speak TLS?" probe, and some slack.
+    assert!((5.9..10.0).contains(&elapsed), "{elapsed} s: {stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    assert!(
+        lines[0].starts_with("ringload: waiting for the first LIST of s3://ringload at http://")
+            && lines[0].contains("--first-byte-timeout 6 s"),
+        "{stderr}"
+    );
+    assert!(
+        lines[1].contains("no response head within 6s (--first-byte-timeout sets this limit)"),
+        "{stderr}"
+    );
+}

@@ -223,7 +223,7 @@ fn generate_refuses_what_it_cannot_write() {
         ),
         (
             &["generate", "flux_small", "--out", blocker.to_str().unwrap()],
-            "choose another --out",
+            "choose another --output",
         ),
         (
             &["generate", "flux_small", "--out", out, "dataset.format=npz"],

@@ -86,7 +86,11 @@ fn assert_one_line_error(code: i32, stderr: &str, expected_code: i32, needles: &
     // The note about computation_time may come first; the error is one line.
     let lines: Vec<&str> = stderr
         .lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with("ringload run: NOTE"))
+        .filter(|l| {
+            !l.trim().is_empty()
+                && !l.starts_with("ringload run: NOTE")
+                && !l.starts_with("ringload: waiting for ")
+        })
         .collect();
     assert_eq!(lines.len(), 1, "not one line: {stderr}");
     assert!(lines[0].starts_with("ringload: "), "{stderr}");

@@ -826,6 +826,53 @@ fn serve_prints_its_endpoint_and_its_totals_on_sigterm() {
     assert_eq!(stats["errors"], 0);
 }
 
+/// `--tls-self-signed` without DIR, wherever it stands, serves HTTPS from a temporary folder
+/// (it once exited 2 with "a value is required").
+#[test]
+fn serve_tls_self_signed_needs_no_dir_wherever_the_flag_stands() {
+    let lines: [&[&str]; 2] = [
+        &[
+            "serve",
+            "--virtual",
+            "flux_small",
+            "--tls-self-signed",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--files",
+            "1",
+            "--tls-self-signed",
+        ],
+    ];
+    for args in lines {
+        let mut child = common::ringload()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut endpoint = String::new();
+        stdout.read_line(&mut endpoint).unwrap();
+        rustix::process::kill_process(
+            rustix::process::Pid::from_child(&child),
+            rustix::process::Signal::TERM,
+        )
+        .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            endpoint.starts_with("https://127.0.0.1:"),
+            "{args:?}: {endpoint} {stderr}"
+        );
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+    }
+}
+
 #[test]
 fn serve_refuses_bad_setups_in_one_line_with_exit_2() {
     let missing = run(&["serve", "--dir", "/nonexistent/ringload-data"]);
@@ -904,4 +951,92 @@ fn two_servers_on_port_0_and_a_prompt_shutdown_with_idle_and_busy_connections() 
         !status.success(),
         "the slow download was cut off at shutdown"
     );
+}
+
+/// The README's pairing: `ringload serve`, then `ringload run --endpoint URL` with no bucket
+/// named anywhere reads the bucket `serve` serves (it once failed with "no bucket").
+#[test]
+fn run_against_serve_needs_no_bucket() {
+    let server = common::spawn_serve(&["--files", "1"]);
+    let (code, stdout, stderr) = run(&[
+        "run",
+        "flux_small",
+        "--files",
+        "1",
+        "--endpoint",
+        &server.endpoint,
+        "--computation-time",
+        "0.001",
+    ]);
+    assert!(code == 0 || code == 1, "{stderr}");
+    assert!(stdout.contains("| 1 | 2 |"), "{stdout}");
+}
+
+/// `generate` then `serve --dir` then `run`: into a bucket's folder the three pair with no
+/// bucket named; into the folder's root the failure names the real fix, which works. The old
+/// flag names (`generate --out`, `serve --virtual`, `serve --threads`) still work.
+#[test]
+fn generate_serve_dir_and_run_pair_and_old_flag_names_still_work() {
+    let root = tempfile::tempdir().unwrap();
+    let gen_dir = root.path().join("gen");
+    let into_bucket = gen_dir.join("ringload");
+    let generate = |flag: &str, dir: &std::path::Path| {
+        let (code, _, stderr) = run(&[
+            "generate",
+            "flux_small",
+            "--files",
+            "1",
+            flag,
+            dir.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{stderr}");
+    };
+    generate("--out", &into_bucket);
+    let served = common::spawn_serve(&["--dir", gen_dir.to_str().unwrap(), "--threads", "2"]);
+    let read = |endpoint: &str, extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "flux_small",
+            "--files",
+            "1",
+            "--computation-time",
+            "0.001",
+            "--endpoint",
+            endpoint,
+        ];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let (code, stdout, stderr) = read(&served.endpoint, &[]);
+    assert!(code == 0 || code == 1, "{stderr}");
+    assert!(stdout.contains("| 1 | 2 |"), "{stdout}");
+
+    // Generated into the root: bucket 'data' holds flux_small/train/….
+    let flat = root.path().join("flat");
+    generate("--output", &flat);
+    let served = common::spawn_serve(&["--dir", flat.to_str().unwrap(), "--server-threads", "2"]);
+    let (code, _, stderr) = read(&served.endpoint, &["--bucket", "data"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("no Parquet objects under s3://data/data/flux_small/train/")
+            && stderr.contains("ringload generate --output DIR/ringload")
+            && stderr.contains("dataset.data_folder=flux_small/"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = read(
+        &served.endpoint,
+        &["--bucket", "data", "dataset.data_folder=flux_small/"],
+    );
+    assert!(code == 0 || code == 1, "{stderr}");
+
+    // The workload is positional, as everywhere; `--virtual W` still works.
+    for args in [
+        &["flux_small", "--files", "1"][..],
+        &["--virtual", "flux_small", "dataset.num_files_train=1"][..],
+        &["dataset.num_files_train=1"][..],
+    ] {
+        let served = common::spawn_serve(args);
+        let (code, _, stderr) = read(&served.endpoint, &[]);
+        assert!(code == 0 || code == 1, "serve {args:?}: {stderr}");
+    }
 }

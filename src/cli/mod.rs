@@ -7,7 +7,8 @@ use clap::{Args, Parser, Subcommand};
 
 mod values;
 pub use values::{
-    parse_connections, parse_pair, parse_rate, parse_seconds, parse_size, parse_threads,
+    REDACTED, parse_connections, parse_pair, parse_rate, parse_seconds, parse_size, parse_threads,
+    redacted_command_line,
 };
 
 use crate::config::{ConfigError, DEFAULT_WORKLOAD, RawConfig, Value};
@@ -292,7 +293,7 @@ pub struct PlanArgs {
     #[command(flatten)]
     pub shape_options: ShapeOptions,
 
-    /// Read file layouts from the footers of a dataset under DIR (as `generate --out DIR`
+    /// Read file layouts from the footers of a dataset under DIR (as `generate --output DIR`
     /// wrote it) instead of computing them
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
@@ -339,7 +340,8 @@ pub struct S3Args {
     #[arg(long, help_heading = "Storage")]
     pub insecure: bool,
 
-    /// The bucket (also storage.storage_root)
+    /// The bucket (also storage.storage_root) [default: ringload, the bucket `ringload serve`
+    /// serves]
     #[arg(long, value_name = "NAME", help_heading = "Storage")]
     pub bucket: Option<String>,
 
@@ -348,23 +350,30 @@ pub struct S3Args {
     #[arg(long, value_name = "REGION", help_heading = "Storage")]
     pub region: Option<String>,
 
-    /// Access key id (also AWS_ACCESS_KEY_ID); without keys requests go unsigned
-    #[arg(
-        long,
-        value_name = "KEY",
-        requires = "secret_key",
-        help_heading = "Storage"
-    )]
+    /// Access key id (also AWS_ACCESS_KEY_ID); its secret from --secret-key-file, else
+    /// AWS_SECRET_ACCESS_KEY; without keys requests go unsigned
+    #[arg(long, value_name = "KEY", help_heading = "Storage")]
     pub access_key: Option<String>,
 
-    /// Secret access key (also AWS_SECRET_ACCESS_KEY)
+    /// Secret access key. Typed here it shows in `ps` to every user of the machine: prefer
+    /// AWS_SECRET_ACCESS_KEY, the profile, or --secret-key-file
     #[arg(
         long,
         value_name = "SECRET",
         requires = "access_key",
+        conflicts_with = "secret_key_file",
         help_heading = "Storage"
     )]
     pub secret_key: Option<String>,
+
+    /// Read the secret access key of --access-key from the first line of FILE
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "access_key",
+        help_heading = "Storage"
+    )]
+    pub secret_key_file: Option<PathBuf>,
 
     /// Attempts after the first for a request that fails with 5xx, a broken connection or a
     /// timeout
@@ -402,7 +411,13 @@ impl S3Args {
         push("--bucket", self.bucket.clone());
         push("--region", self.region.clone());
         push("--access-key", self.access_key.clone());
-        push("--secret-key", self.secret_key.clone());
+        // Never --secret-key: a child's command line shows in `ps` (see `secret_env`).
+        push(
+            "--secret-key-file",
+            self.secret_key_file
+                .as_ref()
+                .map(|f| f.display().to_string()),
+        );
         push("--profile", self.profile.clone());
         push("--addressing", self.addressing.clone());
         for pin in &self.resolve {
@@ -423,6 +438,14 @@ impl S3Args {
         args
     }
 
+    /// What a child given [`S3Args::to_args`] needs in its environment to resolve the same
+    /// keys: `--secret-key` as AWS_SECRET_ACCESS_KEY, which pairs with `--access-key`.
+    pub fn secret_env(&self) -> Option<(&'static str, String)> {
+        self.secret_key
+            .clone()
+            .map(|secret| ("AWS_SECRET_ACCESS_KEY", secret))
+    }
+
     pub fn target_flags(&self) -> crate::s3::TargetFlags {
         crate::s3::TargetFlags {
             endpoint: self.endpoint.clone(),
@@ -430,6 +453,7 @@ impl S3Args {
             region: self.region.clone(),
             access_key: self.access_key.clone(),
             secret_key: self.secret_key.clone(),
+            secret_key_file: self.secret_key_file.clone(),
             profile: self.profile.clone(),
             addressing: self.addressing.clone(),
             resolve: self.resolve.clone(),
@@ -632,8 +656,9 @@ pub struct GenerateArgs {
     #[command(flatten)]
     pub workload: WorkloadArgs,
 
-    /// Root directory; files go to DIR/<data_folder>/train/train_NNNN.parquet
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["endpoint", "bucket"])]
+    /// Root directory; files go to DIR/<data_folder>/train/train_NNNN.parquet (to serve them
+    /// with `serve --dir`, write into a bucket's folder: --output DIR/ringload)
+    #[arg(long = "output", alias = "out", value_name = "DIR", conflicts_with_all = ["endpoint", "bucket"])]
     pub out: Option<PathBuf>,
 
     #[command(flatten)]
@@ -644,7 +669,7 @@ pub struct GenerateArgs {
     #[arg(long)]
     pub signed_payload: bool,
 
-    /// Files written at once [default: the cores this process may use]
+    /// Files written at once, one thread each [default: the cores this process may use]
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
 
@@ -661,12 +686,16 @@ pub struct ServeArgs {
 
     /// Serve the training files of WORKLOAD (a built-in name or a YAML path) at full size from
     /// one footer and one row-group template, read-only [default: flux_small]
-    #[arg(long = "virtual", value_name = "WORKLOAD")]
-    pub virtual_workload: Option<String>,
+    #[arg(value_name = "WORKLOAD")]
+    pub workload: Option<String>,
 
     /// Overrides of the virtual workload, e.g. dataset.num_files_train=500
     #[arg(value_name = "KEY=VALUE")]
     pub overrides: Vec<String>,
+
+    /// The workload as a flag, as older versions took it (now positional, as elsewhere)
+    #[arg(long = "virtual", value_name = "WORKLOAD", hide = true)]
+    pub virtual_workload: Option<String>,
 
     /// Number of virtual files (dataset.num_files_train)
     #[arg(long, value_name = "N")]
@@ -685,7 +714,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "KEY", requires = "secret_key")]
     pub access_key: Option<String>,
 
-    /// The secret of --access-key
+    /// The secret of --access-key (typed here it shows in `ps` to every user of the machine)
     #[arg(long, value_name = "SECRET", requires = "access_key")]
     pub secret_key: Option<String>,
 
@@ -694,7 +723,7 @@ pub struct ServeArgs {
     pub region: String,
 
     /// Server worker threads [default: the cores this process may use]
-    #[arg(long, value_name = "N", value_parser = parse_threads)]
+    #[arg(long = "server-threads", alias = "threads", value_name = "N", value_parser = parse_threads)]
     pub threads: Option<usize>,
 
     /// Misbehave on purpose: faults to inject, e.g. '503@rg/nth=2,cut=1000000@rg/rate=0.05'
@@ -734,7 +763,10 @@ pub struct ServeArgs {
     /// Serve HTTPS with a fresh CA and a certificate it signs for the listen address; writes
     /// ca.pem (what clients pass to --ca-bundle), cert.pem and key.pem into DIR [default: a
     /// temporary folder, removed at exit]
-    #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "")]
+    // The flag alone stands for an empty DIR; clap's PathBuf parser refuses an empty value,
+    // so this parser takes any OS string.
+    #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "",
+          value_parser = clap::builder::TypedValueParser::map(clap::builder::OsStringValueParser::new(), PathBuf::from))]
     pub tls_self_signed: Option<PathBuf>,
 }
 
@@ -886,14 +918,95 @@ mod tests {
             let parsed = run_args(given);
             let args = parsed.to_args();
             let again = run_args(&args.iter().map(String::as_str).collect::<Vec<_>>());
-            assert_eq!(again, parsed, "{given:?} → {args:?}");
+            // The secret key never travels on a command line: in the environment instead.
+            assert!(!args.iter().any(|a| a.contains("SK")), "{args:?}");
+            let mut expected = parsed.clone();
+            expected.options.s3.secret_key = None;
+            assert_eq!(again, expected, "{given:?} → {args:?}");
         }
+        let parsed = run_args(full);
+        assert_eq!(
+            parsed.options.s3.secret_env(),
+            Some(("AWS_SECRET_ACCESS_KEY", "SK".to_string()))
+        );
+        let file = run_args(&["--access-key", "AK", "--secret-key-file", "/run/sk"]);
+        let args = file.to_args();
+        assert_eq!(
+            run_args(&args.iter().map(String::as_str).collect::<Vec<_>>()),
+            file
+        );
+        assert_eq!(file.options.s3.secret_env(), None);
         // Every flag of the full line made it through, not only the defaults.
         let parsed = run_args(full);
         assert_eq!(parsed.options.shape.memory_budget, Some(16 << 30));
         assert_eq!(parsed.options.s3.resolve.len(), 2);
         assert_eq!(parsed.shape.loader, Loader::Dlio);
         assert_ne!(parsed, run_args(&[]));
+    }
+
+    /// Every flag whose value is optional (`num_args(0..=1)`) parses without its value, at the
+    /// end of the line and before another flag, and with one; `--tls-self-signed` once
+    /// refused to parse without DIR.
+    #[test]
+    fn every_optional_value_flag_parses_with_and_without_its_value() {
+        use clap::CommandFactory;
+        // What each subcommand needs besides the flag under test, and a flag it takes.
+        let needs = |sub: &str| -> (Vec<&'static str>, &'static str) {
+            match sub {
+                "compare" => (vec!["a.json", "b.json"], "--json"),
+                "sweep" => (vec!["--output", "out"], "--json"),
+                "serve" => (vec![], "--json"),
+                _ => (vec![], "--json"),
+            }
+        };
+        let mut checked = Vec::new();
+        for sub in Cli::command().get_subcommands() {
+            let name = sub.get_name().to_string();
+            for arg in sub.get_arguments() {
+                let (Some(long), Some(range)) = (arg.get_long(), arg.get_num_args()) else {
+                    continue;
+                };
+                if range.min_values() != 0 || !range.takes_values() {
+                    continue;
+                }
+                let (required, other) = needs(&name);
+                let flag = format!("--{long}");
+                let lines = [
+                    vec![flag.as_str()],
+                    vec![flag.as_str(), other],
+                    vec![flag.as_str(), "some-dir"],
+                ];
+                for line in lines {
+                    let argv: Vec<&str> = ["ringload", name.as_str()]
+                        .into_iter()
+                        .chain(required.iter().copied())
+                        .chain(line.iter().copied())
+                        .collect();
+                    if let Err(e) = Cli::try_parse_from(&argv) {
+                        panic!("{argv:?}: {e}");
+                    }
+                }
+                checked.push(format!("{name} {flag}"));
+            }
+        }
+        assert!(
+            checked.contains(&"serve --tls-self-signed".to_string()),
+            "{checked:?}"
+        );
+        let serve = |args: &[&str]| {
+            let cli = Cli::try_parse_from(["ringload", "serve"].iter().chain(args)).unwrap();
+            let Command::Serve(serve) = cli.command else {
+                panic!("not serve")
+            };
+            serve
+        };
+        // Without DIR the flag stands for an empty path (a temporary folder); with one, DIR.
+        let alone = serve(&["--tls-self-signed", "--json"]);
+        assert_eq!(alone.tls_self_signed, Some(PathBuf::new()));
+        assert!(alone.json);
+        let with_dir = serve(&["--tls-self-signed", "certs"]);
+        assert_eq!(with_dir.tls_self_signed, Some(PathBuf::from("certs")));
+        assert_eq!(serve(&[]).tls_self_signed, None);
     }
 
     #[test]

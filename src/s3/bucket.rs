@@ -7,8 +7,10 @@
 //! one part is sent with one PutObject. Nothing is visible under the key until the upload is
 //! completed; a writer dropped before its commit aborts the upload.
 
+use std::future::Future;
 use std::io::{self, Write};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::runtime::Runtime;
@@ -26,6 +28,10 @@ pub const PART_BYTES: usize = 16 << 20;
 pub const PARTS_IN_FLIGHT: usize = 4;
 /// Worker threads of the bucket's runtime.
 const RUNTIME_THREADS: usize = 2;
+/// A set-up request still waiting after this long says what it waits for, once.
+pub const SETUP_NOTICE_AFTER: Duration = Duration::from_secs(5);
+/// The longest the "does it speak TLS?" probe after a failed check waits for an answer.
+const TLS_PROBE_LIMIT: Duration = Duration::from_secs(2);
 
 /// One bucket, reached through blocking calls.
 #[derive(Debug)]
@@ -89,6 +95,21 @@ fn not_http(
     Some(quoted)
 }
 
+/// The line a set-up request prints when it is slow: what it waits for, and the flags that
+/// bound the wait (lower them to give up sooner).
+pub fn waiting_line(what: &str, policy: &RetryPolicy) -> String {
+    format!(
+        "waiting for {what} ({} s so far): each attempt waits up to --connect-timeout {} s to \
+         connect, --first-byte-timeout {} s for the response head and --request-timeout {} s \
+         in all, with --retries {}; lower them to give up sooner",
+        SETUP_NOTICE_AFTER.as_secs(),
+        policy.connect_timeout.as_secs_f64(),
+        policy.first_byte_timeout.as_secs_f64(),
+        policy.timeout.as_secs_f64(),
+        policy.retries
+    )
+}
+
 impl Bucket {
     /// A handle on `target`'s bucket. Nothing is sent yet.
     pub fn new(target: Target, policy: RetryPolicy) -> Result<Bucket, ClientSetupError> {
@@ -115,12 +136,31 @@ impl Bucket {
         &self.client
     }
 
+    /// Runs `request` to its end; if it is still waiting after [`SETUP_NOTICE_AFTER`], says
+    /// once on stderr what it waits for and the limits that bound the wait, so that a silent
+    /// store is never a silent hang.
+    fn wait_for<T>(&self, what: &str, request: impl Future<Output = T>) -> T {
+        self.runtime.block_on(async {
+            tokio::pin!(request);
+            tokio::select! {
+                done = &mut request => return done,
+                () = tokio::time::sleep(SETUP_NOTICE_AFTER) => {}
+            }
+            eprintln!("ringload: {}", waiting_line(what, self.client.policy()));
+            request.await
+        })
+    }
+
     /// Checks, through every endpoint, that the bucket exists and the keys are accepted: an
     /// endpoint that is down, or that speaks TLS at an `http://` URL, is named before the run.
     pub fn check(&self) -> Result<(), RequestError> {
         let target = self.client.target();
         for (i, endpoint) in target.endpoints.iter().enumerate() {
-            let Err(error) = self.runtime.block_on(self.client.check_bucket_at(i)) else {
+            let what = format!(
+                "the first LIST of s3://{} at {}",
+                target.bucket, endpoint.url
+            );
+            let Err(error) = self.wait_for(&what, self.client.check_bucket_at(i)) else {
                 continue;
             };
             let transport = matches!(
@@ -136,7 +176,9 @@ impl Bucket {
                         super::tls::speaks_tls(
                             *addr,
                             &hostname,
-                            self.client.policy().connect_timeout,
+                            // A TLS server answers a ClientHello at once: a short probe,
+                            // so a silent server's failure is not held up by it.
+                            self.client.policy().connect_timeout.min(TLS_PROBE_LIMIT),
                         )
                     })
                 });
@@ -177,14 +219,26 @@ impl Bucket {
         Ok(())
     }
 
+    /// `s3://bucket/path at URL`, for messages.
+    fn location(&self, path: &str) -> String {
+        let target = self.client.target();
+        format!(
+            "s3://{}/{path} at {}",
+            target.bucket,
+            target.endpoints_text()
+        )
+    }
+
     /// Every object under `prefix` (ListObjectsV2, all pages).
     pub fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, RequestError> {
-        self.runtime.block_on(self.client.list(prefix))
+        let what = format!("the LIST of {}", self.location(prefix));
+        self.wait_for(&what, self.client.list(prefix))
     }
 
     /// One ranged GET, its body whole.
     pub fn get_range(&self, key: &str, range: ByteRange) -> Result<Bytes, RequestError> {
-        self.runtime.block_on(self.client.get_range(key, range))
+        let what = format!("a GET of {}", self.location(key));
+        self.wait_for(&what, self.client.get_range(key, range))
     }
 
     /// What every one of `readers` does to each of `objects` when it reads the footer itself,
@@ -196,7 +250,8 @@ impl Bucket {
         readers: usize,
         tail_bytes: u64,
     ) -> Result<(u64, u64), RequestError> {
-        self.runtime.block_on(async {
+        let what = format!("the footer reads of {}", self.location(""));
+        self.wait_for(&what, async {
             let limit = Arc::new(Semaphore::new(16));
             let mut tasks = tokio::task::JoinSet::new();
             for _ in 0..readers {

@@ -373,18 +373,38 @@ impl Client {
         spec: &RequestSpec<'_>,
     ) -> Result<(http::response::Parts, Bytes), RequestError> {
         let operation = || self.operation(spec.method.as_str(), spec.key);
+        let timed_out = |what: Wait, after: Duration| RequestError::Timeout {
+            operation: operation(),
+            after,
+            what,
+        };
         let request = self.http_request(spec)?;
-        let response = self
-            .http
-            .request(request)
+        // The run's limits hold for set-up requests too: the response head within
+        // --first-byte-timeout, no pause between body bytes longer than --idle-timeout.
+        let first_byte = self.policy.first_byte_timeout;
+        let response = tokio::time::timeout(first_byte, self.http.request(request))
             .await
+            .map_err(|_| timed_out(Wait::FirstByte, first_byte))?
             .map_err(|e| transport_error(operation(), self.endpoint(spec.endpoint), &e))?;
-        let (parts, body) = response.into_parts();
-        let body = body
-            .collect()
+        let (parts, mut body) = response.into_parts();
+        let idle = self.policy.idle_timeout;
+        let length = parts
+            .headers
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
+            .unwrap_or(0);
+        let mut bytes = bytes::BytesMut::with_capacity(length.min(64 << 20));
+        while let Some(frame) = tokio::time::timeout(idle, body.frame())
             .await
-            .map_err(|e| transport_error(operation(), self.endpoint(spec.endpoint), &e))?
-            .to_bytes();
+            .map_err(|_| timed_out(Wait::Idle, idle))?
+        {
+            let frame = frame
+                .map_err(|e| transport_error(operation(), self.endpoint(spec.endpoint), &e))?;
+            if let Ok(data) = frame.into_data() {
+                bytes.extend_from_slice(&data);
+            }
+        }
+        let body = bytes.freeze();
         if !parts.status.is_success() {
             let retry_after = parts
                 .headers

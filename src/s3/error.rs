@@ -37,8 +37,10 @@ pub enum RequestError {
     Tls { operation: String, reason: String },
     /// Something did not come within the time allowed for it.
     #[error(
-        "{operation}: no {} within {after:?}; the server is stalled or too slow (raise {})",
+        "{operation}: no {} within {after:?} ({} sets this limit); the server is stalled or too \
+         slow (raise {} for a slow server, lower it to give up sooner)",
         what.awaited(),
+        what.flag(),
         what.flag()
     )]
     Timeout {

@@ -5,7 +5,7 @@
 //! | what | flag | environment | profile | workload |
 //! |---|---|---|---|---|
 //! | endpoints | `--endpoint` (comma list) | `AWS_ENDPOINT_URL_S3`, then `AWS_ENDPOINT_URL` | `[services]` s3 `endpoint_url`, then `endpoint_url` | `storage.storage_options.endpoint_url` |
-//! | bucket | `--bucket` | — | — | `storage.storage_root` |
+//! | bucket | `--bucket` | — | — | `storage.storage_root`, else `ringload` (what `serve` serves) |
 //! | region | `--region` | `AWS_REGION`, then `AWS_DEFAULT_REGION` | `region` | `storage.storage_options.region` |
 //! | keys | `--access-key` + `--secret-key` | `AWS_ACCESS_KEY_ID` + `AWS_SECRET_ACCESS_KEY` (+ `AWS_SESSION_TOKEN`), not with `--profile` | `aws_access_key_id` + … | `storage.storage_options.access_key_id` + `secret_access_key` |
 //! | addressing | `--addressing` | — | `s3 =` `addressing_style` | — |
@@ -52,6 +52,9 @@ impl fmt::Debug for StorageSettings {
 
 /// The region signed into requests when none is configured.
 pub const DEFAULT_REGION: &str = "us-east-1";
+/// The bucket when neither `--bucket` nor the workload names one: the one `ringload serve`
+/// serves by default, so `serve` and `run --endpoint URL` pair without naming it.
+pub const DEFAULT_BUCKET: &str = "ringload";
 
 /// How an endpoint is spoken to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -442,6 +445,8 @@ pub struct TargetFlags {
     pub region: Option<String>,
     pub access_key: Option<String>,
     pub secret_key: Option<String>,
+    /// `--secret-key-file`: the secret on its first line.
+    pub secret_key_file: Option<std::path::PathBuf>,
     pub profile: Option<String>,
     pub addressing: Option<String>,
     pub resolve: Vec<String>,
@@ -497,13 +502,7 @@ pub fn resolve(
     let (bucket, bucket_from) = match (&flags.bucket, &storage.bucket) {
         (Some(b), _) => (b.clone(), "--bucket"),
         (None, Some(b)) => (b.clone(), "storage.storage_root"),
-        (None, None) => {
-            return Err(UsageError(format!(
-                "no bucket for {}: pass --bucket NAME or set storage.storage_root in the \
-                 workload",
-                endpoints[0]
-            )));
-        }
+        (None, None) => (DEFAULT_BUCKET.to_string(), "the default bucket"),
     };
     check_bucket_name(&bucket).map_err(|e| UsageError(format!("{bucket_from}: {e}")))?;
     let region = flags
@@ -572,12 +571,29 @@ fn credentials(
     profile: &super::profile::Profile,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(Option<Credentials>, String), UsageError> {
-    match (&flags.access_key, &flags.secret_key) {
-        (Some(a), Some(s)) => return Ok((Some(keys(a, s, None)), "--access-key".into())),
-        (Some(_), None) | (None, Some(_)) => {
+    let secret = match (&flags.secret_key, &flags.secret_key_file) {
+        (Some(s), _) => Some(s.clone()),
+        (None, Some(file)) => Some(secret_from_file(file)?),
+        (None, None) => None,
+    };
+    match (&flags.access_key, secret) {
+        (Some(a), Some(s)) => return Ok((Some(keys(a, &s, None)), "--access-key".into())),
+        // The id on the command line, the secret in the environment (as a sweep hands keys to
+        // its points: see `cli::S3Args::secret_env`).
+        (Some(a), None) => match env("AWS_SECRET_ACCESS_KEY") {
+            Some(s) => return Ok((Some(keys(a, &s, None)), "--access-key".into())),
+            None => {
+                return Err(UsageError(
+                    "--access-key needs its secret: pass --secret-key-file FILE or set \
+                     AWS_SECRET_ACCESS_KEY (--secret-key SECRET works too, but shows in `ps`)"
+                        .into(),
+                ));
+            }
+        },
+        (None, Some(_)) => {
             return Err(UsageError(
-                "--access-key and --secret-key go together; pass both, or neither to use \
-                 AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+                "--secret-key and --secret-key-file need --access-key; pass it, or neither to \
+                 use AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
                     .into(),
             ));
         }
@@ -627,6 +643,26 @@ fn credentials(
         ),
         None => (None, "nowhere (unsigned requests)".into()),
     })
+}
+
+/// `--secret-key-file`: the first line of `path`, trimmed. The error names the file, never
+/// what it holds.
+fn secret_from_file(path: &std::path::Path) -> Result<String, UsageError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        UsageError(format!(
+            "--secret-key-file {}: cannot read it ({e}); give a readable file whose first line \
+             is the secret access key",
+            path.display()
+        ))
+    })?;
+    let secret = text.lines().next().unwrap_or("").trim();
+    if secret.is_empty() {
+        return Err(UsageError(format!(
+            "--secret-key-file {}: its first line is empty; put the secret access key there",
+            path.display()
+        )));
+    }
+    Ok(secret.to_string())
 }
 
 fn keys(access: &str, secret: &str, token: Option<String>) -> Credentials {
@@ -757,15 +793,54 @@ mod tests {
             endpoint: Some("http://h:1".into()),
             ..TargetFlags::default()
         };
-        let err = resolve(&flags, &empty, |_| None).unwrap_err();
-        assert!(err.0.contains("--bucket"), "{err}");
+        // No bucket anywhere: the one `ringload serve` serves by default.
+        let t = resolve(&flags, &empty, |_| None).unwrap().unwrap();
+        assert_eq!(t.bucket, "ringload");
+        assert_eq!(t.bucket, crate::server::DEFAULT_BUCKET);
         let half = TargetFlags {
             endpoint: Some("http://h:1".into()),
             bucket: Some("b".into()),
             access_key: Some("K".into()),
             ..TargetFlags::default()
         };
-        assert!(resolve(&half, &empty, |_| None).is_err());
+        let err = resolve(&half, &empty, |_| None).unwrap_err();
+        assert!(err.0.contains("--secret-key-file FILE"), "{err}");
+        // The id as a flag, the secret from the environment or a file.
+        let secret = |n: &str| (n == "AWS_SECRET_ACCESS_KEY").then(|| "S3CR3T".to_string());
+        let t = resolve(&half, &empty, secret).unwrap().unwrap();
+        let c = t.credentials.unwrap();
+        assert_eq!(
+            (c.access_key_id.as_str(), c.secret_access_key.as_str()),
+            ("K", "S3CR3T")
+        );
+        assert_eq!(t.credentials_from, "--access-key");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("secret");
+        std::fs::write(&file, "  from-file \nsecond line\n").unwrap();
+        let with_file = TargetFlags {
+            secret_key_file: Some(file.clone()),
+            ..half.clone()
+        };
+        let t = resolve(&with_file, &empty, secret).unwrap().unwrap();
+        assert_eq!(t.credentials.unwrap().secret_access_key, "from-file");
+        std::fs::write(&file, "\n").unwrap();
+        let err = resolve(&with_file, &empty, |_| None).unwrap_err();
+        assert!(err.0.contains("first line is empty"), "{err}");
+        let missing = TargetFlags {
+            secret_key_file: Some(dir.path().join("nope")),
+            ..half.clone()
+        };
+        let err = resolve(&missing, &empty, |_| None).unwrap_err();
+        assert!(
+            err.0.starts_with("--secret-key-file ") && err.0.contains("cannot read"),
+            "{err}"
+        );
+        let no_id = TargetFlags {
+            access_key: None,
+            secret_key: Some("S".into()),
+            ..half.clone()
+        };
+        assert!(resolve(&no_id, &empty, |_| None).is_err());
         let only_id = |n: &str| (n == "AWS_ACCESS_KEY_ID").then(|| "K".to_string());
         let flags = TargetFlags {
             endpoint: Some("http://h:1".into()),

@@ -55,7 +55,7 @@ use trailing::{Trailing, TrailingIo, UpdateKeys};
 /// The default address of `ringload serve`.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9000";
 /// The bucket a virtual dataset appears in when neither the workload nor `--bucket` names one.
-pub const DEFAULT_BUCKET: &str = "ringload";
+pub const DEFAULT_BUCKET: &str = crate::s3::target::DEFAULT_BUCKET;
 /// The region reported to clients (GetBucketLocation, HeadBucket).
 pub const DEFAULT_REGION: &str = "us-east-1";
 /// How long open connections get to finish their current request at shutdown.

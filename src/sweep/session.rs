@@ -60,10 +60,15 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
         point_options.s3.endpoint = Some(storage.target.endpoints_text());
         point_options.s3.bucket = Some(storage.target.bucket.clone());
     }
+    // A secret key reaches the points through their environment, never their command line.
+    let secret_env = point_options.s3.secret_env();
     let child = |point: &Point, folder: &Path| {
         let mut c = std::process::Command::new(&exe);
         c.arg("run")
             .args(point_args(args, &point_options, point, folder).to_args());
+        if let Some((name, value)) = &secret_env {
+            c.env(name, value);
+        }
         c
     };
     let server_cpu = || storage.server.as_ref().map(|s| s.stats().cpu_s);
@@ -71,7 +76,7 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
     let runner = Runner {
         dir: args.output.clone(),
         workload: settings.workload.name.clone(),
-        command: std::env::args().collect::<Vec<_>>().join(" "),
+        command: crate::cli::redacted_command_line(std::env::args()),
         gate: args.gate,
         resume: args.resume,
         child: &child,

@@ -142,3 +142,42 @@ for i in range(md.num_row_groups):
             mismatched.append([i, c, h, groups[i][c]])
 print(json.dumps({"groups": len(groups), "matched": matched, "mismatched": mismatched}))
 "#;
+
+/// A `ringload serve` child process: its endpoint (the first line it printed), stopped with
+/// SIGTERM when dropped.
+pub struct ServeChild {
+    pub child: std::process::Child,
+    pub endpoint: String,
+}
+
+impl Drop for ServeChild {
+    fn drop(&mut self) {
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_child(&self.child),
+            rustix::process::Signal::TERM,
+        );
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `ringload serve --listen 127.0.0.1:0 ARGS` and waits for the endpoint it prints.
+pub fn spawn_serve(args: &[&str]) -> ServeChild {
+    use std::io::BufRead;
+    let mut child = ringload()
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start ringload serve");
+    let mut endpoint = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut endpoint)
+        .unwrap();
+    let endpoint = endpoint.trim().to_string();
+    assert!(
+        endpoint.starts_with("http"),
+        "serve {args:?} printed {endpoint:?}"
+    );
+    ServeChild { child, endpoint }
+}
