@@ -67,7 +67,7 @@ fn not_http(
                 format!("GET / HTTP/1.1\r\nHost: {hostname}\r\nConnection: close\r\n\r\n");
             stream.write_all(request.as_bytes()).ok()?;
             stream
-                .set_read_timeout(Some(answer_timeout.min(std::time::Duration::from_secs(5))))
+                .set_read_timeout(Some(answer_timeout.min(std::time::Duration::from_secs(2))))
                 .ok()?;
             stream.read(&mut first).ok().filter(|&n| n > 0)?
         }
@@ -192,15 +192,21 @@ impl Bucket {
                     });
                 }
                 let policy = self.client.policy();
-                let not_http = target.addresses(endpoint).ok().and_then(|addrs| {
-                    let addr = *addrs.first()?;
-                    not_http(
-                        addr,
-                        &hostname,
-                        policy.connect_timeout,
-                        policy.first_byte_timeout,
-                    )
-                });
+                // A silent server (a timeout) sent nothing to quote: no second wait for it.
+                let silent = matches!(error, RequestError::Timeout { .. });
+                let not_http = target
+                    .addresses(endpoint)
+                    .ok()
+                    .filter(|_| !silent)
+                    .and_then(|addrs| {
+                        let addr = *addrs.first()?;
+                        not_http(
+                            addr,
+                            &hostname,
+                            policy.connect_timeout,
+                            policy.first_byte_timeout,
+                        )
+                    });
                 if let Some(sent) = not_http {
                     return Err(RequestError::NotS3 {
                         operation: self.client.operation("GET", None),
