@@ -9,15 +9,15 @@
 //!   land plaintext. Connections are handshaken when the rank is set up, before the clock; a
 //!   connection opened again after a failure is handshaken on the rank thread, resuming.
 //! - **Bodies** land in place: the ring's `READ_FIXED` receives ciphertext straight into the
-//!   GET's registered buffer (behind a partial record, if one is there), each complete record
-//!   is decrypted in place with `ring`'s AES-GCM or ChaCha20-Poly1305, and its plaintext moved
-//!   down over the header (and tag, and TLS 1.2's explicit nonce) before it, so the buffer holds
+//!   GET's registered buffer (behind a partial record, if one is there), and each complete
+//!   record is decrypted with `ring`'s AES-GCM or ChaCha20-Poly1305 straight to where its
+//!   plaintext belongs, over the headers (and tags, and TLS 1.2's explicit nonces) of the
+//!   records before it (`open_within`: decryption and move in one pass), so the buffer holds
 //!   `[plaintext][a partial record]`. The plan's budget gives each buffer room for one record
-//!   beyond the body (`budget::TLS_RECORD_SLACK_BYTES`). Each body byte gets three passes: the
-//!   kernel's copy into the buffer, the decryption (a read and a write), and the move that
-//!   closes the record's gap (on bytes still in cache). Receiving into the staging area and
-//!   copying the plaintext out instead cost twice the CPU over plain HTTP (BENCHMARKS.md, "What
-//!   TLS costs"), and was dropped.
+//!   beyond the body (`budget::TLS_RECORD_SLACK_BYTES`). Each body byte gets two passes: the
+//!   kernel's copy into the buffer and the decryption (a read and a write). Decrypting in place
+//!   and then moving the plaintext down, and receiving into the staging area and copying the
+//!   plaintext out, both cost more (BENCHMARKS.md, "What TLS costs") and were dropped.
 //! - **Heads** (and what follows a body) are received into the connection's staging area (part
 //!   of its memory, owned by [`super::ring`]), decrypted there, and handed to the connection's
 //!   state machine as the socket would: a peek copies, a receive consumes.
@@ -489,7 +489,7 @@ impl Session {
         }
     }
 
-    /// Decrypts the complete records in `[plain_end..fill)`, moving each one's plaintext to
+    /// Decrypts the complete records in `[plain_end..fill)`, each one's plaintext straight to
     /// `plain_end`. After close_notify, whatever follows is dropped.
     fn decrypt(&mut self, stage: &mut [u8]) -> Result<(), RecordError> {
         let mut at = self.plain_end;
@@ -531,13 +531,15 @@ impl Session {
             }
             let body = at + HEADER..at + HEADER + wire;
             at = body.end;
-            let opened = self.rx.open(header, &mut stage[body.clone()])?;
-            let content = body.start + opened.content.start..body.start + opened.content.end;
+            // Decrypted straight to `plain_end`, over the gaps of the records before it: one
+            // pass, not a decryption and then a move.
+            let to = self.plain_end;
+            let opened = self
+                .rx
+                .open_within(header, &mut stage[to..body.end], body.start - to)?;
+            let content = to + opened.content.start..to + opened.content.end;
             match opened.content_type {
-                APPLICATION_DATA => {
-                    stage.copy_within(content.clone(), self.plain_end);
-                    self.plain_end += content.len();
-                }
+                APPLICATION_DATA => self.plain_end += content.len(),
                 HANDSHAKE => self.handshake_record(&stage[content])?,
                 ALERT => match stage[content] {
                     [_, CLOSE_NOTIFY] => self.closed = true,

@@ -143,17 +143,32 @@ impl Keys {
     }
 
     /// Decrypts the record with `header` whose body is `body`, in place: its content ends up
-    /// at `body[content]`. Refuses a record that fails authentication, and plaintext over the
-    /// limit (`record_overflow`).
+    /// at `body[content]`.
+    #[cfg(test)]
     pub fn open(&mut self, header: [u8; HEADER], body: &mut [u8]) -> Result<Opened, String> {
+        self.open_within(header, body, 0)
+    }
+
+    /// Decrypts the record with `header` whose body is `in_out[body_from..]` to the front of
+    /// `in_out`, in one pass (`ring` decrypts and moves down together): its content ends up at
+    /// `in_out[content]`, from 0, and the bytes between the content and the body's end are left
+    /// over. Refuses a record that fails authentication, and plaintext over the limit
+    /// (`record_overflow`).
+    pub fn open_within(
+        &mut self,
+        header: [u8; HEADER],
+        in_out: &mut [u8],
+        body_from: usize,
+    ) -> Result<Opened, String> {
         let failed = || "a TLS record failed authentication".to_string();
+        let body_len = in_out.len() - body_from;
         let seq = self.next_seq()?;
         match self.version {
             Version::Tls13 => {
                 let nonce = Nonce::assume_unique_for_key(self.xor_nonce(seq));
                 let inner_len = self
                     .key
-                    .open_in_place(nonce, Aad::from(header), body)
+                    .open_within(nonce, Aad::from(header), in_out, body_from..)
                     .map_err(|_| failed())?
                     .len();
                 if inner_len > MAX_PLAINTEXT + 1 {
@@ -163,12 +178,12 @@ impl Keys {
                     ));
                 }
                 // The inner content type is the last non-zero byte; zeros after it are padding.
-                let Some(type_at) = body[..inner_len].iter().rposition(|&b| b != 0) else {
+                let Some(type_at) = in_out[..inner_len].iter().rposition(|&b| b != 0) else {
                     return Err("a TLS record has no content type".into());
                 };
                 Ok(Opened {
                     content: 0..type_at,
-                    content_type: body[type_at],
+                    content_type: in_out[type_at],
                 })
             }
             Version::Tls12 => {
@@ -178,14 +193,14 @@ impl Keys {
                 } else {
                     0
                 };
-                let Some(plain_len) = body.len().checked_sub(skip + TAG) else {
+                let Some(plain_len) = body_len.checked_sub(skip + TAG) else {
                     return Err("a TLS record is shorter than its tag".into());
                 };
                 let aad = Aad::from(Self::tls12_aad(seq, content_type, plain_len));
                 let nonce = if self.explicit_nonce {
                     let mut nonce = [0u8; 12];
                     nonce[..4].copy_from_slice(&self.iv[..4]);
-                    nonce[4..].copy_from_slice(&body[..EXPLICIT_NONCE]);
+                    nonce[4..].copy_from_slice(&in_out[body_from..body_from + EXPLICIT_NONCE]);
                     nonce
                 } else {
                     self.xor_nonce(seq)
@@ -193,7 +208,7 @@ impl Keys {
                 let nonce = Nonce::assume_unique_for_key(nonce);
                 let len = self
                     .key
-                    .open_within(nonce, aad, body, skip..)
+                    .open_within(nonce, aad, in_out, body_from + skip..)
                     .map_err(|_| failed())?
                     .len();
                 if len > MAX_PLAINTEXT {
