@@ -127,8 +127,12 @@ fn body_rate(algorithm: &'static aead::Algorithm, one_pass: bool) -> f64 {
                 )
                 .expect("opens");
             } else {
-                key.open_in_place(nonce(seq as u64), Aad::from(header), &mut work[body.clone()])
-                    .expect("opens");
+                key.open_in_place(
+                    nonce(seq as u64),
+                    Aad::from(header),
+                    &mut work[body.clone()],
+                )
+                .expect("opens");
                 work.copy_within(body.start..body.start + RECORD, plain_end);
             }
             plain_end += RECORD;

@@ -397,7 +397,10 @@ fn a_record_opened_toward_the_front_lands_its_plaintext_there() {
                     assert_eq!(opened.content.start, 0, "{case}");
                     assert!(region[opened.content] == plain[..], "{case}");
                     *tampered.last_mut().unwrap() ^= 1;
-                    assert!(keys().open_within(header, &mut tampered, gap).is_err(), "{case}");
+                    assert!(
+                        keys().open_within(header, &mut tampered, gap).is_err(),
+                        "{case}"
+                    );
                 }
             }
         }
