@@ -9,7 +9,7 @@
 //!   the file-major row-group sequence, whole row groups, just long enough for its steps (a
 //!   share may split a file between two ranks). With `--sharding dlio` every rank walks the same
 //!   share — the first `steps × batch_size` samples — as DLIO's PyTorch path does, so each file
-//!   is read NP times;
+//!   is read NP times; `--loader dlio` always shards so, over the whole file list;
 //! - **readers**: reader `k` of a rank owns files `[k::RT]` of the rank's share and walks them
 //!   file-major; each GET covers up to `coalesce_rgs` consecutive row groups of one file, as one
 //!   range from the first chunk's start to the last chunk's end;
@@ -72,9 +72,11 @@ pub enum Loader {
     /// step, footers read once.
     Ringload,
     /// What DLIO's PyTorch loader does to the storage: every rank walks the whole file list
-    /// (`--sharding dlio`), each reader keeps `prefetch` GETs in flight plus
-    /// `--prefetch-factor` finished ones queued, reads on past its last step until that window
-    /// is full (GETs no step uses), and every rank reads every file's footer itself.
+    /// (so the plan's sharding is `dlio`, whatever `--sharding` says), each reader keeps
+    /// `prefetch` GETs in flight plus the DataLoader's prefetch factor of finished ones queued
+    /// ([`dlio_prefetch_factor`], or `--prefetch-factor`), reads on past its last step until
+    /// that window is full (GETs no step uses, which land after the clock stopped), and every
+    /// rank reads every file's footer itself.
     Dlio,
 }
 
@@ -87,14 +89,21 @@ impl fmt::Display for Loader {
     }
 }
 
-/// PyTorch DataLoader's default `prefetch_factor`: finished batches queued per worker.
-pub const DEFAULT_PREFETCH_FACTOR: u32 = 2;
+/// The prefetch factor DLIO's PyTorch data loader gives its DataLoader (finished batches
+/// queued per worker): `⌈prefetch_size ÷ read_threads⌉` (`reader.prefetch_size`, DLIO's default
+/// 2), so 2 at RT=1 and 1 at RT=2, not PyTorch's own default of 2. `read_threads` below 1 is
+/// taken as 1 (ringload needs a reader).
+pub fn dlio_prefetch_factor(prefetch_size: u32, read_threads: u32) -> u32 {
+    prefetch_size.div_ceil(read_threads.max(1))
+}
 
 /// Options of a run that are not workload keys.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PlanOptions {
     /// Ranks (simulated accelerators).
     pub np: u32,
+    /// How ranks share the dataset; the dlio loader always shards as DLIO (the resolved plan
+    /// says `dlio`).
     pub sharding: Sharding,
     /// `--memory-budget`: a cap below the machine's limits.
     pub memory_cap_bytes: Option<u64>,
@@ -102,20 +111,37 @@ pub struct PlanOptions {
     /// held when it started), counted in the budget because it is in the same process.
     pub server_bytes: u64,
     pub loader: Loader,
-    /// With the dlio loader: finished GETs queued per reader beyond `prefetch`.
-    pub prefetch_factor: u32,
+    /// `--prefetch-factor`: with the dlio loader, finished GETs queued per reader beyond
+    /// `prefetch`, in place of [`dlio_prefetch_factor`].
+    pub prefetch_factor: Option<u32>,
     /// The endpoint is `https://`: each buffer also holds a TLS record in flight
     /// ([`budget::TLS_RECORD_SLACK_BYTES`]), as the io_uring engine decrypts bodies in place.
     pub tls: bool,
 }
 
 impl PlanOptions {
+    /// With the dlio loader, the prefetch factor in use: `--prefetch-factor`, else DLIO's
+    /// [`dlio_prefetch_factor`]. `None` for ringload's loader, which queues nothing.
+    pub fn prefetch_factor(&self, settings: &Settings) -> Option<u32> {
+        match self.loader {
+            Loader::Ringload => None,
+            Loader::Dlio => Some(self.prefetch_factor.unwrap_or_else(|| {
+                dlio_prefetch_factor(settings.prefetch_size, settings.read_threads)
+            })),
+        }
+    }
+
     /// GETs one reader may hold: `prefetch`, plus the prefetch factor's queue for the dlio
     /// loader.
-    pub fn window(&self, prefetch: u32) -> u32 {
+    pub fn window(&self, settings: &Settings) -> u32 {
+        settings.prefetch + self.prefetch_factor(settings).unwrap_or(0)
+    }
+
+    /// The sharding the plan follows: `dlio` with the dlio loader, else `--sharding`'s.
+    pub fn effective_sharding(&self) -> Sharding {
         match self.loader {
-            Loader::Ringload => prefetch,
-            Loader::Dlio => prefetch + self.prefetch_factor,
+            Loader::Ringload => self.sharding,
+            Loader::Dlio => Sharding::Dlio,
         }
     }
 }
@@ -189,6 +215,8 @@ pub struct RankPlan {
     pub max_gets_held_per_reader: usize,
     /// GETs read past the rank's last step, that no step uses (the dlio loader's read-ahead).
     pub overshoot_gets: usize,
+    /// Their bytes (part of `bytes`).
+    pub overshoot_bytes: u64,
 }
 
 /// Everything a run needs, resolved before it starts.
@@ -204,6 +232,8 @@ pub struct Plan {
     pub ranks: Vec<RankPlan>,
     /// GETs a reader holds at most: prefetch, plus the prefetch factor with the dlio loader.
     pub window_per_reader: u32,
+    /// With the dlio loader: the prefetch factor in use ([`PlanOptions::prefetch_factor`]).
+    pub prefetch_factor: Option<u32>,
     /// GETs and bytes per epoch, all ranks.
     pub get_count: usize,
     pub bytes_per_epoch: u64,
@@ -267,7 +297,7 @@ impl Plan {
                     })
             })
             .collect();
-        let window = options.window(settings.prefetch);
+        let window = options.window(settings);
         let (shares, overshoot) = match (options.loader, options.sharding) {
             // Every rank walks the whole file list and reads on past its last step until its
             // readers' windows are full.
@@ -386,7 +416,10 @@ impl Plan {
         }
         Ok(Plan {
             settings: settings.clone(),
-            options: options.clone(),
+            options: PlanOptions {
+                sharding: options.effective_sharding(),
+                ..options.clone()
+            },
             steps_per_rank: steps,
             steps_formula,
             samples_per_rank: rows_per_rank,
@@ -396,6 +429,7 @@ impl Plan {
             largest_get_bytes,
             ranks,
             window_per_reader: window,
+            prefetch_factor: options.prefetch_factor(settings),
             memory,
             limits: limits.clone(),
             notes,
@@ -575,11 +609,16 @@ fn plan_rank(
     // GETs no step reached are not part of the plan, but for `overshoot` of them; a partly
     // consumed one is (its bytes are read), and its buffer is released after the last step.
     let mut overshoot_gets = 0;
+    let mut overshoot_bytes = 0;
     for (r, reader) in readers.iter_mut().enumerate() {
         let (get, taken) = cursor[r];
         let keep = if taken > 0 { get + 1 } else { get };
         let keep_all = (keep + overshoot).min(reader.gets.len());
         overshoot_gets += keep_all - keep;
+        overshoot_bytes += reader.gets[keep..keep_all]
+            .iter()
+            .map(|g| g.len_bytes)
+            .sum::<u64>();
         reader.gets.truncate(keep_all);
         let kept: std::collections::BTreeSet<usize> = reader.gets.iter().map(|g| g.file).collect();
         reader.files.retain(|f| kept.contains(f));
@@ -593,6 +632,7 @@ fn plan_rank(
         readers,
         steps: schedule,
         overshoot_gets,
+        overshoot_bytes,
         max_gets_held_per_reader: max_held,
     })
 }
@@ -656,7 +696,7 @@ mod tests {
             memory_cap_bytes: None,
             server_bytes: 0,
             loader: Loader::Ringload,
-            prefetch_factor: DEFAULT_PREFETCH_FACTOR,
+            prefetch_factor: None,
             tls: false,
         }
     }
@@ -932,6 +972,60 @@ mod tests {
                 assert!(planned_units(&plan).values().all(|&n| n == np as usize));
             }
         }
+    }
+
+    #[test]
+    fn dlio_prefetch_factor_is_prefetch_size_over_read_threads_rounded_up() {
+        // (prefetch_size, read_threads) → DLIO's DataLoader prefetch_factor.
+        for (size, rt, factor) in [
+            (2, 1, 2),
+            (2, 2, 1),
+            (2, 4, 1),
+            (4, 3, 2),
+            (8, 2, 4),
+            (2, 0, 2),
+        ] {
+            assert_eq!(dlio_prefetch_factor(size, rt), factor, "{size} / {rt}");
+        }
+    }
+
+    #[test]
+    fn the_dlio_loader_queues_dlios_prefetch_factor_and_shards_as_dlio() {
+        let catalog = flux_catalog(500);
+        let dlio = |rt: u32, factor: Option<u32>| {
+            let options = PlanOptions {
+                loader: Loader::Dlio,
+                prefetch_factor: factor,
+                ..options(2, Sharding::Rank)
+            };
+            Plan::resolve(
+                &study_settings(rt),
+                &catalog,
+                &options,
+                &MemoryLimits::unlimited(),
+            )
+            .unwrap()
+        };
+        // prefetch_size 2 (DLIO's default): factor 2 at RT=1, 1 at RT=2 and RT=4.
+        for (rt, factor) in [(1, 2), (2, 1), (4, 1)] {
+            let plan = dlio(rt, None);
+            assert_eq!(plan.prefetch_factor, Some(factor), "rt {rt}");
+            assert_eq!(plan.window_per_reader, 2 + factor, "rt {rt}");
+            // Each reader reads on until its window is full.
+            for rank in &plan.ranks {
+                assert_eq!(rank.overshoot_gets, (rt * (2 + factor)) as usize, "rt {rt}");
+                assert_eq!(rank.overshoot_bytes, rank.overshoot_gets as u64 * RG_BYTES);
+            }
+            // Every rank walks the whole list: the plan says dlio, whatever --sharding said.
+            assert_eq!(plan.options.sharding, Sharding::Dlio);
+        }
+        // --prefetch-factor overrides the formula.
+        let plan = dlio(2, Some(3));
+        assert_eq!((plan.prefetch_factor, plan.window_per_reader), (Some(3), 5));
+        // ringload's loader queues nothing and keeps its sharding.
+        let plan = resolve(&study_settings(2), &catalog, 2, Sharding::Rank).unwrap();
+        assert_eq!((plan.prefetch_factor, plan.window_per_reader), (None, 2));
+        assert_eq!(plan.options.sharding, Sharding::Rank);
     }
 
     #[test]

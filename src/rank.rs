@@ -314,7 +314,9 @@ impl Progress {
 pub struct RunMeasurements {
     pub records: Vec<RankRecord>,
     pub stats: Vec<RequestStats>,
-    /// From every rank being ready (its I/O set up) to the last rank's end.
+    /// From every rank being ready (its I/O set up) to the end of the last rank's last step
+    /// (the clock; to the last rank's end if no step completed). GETs that land later (the
+    /// dlio loader's overshoot) are outside it.
     pub wall_s: f64,
     /// The CPU clocks when every rank was ready: costs are counted from there.
     pub ready_cpu: CpuReading,
@@ -327,8 +329,18 @@ pub struct RunMeasurements {
 pub struct RankRecord {
     /// `steps[epoch][step]`.
     pub steps: Vec<Vec<StepTimes>>,
-    /// Per epoch: from the start (after the epoch barrier) to the end of the last step.
+    /// Per epoch: from the start (after the epoch barrier) to the end of the last step. GETs
+    /// still landing after it (the dlio loader's overshoot) are outside, as DLIO's clock does
+    /// not wait for them either.
     pub windows_ns: Vec<u64>,
+    /// Per epoch: from the end of the last step to the end of the epoch, while the GETs past
+    /// the last step land (the dlio loader's overshoot; about nothing otherwise).
+    pub drain_ns: Vec<u64>,
+    /// Row-group bytes received when the last step ended (the clock stopped).
+    pub bytes_by_last_step: u64,
+    /// When the last step ended: where this process's clock (`RunMeasurements::wall_s`) stops.
+    #[serde(skip)]
+    pub last_step_end: Option<Instant>,
 }
 
 fn ns(d: Duration) -> u64 {
@@ -354,8 +366,8 @@ pub fn run_rank(
     Ok(())
 }
 
-/// One epoch: its steps' times, and its window from the start to the end of the epoch (to the
-/// end of its last completed step, if it fails).
+/// One epoch: its steps' times, its window from the start to the end of its last (completed)
+/// step, and its drain after that, until the epoch's GETs have all landed.
 fn run_epoch(
     plan: &RankPlan,
     computation_time: Duration,
@@ -394,6 +406,8 @@ fn run_epoch(
             steps.push(step);
             *window = ns(end - epoch_start);
         }
+        record.last_step_end = Some(end);
+        record.bytes_by_last_step = io.stats().bytes_read;
         // The progress line's sums, as epoch_metrics reads the record: the first step's load
         // and compute are not measured, the rest of the window is (`last_end` starts at the
         // epoch's start).
@@ -410,10 +424,10 @@ fn run_epoch(
             .measured_ns
             .fetch_add(measured_ns, Ordering::Relaxed);
     }
+    // The clock stopped at the end of the last step; what is still in flight (the dlio
+    // loader's GETs past it) lands now, outside the window.
     io.end_epoch()?;
-    if let Some(window) = record.windows_ns.last_mut() {
-        *window = ns(epoch_start.elapsed());
-    }
+    record.drain_ns.push(ns(last_end.elapsed()));
     Ok(())
 }
 
@@ -432,6 +446,8 @@ mod tests {
         /// Slept in the first wait (a slow first batch) and in every compute.
         first_wait: Duration,
         compute: Duration,
+        /// Slept in `end_epoch`: GETs past the last step still landing.
+        drain: Duration,
     }
 
     impl RankIo for Recorder {
@@ -464,6 +480,7 @@ mod tests {
             Ok(())
         }
         fn end_epoch(&mut self) -> Result<(), RankError> {
+            std::thread::sleep(self.drain);
             self.calls.push("end".into());
             Ok(())
         }
@@ -496,6 +513,7 @@ mod tests {
             bytes: 0,
             max_gets_held_per_reader: 1,
             overshoot_gets: 0,
+            overshoot_bytes: 0,
         }
     }
 
@@ -567,6 +585,45 @@ mod tests {
         let live = progress.au_percent().unwrap();
         assert!(result > 90.0, "{result}");
         assert!((live - result).abs() < 0.5, "live {live}, result {result}");
+    }
+
+    #[test]
+    fn the_window_closes_at_the_last_step_and_the_drain_is_kept_apart() {
+        // GETs past the last step take 300 ms to land: the epoch's window (AU, samples/s)
+        // ends before them; the drain records the wait.
+        let drain = Duration::from_millis(300);
+        let barrier = StepBarrier::new(1, Duration::from_secs(5));
+        let mut io = Recorder {
+            drain,
+            ..Recorder::default()
+        };
+        let mut record = RankRecord::default();
+        let started = Instant::now();
+        run_rank(
+            &two_steps(),
+            2,
+            Duration::ZERO,
+            &mut io,
+            &barrier,
+            &Progress::default(),
+            &mut record,
+        )
+        .unwrap();
+        let ended = Instant::now();
+        assert_eq!(record.drain_ns.len(), 2);
+        for (window, drain_ns) in record.windows_ns.iter().zip(&record.drain_ns) {
+            assert!(*drain_ns >= ns(drain), "{drain_ns}");
+            // Two epochs, each a window then its drain, fit in the time the rank ran.
+            assert!(
+                *window < *drain_ns,
+                "window {window} ns, drain {drain_ns} ns"
+            );
+        }
+        let total: u64 = record.windows_ns.iter().chain(&record.drain_ns).sum();
+        assert!(total <= ns(ended - started));
+        // The clock stops at the last step, before the last drain.
+        let stop = record.last_step_end.unwrap();
+        assert!(ended - stop >= drain);
     }
 
     #[test]

@@ -249,10 +249,14 @@ pub struct RunSummary {
     pub samples_per_s_per_rank: Vec<Option<f64>>,
     /// DLIO's nominal "MB/s": samples/s × record_length, in MiB/s.
     pub io_mib_per_s: Option<f64>,
-    /// Row-group bytes received over `wall_s`.
+    /// Row-group bytes received by the end of the last step (`bytes_read_by_last_step`) over
+    /// `wall_s`: the GETs past the last step that land after the clock stopped (the dlio
+    /// loader's overshoot) are not in it, those that landed before are.
     pub measured_mib_per_s: f64,
-    /// Row-group bytes received (footers apart).
+    /// Row-group bytes received (footers apart), the overshoot's included.
     pub bytes_read: u64,
+    /// Of `bytes_read`, what the ranks had received when the clock stopped.
+    pub bytes_read_by_last_step: u64,
     /// Row-group bytes the plan asks for (equal to `bytes_read` in a complete run).
     pub bytes_planned: u64,
     /// Footer bytes fetched once, before the run.
@@ -262,8 +266,15 @@ pub struct RunSummary {
     pub dlio_footer_requests: Option<u64>,
     pub dlio_footer_bytes: Option<u64>,
     /// GETs per epoch read past the ranks' last steps, that no step used (the dlio loader's
-    /// read-ahead); their bytes are in `bytes_read` and `bytes_planned`.
+    /// read-ahead); their bytes are in `bytes_read` and `bytes_planned` (the storage was asked
+    /// for them), not in AU, samples/s or the clock: those still in flight at the last step
+    /// land during `drain_s`.
     pub overshoot_gets: usize,
+    /// Their bytes per epoch, all ranks.
+    pub overshoot_bytes: u64,
+    /// With the dlio loader: finished GETs queued per reader beyond `prefetch` (DLIO's
+    /// `⌈reader.prefetch_size ÷ read_threads⌉`, or `--prefetch-factor`).
+    pub prefetch_factor: Option<u32>,
     pub requests: u64,
     pub retries: u64,
     pub errors: u64,
@@ -275,8 +286,13 @@ pub struct RunSummary {
     /// Kept-alive connections dropped because bytes followed a body (more than its
     /// Content-Length); a note names the GET the first followed.
     pub stray_connections: u64,
-    /// From every rank being ready (I/O set up) to the last rank's end.
+    /// From every rank being ready (I/O set up) to the end of the last rank's last step: the
+    /// clock, as DLIO's, which does not wait for GETs past the last step.
     pub wall_s: f64,
+    /// The longest a rank waited, after an epoch's last step, for its GETs still in flight to
+    /// land (the dlio loader's overshoot; every epoch's, summed): outside every epoch's window
+    /// (AU, samples/s); the last epoch's is after `wall_s`, an earlier one's inside it.
+    pub drain_s: f64,
     /// Listing, footers, planning, server start, the ranks' I/O set-up: before the clock.
     pub setup_s: f64,
     /// The client's CPU during set-up (the buffer pool's pre-faulting among it).
@@ -449,6 +465,11 @@ impl RunSummary {
             })
             .unwrap_or_default();
         let footer_bytes = plan.catalog.footer_fetch_bytes();
+        let bytes_read_by_last_step = measured
+            .records
+            .iter()
+            .map(|r| r.bytes_by_last_step)
+            .sum::<u64>();
         let mut notes = plan.notes.clone();
         notes.extend(context.notes.iter().cloned());
         if au_percent.is_none() {
@@ -522,15 +543,18 @@ impl RunSummary {
             samples_per_s_per_rank: sps_per_rank,
             io_mib_per_s: samples_per_s
                 .map(|s| metrics::nominal_mib_per_s(s, settings.record_bytes)),
-            measured_mib_per_s: all.bytes_read as f64
+            measured_mib_per_s: bytes_read_by_last_step as f64
                 / crate::units::MIB
                 / measured.wall_s.max(1e-9),
             bytes_read: all.bytes_read,
+            bytes_read_by_last_step,
             bytes_planned: plan.bytes_per_epoch * u64::from(settings.epochs),
             footer_bytes,
             dlio_footer_requests: context.loader_footers.map(|(r, _)| r),
             dlio_footer_bytes: context.loader_footers.map(|(_, b)| b),
             overshoot_gets: plan.ranks.iter().map(|r| r.overshoot_gets).sum(),
+            overshoot_bytes: plan.ranks.iter().map(|r| r.overshoot_bytes).sum(),
+            prefetch_factor: plan.prefetch_factor,
             requests: all.requests,
             retries: all.retries,
             errors: all.errors,
@@ -546,6 +570,13 @@ impl RunSummary {
                 .collect(),
             stray_connections: all.stray_connections,
             wall_s: measured.wall_s,
+            drain_s: measured
+                .records
+                .iter()
+                .map(|r| r.drain_ns.iter().sum::<u64>())
+                .max()
+                .unwrap_or(0) as f64
+                / 1e9,
             setup_s: context.setup_s,
             setup_cpu_s: context.setup_cpu_s,
             io_wait_per_step_ms: Distribution::of_ns(&mut waits),

@@ -255,6 +255,73 @@ fn several_ranks_and_readers_read_exactly_their_shares() {
     }
 }
 
+/// `--loader dlio` reads on past the last step (its overshoot); DLIO's clock does not wait for
+/// those GETs, and neither does ringload's: the wall time, AU, samples/s and MiB/s on the wire
+/// stop at the end of the last step, while the overshoot still lands (and is counted in the
+/// bytes read) after it. Here the last overshoot GET drips for about 2 s.
+#[test]
+fn the_dlio_loaders_clock_stops_at_the_last_step_not_at_its_overshoot() {
+    for engine in engines() {
+        // NP 1, RT 1, prefetch 1: one reader, GETs 1..9 in order, 6 steps; DLIO's prefetch
+        // factor ⌈2 ÷ 1⌉ = 2 makes its window 3, so GETs 7–9 are read past step 6. GET 9
+        // (4.6 MiB) is issued as step 6 ends and sent at 2.4 MB/s.
+        let server = Server::start(ServerConfig {
+            faults: ringload::server::faults::Faults::parse("drip=2400000@rg/nth=9", 1).unwrap(),
+            ..common::server_config(common::virtual_flux(2))
+        })
+        .unwrap();
+        let (code, s, stderr) = run_summary(&[
+            "flux_small",
+            "--files",
+            "2",
+            "train.total_training_steps=6",
+            "--np",
+            "1",
+            "--read-threads",
+            "1",
+            "--prefetch",
+            "1",
+            "--computation-time",
+            "0.1",
+            "--loader",
+            "dlio",
+            "--engine",
+            engine,
+            "--endpoint",
+            &server.endpoint_url(),
+            "--bucket",
+            "ringload",
+        ]);
+        assert!(code == 0 || code == 1, "{engine}: exit {code}: {stderr}");
+        assert_eq!(server.stats().faults_injected, 1, "{engine}");
+        assert_eq!(s["outcome"], "completed", "{engine}: {stderr}");
+        assert_eq!(
+            (s["prefetch_factor"].as_u64(), s["overshoot_gets"].as_u64()),
+            (Some(2), Some(3))
+        );
+        // The storage was asked for the overshoot, and it arrived: it is in the bytes read.
+        assert_eq!(s["requests"], 9, "{engine}: {s}");
+        assert_eq!(s["bytes_read"], s["bytes_planned"], "{engine}: {s}");
+        let (wall, drain) = (f(&s["wall_s"]), f(&s["drain_s"]));
+        // The dripped GET landed after the clock stopped: during the drain, not in the wall.
+        assert!(drain > 1.5, "{engine}: drain {drain} s");
+        assert!(wall < drain, "{engine}: wall {wall} s, drain {drain} s");
+        // AU over the steps' window: 5 × 0.1 s of compute, GETs that are local and ahead.
+        assert!(f(&s["au_percent"]) > 50.0, "{engine}: {s}");
+        // MiB/s on the wire: what had arrived when the clock stopped, the dripped GET apart.
+        let by_last_step = s["bytes_read_by_last_step"].as_u64().unwrap();
+        let bytes_read = s["bytes_read"].as_u64().unwrap();
+        assert!(by_last_step < bytes_read, "{engine}: {s}");
+        let mib_per_s = by_last_step as f64 / (1u64 << 20) as f64 / wall;
+        assert!((f(&s["measured_mib_per_s"]) - mib_per_s).abs() < 1e-6 * mib_per_s);
+        assert!(
+            stderr.contains("past the last steps: 3 GETs (")
+                && stderr.contains("s after the clock stopped: in the bytes read;"),
+            "{engine}: {stderr}"
+        );
+    }
+}
+
 const ACCESS_KEY: &str = "GKa1b2c3d4e5f6a7b8c9d0e1f2";
 const SECRET_KEY: &str = "ringload-run-test-secret";
 

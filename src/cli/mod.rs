@@ -204,7 +204,7 @@ impl ShapeArgs {
 #[derive(Debug, Clone, PartialEq, Args)]
 pub struct ShapeOptions {
     /// How ranks share the dataset: disjoint shares (rank), or every rank reading the same
-    /// files as DLIO's PyTorch loader does (dlio)
+    /// files as DLIO's PyTorch loader does (dlio); --loader dlio always shards as dlio
     #[arg(long, value_enum, default_value_t = Sharding::Rank, help_heading = "Run shape")]
     pub sharding: Sharding,
 
@@ -212,21 +212,19 @@ pub struct ShapeOptions {
     #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = "Run shape")]
     pub memory_budget: Option<u64>,
 
-    /// With --loader dlio: finished GETs queued per reader beyond --prefetch (PyTorch's
-    /// prefetch_factor)
-    #[arg(long, value_name = "N", default_value_t = crate::plan::DEFAULT_PREFETCH_FACTOR, help_heading = "Run shape")]
-    pub prefetch_factor: u32,
+    /// With --loader dlio: finished GETs queued per reader beyond --prefetch (the DataLoader's
+    /// prefetch_factor) [default: DLIO's ⌈reader.prefetch_size ÷ read_threads⌉, 1 at RT=2]
+    #[arg(long, value_name = "N", help_heading = "Run shape")]
+    pub prefetch_factor: Option<u32>,
 }
 
 impl ShapeOptions {
     /// These flags as a command line.
     pub fn to_args(&self) -> Vec<String> {
-        let mut args = vec![
-            "--sharding".to_string(),
-            self.sharding.to_string(),
-            "--prefetch-factor".to_string(),
-            self.prefetch_factor.to_string(),
-        ];
+        let mut args = vec!["--sharding".to_string(), self.sharding.to_string()];
+        if let Some(factor) = self.prefetch_factor {
+            args.extend(["--prefetch-factor".to_string(), factor.to_string()]);
+        }
         if let Some(bytes) = self.memory_budget {
             args.extend(["--memory-budget".to_string(), bytes.to_string()]);
         }
@@ -538,7 +536,10 @@ impl RunArgs {
     mut_arg("sharding", |a| a.help("How ranks share the dataset, for every point")),
     mut_arg("memory_budget", |a| a.help("A cap on the memory each point may plan for (e.g. 16GiB)")),
     mut_arg("prefetch_factor", |a| {
-        a.help("With the dlio loader: finished GETs queued per reader beyond --prefetch")
+        a.help(
+            "With the dlio loader: finished GETs queued per reader beyond --prefetch \
+             [default: DLIO's ⌈reader.prefetch_size ÷ read_threads⌉ at each point's RT]",
+        )
     }),
     mut_arg("cpus", |a| a.help("CPUs the ranks of each point are pinned to, e.g. 0-7")),
     mut_arg("verify", |a| a.help("Check every GET's bytes in every point (see `run --verify`)")),
@@ -939,6 +940,9 @@ mod tests {
         // Every flag of the full line made it through, not only the defaults.
         let parsed = run_args(full);
         assert_eq!(parsed.options.shape.memory_budget, Some(16 << 30));
+        assert_eq!(parsed.options.shape.prefetch_factor, Some(3));
+        // Unset, the dlio loader's factor is DLIO's formula (the plan's), not a number here.
+        assert_eq!(run_args(&[]).options.shape.prefetch_factor, None);
         assert_eq!(parsed.options.s3.resolve.len(), 2);
         assert_eq!(parsed.shape.loader, Loader::Dlio);
         assert_ne!(parsed, run_args(&[]));

@@ -110,9 +110,18 @@ pub fn render(plan: &Plan, full: bool) -> String {
         let _ = writeln!(
             w,
             "  loader      dlio: every rank walks the whole file list; {} GETs held per reader \
-             (prefetch {} + prefetch_factor {}); {overshoot} GETs per epoch past the last steps; \
-             every rank reads every footer (HEAD + 4 MiB)",
-            plan.window_per_reader, s.prefetch, o.prefetch_factor
+             (prefetch {} + prefetch_factor {}{}); {overshoot} GETs per epoch past the last \
+             steps, landing after the clock stops; every rank reads every footer (HEAD + 4 MiB)",
+            plan.window_per_reader,
+            s.prefetch,
+            plan.prefetch_factor.unwrap_or(0),
+            match o.prefetch_factor {
+                Some(_) => " from --prefetch-factor".to_string(),
+                None => format!(
+                    ", DLIO's ⌈prefetch_size {} ÷ read_threads {}⌉",
+                    s.prefetch_size, s.read_threads
+                ),
+            }
         );
     }
     let _ = writeln!(

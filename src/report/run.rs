@@ -18,7 +18,7 @@ pub const TABLE_HEADER: &str = "| NP | RT | AU% | samples/s | samp/s/GPU | nomin
 /// What the two MiB/s figures are, under every table or line that shows both.
 pub const MIB_PER_S_LEGEND: &str = "nominal MiB/s is DLIO's I/O figure, samples/s × record size \
     (first step excluded); MiB/s on the wire is the bytes received (GETs as coalesced, footers \
-    apart) over the whole wall time, so the two differ";
+    apart) by the end of the last step over the whole wall time, so the two differ";
 
 fn or_dash(value: Option<f64>, format: impl Fn(f64) -> String) -> String {
     value.map_or_else(|| "—".to_string(), format)
@@ -149,6 +149,18 @@ pub fn render(s: &RunSummary) -> String {
         counted(s.retries, "retry"),
         counted(s.errors, "error")
     );
+    if s.overshoot_gets > 0 {
+        let epochs = u64::from(s.epochs);
+        let _ = writeln!(
+            w,
+            "past the last steps: {} ({}) the loader read ahead and no step used, the last \
+             landing {:.3} s after the clock stopped: in the bytes read; not in the wall time, \
+             AU or samples/s, nor in MiB/s on the wire but for what had arrived by the last step",
+            counted(s.overshoot_gets as u64 * epochs, "GET"),
+            bytes(s.overshoot_bytes * epochs),
+            s.drain_s
+        );
+    }
     if let Some(v) = &s.verify {
         let checked = v.hashed_bytes + v.page_checked_bytes;
         let unchecked = match v.unchecked_bytes {

@@ -210,7 +210,15 @@ pub fn run_ranks(
             }
             other => other,
         });
-    let (records, stats) = results.into_iter().map(|(r, s, _)| (r, s)).unzip();
+    let (records, stats): (Vec<RankRecord>, _) =
+        results.into_iter().map(|(r, s, _)| (r, s)).unzip();
+    // The clock stops at the end of the last rank's last step: GETs landing after it (the
+    // dlio loader's overshoot) are not waited for, as DLIO's clock does not.
+    let clock_stop = records
+        .iter()
+        .filter_map(|r| r.last_step_end)
+        .max()
+        .unwrap_or(ended);
     // Measurements exist once the clock started, failed run or not.
     let partial = ready
         .get()
@@ -218,7 +226,7 @@ pub fn run_ranks(
         .map(|(ready_at, ready_cpu)| RunMeasurements {
             records,
             stats,
-            wall_s: (ended - ready_at).as_secs_f64(),
+            wall_s: clock_stop.saturating_duration_since(ready_at).as_secs_f64(),
             ready_cpu,
             ready_at,
         });

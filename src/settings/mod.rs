@@ -76,6 +76,10 @@ pub struct Settings {
     pub batch_size: u64,
     pub read_threads: u32,
     pub prefetch: u32,
+    /// DLIO's `reader.prefetch_size` (its default 2): what DLIO's PyTorch loader derives its
+    /// DataLoader's prefetch factor from ([`crate::plan::dlio_prefetch_factor`]); only the
+    /// dlio loader reads it.
+    pub prefetch_size: u32,
     pub coalesce_rgs: u32,
     pub epochs: u32,
     pub computation_time_s: f64,
@@ -165,6 +169,9 @@ impl Settings {
                 .count("reader.prefetch_size", 1)?
                 .unwrap_or(DLIO_DEFAULT_PREFETCH_SIZE),
         };
+        let prefetch_size = cfg
+            .count("reader.prefetch_size", 1)?
+            .unwrap_or(DLIO_DEFAULT_PREFETCH_SIZE);
         let coalesce_rgs = cfg
             .count("storage.storage_options.coalesce_rgs", 1)?
             .unwrap_or(DEFAULT_COALESCE_RGS);
@@ -318,6 +325,7 @@ impl Settings {
             batch_size,
             read_threads: small("reader.read_threads", read_threads, 1024)?,
             prefetch: small("storage.storage_options.prefetch_workers", prefetch, 1024)?,
+            prefetch_size: small("reader.prefetch_size", prefetch_size, 1024)?,
             coalesce_rgs: small(
                 "storage.storage_options.coalesce_rgs",
                 coalesce_rgs,
@@ -535,6 +543,10 @@ mod tests {
             (0.05, 1.35)
         );
         assert_eq!(s.prefetch, 4);
+        assert_eq!(s.prefetch_size, 4);
+        // prefetch_workers sets ringload's GETs in flight, not DLIO's DataLoader queue.
+        let s = flux_settings(&["storage.storage_options.prefetch_workers=6"]);
+        assert_eq!((s.prefetch, s.prefetch_size), (6, 2));
         // A DLIO workload without a column list gets DLIO's single `data` column.
         let cfg = RawConfig::parse(
             "legacy",
