@@ -467,3 +467,5 @@ impl Transport for RingIo<'_> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_tls;
