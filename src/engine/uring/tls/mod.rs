@@ -13,7 +13,9 @@
 //!   is decrypted in place with `ring`'s AES-GCM or ChaCha20-Poly1305, and its plaintext moved
 //!   down over the header (and tag, and TLS 1.2's explicit nonce) before it, so the buffer holds
 //!   `[plaintext][a partial record]`. The plan's budget gives each buffer room for one record
-//!   beyond the body (`budget::TLS_RECORD_SLACK_BYTES`). Each body byte gets three passes: the
+//!   beyond the body (`budget::TLS_RECORD_SLACK_BYTES`). A read's `SO_RCVLOWAT` never exceeds
+//!   the ciphertext certain still to come ([`body_lowat`]); what follows a body goes back to
+//!   the staging area, and more than it holds is cut short ([`Session::leave_body`]). Each body byte gets three passes: the
 //!   kernel's copy into the buffer, the decryption (a read and a write), and the move that
 //!   closes the record's gap (on bytes still in cache). Receiving into the staging area and
 //!   copying the plaintext out instead cost twice the CPU over plain HTTP (BENCHMARKS.md, "What
