@@ -131,9 +131,9 @@ impl From<RequestError> for IoError {
             RequestError::Unreachable { .. } => IoErrorKind::Unreachable,
             RequestError::Tls { .. } => IoErrorKind::Tls,
             RequestError::Timeout { .. } => IoErrorKind::Timeout,
-            RequestError::Transport { .. } | RequestError::StrayBytes { .. } => {
-                IoErrorKind::Connection
-            }
+            RequestError::Transport { .. }
+            | RequestError::TlsRecord { .. }
+            | RequestError::StrayBytes { .. } => IoErrorKind::Connection,
             RequestError::BadResponse { .. } | RequestError::NotS3 { .. } => {
                 IoErrorKind::BadResponse
             }

@@ -35,6 +35,16 @@ pub enum RequestError {
     /// `https://` URL): worded with the flag that fixes it; not retried.
     #[error("{operation}: {reason}")]
     Tls { operation: String, reason: String },
+    /// The connection's TLS records broke the protocol, or a TLS 1.2 server asked to
+    /// renegotiate (the io_uring engine's record layer): the connection is dropped and the GET
+    /// tried again on a new one, counted under the record layer's `cause` (`connection`, or
+    /// `tls_renegotiation`).
+    #[error("{operation}: TLS: {reason}")]
+    TlsRecord {
+        operation: String,
+        reason: String,
+        cause: &'static str,
+    },
     /// Something did not come within the time allowed for it.
     #[error(
         "{operation}: no {} within {after:?} ({} sets this limit); the server is stalled or too \
@@ -104,6 +114,7 @@ impl RequestError {
             | RequestError::Unreachable { operation, .. }
             | RequestError::Transport { operation, .. }
             | RequestError::Tls { operation, .. }
+            | RequestError::TlsRecord { operation, .. }
             | RequestError::Timeout { operation, .. }
             | RequestError::StrayBytes { operation, .. }
             | RequestError::BadResponse { operation, .. }
@@ -120,6 +131,7 @@ impl RequestError {
             RequestError::Status { status, .. } => *status >= 500 || *status == 429,
             RequestError::Unreachable { .. }
             | RequestError::Transport { .. }
+            | RequestError::TlsRecord { .. }
             | RequestError::StrayBytes { .. }
             | RequestError::Timeout { .. } => true,
             RequestError::BadResponse { .. }
@@ -131,7 +143,7 @@ impl RequestError {
 
     /// What kind of failure this is, as a summary counts retries and errors: the status for
     /// the common ones (`503`, `500`, `429`, …), else `5xx`, `4xx`, `timeout`, `connection`,
-    /// `unreachable` or `bad_response`.
+    /// `unreachable`, `bad_response`, or a TLS record layer's own (`tls_renegotiation`).
     pub fn cause(&self) -> &'static str {
         match self {
             RequestError::Status { status, .. } => match status {
@@ -148,6 +160,7 @@ impl RequestError {
             RequestError::Timeout { .. } => "timeout",
             RequestError::Transport { .. } => "connection",
             RequestError::Tls { .. } => "tls",
+            RequestError::TlsRecord { cause, .. } => cause,
             RequestError::StrayBytes { .. } => "stray_bytes",
             RequestError::Unreachable { .. } => "unreachable",
             RequestError::BadResponse { .. } => "bad_response",

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use super::conn::{Failure, Step, TimerAction};
 use super::ring::{COMPUTE_TAG, Completion, WAKE_TAG};
-use super::{POLL, RingIo, UringWindow, http};
+use super::{POLL, RingIo, TlsFailure, UringWindow, http};
 use crate::engine::window::Fetched;
 use crate::plan::RangedGet;
 use crate::rank::RankError;
@@ -34,16 +34,16 @@ impl RingIo<'_> {
         failure: Failure,
     ) -> RequestError {
         let operation = self.operation(get);
-        if let (Failure::Io { .. }, Some((handshake, reason))) =
+        if let (Failure::Io { .. }, Some(tls)) =
             (&failure, self.tls_failure.get(c).cloned().flatten())
         {
-            return if handshake {
-                RequestError::Tls { operation, reason }
-            } else {
-                RequestError::Transport {
+            return match tls {
+                TlsFailure::Handshake(reason) => RequestError::Tls { operation, reason },
+                TlsFailure::Record(error) => RequestError::TlsRecord {
                     operation,
-                    reason: format!("TLS: {reason}"),
-                }
+                    reason: error.to_string(),
+                    cause: error.cause(),
+                },
             };
         }
         match failure {

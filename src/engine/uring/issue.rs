@@ -5,7 +5,7 @@
 use std::time::SystemTime;
 
 use super::conn::Op;
-use super::{RingIo, UringWindow, http, ring, tls};
+use super::{RingIo, TlsFailure, UringWindow, http, ring, tls};
 use crate::rank::RankError;
 use crate::s3::sign::Payload;
 
@@ -76,7 +76,7 @@ impl RingIo<'_> {
                     Ok(()) => 0,
                     Err((errno, words)) => {
                         if let Some(words) = words {
-                            self.tls_failure[c] = Some((true, words));
+                            self.tls_failure[c] = Some(TlsFailure::Handshake(words));
                         }
                         -errno
                     }

@@ -314,8 +314,8 @@ pub struct RingIo<'a> {
     tls: Vec<Option<tls::Session>>,
     /// The operation a TLS connection's ciphertext receive in flight is for.
     tls_read: Vec<Option<Op>>,
-    /// Why a TLS connection failed: (during its handshake, the words).
-    tls_failure: Vec<Option<(bool, String)>>,
+    /// Why a TLS connection failed, when it did.
+    tls_failure: Vec<Option<TlsFailure>>,
     /// Completions made without the ring (TLS plaintext already decrypted), handled before
     /// the ring is waited on.
     ready: std::collections::VecDeque<(usize, i32)>,
@@ -329,6 +329,15 @@ pub struct RingIo<'a> {
     compute_running: bool,
     wake: Arc<OwnedFd>,
     progress: &'a Progress,
+}
+
+/// Why a TLS connection failed.
+#[derive(Debug, Clone)]
+enum TlsFailure {
+    /// Its handshake, in words: not retried (`RequestError::Tls`).
+    Handshake(String),
+    /// The record layer ended it: retried, counted under the error's own cause.
+    Record(tls::RecordError),
 }
 
 /// The window as the uring engine keeps it: a GET in flight knows its connection, an arrived
@@ -458,3 +467,5 @@ impl Transport for RingIo<'_> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_tls;

@@ -4,7 +4,7 @@
 //! would have.
 
 use super::conn::Op;
-use super::{RingIo, UringWindow, ring, tls};
+use super::{RingIo, TlsFailure, UringWindow, ring, tls};
 use crate::rank::RankError;
 
 impl RingIo<'_> {
@@ -25,7 +25,16 @@ impl RingIo<'_> {
             self.ring.stage_into_buffer(c, 0..partial, buf, offset);
             self.tls[c].as_mut().ok_or_else(bug)?.enter_body();
         }
-        let at = offset + self.tls[c].as_ref().ok_or_else(bug)?.free_from();
+        let held = self.tls[c].as_ref().ok_or_else(bug)?.free_from();
+        let at = offset + held;
+        let Op::Body { len: owed, .. } = op else {
+            return Err(RankError::Engine(format!(
+                "connection {c}: an in-place TLS read for a head (a bug)"
+            )));
+        };
+        // The threshold the plaintext asks for, unless the ciphertext still to come may not
+        // reach it (a record partly held here).
+        let lowat = tls::body_lowat(lowat, owed, held);
         if lowat < self.conns[c].rcvlowat_bytes {
             let (_, fd) = self.ring_and_socket(c)?;
             ring::quickack(fd).map_err(|e| Self::engine_error("TCP_QUICKACK", e))?;
@@ -59,7 +68,7 @@ impl RingIo<'_> {
             self.tls[c].as_mut().ok_or_else(bug)?.received(region, n)
         };
         if let Err(reason) = decrypted {
-            self.tls_failure[c] = Some((false, reason.to_string()));
+            self.tls_failure[c] = Some(TlsFailure::Record(reason));
             return self.on_completion(window, c, -libc::EBADMSG);
         }
         let session = self.tls[c].as_mut().ok_or_else(bug)?;
@@ -69,8 +78,9 @@ impl RingIo<'_> {
         }
         let give = plain.min(len);
         if give == len {
-            // The body is whole: what came after it goes back to the staging area.
-            let rest = session.leave_body(give);
+            // The body is whole: what came after it goes back to the staging area (what does
+            // not fit there is dropped, and the connection with it).
+            let rest = session.leave_body(give, tls::STAGE_BYTES);
             self.ring
                 .buffer_into_stage(c, buf, offset + rest.start..offset + rest.end);
         } else {
@@ -147,7 +157,7 @@ impl RingIo<'_> {
             }
         };
         if let Err(reason) = decrypted {
-            self.tls_failure[c] = Some((false, reason.to_string()));
+            self.tls_failure[c] = Some(TlsFailure::Record(reason));
             return self.on_completion(window, c, -libc::EBADMSG);
         }
         let session = self.tls[c].as_ref();

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 impl UringRank<'_> {
     /// The body of an arrived GET, as the kernel wrote it into the pool.
-    fn body(&self, reader: usize, get: usize) -> &[u8] {
+    pub(super) fn body(&self, reader: usize, get: usize) -> &[u8] {
         let crate::engine::window::Slot::Arrived(buf) = *self.window.slot(reader, get) else {
             panic!("GET {reader}.{get} has not arrived");
         };
@@ -30,13 +30,13 @@ enum Piece {
 }
 
 /// The bytes of `get`'s range: a pattern that shows any shift or loss.
-fn pattern(get: &RangedGet) -> Vec<u8> {
+pub(super) fn pattern(get: &RangedGet) -> Vec<u8> {
     (get.offset..get.offset + get.len_bytes)
         .map(|i| (i % 251) as u8)
         .collect()
 }
 
-fn head_206(get: &RangedGet) -> Vec<u8> {
+pub(super) fn head_206(get: &RangedGet) -> Vec<u8> {
     format!(
         "HTTP/1.1 206 Partial Content\r\ncontent-range: bytes {}-{}/1000000\r\n\
          content-length: {}\r\n\r\n",
@@ -103,7 +103,7 @@ fn answer(mut stream: TcpStream, script: &Mutex<std::vec::IntoIter<Vec<Piece>>>)
     }
 }
 
-fn get(offset: u64, len_bytes: u64) -> RangedGet {
+pub(super) fn get(offset: u64, len_bytes: u64) -> RangedGet {
     RangedGet {
         key: "train/f.parquet".into(),
         offset,
@@ -112,7 +112,7 @@ fn get(offset: u64, len_bytes: u64) -> RangedGet {
     }
 }
 
-fn policy(retries: u32, timeout_ms: u64) -> RetryPolicy {
+pub(super) fn policy(retries: u32, timeout_ms: u64) -> RetryPolicy {
     RetryPolicy {
         retries,
         timeout: Duration::from_millis(timeout_ms),
@@ -121,17 +121,19 @@ fn policy(retries: u32, timeout_ms: u64) -> RetryPolicy {
     }
 }
 
-fn uring(url: &str, policy: RetryPolicy) -> Option<UringEngine> {
+pub(super) fn uring(url: &str, policy: RetryPolicy) -> Option<UringEngine> {
     if let Some(cause) = unavailable_cause() {
         eprintln!("skipping: io_uring is not available here: {cause}");
         return None;
     }
-    let target = Target::simple(Endpoint::parse(url).unwrap(), "b", None);
+    let mut target = Target::simple(Endpoint::parse(url).unwrap(), "b", None);
+    // The scripted TLS servers' certificate is made for the test, for `localhost`.
+    target.tls.insecure = url.starts_with("https://");
     Some(UringEngine::new(Client::new(target, policy).unwrap()).unwrap())
 }
 
 /// Runs one reader's GETs one at a time (prefetch 1); the error of the first that fails.
-fn fetch_all(
+pub(super) fn fetch_all(
     url: &str,
     policy: RetryPolicy,
     gets: Vec<RangedGet>,
@@ -142,13 +144,19 @@ fn fetch_all(
     let n = gets.len();
     let expected: Vec<Vec<u8>> = gets.iter().map(pattern).collect();
     let largest = gets.iter().map(|g| g.len_bytes as usize).max().unwrap_or(1);
+    // Over TLS each buffer has room for a record beyond its body, as the plan gives it.
+    let slack = if url.starts_with("https://") {
+        crate::budget::TLS_RECORD_SLACK_BYTES as usize
+    } else {
+        0
+    };
     let mut rank = uring
         .rank(
             vec![gets],
             1,
             1,
             0,
-            largest.next_multiple_of(4096),
+            (largest + slack).next_multiple_of(4096),
             &barrier,
             &progress,
         )

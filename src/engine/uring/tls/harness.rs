@@ -335,3 +335,99 @@ impl Harness {
         records
     }
 }
+
+/// A TLS server on a real socket, for the engine's tests: rustls makes the handshake, then the
+/// test seals whatever records it likes under the server's key and writes their bytes in the
+/// pieces it chooses (a record cut in two, a renegotiation request, bytes after a body).
+pub(crate) struct SocketPeer {
+    stream: std::net::TcpStream,
+    tx: Keys,
+    rx: Keys,
+    /// Ciphertext sealed and not yet written.
+    pub sealed: Vec<u8>,
+    /// Request plaintext read and not yet taken.
+    plain: Vec<u8>,
+}
+
+/// A TLS 1.2 HelloRequest (a renegotiation request): type 0, empty.
+pub(crate) const HELLO_REQUEST: &[u8] = &[0, 0, 0, 0];
+pub(crate) const HANDSHAKE_RECORD: u8 = super::record::HANDSHAKE;
+
+impl SocketPeer {
+    /// Handshakes on an accepted connection as a server speaking `suite` (TLS 1.3 when
+    /// `tls13`, else 1.2); `None` when the client went away.
+    pub fn accept(
+        mut stream: std::net::TcpStream,
+        tls13: bool,
+        suite: SupportedCipherSuite,
+    ) -> Option<SocketPeer> {
+        let version = if tls13 {
+            Version::Tls13
+        } else {
+            Version::Tls12
+        };
+        stream.set_nodelay(true).ok()?;
+        let mut server = ServerConnection::new(server_config(version, suite)).ok()?;
+        while server.is_handshaking() {
+            server.complete_io(&mut stream).ok()?;
+        }
+        while server.wants_write() {
+            server.write_tls(&mut stream).ok()?;
+        }
+        // The client's first request may have come with its last handshake message.
+        let mut plain = Vec::new();
+        match server.reader().read_to_end(&mut plain) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => return None,
+        }
+        let secrets = server.dangerous_extract_secrets().ok()?;
+        Some(SocketPeer {
+            stream,
+            tx: Keys::new(version, secrets.tx.0, secrets.tx.1).ok()?,
+            rx: Keys::new(version, secrets.rx.0, secrets.rx.1).ok()?,
+            sealed: Vec::new(),
+            plain,
+        })
+    }
+
+    /// Reads the client's records up to the end of a request head; `None` when it closed.
+    pub fn read_request(&mut self) -> Option<Vec<u8>> {
+        loop {
+            if let Some(end) = self.plain.windows(4).position(|w| w == b"\r\n\r\n") {
+                return Some(self.plain.drain(..end + 4).collect());
+            }
+            let mut header = [0u8; 5];
+            self.stream.read_exact(&mut header).ok()?;
+            let mut body = vec![0u8; usize::from(u16::from_be_bytes([header[3], header[4]]))];
+            self.stream.read_exact(&mut body).ok()?;
+            let opened = self.rx.open(header, &mut body).ok()?;
+            if opened.content_type == super::record::APPLICATION_DATA {
+                self.plain.extend_from_slice(&body[opened.content]);
+            }
+        }
+    }
+
+    /// Seals `content` as records of `content_type` (at most 2^14 bytes each), to be written.
+    pub fn seal(&mut self, content_type: u8, content: &[u8]) {
+        let chunks: Vec<&[u8]> = if content.is_empty() {
+            vec![content]
+        } else {
+            content.chunks(super::record::MAX_PLAINTEXT).collect()
+        };
+        for chunk in chunks {
+            let mut record = chunk.to_vec();
+            self.tx
+                .seal(content_type, &mut record, 0, 0)
+                .expect("a record");
+            self.sealed.extend(record);
+        }
+    }
+
+    /// Writes the first `n` sealed bytes (all of them if fewer).
+    pub fn send(&mut self, n: usize) -> std::io::Result<()> {
+        let n = n.min(self.sealed.len());
+        let bytes: Vec<u8> = self.sealed.drain(..n).collect();
+        self.stream.write_all(&bytes)
+    }
+}

@@ -14,10 +14,13 @@
 //!   plaintext belongs, over the headers (and tags, and TLS 1.2's explicit nonces) of the
 //!   records before it (`open_within`: decryption and move in one pass), so the buffer holds
 //!   `[plaintext][a partial record]`. The plan's budget gives each buffer room for one record
-//!   beyond the body (`budget::TLS_RECORD_SLACK_BYTES`). Each body byte gets two passes: the
-//!   kernel's copy into the buffer and the decryption (a read and a write). Decrypting in place
-//!   and then moving the plaintext down, and receiving into the staging area and copying the
-//!   plaintext out, both cost more (BENCHMARKS.md, "What TLS costs") and were dropped.
+//!   beyond the body (`budget::TLS_RECORD_SLACK_BYTES`). A read's `SO_RCVLOWAT` never exceeds
+//!   the ciphertext certain still to come ([`body_lowat`]); what follows a body goes back to
+//!   the staging area, and more than it holds is cut short ([`Session::leave_body`]). Each
+//!   body byte gets two passes: the kernel's copy into the buffer and the decryption (a read
+//!   and a write). Decrypting in place and then moving the plaintext down, and receiving into
+//!   the staging area and copying the plaintext out, both cost more (BENCHMARKS.md, "What TLS
+//!   costs") and were dropped.
 //! - **Heads** (and what follows a body) are received into the connection's staging area (part
 //!   of its memory, owned by [`super::ring`]), decrypted there, and handed to the connection's
 //!   state machine as the socket would: a peek copies, a receive consumes.
@@ -86,6 +89,23 @@ pub enum Received {
     Data,
     /// The server sent close_notify: no more data will come.
     Closed,
+}
+
+/// The `SO_RCVLOWAT` a TLS body read may wait for: `lowat`, the threshold the plaintext owed
+/// asks for, only while the ciphertext certain still to arrive reaches it, else 1 (as for the
+/// tail of a plain body: a read never waits for bytes that will not come). `owed` plaintext
+/// bytes of the body are still to come and `held` ciphertext bytes of a record are already
+/// here: each held byte carries at most one of them and each other one comes in at least one
+/// byte, so at least `owed - held` bytes will arrive. Records add their overhead and padding
+/// on top, which may be too little to make up for the part held (22 bytes a record in TLS 1.3
+/// with AES-GCM against up to 16 KiB held): waiting for `lowat` there would wait out the idle
+/// timeout.
+pub fn body_lowat(lowat: usize, owed: usize, held: usize) -> usize {
+    if owed.saturating_sub(held) >= lowat {
+        lowat
+    } else {
+        1
+    }
 }
 
 /// Why the record layer ended a connection.
@@ -441,10 +461,23 @@ impl Session {
     }
 
     /// Landing in place: the body is whole after `from` bytes of the region; what followed
-    /// them (plaintext, then a partial record) must go back to the start of the staging area:
-    /// its range in the region is returned, and offsets count from the staging area again.
-    pub fn leave_body(&mut self, from: usize) -> std::ops::Range<usize> {
-        let rest = from..self.fill;
+    /// them (plaintext, then a partial record) must go back to the start of the staging area,
+    /// which holds `room` bytes: its range in the region is returned, and offsets count from
+    /// the staging area again.
+    ///
+    /// More than `room` can only be plaintext after the body (a partial record is under
+    /// 17 KiB): bytes a server must not send, as over plain HTTP. The first `room` of them are
+    /// kept for the next response head to find (a `stray_bytes` retry), the rest is dropped
+    /// and nothing more is read: the session ends as at close_notify.
+    pub fn leave_body(&mut self, from: usize, room: usize) -> std::ops::Range<usize> {
+        let mut rest = from..self.fill;
+        if rest.len() > room {
+            let kept = (self.plain_end - from).min(room);
+            rest = from..from + kept;
+            self.plain_end = rest.end;
+            self.fill = rest.end;
+            self.closed = true;
+        }
         self.plain_start = 0;
         self.plain_end -= from;
         self.fill -= from;

@@ -406,3 +406,87 @@ fn a_record_opened_toward_the_front_lands_its_plaintext_there() {
         }
     }
 }
+
+#[test]
+fn a_body_read_never_waits_for_more_than_the_ciphertext_certain_to_come() {
+    const MIB: usize = 1 << 20;
+    // The edges: the threshold while what must still come reaches it, else 1.
+    assert_eq!(body_lowat(MIB, MIB, 0), MIB);
+    assert_eq!(body_lowat(MIB, MIB + 100, 100), MIB);
+    assert_eq!(body_lowat(MIB, MIB + 100, 101), 1);
+    assert_eq!(body_lowat(MIB, MIB, 1), 1);
+    assert_eq!(body_lowat(MIB, MIB - 1, 0), 1);
+    assert_eq!(body_lowat(MIB, 10, 20_000), 1);
+    assert_eq!(body_lowat(MIB, 0, 0), 1);
+    assert_eq!(body_lowat(1, 5 * MIB, 16_000), 1);
+    assert_eq!(body_lowat(MIB, usize::MAX, usize::MAX), 1);
+    // Against real records of every suite: a body of 1 MiB + 8 KiB of which a part of the
+    // first record is held (the case: 10 000 bytes held leaves 1 048 198 to come in
+    // TLS 1.3, under a MiB). The threshold never exceeds what is still to come.
+    let owed = MIB + (8 << 10);
+    for (version, suite) in all_suites() {
+        let mut h = Harness::crafted(version, suite);
+        let mut wire = Vec::new();
+        for chunk in message(owed, 5).chunks(MAX_PLAINTEXT) {
+            wire.extend(h.craft(APPLICATION_DATA, chunk, 0));
+        }
+        let first_record = MAX_PLAINTEXT + h.session.record_overhead();
+        for held in [0, 1, 5, 13, 100, 1430, 10_000, first_record - 1] {
+            let to_come = wire.len() - held;
+            let lowat = body_lowat(MIB, owed, held);
+            assert!(lowat <= to_come, "{:?} held {held}: {lowat}", suite.suite());
+            if held == 10_000 && version == Version::Tls13 {
+                assert!(to_come < MIB, "the issue's case: {to_come}");
+                assert_eq!(lowat, 1);
+            }
+        }
+    }
+}
+
+#[test]
+fn more_than_the_staging_area_after_a_body_is_kept_in_part_and_ends_the_session() {
+    for (version, suite) in [TLS13, TLS12] {
+        for (extra, cut) in [(1000, false), (100 << 10, true)] {
+            let mut h = Harness::crafted(version, suite);
+            h.deliver(usize::MAX).unwrap();
+            // A 100-byte body, then `extra` bytes that are not HTTP, landing in place.
+            let body = message(100, 1);
+            let garbage = vec![b'x'; extra];
+            let mut wire = h.craft(APPLICATION_DATA, &body, 0);
+            for chunk in garbage.chunks(MAX_PLAINTEXT) {
+                wire.extend(h.craft(APPLICATION_DATA, chunk, 0));
+            }
+            // A partial record behind them.
+            let partial = h.craft(APPLICATION_DATA, b"next", 0);
+            wire.extend(&partial[..7]);
+            let mut region = vec![0u8; wire.len() + 100];
+            h.session.enter_body();
+            region[..wire.len()].copy_from_slice(&wire);
+            h.session.received(&mut region, wire.len()).unwrap();
+            assert_eq!(h.session.pending(), 100 + extra);
+            let rest = h.session.leave_body(100, STAGE_BYTES);
+            assert!(rest.len() <= STAGE_BYTES, "{version:?} {extra}: {rest:?}");
+            assert_eq!(rest.start, 100);
+            assert!(!h.session.in_body());
+            assert_eq!(h.session.closed(), cut, "{version:?} {extra}");
+            if cut {
+                // As much of the stray plaintext as fits, for the next head to find; the rest
+                // of the stream is dropped.
+                assert_eq!(rest.len(), STAGE_BYTES);
+                assert_eq!(h.session.pending(), STAGE_BYTES);
+                assert_eq!(h.session.free_from(), STAGE_BYTES);
+            } else {
+                // The stray plaintext and the partial record behind it.
+                assert_eq!(rest.len(), extra + 7);
+                assert_eq!(h.session.pending(), extra);
+                assert_eq!(h.session.free_from(), extra + 7);
+            }
+            assert!(
+                region[rest]
+                    .iter()
+                    .take(extra.min(STAGE_BYTES))
+                    .all(|&b| b == b'x')
+            );
+        }
+    }
+}
