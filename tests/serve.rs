@@ -762,15 +762,11 @@ fn the_directory_backend_keeps_to_its_root() {
     assert_eq!((r.status, r.code()), (404, "NoSuchKey".into()));
 }
 
-#[test]
-fn serve_warns_about_folders_it_cannot_serve_as_buckets() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("ab")).unwrap();
-    std::fs::create_dir(dir.path().join("Data_Set")).unwrap();
-    std::fs::create_dir(dir.path().join("good-bucket")).unwrap();
+/// Starts `ringload ARGS`, reads the endpoint line serve prints, stops it with SIGTERM:
+/// the endpoint, the exit status and stderr.
+fn serve_until_term(args: &[&str]) -> (String, std::process::ExitStatus, String) {
     let mut child = common::ringload()
-        .args(["serve", "--listen", "127.0.0.1:0", "--dir"])
-        .arg(dir.path())
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -784,7 +780,21 @@ fn serve_warns_about_folders_it_cannot_serve_as_buckets() {
     )
     .unwrap();
     let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    (
+        endpoint,
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn serve_warns_about_folders_it_cannot_serve_as_buckets() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("ab")).unwrap();
+    std::fs::create_dir(dir.path().join("Data_Set")).unwrap();
+    std::fs::create_dir(dir.path().join("good-bucket")).unwrap();
+    let dir_arg = dir.path().to_str().unwrap();
+    let (_, _, stderr) = serve_until_term(&["serve", "--listen", "127.0.0.1:0", "--dir", dir_arg]);
     for folder in ["ab", "Data_Set"] {
         assert!(
             stderr.contains(&format!(
@@ -849,27 +859,12 @@ fn serve_tls_self_signed_needs_no_dir_wherever_the_flag_stands() {
         ],
     ];
     for args in lines {
-        let mut child = common::ringload()
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut endpoint = String::new();
-        stdout.read_line(&mut endpoint).unwrap();
-        rustix::process::kill_process(
-            rustix::process::Pid::from_child(&child),
-            rustix::process::Signal::TERM,
-        )
-        .unwrap();
-        let out = child.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let (endpoint, status, stderr) = serve_until_term(args);
         assert!(
             endpoint.starts_with("https://127.0.0.1:"),
             "{args:?}: {endpoint} {stderr}"
         );
-        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert_eq!(status.code(), Some(0), "{args:?}: {stderr}");
     }
 }
 
