@@ -316,12 +316,19 @@ impl Plan {
         }
         for rank in &ranks {
             if rank.max_gets_held_per_reader > window as usize {
+                let needed = rank.max_gets_held_per_reader;
+                // With the dlio loader the window is prefetch + the prefetch factor.
+                let (holds, prefetch_needed) = match options.prefetch_factor(settings) {
+                    Some(factor) => (
+                        format!("prefetch {} + prefetch factor {factor}", settings.prefetch),
+                        needed.saturating_sub(factor as usize),
+                    ),
+                    None => (format!("prefetch {window}"), needed),
+                };
                 return Err(PlanError::Unsatisfiable(format!(
-                    "a batch of {} rows needs {} GETs of one reader at once, more than prefetch {}; raise --coalesce-rgs or --prefetch to {}",
+                    "a batch of {} rows needs {needed} GETs of one reader at once, more than \
+                     {holds}; raise --coalesce-rgs or --prefetch to {prefetch_needed}",
                     settings.batch_size,
-                    rank.max_gets_held_per_reader,
-                    window,
-                    rank.max_gets_held_per_reader
                 )));
             }
         }

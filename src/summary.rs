@@ -249,13 +249,14 @@ pub struct RunSummary {
     pub samples_per_s_per_rank: Vec<Option<f64>>,
     /// DLIO's nominal "MB/s": samples/s × record_length, in MiB/s.
     pub io_mib_per_s: Option<f64>,
-    /// Row-group bytes received by the end of the last step (`bytes_read_by_last_step`) over
-    /// `wall_s`: the GETs past the last step that land after the clock stopped (the dlio
-    /// loader's overshoot) are not in it, those that landed before are.
+    /// Row-group bytes received by the ranks' last steps (`bytes_read_by_last_step`) over
+    /// `wall_s`: the GETs past the last step that a rank takes in after its own last step (the
+    /// dlio loader's overshoot) are not in it, those it took in before are.
     pub measured_mib_per_s: f64,
     /// Row-group bytes received (footers apart), the overshoot's included.
     pub bytes_read: u64,
-    /// Of `bytes_read`, what the ranks had received when the clock stopped.
+    /// Of `bytes_read`, what each rank's thread had taken in (completions it had handled) by
+    /// the end of its own last step, summed over ranks.
     pub bytes_read_by_last_step: u64,
     /// Row-group bytes the plan asks for (equal to `bytes_read` in a complete run).
     pub bytes_planned: u64,

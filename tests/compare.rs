@@ -270,7 +270,8 @@ fn the_dlio_loader_profile_reads_what_dlio_read() {
     let sent = gib(&two["bytes_read"]) + gib(&two["dlio_footer_bytes"]);
     let short = (18 - 12) as f64 * ROW_GROUP as f64 / (1u64 << 30) as f64;
     assert!((sent + short - 1.045).abs() < 0.01, "{sent} GiB");
-    // The window is in the memory budget: 2 readers × 4 buffers per rank.
+    // The window is in the memory budget: 2 readers × 3 buffers per rank (prefetch 2 + factor
+    // 1), against 2 × 2 with ringload's loader.
     let ours = ringload_run(&workload, "2", "2", &dir.path().join("ours"));
     assert_eq!(ours["requests"], 96);
     assert!(two["memory_budget_bytes"].as_u64() > ours["memory_budget_bytes"].as_u64());

@@ -153,9 +153,10 @@ pub fn render(s: &RunSummary) -> String {
         let epochs = u64::from(s.epochs);
         let _ = writeln!(
             w,
-            "past the last steps: {} ({}) the loader read ahead and no step used, the last \
-             landing {:.3} s after the clock stopped: in the bytes read; not in the wall time, \
-             AU or samples/s, nor in MiB/s on the wire but for what had arrived by the last step",
+            "past the last steps: {} ({}) the loader read ahead and no step used, the slowest \
+             rank waiting {:.3} s for them after its last steps (every epoch's wait, summed): \
+             in the bytes read; not in the wall time, AU or samples/s, nor in MiB/s on the wire \
+             but for what each rank had received by its own last step",
             counted(s.overshoot_gets as u64 * epochs, "GET"),
             bytes(s.overshoot_bytes * epochs),
             s.drain_s

@@ -163,15 +163,12 @@ impl Settings {
         let read_threads = cfg
             .count("reader.read_threads", 1)?
             .unwrap_or(DLIO_DEFAULT_READ_THREADS);
-        let prefetch = match cfg.count("storage.storage_options.prefetch_workers", 1)? {
-            Some(p) => p,
-            None => cfg
-                .count("reader.prefetch_size", 1)?
-                .unwrap_or(DLIO_DEFAULT_PREFETCH_SIZE),
-        };
         let prefetch_size = cfg
             .count("reader.prefetch_size", 1)?
             .unwrap_or(DLIO_DEFAULT_PREFETCH_SIZE);
+        let prefetch = cfg
+            .count("storage.storage_options.prefetch_workers", 1)?
+            .unwrap_or(prefetch_size);
         let coalesce_rgs = cfg
             .count("storage.storage_options.coalesce_rgs", 1)?
             .unwrap_or(DEFAULT_COALESCE_RGS);
