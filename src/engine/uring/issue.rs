@@ -112,8 +112,8 @@ impl RingIo<'_> {
                 }
                 // A body's ciphertext lands in its own buffer; a head's, in the staging area
                 // (read as it comes: a head is small).
-                if let Op::Body { offset, lowat, .. } = op {
-                    return self.read_in_place(c, op, offset, lowat);
+                if let Op::Body { .. } = op {
+                    return self.read_in_place(c, op);
                 }
                 let lowat = 1;
                 self.set_rcvlowat(c, lowat)?;

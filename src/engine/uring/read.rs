@@ -1,7 +1,7 @@
 //! Reading over TLS: ciphertext received into the staging area (heads) or straight into the
-//! GET's registered buffer behind the partial record already there (bodies, decrypted in
-//! place), and decrypted plaintext handed to the operation that asked for it as the socket
-//! would have.
+//! GET's registered buffer behind the partial record already there (bodies, each record
+//! decrypted to where its plaintext belongs, over the gaps of the records before it), and
+//! decrypted plaintext handed to the operation that asked for it as the socket would have.
 
 use super::conn::Op;
 use super::{RingIo, TlsFailure, UringWindow, ring, tls};
@@ -10,28 +10,24 @@ use crate::rank::RankError;
 impl RingIo<'_> {
     /// Landing in place: receives a body's ciphertext straight into the GET's registered
     /// buffer, behind the partial record already there (moved from the staging area first).
-    pub(super) fn read_in_place(
-        &mut self,
-        c: usize,
-        op: Op,
-        offset: usize,
-        lowat: usize,
-    ) -> Result<(), RankError> {
-        let buf = self.job(c)?.buf;
-        let bug = || RankError::Engine(format!("connection {c} has no TLS session (a bug)"));
-        let session = self.tls[c].as_mut().ok_or_else(bug)?;
-        if !session.in_body() {
-            let partial = session.free_from();
-            self.ring.stage_into_buffer(c, 0..partial, buf, offset);
-            self.tls[c].as_mut().ok_or_else(bug)?.enter_body();
-        }
-        let held = self.tls[c].as_ref().ok_or_else(bug)?.free_from();
-        let at = offset + held;
-        let Op::Body { len: owed, .. } = op else {
-            return Err(RankError::Engine(format!(
-                "connection {c}: an in-place TLS read for a head (a bug)"
-            )));
+    pub(super) fn read_in_place(&mut self, c: usize, op: Op) -> Result<(), RankError> {
+        let Op::Body {
+            offset,
+            len: owed,
+            lowat,
+        } = op
+        else {
+            return Err(Self::head_in_place(c));
         };
+        let buf = self.job(c)?.buf;
+        let session = self.tls[c].as_mut().ok_or_else(|| Self::no_session(c))?;
+        if !session.in_body() {
+            self.ring
+                .stage_into_buffer(c, 0..session.free_from(), buf, offset);
+            session.enter_body();
+        }
+        let held = session.free_from();
+        let at = offset + held;
         // The threshold the plaintext asks for, unless the ciphertext still to come may not
         // reach it (a record partly held here).
         let lowat = tls::body_lowat(lowat, owed, held);
@@ -56,13 +52,11 @@ impl RingIo<'_> {
         op: Op,
         n: usize,
     ) -> Result<(), RankError> {
-        let Op::Body { offset, len, lowat } = op else {
-            return Err(RankError::Engine(format!(
-                "connection {c}: an in-place TLS read for a head (a bug)"
-            )));
+        let Op::Body { offset, len, .. } = op else {
+            return Err(Self::head_in_place(c));
         };
         let buf = self.job(c)?.buf;
-        let bug = || RankError::Engine(format!("connection {c} has no TLS session (a bug)"));
+        let bug = || Self::no_session(c);
         let decrypted = {
             let region = self.ring.buffer_from_mut(buf, offset);
             self.tls[c].as_mut().ok_or_else(bug)?.received(region, n)
@@ -74,7 +68,7 @@ impl RingIo<'_> {
         let session = self.tls[c].as_mut().ok_or_else(bug)?;
         let plain = session.pending();
         if plain == 0 && !session.closed() {
-            return self.read_in_place(c, op, offset, lowat);
+            return self.read_in_place(c, op);
         }
         let give = plain.min(len);
         if give == len {
@@ -87,6 +81,17 @@ impl RingIo<'_> {
             session.advance_body(give);
         }
         self.on_completion(window, c, give as i32)
+    }
+
+    /// An in-place read asked for by anything but a body.
+    fn head_in_place(c: usize) -> RankError {
+        RankError::Engine(format!(
+            "connection {c}: an in-place TLS read for a head (a bug)"
+        ))
+    }
+
+    fn no_session(c: usize) -> RankError {
+        RankError::Engine(format!("connection {c} has no TLS session (a bug)"))
     }
 
     /// Hands decrypted plaintext to the operation `op` of TLS connection `c`, as the socket

@@ -85,7 +85,8 @@ struct ConnIo {
     request: Vec<u8>,
     /// Response heads and error documents.
     scratch: Box<[u8]>,
-    /// TLS ciphertext as received, decrypted in place (empty without TLS).
+    /// TLS ciphertext as received, each record decrypted toward the front, over the gaps of
+    /// the records before it (empty without TLS).
     stage: Box<[u8]>,
     /// The address a connect in flight points to.
     addr: Option<Box<SockAddr>>,
@@ -407,7 +408,7 @@ impl Ring {
         unsafe { std::ptr::copy_nonoverlapping(source, io.stage.as_mut_ptr(), len) };
     }
 
-    /// Pool buffer `buf` from byte `from` to its end, to decrypt TLS records in place. Panics
+    /// Pool buffer `buf` from byte `from` to its end, to decrypt TLS records there. Panics
     /// if a read into `buf` is in flight.
     pub fn buffer_from_mut(&mut self, buf: BufIndex, from: usize) -> &mut [u8] {
         assert!(

@@ -352,6 +352,7 @@ pub(crate) struct SocketPeer {
 /// A TLS 1.2 HelloRequest (a renegotiation request): type 0, empty.
 pub(crate) const HELLO_REQUEST: &[u8] = &[0, 0, 0, 0];
 pub(crate) const HANDSHAKE_RECORD: u8 = super::record::HANDSHAKE;
+pub(crate) const APPLICATION_DATA_RECORD: u8 = super::record::APPLICATION_DATA;
 
 impl SocketPeer {
     /// Handshakes on an accepted connection as a server speaking `suite` (TLS 1.3 when

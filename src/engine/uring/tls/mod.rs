@@ -18,7 +18,8 @@
 //!   the ciphertext certain still to come ([`body_lowat`]); what follows a body goes back to
 //!   the staging area, and more than it holds is cut short ([`Session::leave_body`]). Each
 //!   body byte gets two passes: the kernel's copy into the buffer and the decryption (a read
-//!   and a write). Decrypting in place and then moving the plaintext down, and receiving into
+//!   and a write); beyond them, the partial record behind the plaintext (under 17 KiB) is
+//!   still moved down once per receive. Decrypting in place and then moving the plaintext down, and receiving into
 //!   the staging area and copying the plaintext out, both cost more (BENCHMARKS.md, "What TLS
 //!   costs") and were dropped.
 //! - **Heads** (and what follows a body) are received into the connection's staging area (part
@@ -132,8 +133,9 @@ impl std::fmt::Display for RecordError {
         match self {
             RecordError::Protocol(reason) => f.write_str(reason),
             RecordError::Renegotiation => f.write_str(
-                "the TLS 1.2 server asked to renegotiate (HelloRequest); the connection is \
-                 opened again",
+                "the TLS 1.2 server asked to renegotiate (HelloRequest), which the io_uring \
+                 engine does not do; turn renegotiation off on the gateway, or use --engine \
+                 baseline",
             ),
         }
     }
