@@ -51,15 +51,24 @@ fn whole(get: &RangedGet) -> Vec<Piece> {
     vec![Piece::Write([head_206(get), pattern(get)].concat())]
 }
 
-struct Scripted {
-    url: String,
-    accepted: Arc<AtomicUsize>,
+/// A scripted server: its URL and how many connections it accepted.
+pub(super) struct Scripted {
+    pub(super) url: String,
+    pub(super) accepted: Arc<AtomicUsize>,
 }
 
-/// Serves `responses` in order, one per request, over however many connections it takes.
-fn serve(responses: Vec<Vec<Piece>>) -> Scripted {
+/// The script of responses, taken in order by every connection.
+pub(super) type Script<P> = Mutex<std::vec::IntoIter<Vec<P>>>;
+
+/// Accepts connections on a loopback port (`scheme://` in its URL), counting them, and hands
+/// each to `answer` on a thread of its own with the shared script of `responses`.
+pub(super) fn accept_each<P: Send + 'static>(
+    scheme: &str,
+    responses: Vec<Vec<P>>,
+    answer: impl Fn(TcpStream, &Script<P>) + Clone + Send + 'static,
+) -> Scripted {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
+    let url = format!("{scheme}://{}", listener.local_addr().unwrap());
     let accepted = Arc::new(AtomicUsize::new(0));
     let script = Arc::new(Mutex::new(responses.into_iter()));
     let counter = Arc::clone(&accepted);
@@ -67,14 +76,19 @@ fn serve(responses: Vec<Vec<Piece>>) -> Scripted {
         for stream in listener.incoming() {
             let Ok(stream) = stream else { return };
             counter.fetch_add(1, Ordering::SeqCst);
-            let script = Arc::clone(&script);
+            let (script, answer) = (Arc::clone(&script), answer.clone());
             std::thread::spawn(move || answer(stream, &script));
         }
     });
     Scripted { url, accepted }
 }
 
-fn answer(mut stream: TcpStream, script: &Mutex<std::vec::IntoIter<Vec<Piece>>>) {
+/// Serves `responses` in order, one per request, over however many connections it takes.
+fn serve(responses: Vec<Vec<Piece>>) -> Scripted {
+    accept_each("http", responses, answer)
+}
+
+fn answer(mut stream: TcpStream, script: &Script<Piece>) {
     stream.set_nodelay(true).unwrap();
     loop {
         // Read one request head.

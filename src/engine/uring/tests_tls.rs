@@ -3,14 +3,15 @@
 //! server's key and written in the pieces the script gives — bytes after a body, a TLS 1.2
 //! renegotiation request.
 
-use super::tests::{fetch_all, get, head_206, pattern, policy, uring};
+use super::tests::{
+    Script, Scripted, accept_each, fetch_all, get, head_206, pattern, policy, uring,
+};
 use super::tls::harness::{APPLICATION_DATA_RECORD, HANDSHAKE_RECORD, HELLO_REQUEST, SocketPeer};
 use super::*;
 use crate::rank::RankIo;
 use rustls::crypto::ring::cipher_suite as suites;
-use std::net::TcpListener;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Barrier, Mutex};
+use std::sync::Barrier;
+use std::sync::atomic::Ordering;
 
 #[derive(Clone)]
 enum Piece {
@@ -24,11 +25,6 @@ enum Piece {
     Meet(Arc<Barrier>),
 }
 
-struct Scripted {
-    url: String,
-    accepted: Arc<AtomicUsize>,
-}
-
 /// Serves `responses` in order, one per request, over however many connections it takes, as a
 /// TLS 1.3 server (AES-128-GCM) or a TLS 1.2 one (ECDHE-ECDSA AES-128-GCM).
 fn serve_tls(tls13: bool, responses: Vec<Vec<Piece>>) -> Scripted {
@@ -37,43 +33,30 @@ fn serve_tls(tls13: bool, responses: Vec<Vec<Piece>>) -> Scripted {
     } else {
         suites::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
     };
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("https://{}", listener.local_addr().unwrap());
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let script = Arc::new(Mutex::new(responses.into_iter()));
-    let counter = Arc::clone(&accepted);
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { return };
-            counter.fetch_add(1, Ordering::SeqCst);
-            let script = Arc::clone(&script);
-            std::thread::spawn(move || {
-                let Some(mut peer) = SocketPeer::accept(stream, tls13, suite) else {
-                    return;
-                };
-                while peer.read_request().is_some() {
-                    let Some(pieces) = script.lock().unwrap().next() else {
-                        return;
-                    };
-                    for piece in pieces {
-                        match piece {
-                            Piece::Data(plain) => peer.seal(APPLICATION_DATA_RECORD, &plain),
-                            Piece::Record(kind, content) => peer.seal(kind, &content),
-                            Piece::Send(n) => {
-                                if peer.send(n).is_err() {
-                                    return;
-                                }
-                            }
-                            Piece::Meet(barrier) => {
-                                barrier.wait();
-                            }
+    accept_each("https", responses, move |stream, script: &Script<Piece>| {
+        let Some(mut peer) = SocketPeer::accept(stream, tls13, suite) else {
+            return;
+        };
+        while peer.read_request().is_some() {
+            let Some(pieces) = script.lock().unwrap().next() else {
+                return;
+            };
+            for piece in pieces {
+                match piece {
+                    Piece::Data(plain) => peer.seal(APPLICATION_DATA_RECORD, &plain),
+                    Piece::Record(kind, content) => peer.seal(kind, &content),
+                    Piece::Send(n) => {
+                        if peer.send(n).is_err() {
+                            return;
                         }
                     }
+                    Piece::Meet(barrier) => {
+                        barrier.wait();
+                    }
                 }
-            });
+            }
         }
-    });
-    Scripted { url, accepted }
+    })
 }
 
 fn whole(g: &RangedGet) -> Vec<Piece> {
