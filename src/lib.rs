@@ -15,11 +15,13 @@
 pub mod affinity;
 pub mod budget;
 pub mod catalog;
+pub mod checkpoint;
 pub mod cli;
 pub mod cluster;
 pub mod commands;
 pub mod compare;
 pub mod config;
+pub mod content;
 pub mod datagen;
 pub mod engine;
 pub mod exit;

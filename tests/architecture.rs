@@ -25,6 +25,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("config::keys", 0),
     ("verify", 0),
     ("signals", 0),
+    ("content", 0),
     // Readers of the world: configuration text, clocks, the machine's limits, CPUs.
     ("config", 1),
     ("metrics", 1),
@@ -40,6 +41,7 @@ const LAYERS: &[(&str, u32)] = &[
     // Parse, resolve: settings, then the plan.
     ("settings", 5),
     ("plan", 6),
+    ("checkpoint", 6),
     // Run: the step loop, the engines under it, the driver over both.
     ("rank", 7),
     ("engine", 8),

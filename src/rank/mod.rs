@@ -19,6 +19,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+pub mod objects;
+
 use crate::metrics::{CpuReading, RequestStats, StepTimes};
 use crate::plan::RankPlan;
 

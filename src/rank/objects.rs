@@ -1,0 +1,94 @@
+//! A rank's checkpoint I/O, as the checkpoint loop sees it: write one object whole, read one
+//! object whole. Engines implement [`ObjectIo`]; the loop that calls it (sleep, barrier, the
+//! rank's saves in sequence, timing) is the run's, the same for every engine.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::RankError;
+use crate::content::Content;
+use crate::metrics::{LatencyHistogram, RequestStats};
+
+/// One object to write or read: its key on the wire, its size, its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectSpec {
+    pub key: String,
+    pub bytes: u64,
+    pub content: Content,
+}
+
+/// A rank's checkpoint I/O. One per rank, used only by that rank's thread; built (buffers
+/// allocated and registered, connections opened where the engine does) before the clock.
+pub trait ObjectIo {
+    /// Writes `object` whole: a multipart upload of `part_bytes` parts with up to
+    /// `parts_in_flight` in flight (one PUT below `single_put_below`), each part's bytes
+    /// generated straight into its send buffer. A part that fails is retried; one that exhausts
+    /// its retries aborts the upload and fails with a line that names the object and the part.
+    /// Returns when the upload is complete (CompleteMultipartUpload answered).
+    fn put(&mut self, object: &ObjectSpec) -> Result<(), RankError>;
+    /// Reads `object` whole: `read_blocks` contiguous blocks in parallel, each with sequential
+    /// ranged GETs of at most `read_range_bytes`, into the rank's buffers; with `verify`, every
+    /// byte checked against `object.content`.
+    fn get(&mut self, object: &ObjectSpec) -> Result<(), RankError>;
+    /// Aborts the uploads this rank has open (after a failure elsewhere, or an interrupt), so
+    /// none is left behind. Best effort; returns how many it aborted.
+    fn abort_open(&mut self) -> usize;
+    /// What the rank's writes and reads did so far.
+    fn stats(&self) -> &ObjectStats;
+}
+
+/// What one rank's checkpoint I/O did.
+#[derive(Debug, Clone, Default)]
+pub struct ObjectStats {
+    pub write: WriteStats,
+    /// The restores' ranged GETs, counted as training GETs are.
+    pub read: RequestStats,
+}
+
+/// What one rank's uploads did.
+#[derive(Debug, Clone, Default)]
+pub struct WriteStats {
+    /// Objects written whole.
+    pub objects: u64,
+    /// Parts (and single PUTs) completed, each once however many attempts it took.
+    pub parts: u64,
+    /// Body bytes of completed parts.
+    pub bytes_written: u64,
+    /// Part attempts beyond the first.
+    pub retries: u64,
+    pub retries_by_cause: BTreeMap<&'static str, u64>,
+    /// Uploads aborted (a part past its retries, or a failed completion).
+    pub aborted: u64,
+    /// From a part's first attempt to its answer, retries included.
+    pub part_latency: LatencyHistogram,
+    /// CPU time of the rank's thread spent generating content (kept apart from the I/O's).
+    pub generate_cpu: Duration,
+    /// Sends made with `SEND_ZC`, and how many of their notifications said the kernel copied
+    /// the data anyway (`IORING_NOTIF_USAGE_ZC_COPIED`, as on loopback).
+    pub zc_sends: u64,
+    pub zc_copied: u64,
+}
+
+impl WriteStats {
+    pub fn merge(&mut self, other: &WriteStats) {
+        self.objects += other.objects;
+        self.parts += other.parts;
+        self.bytes_written += other.bytes_written;
+        self.retries += other.retries;
+        for (cause, n) in &other.retries_by_cause {
+            *self.retries_by_cause.entry(cause).or_default() += n;
+        }
+        self.aborted += other.aborted;
+        self.part_latency.merge(&other.part_latency);
+        self.generate_cpu += other.generate_cpu;
+        self.zc_sends += other.zc_sends;
+        self.zc_copied += other.zc_copied;
+    }
+}
+
+impl ObjectStats {
+    pub fn merge(&mut self, other: &ObjectStats) {
+        self.write.merge(&other.write);
+        self.read.merge(&other.read);
+    }
+}
