@@ -20,7 +20,9 @@ use serde::Serialize;
 
 use self::baseline::Baseline;
 use self::uring::UringEngine;
+use crate::checkpoint::ObjectIoShape;
 use crate::plan::{Plan, RangedGet};
+use crate::rank::objects::ObjectIo;
 use crate::rank::{IoError, IoErrorKind, Progress, RankError, RankIo, StepBarrier};
 use crate::s3::{Client, RequestError};
 
@@ -110,6 +112,24 @@ impl Engine {
             Engine::Baseline(baseline) => {
                 Box::new(baseline.rank(gets, prefetch, epochs, first_reader, barrier, progress))
             }
+        })
+    }
+
+    /// The checkpoint I/O of rank `rank` (a global number): buffers for `shape`'s parts and
+    /// read blocks, set up in full. Call it in the rank's own thread, before the clock.
+    pub fn objects(
+        &self,
+        rank: usize,
+        shape: ObjectIoShape,
+    ) -> Result<Box<dyn ObjectIo + '_>, RankError> {
+        Ok(match self {
+            Engine::Uring(_) => {
+                return Err(RankError::Engine(
+                    "the io_uring engine does not write checkpoints yet; use --engine baseline"
+                        .into(),
+                ));
+            }
+            Engine::Baseline(baseline) => Box::new(baseline.objects(shape, rank)),
         })
     }
 

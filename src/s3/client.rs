@@ -421,6 +421,15 @@ impl Client {
         Ok((parts, body))
     }
 
+    /// Sends `spec` once (no retry): for callers that count their own retries with
+    /// [`with_retries`].
+    pub async fn send_attempt(
+        &self,
+        spec: &RequestSpec<'_>,
+    ) -> Result<(http::response::Parts, Bytes), RequestError> {
+        self.send_once(spec).await
+    }
+
     /// Sends `spec` with retries; returns the response head and whole body.
     pub async fn send(
         &self,

@@ -27,6 +27,7 @@ pub mod sigv4;
 pub mod stream;
 pub mod target;
 pub mod tls;
+pub mod uploads;
 pub mod xml;
 
 pub use bucket::Bucket;

@@ -12,6 +12,8 @@
 //! Responses are checked like the io_uring engine checks them: `206`, `Content-Range`,
 //! `Content-Length`, and exactly that many body bytes.
 
+pub mod objects;
+
 use std::ops::Range;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
@@ -130,6 +132,20 @@ impl Baseline {
             }
             Ok(())
         })
+    }
+
+    /// The checkpoint I/O of rank `rank`, on the shared runtime and client.
+    pub fn objects(
+        &self,
+        shape: crate::checkpoint::ObjectIoShape,
+        rank: usize,
+    ) -> objects::BaselineObjects {
+        objects::BaselineObjects::new(
+            self.runtime.handle().clone(),
+            self.client.clone(),
+            shape,
+            rank,
+        )
     }
 
     /// Stops the runtime; GETs still running (after a failure) are dropped.

@@ -1,0 +1,435 @@
+//! The baseline engine's checkpoint I/O ([`ObjectIo`]): the conventional writer and reader.
+//!
+//! Each part is a freshly allocated heap buffer that the generator fills, handed to hyper as
+//! the request body (`x-amz-content-sha256: UNSIGNED-PAYLOAD`), up to `parts_in_flight` tasks
+//! at once on the shared runtime; each ranged GET of a restore is collected into a fresh heap
+//! buffer, `read_blocks` blocks at once. Retries follow the client's policy per request; a
+//! part that exhausts them aborts its upload.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{CONTENT_LENGTH, CONTENT_RANGE, ETAG, RANGE};
+use http::{Method, StatusCode};
+use tokio::task::JoinSet;
+
+use crate::checkpoint::ObjectIoShape;
+use crate::metrics::{GetRecord, thread_cpu};
+use crate::rank::objects::{ObjectIo, ObjectSpec, ObjectStats};
+use crate::rank::{IoError, RankError};
+use crate::s3::client::{RequestSpec, with_retries};
+use crate::s3::{Client, RequestError};
+
+/// One rank's checkpoint I/O on the baseline engine.
+#[derive(Debug)]
+pub struct BaselineObjects {
+    runtime: tokio::runtime::Handle,
+    client: Client,
+    shape: ObjectIoShape,
+    /// The endpoint of this rank's first connection slot; slot `j` sends to `(first + j) % E`.
+    first_endpoint: usize,
+    stats: ObjectStats,
+    /// Uploads started and not yet completed or aborted: (key, upload id).
+    open: Vec<(String, String)>,
+}
+
+/// A part's outcome, from its task.
+struct PartDone {
+    number: u32,
+    result: Result<String, RequestError>,
+    causes: Vec<&'static str>,
+    bytes: u64,
+    latency: Duration,
+    generate_cpu: Duration,
+}
+
+/// A ranged GET's outcome, from its task.
+struct RangeDone {
+    block: usize,
+    result: Result<(), RequestError>,
+    causes: Vec<&'static str>,
+    bytes: u64,
+    first_byte: Duration,
+    total: Duration,
+    verify_cpu: Duration,
+    endpoint: usize,
+}
+
+impl BaselineObjects {
+    pub fn new(
+        runtime: tokio::runtime::Handle,
+        client: Client,
+        shape: ObjectIoShape,
+        rank: usize,
+    ) -> BaselineObjects {
+        let slots = shape.parts_in_flight.max(shape.read_blocks).max(1);
+        let endpoints = client.target().endpoints.len().max(1);
+        BaselineObjects {
+            runtime,
+            client,
+            shape,
+            first_endpoint: (rank * slots) % endpoints,
+            stats: ObjectStats::default(),
+            open: Vec::new(),
+        }
+    }
+
+    fn endpoint(&self, slot: usize) -> usize {
+        (self.first_endpoint + slot) % self.client.target().endpoints.len().max(1)
+    }
+
+    /// One PUT (or UploadPart with `part`) of `bytes` bytes of `object` from `offset`, with
+    /// retries; the body generated into a fresh buffer first.
+    fn part_task(
+        &self,
+        object: &ObjectSpec,
+        part: Option<(&str, u32)>,
+        offset: u64,
+        bytes: u64,
+        slot: usize,
+    ) -> impl std::future::Future<Output = PartDone> + Send + 'static {
+        let client = self.client.clone();
+        let key = object.key.clone();
+        let content = object.content;
+        let upload = part.map(|(id, n)| (id.to_string(), n));
+        let endpoint = self.endpoint(slot);
+        async move {
+            let cpu = thread_cpu();
+            let mut buf = vec![0u8; bytes as usize];
+            content.fill(offset, &mut buf);
+            let generate_cpu = thread_cpu().saturating_sub(cpu);
+            let body = Bytes::from(buf);
+            let number = upload.as_ref().map_or(1, |(_, n)| *n);
+            let number_text = number.to_string();
+            let query_storage;
+            let query: &[(&str, &str)] = match &upload {
+                Some((id, _)) => {
+                    query_storage = [("partNumber", number_text.as_str()), ("uploadId", id)];
+                    &query_storage
+                }
+                None => &[],
+            };
+            let spec = RequestSpec {
+                query,
+                body,
+                endpoint,
+                ..RequestSpec::new(Method::PUT, Some(&key))
+            };
+            let what = match &upload {
+                Some(_) => format!("part {number} of s3://…/{key}"),
+                None => format!("PUT {key}"),
+            };
+            let started = Instant::now();
+            let (result, causes) = with_retries(client.policy(), &what, || async {
+                let (parts, _) = client.send_attempt(&spec).await?;
+                Ok(parts
+                    .headers
+                    .get(ETAG)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_string())
+            })
+            .await;
+            PartDone {
+                number,
+                result,
+                causes,
+                bytes,
+                latency: started.elapsed(),
+                generate_cpu,
+            }
+        }
+    }
+
+    /// Records a part's outcome; `Err` is its final failure, worded.
+    fn account_part(&mut self, done: &PartDone) {
+        let w = &mut self.stats.write;
+        w.retries += done.causes.len() as u64;
+        for cause in &done.causes {
+            *w.retries_by_cause.entry(cause).or_default() += 1;
+        }
+        w.generate_cpu += done.generate_cpu;
+        if done.result.is_ok() {
+            w.parts += 1;
+            w.bytes_written += done.bytes;
+            w.part_latency.record(done.latency);
+        }
+    }
+
+    /// Aborts upload `id` of `key` (best effort) and forgets it.
+    fn abort(&mut self, key: &str, id: &str) -> bool {
+        let client = self.client.clone();
+        let ok = self
+            .runtime
+            .block_on(async { client.abort_multipart(key, id).await })
+            .is_ok();
+        self.open.retain(|(k, u)| !(k == key && u == id));
+        self.stats.write.aborted += 1;
+        ok
+    }
+
+    fn failed(&mut self, key: &str, id: &str, what: String, error: RequestError) -> RankError {
+        let aborted = self.abort(key, id);
+        let mut io: IoError = error.into();
+        io.message = format!(
+            "{what} of checkpoint object {key} failed: {}; the upload was {}",
+            io.message,
+            if aborted {
+                "aborted"
+            } else {
+                "left open (the abort failed too; the next run of this workload aborts it)"
+            }
+        );
+        RankError::Io(io)
+    }
+
+    fn put_multipart(&mut self, object: &ObjectSpec) -> Result<(), RankError> {
+        let client = self.client.clone();
+        let key = object.key.clone();
+        let id = self
+            .runtime
+            .block_on(async { client.create_multipart(&key).await })
+            .map_err(|e| RankError::Io(e.into()))?;
+        self.open.push((key.clone(), id.clone()));
+        let part = self.shape.part_bytes.max(1);
+        let count = object.bytes.div_ceil(part).max(1) as u32;
+        let mut etags = vec![String::new(); count as usize];
+        let mut tasks = JoinSet::new();
+        let mut next = 1u32;
+        let mut free_slots: Vec<usize> = (0..self.shape.parts_in_flight.max(1)).rev().collect();
+        let mut slot_of = std::collections::HashMap::new();
+        loop {
+            while next <= count && !free_slots.is_empty() {
+                let slot = free_slots.pop().unwrap_or(0);
+                let offset = u64::from(next - 1) * part;
+                let len = part.min(object.bytes - offset);
+                let task = self.part_task(object, Some((&id, next)), offset, len, slot);
+                let _guard = self.runtime.enter();
+                tasks.spawn_on(task, &self.runtime);
+                slot_of.insert(next, slot);
+                next += 1;
+            }
+            let Some(joined) = self.runtime.block_on(tasks.join_next()) else {
+                break;
+            };
+            let done = match joined {
+                Ok(done) => done,
+                Err(e) => {
+                    return Err(self.failed(
+                        &key,
+                        &id,
+                        "an upload task".into(),
+                        RequestError::Transport {
+                            operation: format!("UploadPart {key}"),
+                            reason: e.to_string(),
+                        },
+                    ));
+                }
+            };
+            self.account_part(&done);
+            if let Some(slot) = slot_of.remove(&done.number) {
+                free_slots.push(slot);
+            }
+            match done.result {
+                Ok(etag) => etags[done.number as usize - 1] = etag,
+                Err(e) => {
+                    self.runtime.block_on(async {
+                        tasks.abort_all();
+                        while tasks.join_next().await.is_some() {}
+                    });
+                    return Err(self.failed(&key, &id, format!("part {}", done.number), e));
+                }
+            }
+        }
+        let client = self.client.clone();
+        let completed = self
+            .runtime
+            .block_on(async { client.complete_multipart(&key, &id, &etags).await });
+        if let Err(e) = completed {
+            return Err(self.failed(&key, &id, "CompleteMultipartUpload".into(), e));
+        }
+        self.open.retain(|(k, u)| !(k == &key && u == &id));
+        Ok(())
+    }
+
+    fn put_single(&mut self, object: &ObjectSpec) -> Result<(), RankError> {
+        let task = self.part_task(object, None, 0, object.bytes, 0);
+        let done = self.runtime.block_on(task);
+        self.account_part(&done);
+        match done.result {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let mut io: IoError = e.into();
+                io.message = format!("PUT of checkpoint object {} failed: {}", object.key, io.message);
+                Err(RankError::Io(io))
+            }
+        }
+    }
+
+    /// A task reading `len` bytes of `object` from `offset` with one ranged GET, checking them
+    /// when asked.
+    fn range_task(
+        &self,
+        object: &ObjectSpec,
+        block: usize,
+        offset: u64,
+        len: u64,
+    ) -> impl std::future::Future<Output = RangeDone> + Send + 'static {
+        let client = self.client.clone();
+        let key = object.key.clone();
+        let content = object.content;
+        let verify = self.shape.verify;
+        let endpoint = self.endpoint(block);
+        async move {
+            let last = offset + len - 1;
+            let spec = RequestSpec {
+                headers: vec![(RANGE, format!("bytes={offset}-{last}"))],
+                endpoint,
+                ..RequestSpec::new(Method::GET, Some(&key))
+            };
+            let operation = client.operation("GET", Some(&key));
+            let started = Instant::now();
+            let (result, causes) = with_retries(client.policy(), &operation, || async {
+                let attempt = Instant::now();
+                let (parts, body) = client.send_attempt(&spec).await?;
+                let first_byte = attempt.elapsed();
+                let header = |name| parts.headers.get(name).and_then(|v: &http::HeaderValue| v.to_str().ok());
+                let expected = format!("bytes {offset}-{last}/");
+                let ok = parts.status == StatusCode::PARTIAL_CONTENT
+                    && header(CONTENT_RANGE).is_some_and(|r| r.starts_with(&expected))
+                    && body.len() as u64 == len
+                    && header(CONTENT_LENGTH).is_none_or(|l| l.trim() == len.to_string());
+                if !ok {
+                    return Err(RequestError::BadResponse {
+                        operation: operation.clone(),
+                        reason: format!(
+                            "asked for bytes {offset}-{last} and got {} {} bytes ({})",
+                            parts.status,
+                            body.len(),
+                            header(CONTENT_RANGE).unwrap_or("no Content-Range")
+                        ),
+                    });
+                }
+                Ok((body, first_byte))
+            })
+            .await;
+            let first_byte = result.as_ref().map_or(Duration::ZERO, |(_, f)| *f);
+            let total = started.elapsed();
+            let mut verify_cpu = Duration::ZERO;
+            let result = result.and_then(|(body, _)| {
+                if !verify {
+                    return Ok(());
+                }
+                let cpu = thread_cpu();
+                let checked = content.check(offset, &body);
+                verify_cpu = thread_cpu().saturating_sub(cpu);
+                checked.map_err(|at| RequestError::Corrupt {
+                    operation: operation.clone(),
+                    reason: format!(
+                        "byte {at} is not what the checkpoint generator wrote there"
+                    ),
+                })
+            });
+            RangeDone {
+                block,
+                result,
+                causes,
+                bytes: len,
+                first_byte,
+                total,
+                verify_cpu,
+                endpoint,
+            }
+        }
+    }
+}
+
+impl ObjectIo for BaselineObjects {
+    fn put(&mut self, object: &ObjectSpec) -> Result<(), RankError> {
+        if object.bytes < self.shape.single_put_below {
+            self.put_single(object)?;
+        } else {
+            self.put_multipart(object)?;
+        }
+        self.stats.write.objects += 1;
+        Ok(())
+    }
+
+    fn get(&mut self, object: &ObjectSpec) -> Result<(), RankError> {
+        if object.bytes == 0 {
+            return Ok(());
+        }
+        // `read_blocks` contiguous blocks, each read with sequential GETs of at most
+        // `read_range_bytes`.
+        let blocks = (self.shape.read_blocks.max(1) as u64).min(object.bytes);
+        let block_len = object.bytes.div_ceil(blocks);
+        let range = self.shape.read_range_bytes.max(1);
+        let mut cursor: Vec<(u64, u64)> = (0..blocks)
+            .map(|b| {
+                let start = b * block_len;
+                (start, (start + block_len).min(object.bytes))
+            })
+            .collect();
+        let mut tasks = JoinSet::new();
+        let issue = |this: &Self, tasks: &mut JoinSet<RangeDone>, block: usize, cursor: &mut (u64, u64)| {
+            if cursor.0 < cursor.1 {
+                let len = range.min(cursor.1 - cursor.0);
+                let task = this.range_task(object, block, cursor.0, len);
+                tasks.spawn_on(task, &this.runtime);
+                cursor.0 += len;
+            }
+        };
+        for (block, c) in cursor.iter_mut().enumerate() {
+            issue(self, &mut tasks, block, c);
+        }
+        while let Some(joined) = self.runtime.block_on(tasks.join_next()) {
+            let done = joined.map_err(|e| RankError::Engine(format!("a restore task failed: {e}")))?;
+            let read = &mut self.stats.read;
+            read.retries += done.causes.len() as u64;
+            for cause in &done.causes {
+                *read.retries_by_cause.entry(cause).or_default() += 1;
+            }
+            if let Err(e) = done.result {
+                read.errors += 1;
+                *read.errors_by_cause.entry(e.cause()).or_default() += 1;
+                self.runtime.block_on(async {
+                    tasks.abort_all();
+                    while tasks.join_next().await.is_some() {}
+                });
+                return Err(RankError::Io(e.into()));
+            }
+            read.requests += 1;
+            read.bytes_read += done.bytes;
+            read.first_byte.record(done.first_byte);
+            read.total.record(done.total);
+            if self.shape.verify {
+                read.verify.gets += 1;
+                read.verify.cpu += done.verify_cpu;
+            }
+            let e = read.endpoint(done.endpoint);
+            e.requests += 1;
+            e.bytes_read += done.bytes;
+            e.retries += done.causes.len() as u64;
+            read.trace.push(GetRecord {
+                epoch: 0,
+                reader: done.block,
+                get: 0,
+                attempts: done.causes.len() as u32 + 1,
+                first_byte_us: done.first_byte.as_micros() as u64,
+                total_us: done.total.as_micros() as u64,
+                endpoint: done.endpoint,
+            });
+            issue(self, &mut tasks, done.block, &mut cursor[done.block]);
+        }
+        Ok(())
+    }
+
+    fn abort_open(&mut self) -> usize {
+        let open = std::mem::take(&mut self.open);
+        open.iter().filter(|(key, id)| self.abort(key, id)).count()
+    }
+
+    fn stats(&self) -> &ObjectStats {
+        &self.stats
+    }
+}
