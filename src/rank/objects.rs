@@ -92,3 +92,82 @@ impl ObjectStats {
         self.read.merge(&other.read);
     }
 }
+
+/// Which half of a checkpoint run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Save,
+    Load,
+}
+
+/// One phase of a rank: its objects per checkpoint, in order, and DLIO's pacing.
+#[derive(Debug)]
+pub struct PhaseSpec<'a> {
+    pub phase: Phase,
+    /// `checkpoints[i]`: the rank's objects of the phase's i-th checkpoint, in write order.
+    pub checkpoints: &'a [Vec<ObjectSpec>],
+    /// `checkpoint.time_between_checkpoints`, slept before every save and every load.
+    pub sleep: Duration,
+    /// `checkpoint.rank_sync`: a barrier after each save or load too.
+    pub rank_sync: bool,
+}
+
+/// A rank's timing of one phase: per checkpoint, its start and end in seconds since the
+/// phase's clock started (the same instant for every rank of the process).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PhaseRecord {
+    pub spans_s: Vec<(f64, f64)>,
+}
+
+/// How often a sleeping rank looks at the barrier (another rank's failure, an interrupt).
+const SLEEP_POLL: Duration = Duration::from_millis(100);
+
+/// Runs one phase of a rank as DLIO's `_checkpoint_write` / `_checkpoint_read` do: for each
+/// checkpoint, sleep `time_between_checkpoints`, meet every rank (and host) at the barrier,
+/// then the rank's own saves (or loads) in sequence; with `rank_sync`, a barrier after them.
+/// `clock` is the phase's start; each checkpoint's span is recorded as it ends, so a failure
+/// keeps the spans before it.
+pub fn run_phase(
+    io: &mut dyn ObjectIo,
+    spec: &PhaseSpec<'_>,
+    barrier: &super::StepBarrier,
+    progress: &super::Progress,
+    clock: std::time::Instant,
+    record: &mut PhaseRecord,
+) -> Result<(), RankError> {
+    use std::sync::atomic::Ordering;
+    for objects in spec.checkpoints {
+        let wake = std::time::Instant::now() + spec.sleep;
+        while let Some(left) = wake.checked_duration_since(std::time::Instant::now()) {
+            if left.is_zero() {
+                break;
+            }
+            if barrier.is_aborted() {
+                return Err(RankError::Aborted);
+            }
+            std::thread::sleep(left.min(SLEEP_POLL));
+        }
+        barrier.wait()?;
+        let t0 = clock.elapsed().as_secs_f64();
+        for object in objects {
+            if barrier.is_aborted() {
+                return Err(RankError::Aborted);
+            }
+            match spec.phase {
+                Phase::Save => io.put(object)?,
+                Phase::Load => io.get(object)?,
+            }
+            progress
+                .bytes_received
+                .fetch_add(object.bytes, Ordering::Relaxed);
+        }
+        let t1 = clock.elapsed().as_secs_f64();
+        record.spans_s.push((t0, t1));
+        progress.steps_done.fetch_add(1, Ordering::Relaxed);
+        if spec.rank_sync {
+            barrier.wait()?;
+        }
+    }
+    Ok(())
+}

@@ -11,6 +11,7 @@
 //! store, catalog, plan, engine; execute: this module's run, the hosts' merge, the summary and
 //! its files), and [`store`] sets up what a run or sweep reads from.
 
+pub mod objects;
 pub mod session;
 pub mod store;
 
@@ -146,36 +147,7 @@ pub fn run_ranks(
             let (progress, done, ready) = (&progress, &done, &ready);
             scope.spawn(move || show_progress(progress, done, total_steps, ready));
         }
-        if config.hosts {
-            // Meets the other processes for each barrier the local ranks all reached, then
-            // turns it (the rank threads never call MPI).
-            let (done, barrier) = (&done, &barrier);
-            scope.spawn(move || {
-                while !done.load(Ordering::Relaxed) {
-                    match coordinator.recv_timeout(INTERRUPT_POLL) {
-                        Ok(generation) => {
-                            let stop = || barrier.is_aborted() || done.load(Ordering::Relaxed);
-                            if crate::cluster::host_barrier(&stop) {
-                                barrier.turn(generation);
-                            }
-                        }
-                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
-                    }
-                }
-            });
-        }
-        // An interrupt aborts the barrier: every rank stops at its next wait.
-        let (done_ref, barrier_ref, interrupt) = (&done, &barrier, &config.interrupt);
-        scope.spawn(move || {
-            while !done_ref.load(Ordering::Relaxed) {
-                if interrupt.load(Ordering::Relaxed) {
-                    barrier_ref.abort();
-                    return;
-                }
-                std::thread::sleep(INTERRUPT_POLL);
-            }
-        });
+        spawn_watchers(scope, config, &barrier, &done, coordinator);
         let failed = |e: RankError| (RankRecord::default(), RequestStats::default(), Err(e));
         let results = ranks
             .into_iter()
@@ -237,6 +209,45 @@ pub fn run_ranks(
             "the ranks finished without starting (a bug)".into(),
         ))),
     }
+}
+
+/// The threads every run keeps beside its ranks: under mpirun, the coordinator that meets the
+/// other processes for each barrier the local ranks all reached, then turns it (the rank
+/// threads never call MPI); and the watcher that turns an interrupt into an aborted barrier, so
+/// every rank stops at its next wait. Both end when `done` is set.
+pub(crate) fn spawn_watchers<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    config: &'scope RunConfig,
+    barrier: &'scope StepBarrier,
+    done: &'scope AtomicBool,
+    coordinator: std::sync::mpsc::Receiver<u64>,
+) {
+    if config.hosts {
+        scope.spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                match coordinator.recv_timeout(INTERRUPT_POLL) {
+                    Ok(generation) => {
+                        let stop = || barrier.is_aborted() || done.load(Ordering::Relaxed);
+                        if crate::cluster::host_barrier(&stop) {
+                            barrier.turn(generation);
+                        }
+                    }
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+                }
+            }
+        });
+    }
+    let interrupt = &config.interrupt;
+    scope.spawn(move || {
+        while !done.load(Ordering::Relaxed) {
+            if interrupt.load(Ordering::Relaxed) {
+                barrier.abort();
+                return;
+            }
+            std::thread::sleep(INTERRUPT_POLL);
+        }
+    });
 }
 
 /// Rewrites one stderr line twice a second: steps done, AU so far, MiB/s.
