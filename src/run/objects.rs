@@ -139,7 +139,9 @@ pub fn run_objects_phase(
                 }),
                 Err(e) => {
                     barrier.abort();
-                    failed(RankError::Engine(format!("cannot start a rank thread: {e}")))
+                    failed(RankError::Engine(format!(
+                        "cannot start a rank thread: {e}"
+                    )))
                 }
             })
             .collect();

@@ -75,7 +75,12 @@ fn parse_prefixes_page(body: &[u8]) -> Result<(Vec<String>, bool, Option<String>
 impl Client {
     /// The multipart uploads open under `prefix`, every page.
     pub async fn list_uploads(&self, prefix: &str) -> Result<Vec<OpenUpload>, RequestError> {
-        let operation = || format!("ListMultipartUploads s3://{}/{prefix}", self.target().bucket);
+        let operation = || {
+            format!(
+                "ListMultipartUploads s3://{}/{prefix}",
+                self.target().bucket
+            )
+        };
         let mut uploads = Vec::new();
         let (mut key_marker, mut id_marker): (Option<String>, Option<String>) = (None, None);
         for _ in 0..MAX_PAGES {

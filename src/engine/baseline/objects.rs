@@ -260,7 +260,10 @@ impl BaselineObjects {
             Ok(_) => Ok(()),
             Err(e) => {
                 let mut io: IoError = e.into();
-                io.message = format!("PUT of checkpoint object {} failed: {}", object.key, io.message);
+                io.message = format!(
+                    "PUT of checkpoint object {} failed: {}",
+                    object.key, io.message
+                );
                 Err(RankError::Io(io))
             }
         }
@@ -293,7 +296,12 @@ impl BaselineObjects {
                 let attempt = Instant::now();
                 let (parts, body) = client.send_attempt(&spec).await?;
                 let first_byte = attempt.elapsed();
-                let header = |name| parts.headers.get(name).and_then(|v: &http::HeaderValue| v.to_str().ok());
+                let header = |name| {
+                    parts
+                        .headers
+                        .get(name)
+                        .and_then(|v: &http::HeaderValue| v.to_str().ok())
+                };
                 let expected = format!("bytes {offset}-{last}/");
                 let ok = parts.status == StatusCode::PARTIAL_CONTENT
                     && header(CONTENT_RANGE).is_some_and(|r| r.starts_with(&expected))
@@ -325,9 +333,7 @@ impl BaselineObjects {
                 verify_cpu = thread_cpu().saturating_sub(cpu);
                 checked.map_err(|at| RequestError::Corrupt {
                     operation: operation.clone(),
-                    reason: format!(
-                        "byte {at} is not what the checkpoint generator wrote there"
-                    ),
+                    reason: format!("byte {at} is not what the checkpoint generator wrote there"),
                 })
             });
             RangeDone {
@@ -371,19 +377,21 @@ impl ObjectIo for BaselineObjects {
             })
             .collect();
         let mut tasks = JoinSet::new();
-        let issue = |this: &Self, tasks: &mut JoinSet<RangeDone>, block: usize, cursor: &mut (u64, u64)| {
-            if cursor.0 < cursor.1 {
-                let len = range.min(cursor.1 - cursor.0);
-                let task = this.range_task(object, block, cursor.0, len);
-                tasks.spawn_on(task, &this.runtime);
-                cursor.0 += len;
-            }
-        };
+        let issue =
+            |this: &Self, tasks: &mut JoinSet<RangeDone>, block: usize, cursor: &mut (u64, u64)| {
+                if cursor.0 < cursor.1 {
+                    let len = range.min(cursor.1 - cursor.0);
+                    let task = this.range_task(object, block, cursor.0, len);
+                    tasks.spawn_on(task, &this.runtime);
+                    cursor.0 += len;
+                }
+            };
         for (block, c) in cursor.iter_mut().enumerate() {
             issue(self, &mut tasks, block, c);
         }
         while let Some(joined) = self.runtime.block_on(tasks.join_next()) {
-            let done = joined.map_err(|e| RankError::Engine(format!("a restore task failed: {e}")))?;
+            let done =
+                joined.map_err(|e| RankError::Engine(format!("a restore task failed: {e}")))?;
             let read = &mut self.stats.read;
             read.retries += done.causes.len() as u64;
             for cause in &done.causes {

@@ -3,6 +3,8 @@
 //! the measurements with the definitions in [`crate::metrics`]; `report::run` renders it for
 //! people, `--output` and `--json` write it as is.
 
+pub mod checkpoint;
+
 use std::collections::BTreeMap;
 
 use serde::Serialize;
