@@ -49,7 +49,7 @@ pub struct CheckpointRow {
     /// Rank 0's duration: DLIO's figure.
     pub rank0_duration_s: f64,
     /// `checkpoint_size_GB` ÷ rank 0's duration: DLIO's figure.
-    pub rank0_GiB_per_second: f64,
+    pub rank0_gib_per_second: f64,
     pub slowest_rank: usize,
     pub slowest_rank_duration_s: f64,
     pub fastest_rank: usize,
@@ -57,7 +57,7 @@ pub struct CheckpointRow {
     /// From the first rank's start to the last rank's end: the checkpoint as the storage saw it.
     pub all_ranks_s: f64,
     /// `checkpoint_size_GB` ÷ `all_ranks_s`.
-    pub all_ranks_GiB_per_second: f64,
+    pub all_ranks_gib_per_second: f64,
 }
 
 /// The mean and population standard deviation of `values` (numpy's `mean`, `std`).
@@ -107,13 +107,13 @@ pub fn rows(
             phase,
             step,
             rank0_duration_s: rank0,
-            rank0_GiB_per_second: size_gib / rank0,
+            rank0_gib_per_second: size_gib / rank0,
             slowest_rank: slowest.0,
             slowest_rank_duration_s: duration(slowest),
             fastest_rank: fastest.0,
             fastest_rank_duration_s: duration(fastest),
             all_ranks_s: all,
-            all_ranks_GiB_per_second: size_gib / all,
+            all_ranks_gib_per_second: size_gib / all,
         });
     }
     rows
@@ -132,7 +132,7 @@ impl DlioCheckpointMetric {
             let rates: Vec<f64> = rows
                 .iter()
                 .filter(|r| r.phase == phase)
-                .map(|r| r.rank0_GiB_per_second)
+                .map(|r| r.rank0_gib_per_second)
                 .collect();
             (mean_stdev(&rates), mean_stdev(&durations))
         };
@@ -318,7 +318,7 @@ mod tests {
         let rows = rows(Phase::Save, &records, &[1, 2], 10.0);
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].rank0_duration_s, 2.0);
-        assert_eq!(rows[0].rank0_GiB_per_second, 5.0);
+        assert_eq!(rows[0].rank0_gib_per_second, 5.0);
         assert_eq!(rows[0].slowest_rank, 1);
         assert_eq!(rows[0].slowest_rank_duration_s, 3.0);
         assert_eq!(rows[1].all_ranks_s, 5.0);
