@@ -106,6 +106,32 @@ fn invalid(cfg: &RawConfig, key: &str, reason: impl Into<String>) -> SettingsErr
     }
 }
 
+/// The workload's `storage.*` keys (any workload kind: training or checkpoint).
+pub fn storage_settings(cfg: &RawConfig) -> Result<StorageSettings, SettingsError> {
+    let static_keys = match (
+        cfg.text("storage.storage_options.access_key_id")?,
+        cfg.text("storage.storage_options.secret_access_key")?,
+    ) {
+        (Some(a), Some(s)) => Some((a, s)),
+        (None, None) => None,
+        _ => {
+            return Err(invalid(
+                cfg,
+                "storage.storage_options.secret_access_key",
+                "access_key_id and secret_access_key go together: set both or neither",
+            ));
+        }
+    };
+    Ok(StorageSettings {
+        storage_type: cfg.text("storage.storage_type")?,
+        bucket: cfg.text("storage.storage_root")?,
+        endpoint_url: cfg.text("storage.storage_options.endpoint_url")?,
+        region: cfg.text("storage.storage_options.region")?,
+        has_credentials: static_keys.is_some(),
+        static_keys,
+    })
+}
+
 impl Settings {
     /// Reads and validates every value ringload uses from `cfg`.
     pub fn resolve(cfg: &RawConfig) -> Result<Settings, SettingsError> {
@@ -278,28 +304,7 @@ impl Settings {
                 Ok(v as u32)
             }
         };
-        let static_keys = match (
-            cfg.text("storage.storage_options.access_key_id")?,
-            cfg.text("storage.storage_options.secret_access_key")?,
-        ) {
-            (Some(a), Some(s)) => Some((a, s)),
-            (None, None) => None,
-            _ => {
-                return Err(invalid(
-                    cfg,
-                    "storage.storage_options.secret_access_key",
-                    "access_key_id and secret_access_key go together: set both or neither",
-                ));
-            }
-        };
-        let storage = StorageSettings {
-            storage_type: cfg.text("storage.storage_type")?,
-            bucket: cfg.text("storage.storage_root")?,
-            endpoint_url: cfg.text("storage.storage_options.endpoint_url")?,
-            region: cfg.text("storage.storage_options.region")?,
-            has_credentials: static_keys.is_some(),
-            static_keys,
-        };
+        let storage = storage_settings(cfg)?;
         Ok(Settings {
             workload: cfg.source.clone(),
             model: cfg
