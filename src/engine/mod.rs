@@ -115,6 +115,23 @@ impl Engine {
         })
     }
 
+    /// The engine of a checkpoint run: the io_uring engine resolves every endpoint once; the
+    /// baseline starts its runtime of `threads` workers.
+    pub fn for_objects(
+        kind: EngineKind,
+        client: &Client,
+        threads: usize,
+    ) -> Result<Engine, RankError> {
+        Ok(match kind {
+            EngineKind::Uring => Engine::Uring(UringEngine::new(client.clone())?),
+            EngineKind::Baseline => Engine::Baseline(
+                Baseline::new(client.clone(), threads).map_err(|e| {
+                    RankError::Engine(format!("cannot start the baseline runtime: {e}"))
+                })?,
+            ),
+        })
+    }
+
     /// The checkpoint I/O of rank `rank` (a global number): buffers for `shape`'s parts and
     /// read blocks, set up in full. Call it in the rank's own thread, before the clock.
     pub fn objects(

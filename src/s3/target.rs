@@ -91,6 +91,16 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
+    /// Whether the host is this machine's loopback (`localhost`, 127.0.0.0/8, `::1`): where the
+    /// kernel copies `SEND_ZC` data anyway.
+    pub fn is_loopback(&self) -> bool {
+        let host = self.host.trim_start_matches('[').trim_end_matches(']');
+        host.eq_ignore_ascii_case("localhost")
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    }
+
     /// Parses an endpoint URL; the error says what to write instead.
     pub fn parse(text: &str) -> Result<Endpoint, String> {
         let trimmed = text.trim().trim_end_matches('/');

@@ -1,0 +1,129 @@
+//! The report of a checkpoint run: DLIO's figures first (rank 0's, as DLIO publishes them),
+//! then a row per checkpoint with the spread DLIO hides, then what each phase cost.
+
+use std::fmt::Write;
+
+use crate::rank::objects::Phase;
+use crate::summary::checkpoint::{CheckpointSummary, PhaseIo};
+use crate::units::{bytes, count};
+
+/// The report of `summary`.
+pub fn render(summary: &CheckpointSummary) -> String {
+    let mut out = String::new();
+    let m = &summary.metric;
+    let _ = writeln!(
+        out,
+        "{} checkpoint on {} ranks, {} engine: {:.2} GiB per checkpoint (DLIO's \
+         checkpoint_size_GB) in {} objects",
+        summary.workload,
+        summary.np,
+        summary.engine,
+        m.checkpoint_size_GB,
+        count(summary.objects_per_checkpoint as u64)
+    );
+    let dlio = |what: &str, mean: Option<f64>, sd: Option<f64>, d: Option<f64>, dsd: Option<f64>| {
+        match (mean, sd, d, dsd) {
+            (Some(mean), Some(sd), Some(d), Some(dsd)) => format!(
+                "  {what}: {mean:.2} ± {sd:.2} GiB/s, {d:.2} ± {dsd:.2} s per checkpoint \
+                 (DLIO's figures: rank 0's, mean ± stdev over checkpoints)\n"
+            ),
+            _ => String::new(),
+        }
+    };
+    out.push_str(&dlio(
+        "save",
+        m.save_checkpoint_io_mean_GB_per_second,
+        m.save_checkpoint_io_stdev_GB_per_second,
+        m.save_checkpoint_duration_mean_seconds,
+        m.save_checkpoint_duration_stdev_seconds,
+    ));
+    out.push_str(&dlio(
+        "load",
+        m.load_checkpoint_io_mean_GB_per_second,
+        m.load_checkpoint_io_stdev_GB_per_second,
+        m.load_checkpoint_duration_mean_seconds,
+        m.load_checkpoint_duration_stdev_seconds,
+    ));
+    let _ = writeln!(
+        out,
+        "\n  phase step  rank0 s  rank0 GiB/s  slowest rank (s)  fastest rank (s)  all ranks s  all GiB/s"
+    );
+    for r in &summary.checkpoints {
+        let _ = writeln!(
+            out,
+            "  {:<5} {:>4}  {:>7.2}  {:>11.2}  {:>7} ({:>6.2})  {:>7} ({:>6.2})  {:>11.2}  {:>9.2}",
+            match r.phase {
+                Phase::Save => "save",
+                Phase::Load => "load",
+            },
+            r.step,
+            r.rank0_duration_s,
+            r.rank0_gib_per_second,
+            r.slowest_rank,
+            r.slowest_rank_duration_s,
+            r.fastest_rank,
+            r.fastest_rank_duration_s,
+            r.all_ranks_s,
+            r.all_ranks_gib_per_second
+        );
+    }
+    out.push('\n');
+    if let Some(io) = &summary.save {
+        out.push_str(&phase_line("written", io));
+    }
+    if let Some(io) = &summary.load {
+        out.push_str(&phase_line("restored", io));
+    }
+    if let Some(rss) = summary.peak_rss_bytes {
+        let _ = writeln!(
+            out,
+            "  peak RSS {} of a {} budget",
+            bytes(rss),
+            bytes(summary.memory_budget_bytes)
+        );
+    }
+    if let Some(s) = summary.after_write_run_s {
+        let _ = writeln!(
+            out,
+            "  started {s:.1} s after the write run ended (MLPerf's rules allow 30 s)"
+        );
+    }
+    for note in &summary.notes {
+        let _ = writeln!(out, "  note: {note}");
+    }
+    out
+}
+
+fn phase_line(verb: &str, io: &PhaseIo) -> String {
+    let per_gib = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.3}"));
+    let mut line = format!(
+        "  {verb}: {} in {} requests ({} retries) over {:.2} s; latency p50 {:.1} ms, p99 {:.1} \
+         ms; client CPU {} s/GiB",
+        bytes(io.bytes),
+        count(io.requests),
+        count(io.retries),
+        io.wall_s,
+        io.latency_ms.p50,
+        io.latency_ms.p99,
+        per_gib(io.client_cpu_s_per_gib),
+    );
+    if io.generate_cpu_s_per_gib.is_some() {
+        let _ = write!(line, " (+ generator {} s/GiB)", per_gib(io.generate_cpu_s_per_gib));
+    }
+    if io.server_cpu_s_per_gib.is_some() {
+        let _ = write!(line, "; server CPU {} s/GiB", per_gib(io.server_cpu_s_per_gib));
+    }
+    if io.zc_sends > 0 {
+        let _ = write!(
+            line,
+            "; SEND_ZC: {} of {} sends copied by the kernel",
+            count(io.zc_copied),
+            count(io.zc_sends)
+        );
+    }
+    if io.aborted > 0 {
+        let _ = write!(line, "; {} uploads aborted", count(io.aborted));
+    }
+    line.push('\n');
+    line
+}

@@ -1,0 +1,505 @@
+//! `ringload run` of a checkpoint workload (`workflow.checkpoint: True`), from its flags to its
+//! exit code, as DLIO's `_checkpoint_write` and `_checkpoint_read` run it:
+//!
+//! 1. set-up: settings, the target (else the embedded server's sink), the plan and its memory
+//!    budget, incomplete uploads a killed run left under the checkpoint folder aborted;
+//! 2. `num_checkpoints_write` saves: sleep, barrier, each rank's objects in sequence;
+//! 3. one LIST of the checkpoint folder (process 0; its count broadcast) checked against
+//!    `num_checkpoints_read`;
+//! 4. `num_checkpoints_read` loads of the same objects by the same ranks;
+//! 5. the summary (DLIO's names, [`crate::summary::checkpoint`]), its file and the report.
+
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::Context;
+
+use super::objects::{PhaseFailure, PhaseMeasurements, run_objects_phase};
+use super::store::{env, prepare_output};
+use super::{RunConfig, session::RunFailed};
+use crate::checkpoint::settings::CheckpointSettings;
+use crate::checkpoint::{CheckpointOptions, CheckpointPlan};
+use crate::cli::{RunArgs, load_config};
+use crate::cluster::Cluster;
+use crate::content::Content;
+use crate::engine::{Engine, EngineKind};
+use crate::exit::{self, UsageError};
+use crate::metrics::{self, CpuReading};
+use crate::rank::RankError;
+use crate::rank::objects::{ObjectSpec, Phase, PhaseRecord};
+use crate::s3::{self, Client};
+use crate::signals::{exit_if_stopped_in_setup, raise_on_stop_signals};
+use crate::summary::TargetSummary;
+use crate::summary::checkpoint::{
+    CheckpointSummary, DlioCheckpointMetric, HostVolume, PhaseIo, gib, rows,
+};
+use crate::{affinity, budget, report, server};
+
+/// A phase's result as this process saw it, for the summary.
+struct PhaseOutcome {
+    measured: PhaseMeasurements,
+    client_cpu_s: f64,
+    server_cpu_s: Option<f64>,
+    /// Every rank's record, global order (this process's only, without MPI).
+    records: Vec<PhaseRecord>,
+    steps: Vec<u32>,
+}
+
+/// Runs a checkpoint workload; `Ok` carries the exit code.
+pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
+    let started_wall = SystemTime::now();
+    let interrupt = Arc::new(AtomicBool::new(false));
+    let setup_done = Arc::new(AtomicBool::new(false));
+    raise_on_stop_signals(Arc::clone(&interrupt))?;
+    exit_if_stopped_in_setup(Arc::clone(&interrupt), Arc::clone(&setup_done), "run")?;
+    let hosts = !cluster.is_single();
+    if hosts {
+        return Err(UsageError(
+            "checkpoint workloads do not run under mpirun yet; run one process with --np N \
+             (every rank is a pinned thread)"
+                .into(),
+        )
+        .into());
+    }
+    let options = &args.options;
+    let cfg = load_config(&args.workload, Some(&args.shape))?;
+    let settings = CheckpointSettings::resolve(&cfg)?;
+    let np = args.shape.np;
+    let local = 0..np as usize;
+    if let Some(dir) = &args.output {
+        prepare_output(dir)?;
+    }
+    let limits = budget::probe();
+    let resolved = s3::target::resolve(&options.s3.target_flags(), &settings.storage, env)?;
+    let io_options = args.checkpoint.io_options(options.verify);
+    let plan_for = |server_bytes| {
+        CheckpointPlan::resolve(
+            &settings,
+            &CheckpointOptions {
+                np,
+                hosts: 1,
+                io: io_options,
+                memory_cap_bytes: options.shape.memory_budget,
+                server_bytes,
+            },
+            &limits,
+            &env,
+        )
+    };
+    // The plan first without the server, to know its objects; the budget is checked with the
+    // server's share once it runs.
+    let draft = plan_for(0)?;
+    let (server, target) = match resolved {
+        Some(target) => (None, target),
+        None => {
+            let (server, target) = start_sink(&draft, &settings, args.server_threads, options.verify)?;
+            (Some(server), target)
+        }
+    };
+    let server_bytes = if server.is_some() {
+        metrics::rss_bytes().unwrap_or(0)
+    } else {
+        0
+    };
+    let mut plan = plan_for(server_bytes)?;
+    let loopback = target.endpoints.iter().all(|e| e.is_loopback());
+    plan.io.send_zc = plan.send_zc.enabled(loopback);
+    plan.check_budget()?;
+    let mut notes = plan.notes.clone();
+    let (cpus, shared_cores) = affinity::choose_cpus(options.cpus.as_deref(), np)?;
+    if let Some(note) = shared_cores {
+        eprintln!("ringload run: WARNING: {note}");
+        notes.push(note);
+    }
+    let policy = options.s3.retry_policy();
+    let client = Client::new(target.clone(), policy)?;
+    let engine_kind = args.engine.unwrap_or(EngineKind::Uring);
+    let threads = options.engine_threads.unwrap_or_else(affinity::cores);
+    let engine = Engine::for_objects(engine_kind, &client, threads)
+        .map_err(|e| UsageError(format!("cannot start the {engine_kind} engine: {e}")))?;
+    // Set-up requests (the cleanup, the LIST) on a small runtime of their own.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the set-up runtime")?;
+    let prefix = plan.prefix();
+    let stale = runtime
+        .block_on(abort_stale_uploads(&client, &prefix))
+        .map_err(|e| UsageError(format!("cannot clean up the checkpoint folder: {e}")))?;
+    if stale > 0 {
+        let line = format!(
+            "aborted {stale} incomplete multipart upload{} under {prefix} that an earlier run \
+             left (killed or failed before it could abort them)",
+            if stale == 1 { "" } else { "s" }
+        );
+        eprintln!("ringload run: {line}");
+        notes.push(line);
+    }
+    let after_write_run_s = match &args.checkpoint.after {
+        Some(dir) => Some(seconds_since_end_of(dir, started_wall)?),
+        None => None,
+    };
+    let s = &plan.settings;
+    let config = RunConfig {
+        engine: engine_kind,
+        engine_threads: threads,
+        show_progress: std::io::stderr().is_terminal(),
+        cpus,
+        interrupt: Arc::clone(&interrupt),
+        ranks: local.clone(),
+        hosts,
+    };
+    let sleep = Duration::from_secs_f64(s.time_between_checkpoints_s.max(0.0));
+    let barrier_timeout = client.policy().longest_request() * 4 + sleep + Duration::from_secs(600);
+    let server_cpu_now = || server.as_ref().map_or(0.0, |s| s.stats().cpu_s);
+    let peak_rss_since_setup = metrics::reset_peak_rss();
+    setup_done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let objects_of = |steps: Vec<u32>| {
+        let plan = &plan;
+        move |rank: usize| -> Vec<Vec<ObjectSpec>> {
+            steps
+                .iter()
+                .map(|&step| {
+                    plan.ranks[rank]
+                        .iter()
+                        .map(|o| {
+                            let key = plan.key(step, o);
+                            ObjectSpec {
+                                content: Content::of(&key, plan.settings.randomize_tensor),
+                                key,
+                                bytes: o.bytes,
+                            }
+                        })
+                        .collect()
+                })
+                .collect()
+        }
+    };
+    let mut failure: Option<(String, bool)> = None;
+    let mut outcomes: Vec<PhaseOutcome> = Vec::new();
+    let run_phase = |phase: Phase, steps: Vec<u32>| -> Result<PhaseOutcome, (RankError, Option<PhaseOutcome>)> {
+        let start = CpuReading::now(server_cpu_now());
+        let objects = objects_of(steps.clone());
+        let result = run_objects_phase(
+            &engine,
+            plan.io,
+            phase,
+            &objects,
+            sleep,
+            s.rank_sync,
+            barrier_timeout,
+            &config,
+            &server_cpu_now,
+        );
+        let end = CpuReading::now(server_cpu_now());
+        let outcome = |measured: PhaseMeasurements| {
+            let costs = metrics::CpuCosts::between(start, measured.ready_cpu, end);
+            PhaseOutcome {
+                client_cpu_s: costs.client_cpu_s,
+                server_cpu_s: server.as_ref().map(|_| costs.server_cpu_s),
+                records: measured.records.clone(),
+                measured,
+                steps: steps.clone(),
+            }
+        };
+        match result {
+            Ok(measured) => Ok(outcome(measured)),
+            Err(boxed) => {
+                let PhaseFailure { error, partial } = *boxed;
+                Err((error, partial.map(outcome)))
+            }
+        }
+    };
+    let writes = s.num_checkpoints_write;
+    let reads = s.num_checkpoints_read;
+    if writes > 0 {
+        match run_phase(Phase::Save, (1..=writes).collect()) {
+            Ok(o) => outcomes.push(o),
+            Err((error, partial)) => {
+                outcomes.extend(partial);
+                failure = Some((error.to_string(), matches!(error, RankError::Interrupted)));
+            }
+        }
+    }
+    if failure.is_none() && reads > 0 {
+        // One LIST of the checkpoint folder, as the DLIO fork does before its reads.
+        let found = runtime
+            .block_on(client.list_folders(&prefix))
+            .map_err(|e| RunFailed(format!("the LIST before the restores failed: {e}")))?;
+        let steps = found
+            .iter()
+            .filter(|f| f.strip_prefix(&prefix).is_some_and(|r| r.starts_with("global_epoch")))
+            .count() as u32;
+        if steps < reads {
+            let line = format!(
+                "checkpoint.num_checkpoints_read={reads} but the LIST of {prefix} finds {steps} \
+                 checkpoint{} (global_epoch1_step<k>/): write them first (a run with \
+                 checkpoint.num_checkpoints_write={reads}) or read fewer",
+                if steps == 1 { "" } else { "s" }
+            );
+            if outcomes.is_empty() {
+                return Err(UsageError(line).into());
+            }
+            failure = Some((line, false));
+        } else {
+            match run_phase(Phase::Load, (1..=reads).collect()) {
+                Ok(o) => outcomes.push(o),
+                Err((error, partial)) => {
+                    outcomes.extend(partial);
+                    failure = Some((error.to_string(), matches!(error, RankError::Interrupted)));
+                }
+            }
+        }
+    }
+    let ended_wall = SystemTime::now();
+    engine.shutdown();
+    let server_stats = server.map(|s| s.shutdown());
+    if outcomes.is_empty() {
+        if let Some((line, _)) = failure {
+            return Err(RunFailed(line).into());
+        }
+        return Err(UsageError(
+            "nothing to do: checkpoint.num_checkpoints_write and num_checkpoints_read are both 0"
+                .into(),
+        )
+        .into());
+    }
+    let peak_rss_bytes = metrics::peak_rss_bytes();
+    if let Some(over) = metrics::rss_over_budget(peak_rss_bytes, plan.memory.total_bytes) {
+        let warning = report::run::rss_over_budget(plan.memory.total_bytes, over);
+        eprintln!("ringload run: WARNING: {warning}");
+        notes.push(warning);
+    }
+    if !peak_rss_since_setup {
+        notes.push("peak RSS is the process's since its start (this kernel cannot reset it)".into());
+    }
+    let size_gib = plan.checkpoint_size_gb;
+    let mut all_rows = Vec::new();
+    for o in &outcomes {
+        all_rows.extend(rows(o.measured.phase, &o.records, &o.steps, size_gib));
+    }
+    let phase_io = |phase: Phase| {
+        outcomes.iter().find(|o| o.measured.phase == phase).map(|o| {
+            PhaseIo::of(
+                phase,
+                &o.measured.stats,
+                o.measured.wall_s,
+                o.client_cpu_s,
+                o.server_cpu_s,
+            )
+        })
+    };
+    let bytes_of = |phase: Phase, ranks: std::ops::Range<usize>| -> u64 {
+        outcomes
+            .iter()
+            .filter(|o| o.measured.phase == phase)
+            .flat_map(|o| ranks.clone().filter_map(|r| o.measured.stats.get(r)))
+            .map(|s| match phase {
+                Phase::Save => s.write.bytes_written,
+                Phase::Load => s.read.bytes_read,
+            })
+            .sum()
+    };
+    let host = HostVolume {
+        host: Cluster::host(),
+        ranks: local.clone().collect(),
+        bytes_per_checkpoint: plan.host_bytes.first().copied().unwrap_or(0),
+        bytes_written: bytes_of(Phase::Save, local.clone()),
+        bytes_read: bytes_of(Phase::Load, local.clone()),
+        peak_rss_bytes,
+        memory_budget_bytes: plan.memory.total_bytes,
+    };
+    let summary = CheckpointSummary {
+        kind: "checkpoint",
+        ringload_version: env!("CARGO_PKG_VERSION"),
+        workload: plan.settings.workload.name.clone(),
+        model: plan.settings.model_name.clone(),
+        engine: engine_kind,
+        np: np as usize,
+        num_hosts: 1,
+        start: rfc3339(started_wall),
+        end: rfc3339(ended_wall),
+        metric: DlioCheckpointMetric::of(size_gib, &all_rows),
+        checkpoint_bytes: plan.checkpoint_bytes,
+        objects_per_checkpoint: plan.objects_per_checkpoint,
+        checkpoints: all_rows,
+        save: phase_io(Phase::Save),
+        load: phase_io(Phase::Load),
+        hosts: vec![host],
+        io_shape: plan.io,
+        peak_rss_bytes,
+        memory_budget_bytes: plan.memory.total_bytes,
+        target: TargetSummary::of(
+            &target,
+            client.tls_negotiated(),
+            server_stats,
+            outcomes.iter().filter_map(|o| o.server_cpu_s).sum(),
+        ),
+        after_write_run_s,
+        stale_uploads_aborted: stale,
+        notes,
+        failure: failure.as_ref().map(|(line, _)| line.clone()),
+    };
+    if let Some(dir) = &args.output {
+        let path = dir.join("summary.json");
+        let tmp = dir.join(".summary.json.tmp");
+        let text = serde_json::to_string_pretty(&summary)?;
+        std::fs::write(&tmp, text + "\n")
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if args.json {
+        let mut stdout = std::io::stdout().lock();
+        serde_json::to_writer_pretty(&mut stdout, &summary)?;
+        writeln!(stdout)?;
+    }
+    let human = report::checkpoint::render(&summary);
+    if args.json {
+        eprint!("{human}");
+    } else {
+        print!("{human}");
+    }
+    match failure {
+        Some((_, true)) => Err(super::session::RunInterrupted.into()),
+        Some((line, false)) => Err(RunFailed(line).into()),
+        None => Ok(exit::OK),
+    }
+}
+
+/// Aborts every multipart upload open under `prefix` (only there: never another run's
+/// uploads elsewhere in the bucket); how many it aborted.
+async fn abort_stale_uploads(client: &Client, prefix: &str) -> Result<usize, s3::RequestError> {
+    if prefix.is_empty() {
+        // The bucket's root: too wide to clean up blindly.
+        return Ok(0);
+    }
+    let open = client.list_uploads(prefix).await?;
+    for upload in &open {
+        client.abort_multipart(&upload.key, &upload.upload_id).await?;
+    }
+    Ok(open.len())
+}
+
+/// Seconds from the end of the write run whose `--output` is `dir` (its summary.json's `end`)
+/// to `now`.
+fn seconds_since_end_of(dir: &std::path::Path, now: SystemTime) -> anyhow::Result<f64> {
+    let path = dir.join("summary.json");
+    let fix = "pass --after the --output folder of the write run";
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| UsageError(format!("--after {}: cannot read {}: {e}; {fix}", dir.display(), path.display())))?;
+    let json: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| UsageError(format!("--after {}: {} is not JSON ({e}); {fix}", dir.display(), path.display())))?;
+    let end = json
+        .get("end")
+        .and_then(|v| v.as_str())
+        .and_then(parse_rfc3339)
+        .ok_or_else(|| {
+            UsageError(format!(
+                "--after {}: {} has no `end` time of a ringload checkpoint run; {fix}",
+                dir.display(),
+                path.display()
+            ))
+        })?;
+    Ok(now
+        .duration_since(end)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_else(|e| -e.duration().as_secs_f64()))
+}
+
+/// `t` as RFC 3339 UTC with milliseconds, e.g. `2026-12-06T01:02:03.456Z`.
+pub fn rfc3339(t: SystemTime) -> String {
+    let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, day) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+/// The inverse of [`rfc3339`] (the `Z` form it writes).
+fn parse_rfc3339(text: &str) -> Option<SystemTime> {
+    let (date, time) = text.strip_suffix('Z')?.split_once('T')?;
+    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
+    let mut t = hms.split(':').map(|p| p.parse::<i64>().ok());
+    let (h, min, s) = (t.next()??, t.next()??, t.next()??);
+    let millis: u64 = format!("{frac:0<3}")[..3].parse().ok()?;
+    let secs = days_from_civil(y, m, day) * 86_400 + h * 3600 + min * 60 + s;
+    Some(SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).ok()?) + Duration::from_millis(millis))
+}
+
+/// Howard Hinnant's `civil_from_days`: (year, month, day) of a day count since 1970-01-01.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// Howard Hinnant's `days_from_civil`.
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = if m > 2 { m - 3 } else { m + 9 };
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The embedded server of a checkpoint run with no endpoint: a sink that discards what is
+/// written (checking it with `--verify`) and serves the plan's objects by generating them.
+fn start_sink(
+    plan: &CheckpointPlan,
+    settings: &CheckpointSettings,
+    server_threads: Option<usize>,
+    verify: bool,
+) -> anyhow::Result<(server::Server, s3::Target)> {
+    let bucket = settings
+        .storage
+        .bucket
+        .as_deref()
+        .unwrap_or(server::DEFAULT_BUCKET);
+    let bucket = super::store::checked_bucket(bucket)?.to_string();
+    let objects: Vec<(String, u64)> = (1..=settings.num_checkpoints_write.max(settings.num_checkpoints_read))
+        .flat_map(|step| {
+            plan.ranks
+                .iter()
+                .flatten()
+                .map(move |o| (plan.key(step, o), o.bytes))
+        })
+        .collect();
+    super::store::start_sink_server(&bucket, objects, settings.randomize_tensor, verify, server_threads)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_round_trips() {
+        for secs in [0u64, 951_782_400, 1_796_000_123, 4_102_444_800] {
+            let t = SystemTime::UNIX_EPOCH + Duration::from_millis(secs * 1000 + 789);
+            let text = rfc3339(t);
+            assert_eq!(parse_rfc3339(&text), Some(t), "{text}");
+        }
+        assert_eq!(
+            rfc3339(SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400)),
+            "2000-02-29T00:00:00.000Z"
+        );
+        assert_eq!(parse_rfc3339("yesterday"), None);
+    }
+}
