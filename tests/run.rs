@@ -625,53 +625,6 @@ fn ctrl_c_during_set_up_exits_3_with_a_line() {
 
 // ---- garage -------------------------------------------------------------------------------
 
-struct Garage {
-    endpoint: String,
-    bucket: String,
-    key: String,
-    secret: String,
-}
-
-/// The garage server scripts/with-garage started, or `None` (the test skips) when there is
-/// none and RINGLOAD_REQUIRE_GARAGE is not set.
-fn garage() -> Option<Garage> {
-    let var = |n: &str| std::env::var(n).ok();
-    match (
-        var("RINGLOAD_GARAGE_ENDPOINT"),
-        var("RINGLOAD_GARAGE_BUCKET"),
-        var("RINGLOAD_GARAGE_ACCESS_KEY"),
-        var("RINGLOAD_GARAGE_SECRET_KEY"),
-    ) {
-        (Some(endpoint), Some(bucket), Some(key), Some(secret)) => Some(Garage {
-            endpoint,
-            bucket,
-            key,
-            secret,
-        }),
-        _ if var("RINGLOAD_REQUIRE_GARAGE").is_some() => {
-            panic!("RINGLOAD_REQUIRE_GARAGE is set but no garage runs: use scripts/with-garage")
-        }
-        _ => {
-            eprintln!("skipping: no garage server (run the tests with scripts/test)");
-            None
-        }
-    }
-}
-
-impl Garage {
-    /// ringload with garage's endpoint and keys in the AWS environment variables.
-    fn ringload(&self, args: &[&str]) -> (i32, String, String) {
-        common::output(
-            common::ringload()
-                .args(args)
-                .env("AWS_ENDPOINT_URL", &self.endpoint)
-                .env("AWS_ACCESS_KEY_ID", &self.key)
-                .env("AWS_SECRET_ACCESS_KEY", &self.secret)
-                .env("AWS_REGION", "us-east-1"),
-        )
-    }
-}
-
 /// Writes `files` Flux-shaped (flux_small) files with pyarrow, uploads them with boto3 under
 /// PREFIX/train/, and prints each row group's byte range over all columns, from pyarrow's
 /// metadata: min(dictionary or data page offset) to max(offset + compressed size).
@@ -714,7 +667,7 @@ print(json.dumps({"spans": spans, "row_groups": meta.num_row_groups}))
 
 #[test]
 fn a_pyarrow_dataset_on_garage_reads_exactly_its_row_groups() {
-    let Some(g) = garage() else { return };
+    let Some(g) = common::garage() else { return };
     let prefix = "pyarrow/flux_small/";
     let written = python_json(
         PYARROW_DATASET,
@@ -898,7 +851,7 @@ fn tls_terminator(upstream: &str, extra: &str) -> Terminator {
 /// of garage. Every row group arrives, its pages walked after decryption.
 #[test]
 fn garage_behind_an_openssl_terminator_reads_exactly_over_https() {
-    let Some(g) = garage() else { return };
+    let Some(g) = common::garage() else { return };
     let prefix = "pyarrow-tls/flux_small/";
     let written = python_json(
         PYARROW_DATASET,
@@ -1069,7 +1022,7 @@ print(json.dumps(out))
 
 #[test]
 fn generate_writes_to_garage_by_multipart_and_run_reads_it() {
-    let Some(g) = garage() else { return };
+    let Some(g) = common::garage() else { return };
     for (prefix, extra) in [
         ("generated/unsigned/", None),
         ("generated/signed/", Some("--signed-payload")),

@@ -181,3 +181,56 @@ pub fn spawn_serve(args: &[&str]) -> ServeChild {
     );
     ServeChild { child, endpoint }
 }
+
+// ---- garage -------------------------------------------------------------------------------
+
+#[allow(dead_code)]
+pub struct Garage {
+    pub endpoint: String,
+    pub bucket: String,
+    pub key: String,
+    pub secret: String,
+}
+
+/// The garage server scripts/with-garage started, or `None` (the test skips) when there is
+/// none and RINGLOAD_REQUIRE_GARAGE is not set.
+#[allow(dead_code)]
+pub fn garage() -> Option<Garage> {
+    let var = |n: &str| std::env::var(n).ok();
+    match (
+        var("RINGLOAD_GARAGE_ENDPOINT"),
+        var("RINGLOAD_GARAGE_BUCKET"),
+        var("RINGLOAD_GARAGE_ACCESS_KEY"),
+        var("RINGLOAD_GARAGE_SECRET_KEY"),
+    ) {
+        (Some(endpoint), Some(bucket), Some(key), Some(secret)) => Some(Garage {
+            endpoint,
+            bucket,
+            key,
+            secret,
+        }),
+        _ if var("RINGLOAD_REQUIRE_GARAGE").is_some() => {
+            panic!("RINGLOAD_REQUIRE_GARAGE is set but no garage runs: use scripts/with-garage")
+        }
+        _ => {
+            eprintln!("skipping: no garage server (run the tests with scripts/test)");
+            None
+        }
+    }
+}
+
+#[allow(dead_code)]
+impl Garage {
+    /// ringload with garage's endpoint and keys in the AWS environment variables.
+    pub fn ringload(&self, args: &[&str]) -> (i32, String, String) {
+        output(
+            ringload()
+                .args(args)
+                .env("AWS_ENDPOINT_URL", &self.endpoint)
+                .env("AWS_ACCESS_KEY_ID", &self.key)
+                .env("AWS_SECRET_ACCESS_KEY", &self.secret)
+                .env("AWS_REGION", "us-east-1"),
+        )
+    }
+}
+
