@@ -355,7 +355,7 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
         serde_json::to_writer_pretty(&mut stdout, &summary)?;
         writeln!(stdout)?;
     }
-    let human = report::checkpoint::render(&summary);
+    let human = report::checkpoint_run::render(&summary);
     if args.json {
         eprint!("{human}");
     } else {
