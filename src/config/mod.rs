@@ -513,7 +513,7 @@ impl RawConfig {
     /// the accepted keys drift from the used ones: a bug, caught in debug builds.
     fn note_read(&self, key: &str) {
         debug_assert!(
-            classify(key) == Ok(KeyKind::Used),
+            classify(key) == Ok(KeyKind::Used) || keys::CHECKPOINT_READ.contains(&key),
             "settings read '{key}', which config::keys does not list"
         );
         self.read.borrow_mut().insert(key.to_string());
@@ -599,6 +599,18 @@ impl RawConfig {
                 format!("a number from {min} to {max}")
             };
             Err(self.bad_value(key, setting, &expected))
+        }
+    }
+
+    /// A boolean (YAML's true/false, True/False; DLIO's Python spellings).
+    pub fn boolean(&self, key: &str) -> Result<Option<bool>, ConfigError> {
+        let Some(setting) = self.get(key) else {
+            return Ok(None);
+        };
+        match &setting.value {
+            Value::Bool(b) => Ok(Some(*b)),
+            Value::Null => Ok(None),
+            _ => Err(self.bad_value(key, setting, "true or false")),
         }
     }
 
