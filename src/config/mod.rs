@@ -33,6 +33,17 @@ pub const BUILTIN_WORKLOADS: &[(&str, &str)] = &[
     ("flux_b200", include_str!("../../configs/flux_b200.yaml")),
     ("flux_mi355", include_str!("../../configs/flux_mi355.yaml")),
     ("flux_small", include_str!("../../configs/flux_small.yaml")),
+    ("llama3_8b", include_str!("../../configs/llama3_8b.yaml")),
+    ("llama3_70b", include_str!("../../configs/llama3_70b.yaml")),
+    (
+        "llama3_405b",
+        include_str!("../../configs/llama3_405b.yaml"),
+    ),
+    ("llama3_1t", include_str!("../../configs/llama3_1t.yaml")),
+    (
+        "llama3_tiny",
+        include_str!("../../configs/llama3_tiny.yaml"),
+    ),
 ];
 
 /// The workload every command uses when none is named: small enough to generate in a second.
