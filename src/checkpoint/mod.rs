@@ -159,8 +159,25 @@ impl CheckpointPlan {
             .flatten()
             .max_by_key(|o| o.bytes)
             .map_or(("no object", 0), |o| (o.name.as_str(), o.bytes));
-        let io = io::resolve_io(&options.io, np, largest, env)
+        let mut io = io::resolve_io(&options.io, np, largest, env)
             .map_err(CheckpointError::Unsatisfiable)?;
+        // A block's ranged GETs never exceed the block: no buffer larger than the largest
+        // object's block (in whole pages), so small checkpoints need small buffers.
+        let block_bytes = largest
+            .1
+            .div_ceil(io.read_blocks as u64)
+            .div_ceil(budget::BUFFER_ALIGN_BYTES)
+            * budget::BUFFER_ALIGN_BYTES;
+        if block_bytes > 0 {
+            io.read_range_bytes = io.read_range_bytes.min(block_bytes);
+        }
+        // A rank writes its objects one after another: no more parts in flight than the
+        // largest object has.
+        if largest.1 > 0 {
+            io.parts_in_flight = io
+                .parts_in_flight
+                .min(largest.1.div_ceil(io.part_bytes) as usize);
+        }
         let host_bytes = (0..hosts)
             .map(|h| {
                 host_ranks(h, hosts, options.np)
