@@ -433,43 +433,17 @@ pub fn check(
     cap: Option<u64>,
 ) -> Result<MemoryBudget, OverBudget> {
     let checks = limits_for(limits, cap);
-    let mut budget = budget_for(
-        shape.largest_get_bytes,
-        shape.np,
-        shape.read_threads,
-        shape.prefetch,
-        shape.server_bytes,
-        shape.tls,
+    let budget = with_checks(
+        budget_for(
+            shape.largest_get_bytes,
+            shape.np,
+            shape.read_threads,
+            shape.prefetch,
+            shape.server_bytes,
+            shape.tls,
+        ),
+        &checks,
     );
-    budget.checks = checks
-        .iter()
-        .map(|(name, limit, pool_only)| {
-            let need = if *pool_only {
-                budget.pool_bytes
-            } else {
-                budget.total_bytes
-            };
-            LimitCheck {
-                name: name.clone(),
-                limit_bytes: *limit,
-                applies_to: if *pool_only { "pool" } else { "total" },
-                fits: need <= *limit,
-            }
-        })
-        .collect();
-    // The binding limit is the one with the least room left (most negative when over).
-    budget.binding = budget
-        .checks
-        .iter()
-        .min_by_key(|c| {
-            let need = if c.applies_to == "pool" {
-                budget.pool_bytes
-            } else {
-                budget.total_bytes
-            };
-            i128::from(c.limit_bytes) - i128::from(need)
-        })
-        .map(|c| c.name.clone());
     if fits(&budget, &checks) {
         return Ok(budget);
     }
@@ -548,6 +522,208 @@ pub fn check(
         over.name,
         bytes(over.limit_bytes),
     )))
+}
+
+/// The numbers that size one host's memory in a checkpoint run: each of `ranks` holds, at
+/// most, `parts_in_flight` parts of `part_bytes` while it writes, or `read_blocks` ranges of
+/// `read_range_bytes` while it restores (never both at once), with a connection per part or
+/// block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ObjectBudgetShape {
+    pub ranks: u32,
+    pub part_bytes: u64,
+    pub parts_in_flight: u64,
+    /// The smallest part size the largest object allows (S3's 10,000 parts), for suggestions.
+    pub min_part_bytes: u64,
+    pub read_range_bytes: u64,
+    pub read_blocks: u64,
+    pub server_bytes: u64,
+}
+
+impl ObjectBudgetShape {
+    /// One rank's buffers, each side rounded up to whole pages: the larger side.
+    pub fn rank_buffer_bytes(&self) -> u64 {
+        let write = self.parts_in_flight * round_up(self.part_bytes, BUFFER_ALIGN_BYTES);
+        let read = self.read_blocks * round_up(self.read_range_bytes, BUFFER_ALIGN_BYTES);
+        write.max(read)
+    }
+
+    fn budget(&self) -> MemoryBudget {
+        let buffers_per_rank = self.parts_in_flight.max(self.read_blocks);
+        let pool_bytes = u64::from(self.ranks) * self.rank_buffer_bytes();
+        let connections = u64::from(self.ranks) * buffers_per_rank;
+        let connection_bytes = connections * CONNECTION_OVERHEAD_BYTES;
+        MemoryBudget {
+            buffer_bytes: round_up(
+                self.part_bytes.max(self.read_range_bytes),
+                BUFFER_ALIGN_BYTES,
+            ),
+            buffers_per_rank,
+            pool_bytes,
+            connections,
+            connection_bytes,
+            overhead_bytes: PROCESS_OVERHEAD_BYTES,
+            server_bytes: self.server_bytes,
+            total_bytes: pool_bytes + connection_bytes + PROCESS_OVERHEAD_BYTES + self.server_bytes,
+            checks: Vec::new(),
+            binding: None,
+        }
+    }
+}
+
+/// The memory of `shape` with each limit's check filled in, whether it fits or not.
+pub fn object_budget(
+    shape: &ObjectBudgetShape,
+    limits: &MemoryLimits,
+    cap: Option<u64>,
+) -> MemoryBudget {
+    with_checks(shape.budget(), &limits_for(limits, cap))
+}
+
+/// [`check`] for a checkpoint run: the memory of `shape` compared with every limit. In the
+/// budget, `buffer_bytes` is the larger of a part and a range, `buffers_per_rank` the larger of
+/// parts in flight and read blocks, and `pool_bytes` the ranks × the larger side. Over any
+/// limit, the error names the budget, the limit and the largest part size, parts in flight,
+/// read range and read blocks that would fit (each with the others as they are).
+pub fn check_objects(
+    shape: &ObjectBudgetShape,
+    limits: &MemoryLimits,
+    cap: Option<u64>,
+) -> Result<MemoryBudget, OverBudget> {
+    let checks = limits_for(limits, cap);
+    let budget = with_checks(shape.budget(), &checks);
+    if fits(&budget, &checks) {
+        return Ok(budget);
+    }
+    let over = budget
+        .checks
+        .iter()
+        .find(|c| !c.fits)
+        .cloned()
+        .unwrap_or_else(|| budget.checks[0].clone());
+    let try_fit = |s: ObjectBudgetShape| fits(&s.budget(), &checks);
+    const MIB: u64 = 1 << 20;
+    let mut fixes = Vec::new();
+    let part_floor = shape.min_part_bytes.max(5 * MIB).div_ceil(MIB);
+    if let Some(mib) = (part_floor..shape.part_bytes.div_ceil(MIB))
+        .rev()
+        .find(|&mib| {
+            try_fit(ObjectBudgetShape {
+                part_bytes: mib * MIB,
+                ..*shape
+            })
+        })
+    {
+        fixes.push(format!(
+            "--part-size {mib}MiB (at --parts-in-flight {})",
+            shape.parts_in_flight
+        ));
+    }
+    if let Some(n) = (1..shape.parts_in_flight).rev().find(|&n| {
+        try_fit(ObjectBudgetShape {
+            parts_in_flight: n,
+            ..*shape
+        })
+    }) {
+        fixes.push(format!(
+            "--parts-in-flight {n} (at --part-size {})",
+            bytes(shape.part_bytes)
+        ));
+    }
+    if let Some(mib) = (1..shape.read_range_bytes.div_ceil(MIB))
+        .rev()
+        .find(|&mib| {
+            try_fit(ObjectBudgetShape {
+                read_range_bytes: mib * MIB,
+                ..*shape
+            })
+        })
+    {
+        fixes.push(format!(
+            "--read-range {mib}MiB (at --read-blocks {})",
+            shape.read_blocks
+        ));
+    }
+    if let Some(n) = (1..shape.read_blocks).rev().find(|&n| {
+        try_fit(ObjectBudgetShape {
+            read_blocks: n,
+            ..*shape
+        })
+    }) {
+        fixes.push(format!(
+            "--read-blocks {n} (at --read-range {})",
+            bytes(shape.read_range_bytes)
+        ));
+    }
+    let suggestion = if fixes.is_empty() {
+        format!(
+            "no single one of --part-size, --parts-in-flight, --read-range, --read-blocks fits;              lower several, or the ranks on this host ({})",
+            shape.ranks
+        )
+    } else {
+        format!("largest that fit: {}", fixes.join(", or "))
+    };
+    let pool = format!(
+        "{} ranks × max({} parts × {}, {} read blocks × {})",
+        shape.ranks,
+        shape.parts_in_flight,
+        bytes(shape.part_bytes),
+        shape.read_blocks,
+        bytes(shape.read_range_bytes)
+    );
+    let (need, fix) = if over.applies_to == "pool" {
+        (
+            format!("buffer pool {} ({pool})", bytes(budget.pool_bytes)),
+            " (raise it with `ulimit -l unlimited` or grant CAP_IPC_LOCK)",
+        )
+    } else {
+        (
+            format!(
+                "memory budget {} ({})",
+                bytes(budget.total_bytes),
+                parts(&budget, &pool)
+            ),
+            "",
+        )
+    };
+    Err(OverBudget(format!(
+        "{need} exceeds {} {}{fix}; {suggestion}",
+        over.name,
+        bytes(over.limit_bytes),
+    )))
+}
+
+/// `budget` with each limit's check and the binding one (the least room left) filled in.
+fn with_checks(mut budget: MemoryBudget, checks: &[(String, u64, bool)]) -> MemoryBudget {
+    budget.checks = checks
+        .iter()
+        .map(|(name, limit, pool_only)| {
+            let need = if *pool_only {
+                budget.pool_bytes
+            } else {
+                budget.total_bytes
+            };
+            LimitCheck {
+                name: name.clone(),
+                limit_bytes: *limit,
+                applies_to: if *pool_only { "pool" } else { "total" },
+                fits: need <= *limit,
+            }
+        })
+        .collect();
+    budget.binding = budget
+        .checks
+        .iter()
+        .min_by_key(|c| {
+            let need = if c.applies_to == "pool" {
+                budget.pool_bytes
+            } else {
+                budget.total_bytes
+            };
+            i128::from(c.limit_bytes) - i128::from(need)
+        })
+        .map(|c| c.name.clone());
+    budget
 }
 
 /// The parts of `budget`'s total, each with its figure: `pool` (how the buffers multiply up)

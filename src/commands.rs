@@ -7,6 +7,9 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use crate::catalog::{self, Catalog, CatalogError, DirSource};
+use crate::checkpoint::{
+    self, CheckpointError, CheckpointOptions, CheckpointPlan, CheckpointSettings,
+};
 use crate::cli::{
     Command, CompareArgs, GenerateArgs, PlanArgs, RunArgs, ServeArgs, WorkloadArgs, load_config,
 };
@@ -69,6 +72,9 @@ fn catalog_for(settings: &Settings, dir: Option<&std::path::Path>) -> anyhow::Re
 
 fn plan(args: &PlanArgs) -> anyhow::Result<u8> {
     let cfg = load_config(&args.workload, Some(&args.shape))?;
+    if checkpoint::is_checkpoint_workload(&cfg)? {
+        return checkpoint_plan(args, &cfg);
+    }
     let settings = Settings::resolve(&cfg)?;
     let catalog = catalog_for(&settings, args.dir.as_deref())?;
     let options = args.shape.plan_options(&args.shape_options, 0);
@@ -79,6 +85,27 @@ fn plan(args: &PlanArgs) -> anyhow::Result<u8> {
         writeln!(stdout)?;
     } else {
         write!(stdout, "{}", report::plan::render(&plan, args.full))?;
+    }
+    Ok(exit::OK)
+}
+
+/// `plan` of a checkpoint workload (`workflow.checkpoint` true, `workflow.train` false).
+fn checkpoint_plan(args: &PlanArgs, cfg: &crate::config::RawConfig) -> anyhow::Result<u8> {
+    let settings = CheckpointSettings::resolve(cfg)?;
+    let options = CheckpointOptions {
+        np: args.shape.np,
+        hosts: args.checkpoint.hosts,
+        io: args.checkpoint.io.io_options(false),
+        memory_cap_bytes: args.shape_options.memory_budget,
+        server_bytes: 0,
+    };
+    let plan = CheckpointPlan::resolve(&settings, &options, &budget::probe(), &env)?;
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut stdout, &plan)?;
+        writeln!(stdout)?;
+    } else {
+        write!(stdout, "{}", report::checkpoint::render(&plan, args.full))?;
     }
     Ok(exit::OK)
 }
@@ -385,6 +412,7 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
             s3::client::ClientSetupError,
             ConfigError,
             PlanError,
+            CheckpointError,
             SettingsError,
             VirtualError,
             ServerError,

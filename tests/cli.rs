@@ -297,7 +297,7 @@ fn bad_input_gets_one_line_and_exit_2() {
     let table: Vec<(Vec<&str>, &str)> = vec![
         (
             vec!["plan", "flux_b20"],
-            "unknown workload 'flux_b20': not a built-in (flux_b200, flux_mi355, flux_small) and no such file; did you mean 'flux_b200'",
+            "unknown workload 'flux_b20': not a built-in (flux_b200, flux_mi355, flux_small, llama3_8b, llama3_70b, llama3_405b, llama3_1t, llama3_tiny) and no such file; did you mean 'flux_b200'",
         ),
         (
             vec!["plan", "missing/x.yaml"],
@@ -649,4 +649,61 @@ fn a_budget_refusal_with_the_in_process_server_adds_up() {
     );
     assert!((4.0 * buffer - parts[0]).abs() <= 0.03, "{stderr}");
     assert_eq!(limit, 470.0, "{stderr}");
+}
+
+/// `ringload plan` of a checkpoint workload (issue 23): DLIO's objects and totals, not a
+/// dataset; the 70B checkpoint at its MLPerf CLOSED count.
+#[test]
+fn plan_of_llama3_70b_at_64_ranks_shows_dlios_objects_and_totals() {
+    let (code, stdout, stderr) = run(&["plan", "llama3_70b", "--np", "64"]);
+    assert_eq!(code, 0, "{stderr}");
+    for line in [
+        "ringload plan: llama3_70b (built-in llama3_70b), model llama3_70b, checkpoint workload",
+        "  sharding    NP 64 = data 8 × tensor 8 × pipeline 1, ZeRO-3, mode default; fp16 model, fp32 optimizer",
+        "  size        checkpoint_size_GB 911.21 (GiB, as DLIO reports it: model 130.18 + optimizer 781.03); 978,406,572,032 B",
+        "  objects     128 per checkpoint under checkpoints/llama3_70b/global_epoch1_step<k>/",
+        "  per rank    14.24 GiB (every rank)",
+        "  ranks 0–63 (64): 2 objects, 14.24 GiB each",
+        "        2,184,120,320 B  zero_pp_rank_0_mp_rank_0_model_states.pt",
+        "       13,103,482,368 B  zero_pp_rank_0_mp_rank_0_optim_states.pt",
+        "  host 0: ranks 0–63, 911.21 GiB per checkpoint",
+        "  read        2 parallel blocks of each object, ranged GETs of up to 128.00 MiB",
+        "  buffers     64 ranks × max(2 parts × 32.00 MiB, 2 blocks × 128.00 MiB) = 16.00 GiB (registered)",
+        "  ! checkpoint.fsync is a no-op for objects (as in DLIO)",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "missing {line:?} in\n{stdout}"
+        );
+    }
+    // Machine-readable: DLIO's field name, every object.
+    let plan = run_json(&["plan", "llama3_70b", "--np", "64", "--json"]);
+    assert_eq!(plan["objects_per_checkpoint"], 128);
+    assert_eq!(plan["ranks"].as_array().unwrap().len(), 64);
+    assert_eq!(
+        plan["ranks"][9][1]["name"],
+        "zero_pp_rank_1_mp_rank_1_optim_states.pt"
+    );
+    let gib = plan["checkpoint_size_GB"].as_f64().unwrap();
+    assert!((gib - 911.21).abs() < 0.005, "{gib}");
+}
+
+#[test]
+fn checkpoint_plans_refuse_bad_process_counts_in_one_line() {
+    let (code, stdout, stderr) = run(&["plan", "llama3_70b", "--np", "60"]);
+    assert_eq!(code, 2, "{stdout}");
+    assert_eq!(
+        stderr.trim_end(),
+        "ringload: --np 60 is not a multiple of model.parallelism.tensor × pipeline (8 × 1 = \
+         8), as DLIO's default checkpoint mode needs: use --np 56 or 64"
+    );
+    let (code, _, stderr) = run(&["plan", "llama3_8b", "--np", "8", "--part-size", "4MiB"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("outside S3's limits for parts"), "{stderr}");
+    let (code, _, stderr) = run(&["plan", "llama3_tiny", "model.parallelism.pipeline=2"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("ZeRO stage 3 is not compatible with pipeline parallelism"),
+        "{stderr}"
+    );
 }

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+mod checkpoint;
 mod values;
+pub use checkpoint::{CheckpointArgs, CheckpointPlanArgs};
 pub use values::{
     REDACTED, parse_connections, parse_pair, parse_rate, parse_seconds, parse_size, parse_threads,
     redacted_command_line,
@@ -18,8 +20,8 @@ use crate::plan::{Loader, Sharding};
 ///
 /// It does what a training job's data loader does to an S3-compatible object store (NP ranks ×
 /// RT read threads keeping ranged GETs of Parquet row groups in flight, a simulated compute step
-/// per batch) and measures what the storage delivers. Workloads are DLIO workload YAML files;
-/// flux_b200, flux_mi355 and flux_small are built in.
+/// per batch), or what its checkpoints do (DLIO's), and measures what the storage delivers.
+/// Workloads are DLIO workload YAML files; flux_* and llama3_* are built in.
 ///
 /// Exit codes: 0 done (and the AU target met), 1 run done but AU target missed, 2 usage,
 /// configuration or environment error, 3 the run failed.
@@ -96,8 +98,9 @@ pub struct CompareArgs {
 /// The workload and its overrides, common to every command.
 #[derive(Debug, Clone, PartialEq, Args)]
 pub struct WorkloadArgs {
-    /// A built-in workload (flux_b200, flux_mi355, flux_small) or the path of a DLIO workload
-    /// YAML file [default: flux_small]
+    /// A built-in workload (flux_b200, flux_mi355, flux_small; checkpoints: llama3_8b,
+    /// llama3_70b, llama3_405b, llama3_1t, llama3_tiny) or the path of a DLIO workload YAML
+    /// file [default: flux_small]
     #[arg(value_name = "WORKLOAD")]
     pub workload: Option<String>,
 
@@ -243,6 +246,9 @@ pub struct RunOptions {
     #[command(flatten)]
     pub s3: S3Args,
 
+    #[command(flatten)]
+    pub checkpoint: CheckpointArgs,
+
     /// The CPUs rank threads are pinned to, round-robin, e.g. 0-3,6 [default: every CPU in
     /// this process's affinity mask]
     #[arg(long, value_name = "LIST")]
@@ -267,6 +273,7 @@ impl RunOptions {
     pub fn to_args(&self) -> Vec<String> {
         let mut args = self.shape.to_args();
         args.extend(self.s3.to_args());
+        args.extend(self.checkpoint.to_args());
         if let Some(cpus) = &self.cpus {
             args.extend(["--cpus".to_string(), cpus.clone()]);
         }
@@ -290,6 +297,9 @@ pub struct PlanArgs {
 
     #[command(flatten)]
     pub shape_options: ShapeOptions,
+
+    #[command(flatten)]
+    pub checkpoint: CheckpointPlanArgs,
 
     /// Read file layouts from the footers of a dataset under DIR (as `generate --output DIR`
     /// wrote it) instead of computing them
@@ -914,6 +924,18 @@ mod tests {
             "--json",
             "--server-threads",
             "6",
+            "--part-size",
+            "64MiB",
+            "--parts-in-flight",
+            "3",
+            "--single-put-below",
+            "1MiB",
+            "--read-range",
+            "16MiB",
+            "--read-blocks",
+            "5",
+            "--send-zc",
+            "off",
         ];
         for given in [&[][..], &["--verify"][..], full] {
             let parsed = run_args(given);
@@ -944,6 +966,7 @@ mod tests {
         // Unset, the dlio loader's factor is DLIO's formula (the plan's), not a number here.
         assert_eq!(run_args(&[]).options.shape.prefetch_factor, None);
         assert_eq!(parsed.options.s3.resolve.len(), 2);
+        assert_eq!(parsed.options.checkpoint.read_blocks, Some(5));
         assert_eq!(parsed.shape.loader, Loader::Dlio);
         assert_ne!(parsed, run_args(&[]));
     }

@@ -37,3 +37,33 @@ pub const STORAGE_OPTIONS_READ: &[&str] = &[
     "coalesce_rgs",
     "prefetch_workers",
 ];
+
+/// Keys `CheckpointSettings::resolve` reads besides [`READ`]'s `model.name` and the storage
+/// keys. DLIO defines them all, so for a training workload they stay "accepted and ignored";
+/// a checkpoint workload (`workflow.checkpoint` true, `workflow.train` false) reads them.
+pub const CHECKPOINT_READ: &[&str] = &[
+    "model.type",
+    "model.num_layers",
+    "model.model_datatype",
+    "model.optimizer_datatype",
+    "model.model_size_bytes",
+    "model.transformer.vocab_size",
+    "model.transformer.hidden_size",
+    "model.transformer.ffn_hidden_size",
+    "model.transformer.num_attention_heads",
+    "model.transformer.num_kv_heads",
+    "model.parallelism.tensor",
+    "model.parallelism.pipeline",
+    "model.parallelism.data",
+    "model.parallelism.zero_stage",
+    "checkpoint.checkpoint_folder",
+    "checkpoint.mode",
+    "checkpoint.num_checkpoints_write",
+    "checkpoint.num_checkpoints_read",
+    "checkpoint.time_between_checkpoints",
+    "checkpoint.fsync",
+    "checkpoint.rank_sync",
+    "checkpoint.randomize_tensor",
+    "workflow.checkpoint",
+    "workflow.train",
+];

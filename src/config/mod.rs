@@ -33,6 +33,17 @@ pub const BUILTIN_WORKLOADS: &[(&str, &str)] = &[
     ("flux_b200", include_str!("../../configs/flux_b200.yaml")),
     ("flux_mi355", include_str!("../../configs/flux_mi355.yaml")),
     ("flux_small", include_str!("../../configs/flux_small.yaml")),
+    ("llama3_8b", include_str!("../../configs/llama3_8b.yaml")),
+    ("llama3_70b", include_str!("../../configs/llama3_70b.yaml")),
+    (
+        "llama3_405b",
+        include_str!("../../configs/llama3_405b.yaml"),
+    ),
+    ("llama3_1t", include_str!("../../configs/llama3_1t.yaml")),
+    (
+        "llama3_tiny",
+        include_str!("../../configs/llama3_tiny.yaml"),
+    ),
 ];
 
 /// The workload every command uses when none is named: small enough to generate in a second.
@@ -513,7 +524,7 @@ impl RawConfig {
     /// the accepted keys drift from the used ones: a bug, caught in debug builds.
     fn note_read(&self, key: &str) {
         debug_assert!(
-            classify(key) == Ok(KeyKind::Used),
+            classify(key) == Ok(KeyKind::Used) || keys::CHECKPOINT_READ.contains(&key),
             "settings read '{key}', which config::keys does not list"
         );
         self.read.borrow_mut().insert(key.to_string());
@@ -599,6 +610,18 @@ impl RawConfig {
                 format!("a number from {min} to {max}")
             };
             Err(self.bad_value(key, setting, &expected))
+        }
+    }
+
+    /// A boolean (YAML's true/false, True/False; DLIO's Python spellings).
+    pub fn boolean(&self, key: &str) -> Result<Option<bool>, ConfigError> {
+        let Some(setting) = self.get(key) else {
+            return Ok(None);
+        };
+        match &setting.value {
+            Value::Bool(b) => Ok(Some(*b)),
+            Value::Null => Ok(None),
+            _ => Err(self.bad_value(key, setting, "true or false")),
         }
     }
 

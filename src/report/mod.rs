@@ -1,6 +1,7 @@
 //! Everything that formats numbers for people: byte sizes, counts, and the plan and generate
 //! summaries. Machines get JSON from the `Serialize` structs directly.
 
+pub mod checkpoint;
 pub mod checkpoint_run;
 pub mod plan;
 pub mod run;

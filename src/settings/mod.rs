@@ -91,7 +91,8 @@ pub struct Settings {
     pub ignored_keys: Vec<IgnoredKey>,
 }
 
-fn invalid(cfg: &RawConfig, key: &str, reason: impl Into<String>) -> SettingsError {
+/// The error for `key`'s value (or its absence), with `reason` naming the fix.
+pub fn invalid(cfg: &RawConfig, key: &str, reason: impl Into<String>) -> SettingsError {
     match cfg.get(key) {
         Some(s) => SettingsError::Invalid {
             key: key.to_string(),
@@ -104,32 +105,6 @@ fn invalid(cfg: &RawConfig, key: &str, reason: impl Into<String>) -> SettingsErr
             reason: reason.into(),
         },
     }
-}
-
-/// The workload's `storage.*` keys (any workload kind: training or checkpoint).
-pub fn storage_settings(cfg: &RawConfig) -> Result<StorageSettings, SettingsError> {
-    let static_keys = match (
-        cfg.text("storage.storage_options.access_key_id")?,
-        cfg.text("storage.storage_options.secret_access_key")?,
-    ) {
-        (Some(a), Some(s)) => Some((a, s)),
-        (None, None) => None,
-        _ => {
-            return Err(invalid(
-                cfg,
-                "storage.storage_options.secret_access_key",
-                "access_key_id and secret_access_key go together: set both or neither",
-            ));
-        }
-    };
-    Ok(StorageSettings {
-        storage_type: cfg.text("storage.storage_type")?,
-        bucket: cfg.text("storage.storage_root")?,
-        endpoint_url: cfg.text("storage.storage_options.endpoint_url")?,
-        region: cfg.text("storage.storage_options.region")?,
-        has_credentials: static_keys.is_some(),
-        static_keys,
-    })
 }
 
 impl Settings {
@@ -356,6 +331,33 @@ impl Settings {
             ))),
         }
     }
+}
+
+/// The workload's storage keys (`storage.storage_type`, `storage_root` and the options the
+/// target reads): shared by training and checkpoint settings.
+pub fn storage_settings(cfg: &RawConfig) -> Result<StorageSettings, SettingsError> {
+    let static_keys = match (
+        cfg.text("storage.storage_options.access_key_id")?,
+        cfg.text("storage.storage_options.secret_access_key")?,
+    ) {
+        (Some(a), Some(s)) => Some((a, s)),
+        (None, None) => None,
+        _ => {
+            return Err(invalid(
+                cfg,
+                "storage.storage_options.secret_access_key",
+                "access_key_id and secret_access_key go together: set both or neither",
+            ));
+        }
+    };
+    Ok(StorageSettings {
+        storage_type: cfg.text("storage.storage_type")?,
+        bucket: cfg.text("storage.storage_root")?,
+        endpoint_url: cfg.text("storage.storage_options.endpoint_url")?,
+        region: cfg.text("storage.storage_options.region")?,
+        has_credentials: static_keys.is_some(),
+        static_keys,
+    })
 }
 
 /// Reads `dataset.parquet.columns`: DLIO's list of `{name, dtype, size, read}` (or bare names).

@@ -1,0 +1,321 @@
+//! A checkpoint workload's values, validated: DLIO's `model.*`, `checkpoint.*` and `workflow.*`
+//! keys (reference A1) with DLIO's defaults, read from the same [`RawConfig`] the training
+//! settings use. Every key read is listed in `config::keys::CHECKPOINT_READ`.
+
+use serde::Serialize;
+
+use super::model::{self, ModelSpec, Parallelism, Transformer};
+use crate::config::{RawConfig, WorkloadSource};
+use crate::s3::target::StorageSettings;
+use crate::settings::{IgnoredKey, SettingsError, invalid, storage_settings};
+
+/// DLIO's defaults (`utils/config.py`).
+const DLIO_DEFAULT_CHECKPOINT_FOLDER: &str = "./checkpoints/";
+const DLIO_DEFAULT_MODEL_SIZE_BYTES: u64 = 10240;
+const DLIO_DEFAULT_MODEL_DATATYPE: &str = "fp16";
+const DLIO_DEFAULT_OPTIMIZER_DATATYPE: &str = "fp32";
+
+/// `checkpoint.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckpointMode {
+    /// Data parallelism is the process count ÷ (tp·pp), which must divide it.
+    Default,
+    /// `model.parallelism.data` is given: the processes are the first ranks of a larger job
+    /// (data·tp·pp ≥ processes), each writing what that job's rank would.
+    Subset { data: u64 },
+}
+
+/// Whether the workload is a checkpoint workload: `workflow.checkpoint` true and
+/// `workflow.train` false (DLIO's defaults: false and true). `run` and `plan` route on it.
+pub fn is_checkpoint_workload(cfg: &RawConfig) -> Result<bool, SettingsError> {
+    let checkpoint = cfg.boolean("workflow.checkpoint")?.unwrap_or(false);
+    let train = cfg.boolean("workflow.train")?.unwrap_or(true);
+    Ok(checkpoint && !train)
+}
+
+/// A checkpoint workload's values, validated.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CheckpointSettings {
+    pub workload: WorkloadSource,
+    /// `model.name`.
+    pub model_name: String,
+    pub model: ModelSpec,
+    pub model_datatype: String,
+    pub optimizer_datatype: String,
+    pub tensor: u64,
+    pub pipeline: u64,
+    pub zero_stage: u8,
+    pub mode: CheckpointMode,
+    /// `checkpoint.checkpoint_folder`, relative to the bucket: no leading `./` or `/`, no
+    /// trailing `/` (DLIO strips it too).
+    pub folder: String,
+    /// `checkpoint.num_checkpoints_write` (DLIO's -1 default writes none).
+    pub num_checkpoints_write: u32,
+    pub num_checkpoints_read: u32,
+    /// `checkpoint.time_between_checkpoints`, slept before every save and every load (DLIO's
+    /// negative default: none).
+    pub time_between_checkpoints_s: f64,
+    /// `checkpoint.fsync`: accepted, and a no-op for objects, as in DLIO.
+    pub fsync: bool,
+    /// `checkpoint.rank_sync`: a barrier after each save and load.
+    pub rank_sync: bool,
+    /// `checkpoint.randomize_tensor`: false writes zeros.
+    pub randomize_tensor: bool,
+    pub storage: StorageSettings,
+    /// Keys the workload sets that a checkpoint run does not use.
+    pub ignored_keys: Vec<IgnoredKey>,
+}
+
+impl CheckpointSettings {
+    /// Reads and validates every value a checkpoint run uses from `cfg`.
+    pub fn resolve(cfg: &RawConfig) -> Result<CheckpointSettings, SettingsError> {
+        let positive = |key: &str, default: u64| -> Result<u64, SettingsError> {
+            Ok(cfg.count(key, 1)?.unwrap_or(default))
+        };
+        let dtype = |key: &str, default: &str| -> Result<(String, u64), SettingsError> {
+            let name = cfg.text(key)?.unwrap_or_else(|| default.to_string());
+            let size = model::datatype_bytes(&name).ok_or_else(|| {
+                invalid(
+                    cfg,
+                    key,
+                    "must be one of int8, uint8, fp16, bf16, fp32, fp64",
+                )
+            })?;
+            Ok((name, size))
+        };
+        let d = Transformer::DLIO_DEFAULT;
+        let transformer = Transformer {
+            vocab_size: positive("model.transformer.vocab_size", d.vocab_size)?,
+            hidden_size: positive("model.transformer.hidden_size", d.hidden_size)?,
+            ffn_hidden_size: positive("model.transformer.ffn_hidden_size", d.ffn_hidden_size)?,
+            num_attention_heads: positive(
+                "model.transformer.num_attention_heads",
+                d.num_attention_heads,
+            )?,
+            num_kv_heads: positive("model.transformer.num_kv_heads", d.num_kv_heads)?,
+        };
+        if transformer.num_attention_heads > transformer.hidden_size {
+            return Err(invalid(
+                cfg,
+                "model.transformer.num_attention_heads",
+                format!(
+                    "is more than hidden_size {}: a head needs at least one column; lower it",
+                    transformer.hidden_size
+                ),
+            ));
+        }
+        let num_layers = cfg.integer("model.num_layers", i64::MIN)?.unwrap_or(-1);
+        let (model_datatype, model_dtype_bytes) =
+            dtype("model.model_datatype", DLIO_DEFAULT_MODEL_DATATYPE)?;
+        let (optimizer_datatype, optimizer_dtype_bytes) =
+            dtype("model.optimizer_datatype", DLIO_DEFAULT_OPTIMIZER_DATATYPE)?;
+        let model = ModelSpec {
+            num_layers: num_layers.max(0) as u64,
+            transformer,
+            is_transformer: cfg.text("model.type")?.as_deref() == Some("transformer"),
+            model_size_bytes: cfg
+                .count("model.model_size_bytes", 0)?
+                .unwrap_or(DLIO_DEFAULT_MODEL_SIZE_BYTES),
+            model_dtype_bytes,
+            optimizer_dtype_bytes,
+        };
+
+        let tensor = positive("model.parallelism.tensor", 1)?;
+        let pipeline = positive("model.parallelism.pipeline", 1)?;
+        let zero_stage = match cfg.integer("model.parallelism.zero_stage", i64::MIN)? {
+            None => 0,
+            Some(z @ 0..=3) => z as u8,
+            Some(_) => {
+                return Err(invalid(
+                    cfg,
+                    "model.parallelism.zero_stage",
+                    "must be a ZeRO stage: 0, 1, 2 or 3",
+                ));
+            }
+        };
+        if pipeline > 1 && zero_stage == 3 {
+            return Err(invalid(
+                cfg,
+                "model.parallelism.pipeline",
+                "ZeRO stage 3 is not compatible with pipeline parallelism (as in DLIO): set \
+                 model.parallelism.pipeline=1 or model.parallelism.zero_stage=1",
+            ));
+        }
+        if model.num_layers > 0 && model.num_layers < pipeline {
+            return Err(invalid(
+                cfg,
+                "model.parallelism.pipeline",
+                format!(
+                    "is more than model.num_layers {}: every pipeline stage needs a layer; lower it",
+                    model.num_layers
+                ),
+            ));
+        }
+        let data = cfg.integer("model.parallelism.data", i64::MIN)?;
+        let mode = match cfg.text("checkpoint.mode")?.as_deref() {
+            None | Some("default") => {
+                if data.is_some_and(|d| d > 0) {
+                    return Err(invalid(
+                        cfg,
+                        "model.parallelism.data",
+                        "is for checkpoint.mode=subset only (default mode derives it from the \
+                         process count, as DLIO does): remove it or set checkpoint.mode=subset",
+                    ));
+                }
+                CheckpointMode::Default
+            }
+            Some("subset") => match data {
+                Some(d) if d > 0 => CheckpointMode::Subset { data: d as u64 },
+                _ => {
+                    return Err(invalid(
+                        cfg,
+                        "model.parallelism.data",
+                        "checkpoint.mode=subset needs the full job's data parallelism: set \
+                         model.parallelism.data (e.g. 8)",
+                    ));
+                }
+            },
+            Some(_) => {
+                return Err(invalid(cfg, "checkpoint.mode", "must be default or subset"));
+            }
+        };
+
+        let folder = cfg
+            .text("checkpoint.checkpoint_folder")?
+            .unwrap_or_else(|| DLIO_DEFAULT_CHECKPOINT_FOLDER.to_string());
+        let folder = folder
+            .trim_start_matches("./")
+            .trim_matches('/')
+            .to_string();
+        if folder.split('/').any(|part| part == "..") {
+            return Err(invalid(
+                cfg,
+                "checkpoint.checkpoint_folder",
+                "must stay inside the bucket; remove the '..'",
+            ));
+        }
+        let times = |key: &str| -> Result<u32, SettingsError> {
+            let n = cfg.integer(key, i64::MIN)?.unwrap_or(-1).max(0);
+            u32::try_from(n).map_err(|_| invalid(cfg, key, "must be at most 4,294,967,295"))
+        };
+        let num_checkpoints_write = times("checkpoint.num_checkpoints_write")?;
+        let num_checkpoints_read = times("checkpoint.num_checkpoints_read")?;
+        if num_checkpoints_write > 0 && num_checkpoints_read > num_checkpoints_write {
+            return Err(invalid(
+                cfg,
+                "checkpoint.num_checkpoints_read",
+                format!(
+                    "is more than checkpoint.num_checkpoints_write {num_checkpoints_write}: a \
+                     restore reads a checkpoint written before; lower it"
+                ),
+            ));
+        }
+        if num_checkpoints_write == 0 && num_checkpoints_read == 0 {
+            return Err(invalid(
+                cfg,
+                "checkpoint.num_checkpoints_write",
+                "a checkpoint workload with nothing to write or read: set \
+                 checkpoint.num_checkpoints_write (and _read), e.g. 10",
+            ));
+        }
+        let time_between_checkpoints_s = cfg
+            .number("checkpoint.time_between_checkpoints", f64::MIN, f64::MAX)?
+            .unwrap_or(-1.0)
+            .max(0.0);
+        let flag = |key: &str, default: bool| -> Result<bool, SettingsError> {
+            Ok(cfg.boolean(key)?.unwrap_or(default))
+        };
+        let settings = CheckpointSettings {
+            workload: cfg.source.clone(),
+            model_name: cfg
+                .text("model.name")?
+                .unwrap_or_else(|| cfg.source.name.clone()),
+            model,
+            model_datatype,
+            optimizer_datatype,
+            tensor,
+            pipeline,
+            zero_stage,
+            mode,
+            folder,
+            num_checkpoints_write,
+            num_checkpoints_read,
+            time_between_checkpoints_s,
+            fsync: flag("checkpoint.fsync", false)?,
+            rank_sync: flag("checkpoint.rank_sync", false)?,
+            randomize_tensor: flag("checkpoint.randomize_tensor", true)?,
+            storage: storage_settings(cfg)?,
+            ignored_keys: Vec::new(),
+        };
+        // The workflow keys are what routed here; read them so they are not called ignored.
+        is_checkpoint_workload(cfg)?;
+        let read = cfg.keys_read();
+        let hints = cfg.ignored_keys();
+        let ignored_keys = cfg
+            .settings()
+            .map(|(key, _)| key)
+            .filter(|key| !read.contains(*key))
+            .map(|key| IgnoredKey {
+                key: key.clone(),
+                hint: hints
+                    .iter()
+                    .find(|(k, _)| k == key)
+                    .map(|(_, h)| h.clone())
+                    .unwrap_or_default(),
+            })
+            .collect();
+        Ok(CheckpointSettings {
+            ignored_keys,
+            ..settings
+        })
+    }
+
+    /// The parallelism of a run of `np` processes, or the line that refuses it (DLIO's
+    /// checks: default mode needs np a multiple of tp·pp; subset mode needs data·tp·pp ≥ np).
+    pub fn parallelism(&self, np: u64) -> Result<Parallelism, String> {
+        let mp = self.tensor * self.pipeline;
+        let tp_pp = format!(
+            "model.parallelism.tensor × pipeline ({} × {} = {mp})",
+            self.tensor, self.pipeline
+        );
+        if np == 0 {
+            return Err("--np 0: a checkpoint needs at least one rank; pass --np 1 or more".into());
+        }
+        let data = match self.mode {
+            CheckpointMode::Default => {
+                if !np.is_multiple_of(mp) {
+                    let below = np / mp * mp;
+                    let fix = if below > 0 {
+                        format!("--np {below} or {}", below + mp)
+                    } else {
+                        format!("--np {mp}")
+                    };
+                    return Err(format!(
+                        "--np {np} is not a multiple of {tp_pp}, as DLIO's default checkpoint \
+                         mode needs: use {fix}"
+                    ));
+                }
+                np / mp
+            }
+            CheckpointMode::Subset { data } => {
+                if data * mp < np {
+                    return Err(format!(
+                        "--np {np} is more than model.parallelism.data {data} × {tp_pp} = {} \
+                         ranks in checkpoint.mode=subset: lower --np to {} or raise \
+                         model.parallelism.data",
+                        data * mp,
+                        data * mp
+                    ));
+                }
+                data
+            }
+        };
+        Ok(Parallelism {
+            tensor: self.tensor,
+            pipeline: self.pipeline,
+            data,
+            zero_stage: self.zero_stage,
+        })
+    }
+}

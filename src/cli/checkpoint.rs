@@ -1,0 +1,97 @@
+//! The flags of a checkpoint workload's I/O: part size, parts in flight, single PUTs, restore
+//! ranges and blocks, `SEND_ZC`. Flattened into `run`, `sweep` and `plan`; a training workload
+//! ignores them.
+
+use clap::Args;
+
+use super::values::parse_size;
+use crate::checkpoint::{IoOptions, SendZc};
+
+#[derive(Debug, Clone, Default, PartialEq, Args)]
+pub struct CheckpointArgs {
+    /// Multipart part size of a checkpoint's uploads, 5MiB to 5GiB [default:
+    /// S3DLIO_MULTIPART_PART_SIZE_MB MiB when set, else 32MiB, as the DLIO fork]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = "Checkpoint")]
+    pub part_size: Option<u64>,
+
+    /// Parts in flight per rank [default: S3DLIO_MULTIPART_MAX_IN_FLIGHT when set, else
+    /// max(2, ⌈16 ÷ ranks⌉), as the DLIO fork]
+    #[arg(long, value_name = "N", help_heading = "Checkpoint")]
+    pub parts_in_flight: Option<usize>,
+
+    /// Send objects smaller than SIZE as one PUT [default: 0, every object a multipart
+    /// upload, as the DLIO fork's writer]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = "Checkpoint")]
+    pub single_put_below: Option<u64>,
+
+    /// A restore's ranged GET size [default: 128MiB, as the DLIO fork]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = "Checkpoint")]
+    pub read_range: Option<u64>,
+
+    /// Contiguous blocks of an object a restore reads in parallel [default: max(2, ⌈16 ÷
+    /// ranks⌉), as the DLIO fork]
+    #[arg(long, value_name = "N", help_heading = "Checkpoint")]
+    pub read_blocks: Option<usize>,
+
+    /// io_uring engine: send bodies with SEND_ZC (on), plain SEND (off), or SEND_ZC except on
+    /// loopback, where the kernel copies anyway (auto)
+    #[arg(long, value_name = "WHEN", value_enum, default_value_t = SendZc::Auto, help_heading = "Checkpoint")]
+    pub send_zc: SendZc,
+}
+
+impl CheckpointArgs {
+    /// The plan's I/O options, with `run --verify`.
+    pub fn io_options(&self, verify: bool) -> IoOptions {
+        IoOptions {
+            part_bytes: self.part_size,
+            parts_in_flight: self.parts_in_flight,
+            single_put_below: self.single_put_below,
+            read_range_bytes: self.read_range,
+            read_blocks: self.read_blocks,
+            send_zc: self.send_zc,
+            verify,
+        }
+    }
+
+    /// These flags as a command line.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        let mut push = |flag: &str, value: Option<String>| {
+            if let Some(value) = value {
+                args.extend([flag.to_string(), value]);
+            }
+        };
+        push("--part-size", self.part_size.map(|v| v.to_string()));
+        push(
+            "--parts-in-flight",
+            self.parts_in_flight.map(|v| v.to_string()),
+        );
+        push(
+            "--single-put-below",
+            self.single_put_below.map(|v| v.to_string()),
+        );
+        push("--read-range", self.read_range.map(|v| v.to_string()));
+        push("--read-blocks", self.read_blocks.map(|v| v.to_string()));
+        if self.send_zc != SendZc::Auto {
+            push("--send-zc", Some(self.send_zc.to_string()));
+        }
+        args
+    }
+}
+
+/// `plan`'s checkpoint flags: the I/O flags, and the hosts to spread the ranks over.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct CheckpointPlanArgs {
+    #[command(flatten)]
+    pub io: CheckpointArgs,
+
+    /// Checkpoint workloads: hosts the ranks are spread over (contiguous blocks, as mpirun
+    /// fills them), for per-host bytes and each host's memory
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        help_heading = "Checkpoint"
+    )]
+    pub hosts: u32,
+}
