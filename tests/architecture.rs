@@ -61,6 +61,7 @@ const LAYERS: &[(&str, u32)] = &[
     // Sessions: a command from its flags to its exit code, over everything below.
     ("run::store", 15),
     ("run::session", 16),
+    ("run::checkpoint", 16),
     ("sweep::session", 16),
     ("commands", 17),
     // Test-only: property tests over every parser.

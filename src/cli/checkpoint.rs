@@ -37,6 +37,12 @@ pub struct CheckpointArgs {
     /// loopback, where the kernel copies anyway (auto)
     #[arg(long, value_name = "WHEN", value_enum, default_value_t = SendZc::Auto, help_heading = "Checkpoint")]
     pub send_zc: SendZc,
+
+    /// MLPerf's split form: the --output folder of the write run this read run follows
+    /// (checkpoint.num_checkpoints_write=0); the summary says how long after that run's end
+    /// this one started (the rules allow 30 s)
+    #[arg(long, value_name = "DIR", help_heading = "Checkpoint")]
+    pub after: Option<std::path::PathBuf>,
 }
 
 impl CheckpointArgs {
@@ -72,6 +78,7 @@ impl CheckpointArgs {
         );
         push("--read-range", self.read_range.map(|v| v.to_string()));
         push("--read-blocks", self.read_blocks.map(|v| v.to_string()));
+        push("--after", self.after.as_ref().map(|d| d.display().to_string()));
         if self.send_zc != SendZc::Auto {
             push("--send-zc", Some(self.send_zc.to_string()));
         }

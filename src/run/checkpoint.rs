@@ -73,7 +73,7 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
     }
     let limits = budget::probe();
     let resolved = s3::target::resolve(&options.s3.target_flags(), &settings.storage, env)?;
-    let io_options = args.checkpoint.io_options(options.verify);
+    let io_options = args.options.checkpoint.io_options(options.verify);
     let plan_for = |server_bytes| {
         CheckpointPlan::resolve(
             &settings,
@@ -137,7 +137,7 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
         eprintln!("ringload run: {line}");
         notes.push(line);
     }
-    let after_write_run_s = match &args.checkpoint.after {
+    let after_write_run_s = match &args.options.checkpoint.after {
         Some(dir) => Some(seconds_since_end_of(dir, started_wall)?),
         None => None,
     };

@@ -11,6 +11,7 @@
 //! store, catalog, plan, engine; execute: this module's run, the hosts' merge, the summary and
 //! its files), and [`store`] sets up what a run or sweep reads from.
 
+pub mod checkpoint;
 pub mod objects;
 pub mod session;
 pub mod store;
