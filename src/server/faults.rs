@@ -622,11 +622,12 @@ mod tests {
                 Some(WriteFault::Cut(100))
             ]
         );
-        let completes: Vec<_> = (0..2).map(|_| f.pick_write(Target::Complete)).collect();
+        let completes: Vec<_> = (0..3).map(|_| f.pick_write(Target::Complete)).collect();
         assert_eq!(
             completes,
             vec![
                 Some(WriteFault::Answer(FaultKind::ErrorIn200)),
+                None,
                 Some(answer(500))
             ]
         );

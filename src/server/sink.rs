@@ -15,7 +15,9 @@
 //! part 1 start at offset 0. A later part's offset is the sum of the earlier parts' sizes,
 //! which is unknown while parts arrive out of order or are retried, so the sink does not assume
 //! equal parts: it **locates** the part from its own first bytes (the generator's words are a
-//! bijection of their index: one 8-byte word gives the offset it belongs at), checks the whole
+//! bijection of their index: one 8-byte word gives the offset it belongs at, and the offset
+//! most of the first [`LOCATE_BYTES`] agree on is taken, so a wrong byte among them is still
+//! found at its offset), checks the whole
 //! part at that offset as it streams, and records where the part claims to lie. At
 //! CompleteMultipartUpload it checks that each listed part's claimed offset is the sum of the
 //! sizes listed before it (a part sent in the wrong place fails there, naming both offsets).
@@ -44,7 +46,7 @@ use crate::s3::target::valid_bucket_name;
 use crate::s3::xml::CompletedPart;
 
 /// The first bytes of a part that locate it (and shorter parts are kept whole).
-pub const LOCATE_BYTES: usize = 32;
+pub const LOCATE_BYTES: usize = 64;
 
 /// Zeros, shared by every GET of zero content.
 static ZEROS: [u8; super::body::GENERATED_FRAME_BYTES] = [0; super::body::GENERATED_FRAME_BYTES];
@@ -177,17 +179,32 @@ fn word_index(seed: u64, w: u64) -> u64 {
     (unshift(z, 30) ^ seed).wrapping_mul(INV_GOLDEN)
 }
 
-/// The object offset at which `head` (at least 16 bytes) is the generator's content.
+/// The object offset `head` (the first [`LOCATE_BYTES`] of a body) claims: each 8-byte window
+/// at each alignment names the offset it belongs at; the offset at least two windows agree on
+/// (all of them do for the generator's bytes; a wrong byte spoils one or two).
 fn locate(content: &Content, head: &[u8]) -> Option<u64> {
     let Content::Random { seed } = *content else {
         return Some(0);
     };
-    (0..8usize).find_map(|s| {
-        let w = u64::from_le_bytes(head.get(s..s + 8)?.try_into().ok()?);
-        let i = word_index(seed, w);
-        let offset = i.checked_mul(8)?.checked_sub(s as u64)?;
-        content.check(offset, head).is_ok().then_some(offset)
-    })
+    let mut votes: Vec<(u64, u32)> = Vec::new();
+    for at in 0..head.len().saturating_sub(7) {
+        let w = u64::from_le_bytes(head[at..at + 8].try_into().ok()?);
+        let Some(offset) = word_index(seed, w)
+            .checked_mul(8)
+            .and_then(|o| o.checked_sub(at as u64))
+        else {
+            continue;
+        };
+        match votes.iter_mut().find(|(o, _)| *o == offset) {
+            Some((_, n)) => *n += 1,
+            None => votes.push((offset, 1)),
+        }
+    }
+    votes
+        .into_iter()
+        .filter(|&(_, n)| n >= 2)
+        .max_by_key(|&(_, n)| n)
+        .map(|(offset, _)| offset)
 }
 
 impl SinkWrite {
@@ -206,15 +223,15 @@ impl SinkWrite {
                 if self.head.len() < LOCATE_BYTES {
                     return;
                 }
-                match locate(&self.content, &self.head) {
-                    Some(at) => {
-                        self.start = Some(at);
-                        self.placed = true;
-                    }
-                    None => {
-                        self.bad = Some((0, None));
-                        return;
-                    }
+                let Some(at) = locate(&self.content, &self.head) else {
+                    self.bad = Some((0, None));
+                    return;
+                };
+                self.start = Some(at);
+                self.placed = true;
+                if let Err(wrong) = self.content.check(at, &self.head) {
+                    self.bad = Some((wrong - at, Some(wrong)));
+                    return;
                 }
                 &data[n..]
             }
@@ -741,21 +758,26 @@ mod tests {
         let sink = SinkStore::new("b", vec![], true, true);
         let id = sink.create_multipart("b", "k").unwrap();
         let content = Content::of("k", true);
-        let mut part2 = vec![0u8; 1000];
-        content.fill(6 << 20, &mut part2);
-        part2[700] ^= 1;
-        for split in [1usize, 5, 31, 32, 33, 699, 701] {
-            let mut w = sink.begin_part(&id, "b", "k", 2).unwrap();
-            w.take(&part2[..split]);
-            w.take(&part2[split..]);
-            let err = sink.finish_part(w, &id, "b", "k", 2).unwrap_err();
-            assert_eq!(err.code, "BadDigest");
-            assert!(
-                err.message.contains(&format!("offset {}", (6 << 20) + 700)),
-                "{split}: {}",
-                err.message
-            );
+        let mut tries = 0;
+        for bad in [3usize, 700] {
+            let mut part2 = vec![0u8; 1000];
+            content.fill(6 << 20, &mut part2);
+            part2[bad] ^= 1;
+            for split in [1usize, 5, 31, 32, 33, 64, 65, 699, 701] {
+                let mut w = sink.begin_part(&id, "b", "k", 2).unwrap();
+                w.take(&part2[..split]);
+                w.take(&part2[split..]);
+                let err = sink.finish_part(w, &id, "b", "k", 2).unwrap_err();
+                tries += 1;
+                assert_eq!(err.code, "BadDigest");
+                assert!(
+                    err.message
+                        .contains(&format!("offset {} (byte {bad} ", (6 << 20) + bad)),
+                    "{split}: {}",
+                    err.message
+                );
+            }
         }
-        assert_eq!(sink.stats().mismatches, 7);
+        assert_eq!(sink.stats().mismatches, tries);
     }
 }
