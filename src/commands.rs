@@ -178,6 +178,18 @@ fn generate(args: &GenerateArgs) -> anyhow::Result<u8> {
 
 fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     let store = match &args.dir {
+        None if args.sink => {
+            if args.workload.is_some() || !args.overrides.is_empty() || args.files.is_some() {
+                return Err(UsageError(
+                    "serve --sink takes no workload: it lists what is written to it; drop the \
+                     workload and its overrides"
+                        .into(),
+                )
+                .into());
+            }
+            let bucket = checked_bucket(args.bucket.as_deref().unwrap_or(server::DEFAULT_BUCKET))?;
+            Store::sink(bucket, Vec::new(), !args.sink_zeros, args.sink_verify)
+        }
         Some(dir) => {
             if args.workload.is_some() || !args.overrides.is_empty() || args.files.is_some() {
                 return Err(UsageError(
@@ -266,7 +278,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
             "ringload serve: warning: listening on {} without --access-key: anyone who can \
              reach it can read{} its objects",
             server.addr(),
-            if args.dir.is_some() {
+            if args.dir.is_some() || args.sink {
                 ", write and delete"
             } else {
                 ""

@@ -1035,3 +1035,321 @@ fn generate_serve_dir_and_run_pair_and_old_flag_names_still_work() {
         assert!(code == 0 || code == 1, "serve {args:?}: {stderr}");
     }
 }
+
+/// The checkpoint content generator in Python with numpy, written from the README's
+/// description (not from ringload's code): `gen(key, offset, n)`.
+const GEN_PY: &str = r#"
+import json, sys
+import numpy as np
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+M = (1 << 64) - 1
+def fnv(key):
+    h = 0xcbf29ce484222325
+    for b in key.encode():
+        h = ((h ^ b) * 0x100000001b3) & M
+    return h
+def gen(key, offset, n):
+    first, last = offset // 8, (offset + n + 7) // 8
+    i = np.arange(first, last, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        z = np.uint64(fnv(key)) ^ (i * np.uint64(0x9e3779b97f4a7c15))
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xbf58476d1ce4e5b9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94d049bb133111eb)
+        z = z ^ (z >> np.uint64(31))
+    b = z.astype("<u8").tobytes()
+    s = offset - first * 8
+    return b[s:s + n]
+endpoint, bucket = sys.argv[1:3]
+s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="x", aws_secret_access_key="y",
+                  region_name="us-east-1", config=Config(retries={"total_max_attempts": 1}))
+def error_of(f):
+    try:
+        f()
+        return None
+    except ClientError as e:
+        return [e.response["Error"]["Code"], e.response["ResponseMetadata"]["HTTPStatusCode"],
+                e.response["Error"].get("Message", "")]
+def uploads(prefix):
+    r = s3.list_multipart_uploads(Bucket=bucket, Prefix=prefix)
+    return [u["Key"] for u in r.get("Uploads", [])]
+MiB = 1 << 20
+out = {}
+"#;
+
+/// Multipart uploads with parts out of order, a retried part and a tiny last part; the
+/// uploads listed while open and not after complete or abort; the object read back.
+const MULTIPART_PY: &str = r#"
+key = "ckpt/global_epoch1_step1/model.pt"
+sizes = [5 * MiB, 5 * MiB, 5]
+off = lambda n: sum(sizes[:n - 1])
+up = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+other = s3.create_multipart_upload(Bucket=bucket, Key="elsewhere/x")["UploadId"]
+r = s3.list_multipart_uploads(Bucket=bucket, Prefix="ckpt/")
+out["open"] = [[u["Key"], u["UploadId"] == up, "Initiated" in u] for u in r.get("Uploads", [])]
+out["all_open"] = uploads("")
+etags = {}
+for n in [2, 3, 1, 2]:
+    etags[n] = s3.upload_part(Bucket=bucket, Key=key, UploadId=up, PartNumber=n,
+                              Body=gen(key, off(n), sizes[n - 1]))["ETag"]
+parts = [{"PartNumber": n, "ETag": etags[n]} for n in [1, 2, 3]]
+out["out_of_order"] = error_of(lambda: s3.complete_multipart_upload(
+    Bucket=bucket, Key=key, UploadId=up, MultipartUpload={"Parts": parts[::-1]}))
+out["complete"] = s3.complete_multipart_upload(
+    Bucket=bucket, Key=key, UploadId=up, MultipartUpload={"Parts": parts})["ResponseMetadata"]["HTTPStatusCode"]
+out["after_complete"] = uploads("")
+total = sum(sizes)
+out["size"] = s3.head_object(Bucket=bucket, Key=key)["ContentLength"]
+out["whole_ok"] = s3.get_object(Bucket=bucket, Key=key)["Body"].read() == gen(key, 0, total)
+r = s3.get_object(Bucket=bucket, Key=key, Range="bytes=5242870-5242889")
+out["range_ok"] = r["Body"].read() == gen(key, 5242870, 20)
+out["listed"] = [[o["Key"], o["Size"]] for o in s3.list_objects_v2(Bucket=bucket, Prefix="ckpt/")["Contents"]]
+s3.upload_part(Bucket=bucket, Key="elsewhere/x", UploadId=other, PartNumber=1, Body=gen("elsewhere/x", 0, 1000))
+out["abort"] = s3.abort_multipart_upload(Bucket=bucket, Key="elsewhere/x", UploadId=other)["ResponseMetadata"]["HTTPStatusCode"]
+out["after_abort"] = uploads("")
+out["abort_again"] = error_of(lambda: s3.abort_multipart_upload(Bucket=bucket, Key="elsewhere/x", UploadId=other))[:2]
+out["abort_unknown"] = error_of(lambda: s3.abort_multipart_upload(Bucket=bucket, Key="elsewhere/x", UploadId="0123abcd"))[:2]
+out["part_after_abort"] = error_of(lambda: s3.upload_part(Bucket=bucket, Key="elsewhere/x", UploadId=other,
+                                                          PartNumber=2, Body=b"y"))[:2]
+print(json.dumps(out))
+"#;
+
+fn check_multipart(out: &serde_json::Value, what: &str) {
+    let key = "ckpt/global_epoch1_step1/model.pt";
+    let total = (10 << 20) + 5;
+    let expect = serde_json::json!({
+        "open": [[key, true, true]],
+        "all_open": ["ckpt/global_epoch1_step1/model.pt", "elsewhere/x"],
+        "out_of_order": ["InvalidPartOrder", 400],
+        "complete": 200,
+        "after_complete": ["elsewhere/x"],
+        "size": total,
+        "whole_ok": true,
+        "range_ok": true,
+        "listed": [[key, total]],
+        "abort": 204,
+        "after_abort": [],
+        "abort_again": ["NoSuchUpload", 404],
+        "abort_unknown": ["NoSuchUpload", 404],
+        "part_after_abort": ["NoSuchUpload", 404],
+    });
+    let mut out = out.clone();
+    // The message of InvalidPartOrder is S3's own; only the code and status are compared.
+    out["out_of_order"] = serde_json::json!(out["out_of_order"].as_array().unwrap()[..2]);
+    assert_eq!(out, expect, "{what}");
+}
+
+#[test]
+fn boto3_multipart_to_dir_and_sink_lists_open_uploads_until_complete_or_abort() {
+    let script = format!("{GEN_PY}{MULTIPART_PY}");
+    let (_root, dir) = dir_server(false);
+    let out = python_json(&script, &[&dir.endpoint_url(), BUCKET]);
+    check_multipart(&out, "dir");
+    let stats = dir.shutdown();
+    assert!(stats.bytes_received >= (15 << 20) + 5, "{stats:?}");
+    assert!(stats.cpu_s_per_gib_received.is_some(), "{stats:?}");
+
+    for verify in [false, true] {
+        let sink = start(Store::sink(BUCKET, vec![], true, verify), false);
+        let out = python_json(&script, &[&sink.endpoint_url(), BUCKET]);
+        check_multipart(&out, &format!("sink, verify {verify}"));
+        let stats = sink.shutdown();
+        let s = stats.sink.unwrap();
+        assert_eq!((s.objects_written, s.mismatches), (1, 0), "{s:?}");
+        let verified = if verify { (15 << 20) + 5 + 1000 } else { 0 };
+        assert_eq!(s.verified_bytes, verified, "{s:?}");
+    }
+}
+
+/// Uploads to a verifying sink: right content passes, each kind of wrong content is refused
+/// with BadDigest naming the object and offset.
+const VERIFY_PY: &str = r#"
+out["right_put"] = s3.put_object(Bucket=bucket, Key="v/right", Body=gen("v/right", 0, 100000))["ResponseMetadata"]["HTTPStatusCode"]
+bad = bytearray(gen("v/flipped", 0, 100000)); bad[1000] ^= 1
+out["flipped_put"] = error_of(lambda: s3.put_object(Bucket=bucket, Key="v/flipped", Body=bytes(bad)))
+out["other_key_put"] = error_of(lambda: s3.put_object(Bucket=bucket, Key="v/other", Body=gen("v/another", 0, 4096)))
+key = "v/mp"
+up = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+p2 = bytearray(gen(key, 5 * MiB, 5 * MiB)); p2[3] ^= 0x80
+out["bad_part"] = error_of(lambda: s3.upload_part(Bucket=bucket, Key=key, UploadId=up, PartNumber=2, Body=bytes(p2)))
+key = "v/swapped"
+up = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+e1 = s3.upload_part(Bucket=bucket, Key=key, UploadId=up, PartNumber=1, Body=gen(key, 0, 5 * MiB))["ETag"]
+e2 = s3.upload_part(Bucket=bucket, Key=key, UploadId=up, PartNumber=2, Body=gen(key, 6 * MiB, 5 * MiB))["ETag"]
+out["misplaced"] = error_of(lambda: s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=up,
+    MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": e2}]}))
+out["listed"] = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="v/").get("Contents", [])]
+print(json.dumps(out))
+"#;
+
+#[test]
+fn a_verifying_sink_refuses_bytes_that_are_not_the_generators_and_names_where() {
+    let sink = start(Store::sink(BUCKET, vec![], true, true), false);
+    let out = python_json(
+        &format!("{GEN_PY}{VERIFY_PY}"),
+        &[&sink.endpoint_url(), BUCKET],
+    );
+    assert_eq!(out["right_put"], 200);
+    let refused = |name: &str, needle: &str| {
+        let e = out[name]
+            .as_array()
+            .unwrap_or_else(|| panic!("{name}: {out}"));
+        assert_eq!(
+            (e[0].as_str(), e[1].as_u64()),
+            (Some("BadDigest"), Some(400)),
+            "{name}"
+        );
+        let message = e[2].as_str().unwrap();
+        assert!(message.contains(needle), "{name}: {message}");
+    };
+    refused(
+        "flipped_put",
+        "object 'v/flipped': the byte at object offset 1000 ",
+    );
+    refused(
+        "other_key_put",
+        "object 'v/other': the byte at object offset 0 ",
+    );
+    refused(
+        "bad_part",
+        &format!(
+            "object 'v/mp' (part 2): the byte at object offset {} ",
+            (5 << 20) + 3
+        ),
+    );
+    refused(
+        "misplaced",
+        &format!(
+            "(part 2): its bytes are the generator's for object offset {}, but the part lies at \
+             offset {}",
+            6 << 20,
+            5 << 20
+        ),
+    );
+    assert_eq!(out["listed"], serde_json::json!(["v/right"]));
+    let s = sink.shutdown().sink.unwrap();
+    assert_eq!((s.objects_written, s.mismatches), (1, 4), "{s:?}");
+}
+
+#[test]
+fn a_fresh_sink_serves_its_listed_objects_as_the_generator_makes_them() {
+    let size: u64 = 3_000_001;
+    let key = "ckpt/a/zero_pp_rank_0_mp_rank_0_model_states.pt";
+    for randomize in [true, false] {
+        let server = start(
+            Store::sink("ckpt-bucket", vec![(key.into(), size)], randomize, false),
+            false,
+        );
+        let base = format!("{}/ckpt-bucket", server.endpoint_url());
+        let content = ringload::content::Content::of(key, randomize);
+        let r = curl(&["-r", "1000-2999999", &format!("{base}/{key}")]);
+        assert_eq!(r.status, 206);
+        let mut expected = vec![0u8; 2_999_000];
+        content.fill(1000, &mut expected);
+        assert!(r.body == expected, "randomize {randomize}");
+        let r = curl(&[&format!("{base}/{key}")]);
+        let mut whole = vec![0u8; size as usize];
+        content.fill(0, &mut whole);
+        assert_eq!((r.status, r.body.len()), (200, size as usize));
+        assert!(r.body == whole);
+        let r = curl(&[&format!("{base}?list-type=2&prefix=ckpt/")]);
+        let text = String::from_utf8_lossy(&r.body);
+        assert!(
+            text.contains(&format!("<Key>{key}</Key>")) && text.contains("<Size>3000001</Size>"),
+            "{text}"
+        );
+        let r = curl(&[&format!("{base}/ckpt/missing")]);
+        assert_eq!((r.status, r.code()), (404, "NoSuchKey".into()));
+    }
+}
+
+/// One upload of three 5 MiB parts and its completion, each request tried once and, when it
+/// fails, once more: what each first try got.
+const PART_FAULTS_PY: &str = r#"
+def attempt(f):
+    try:
+        f()
+        return ["ok"]
+    except ClientError as e:
+        return ["error", e.response["Error"]["Code"], e.response["ResponseMetadata"]["HTTPStatusCode"]]
+    except Exception as e:
+        return ["connection", type(e).__name__]
+key = "f/obj"
+up = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+events, parts = [], []
+for n in [1, 2, 3]:
+    body = gen(key, (n - 1) * 5 * MiB, 5 * MiB)
+    put = lambda: parts.append({"PartNumber": n, "ETag": s3.upload_part(
+        Bucket=bucket, Key=key, UploadId=up, PartNumber=n, Body=body)["ETag"]})
+    events.append(attempt(put))
+    if events[-1] != ["ok"]:
+        put()
+complete = lambda: s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=up,
+                                                MultipartUpload={"Parts": parts})
+events.append(attempt(complete))
+out["open_after_first_complete"] = uploads("f/")
+if events[-1] != ["ok"]:
+    complete()
+out["events"] = events
+out["size"] = s3.head_object(Bucket=bucket, Key=key)["ContentLength"]
+out["open_at_end"] = uploads("f/")
+print(json.dumps(out))
+"#;
+
+#[test]
+fn part_and_complete_faults_fail_what_they_name_and_a_retry_succeeds() {
+    let ok = serde_json::json!(["ok"]);
+    let cases: [(&str, usize, serde_json::Value); 4] = [
+        (
+            "503@part/nth=2",
+            1,
+            serde_json::json!(["error", "SlowDown", 503]),
+        ),
+        ("cut=100000@part/nth=3", 2, serde_json::json!("connection")),
+        (
+            "500@complete",
+            3,
+            serde_json::json!(["error", "InternalError", 500]),
+        ),
+        ("200-error@complete", 3, serde_json::json!("InternalError")),
+    ];
+    let script = format!("{GEN_PY}{PART_FAULTS_PY}");
+    for (spec, failed, first_try) in cases {
+        let server = Server::start(ServerConfig {
+            faults: ringload::server::faults::Faults::parse(spec, 1).unwrap(),
+            ..common::server_config(Store::sink(BUCKET, vec![], true, true))
+        })
+        .unwrap();
+        let out = python_json(&script, &[&server.endpoint_url(), BUCKET]);
+        let events = out["events"].as_array().unwrap();
+        for (i, event) in events.iter().enumerate() {
+            if i != failed {
+                assert_eq!(event, &ok, "{spec}: {out}");
+            } else if first_try.is_string() {
+                let got = &event.as_array().unwrap()[..2];
+                assert!(
+                    got.contains(&first_try) || got.contains(&serde_json::json!("connection")),
+                    "{spec}: {out}"
+                );
+            } else {
+                assert_eq!(event, &first_try, "{spec}: {out}");
+            }
+        }
+        let open = if failed == 3 { vec!["f/obj"] } else { vec![] };
+        assert_eq!(
+            out["open_after_first_complete"],
+            serde_json::json!(open),
+            "{spec}"
+        );
+        assert_eq!(out["size"], 15 << 20, "{spec}");
+        assert_eq!(out["open_at_end"], serde_json::json!([]), "{spec}");
+        let stats = server.shutdown();
+        assert_eq!(stats.faults[spec], 1, "{spec}: {stats:?}");
+        let s = stats.sink.clone().unwrap();
+        assert_eq!((s.objects_written, s.mismatches), (1, 0), "{spec}: {s:?}");
+        if spec.starts_with("cut") {
+            assert!(stats.connection_errors >= 1, "{stats:?}");
+        }
+    }
+}

@@ -695,6 +695,22 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DIR", conflicts_with = "virtual_workload")]
     pub dir: Option<PathBuf>,
 
+    /// Serve a sink: uploads (PUT, multipart) are taken at speed and their bytes dropped, only
+    /// each object's key and size kept; GETs make an object's bytes again from the checkpoint
+    /// content generator. In bucket --bucket [default: ringload]
+    #[arg(long, conflicts_with_all = ["dir", "virtual_workload"])]
+    pub sink: bool,
+
+    /// With --sink: check every uploaded byte against the generator; a wrong one fails its
+    /// upload (400 BadDigest naming the object and offset) and is counted
+    #[arg(long = "verify", requires = "sink")]
+    pub sink_verify: bool,
+
+    /// With --sink: objects are zeros (checkpoint.randomize_tensor: False) [default: the
+    /// generator's random words]
+    #[arg(long = "zeros", requires = "sink")]
+    pub sink_zeros: bool,
+
     /// Serve the training files of WORKLOAD (a built-in name or a YAML path) at full size from
     /// one footer and one row-group template, read-only [default: flux_small]
     #[arg(value_name = "WORKLOAD")]

@@ -24,8 +24,25 @@ pub fn generate_summary(summary: &crate::datagen::GenerateSummary) -> String {
 
 /// The totals `ringload serve` prints when it stops.
 pub fn server_stats(stats: &crate::server::ServerStats) -> String {
-    let per_gib = match stats.cpu_s_per_gib {
-        Some(c) => format!(" ({c:.3} CPU-s per GiB sent)"),
+    let per_gib: Vec<String> = [
+        (stats.cpu_s_per_gib, "sent"),
+        (stats.cpu_s_per_gib_received, "received"),
+    ]
+    .iter()
+    .filter_map(|(c, what)| c.map(|c| format!("{c:.3} CPU-s per GiB {what}")))
+    .collect();
+    let per_gib = match per_gib.is_empty() {
+        true => String::new(),
+        false => format!(" ({})", per_gib.join(", ")),
+    };
+    let sink = match &stats.sink {
+        Some(s) if s.verified_bytes > 0 || s.mismatches > 0 => format!(
+            "; sink: {} objects written, {} verified, {} mismatches",
+            count(s.objects_written),
+            bytes(s.verified_bytes),
+            count(s.mismatches)
+        ),
+        Some(s) => format!("; sink: {} objects written", count(s.objects_written)),
         None => String::new(),
     };
     let faults = if stats.faults.is_empty() {
@@ -44,7 +61,7 @@ pub fn server_stats(stats: &crate::server::ServerStats) -> String {
     };
     format!(
         "served {} requests ({} errors) over {} connections ({} failed) in {:.1} s: {} sent, {} \
-         received; server CPU {:.2} s{per_gib}{faults}",
+         received; server CPU {:.2} s{per_gib}{sink}{faults}",
         count(stats.requests),
         count(stats.errors),
         count(stats.connections),

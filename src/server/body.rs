@@ -20,6 +20,37 @@ use super::trailing::Trailing;
 
 /// The largest frame of a paced body.
 pub const PACED_FRAME_BYTES: usize = 64 << 10;
+/// The largest frame of a generated body: memory per response in flight.
+pub const GENERATED_FRAME_BYTES: usize = 1 << 20;
+
+/// Makes `len` bytes of a body from `offset` on (a sink object's content).
+pub type MakeBytes = Arc<dyn Fn(u64, usize) -> Bytes + Send + Sync>;
+
+/// Bytes of a body made a frame at a time, as hyper takes them: offsets `next..end`.
+struct Generated {
+    next: u64,
+    end: u64,
+    make: MakeBytes,
+}
+
+impl std::fmt::Debug for Generated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Generated({}..{})", self.next, self.end)
+    }
+}
+
+impl Generated {
+    /// The next frame, or `None` at the end.
+    fn next_frame(&mut self) -> Option<Bytes> {
+        if self.next >= self.end {
+            return None;
+        }
+        let len = (self.end - self.next).min(GENERATED_FRAME_BYTES as u64) as usize;
+        let bytes = (self.make)(self.next, len);
+        self.next += len as u64;
+        Some(bytes)
+    }
+}
 
 /// A body's pace: `rate_bytes_per_s` from its first frame on.
 #[derive(Debug)]
@@ -56,6 +87,8 @@ pub struct Body {
     chunked: bool,
     /// Bytes to send after the body, armed on the connection with the last frame.
     then: Option<(Arc<Trailing>, Bytes)>,
+    /// Bytes made on demand after `chunks`.
+    generated: Option<Generated>,
 }
 
 impl Body {
@@ -74,6 +107,21 @@ impl Body {
             taken_bytes: 0,
             chunked: false,
             then: None,
+            generated: None,
+        }
+    }
+
+    /// A body of bytes `first..=last` made `GENERATED_FRAME_BYTES` at a time by `make` as hyper
+    /// takes them, so a large range never sits in memory whole.
+    pub fn generated(first: u64, last: u64, make: MakeBytes) -> Body {
+        Body {
+            remaining_bytes: last + 1 - first,
+            generated: Some(Generated {
+                next: first,
+                end: last + 1,
+                make,
+            }),
+            ..Body::default()
         }
     }
 
@@ -119,8 +167,22 @@ impl Body {
     }
 
     /// The bytes of the whole body (for small bodies that a fault rewrites).
-    pub fn into_bytes(self) -> Vec<u8> {
-        self.chunks.iter().flat_map(|c| c.iter().copied()).collect()
+    pub fn into_bytes(mut self) -> Vec<u8> {
+        let mut out: Vec<u8> = self.chunks.iter().flat_map(|c| c.iter().copied()).collect();
+        while let Some(frame) = self.generated.as_mut().and_then(Generated::next_frame) {
+            out.extend_from_slice(&frame);
+        }
+        out
+    }
+
+    /// Whether no chunk is left, after making the next generated one if there is one.
+    fn refill(&mut self) -> bool {
+        if self.chunks.is_empty()
+            && let Some(frame) = self.generated.as_mut().and_then(Generated::next_frame)
+        {
+            self.chunks.push_back(frame);
+        }
+        self.chunks.is_empty()
     }
 
     /// The most bytes the ending lets out from here, if it limits them.
@@ -165,7 +227,7 @@ impl http_body::Body for Body {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
-        if self.chunks.is_empty() {
+        if self.refill() {
             return Poll::Ready(None);
         }
         let allowed = self.allowance();
@@ -207,7 +269,7 @@ impl http_body::Body for Body {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.chunks.is_empty()
+        self.chunks.is_empty() && self.generated.as_ref().is_none_or(|g| g.next >= g.end)
     }
 
     fn size_hint(&self) -> SizeHint {

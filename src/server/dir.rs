@@ -25,7 +25,7 @@ use http::StatusCode;
 
 use super::error::{S3Error, from_io};
 use super::mmap;
-use super::object::{ObjectInfo, tag_of};
+use super::object::{ObjectInfo, UploadInfo, tag_of};
 use crate::s3::target::valid_bucket_name;
 use crate::s3::xml::CompletedPart;
 
@@ -537,6 +537,39 @@ impl DirStore {
         let info = self.commit(temp, bucket, key)?;
         let _ = fs::remove_dir_all(&dir);
         Ok(info)
+    }
+
+    /// The uploads in progress in `bucket` whose keys start with `prefix`, by key and id;
+    /// `Initiated` is when the upload's folder was made.
+    pub fn uploads(&self, bucket: &str, prefix: &str) -> Result<Vec<UploadInfo>, S3Error> {
+        self.bucket_path(bucket)?;
+        let root = self.root.join(MULTIPART_DIR);
+        let entries = fs::read_dir(&root).map_err(|e| from_io(&e, "listing uploads"))?;
+        let mut out = Vec::new();
+        for entry in entries.flatten() {
+            let Ok(upload_id) = entry.file_name().into_string() else {
+                continue;
+            };
+            let Ok(target) = fs::read_to_string(entry.path().join("target")) else {
+                continue;
+            };
+            match target.split_once('\n') {
+                Some((b, key)) if b == bucket && key.starts_with(prefix) => {
+                    let initiated = entry
+                        .metadata()
+                        .and_then(|m| m.modified())
+                        .unwrap_or(UNIX_EPOCH);
+                    out.push(UploadInfo {
+                        key: key.to_string(),
+                        upload_id,
+                        initiated,
+                    });
+                }
+                _ => {}
+            }
+        }
+        out.sort_by(|a, b| (&a.key, &a.upload_id).cmp(&(&b.key, &b.upload_id)));
+        Ok(out)
     }
 
     /// Ends an upload and drops its parts.

@@ -21,11 +21,23 @@
 //! | `repeat-token` | the listing says it is truncated and gives the same continuation token every time |
 //! | `hang` | the request is read and never answered |
 //! | `key-update` | over TLS 1.3, after this answer the server updates its keys and asks for the client's (a KeyUpdate, as rustls sends after 2^23 records); nothing over HTTP or TLS 1.2 |
+//! | `200-error` | (`@complete` only) `200 OK` whose body is an `<Error>` document (`InternalError`), as S3 may answer a CompleteMultipartUpload that failed |
 //!
 //! `TARGET` is what the fault applies to: `rg` (ranged GETs of row groups: every ranged GET
 //! whose range ends before the object's last byte), `footer` (ranged GETs that reach the
-//! object's end), `list` (ListObjects) or `any` request. The default is `rg`; `bad-xml` and
-//! `repeat-token` apply only to `list`, `corrupt-footer` only to `footer`.
+//! object's end), `list` (ListObjects), `part` (UploadPart), `complete`
+//! (CompleteMultipartUpload), `put` (PutObject) or `any` request. The default is `rg`;
+//! `bad-xml` and `repeat-token` apply only to `list`, `corrupt-footer` only to `footer`,
+//! `200-error` only to `complete` (its default).
+//!
+//! On the write targets (`part`, `complete`, `put`) a fault acts on the request before the
+//! store sees it, so what it fails is not stored: an error status (`503`, `500`, `403`, their
+//! `-chunked` forms, `503-retry-after=S`, `200-error`) is answered after the body has been read
+//! and dropped (the connection stays usable, the upload stays open); `cut=N` reads N body bytes
+//! (all of a shorter body) and closes the connection without an answer; `hang` reads the body
+//! and never answers. Other kinds are refused there. E.g. `503@part/nth=3` fails the third
+//! part, `cut=1000000@part/every=4` cuts every fourth part 1 MB in, `500@complete/every=1`
+//! fails every completion.
 //!
 //! `WHEN`: `nth=N` (the Nth request of the target, once), `every=N` (every Nth), or `rate=P`
 //! (each request with probability P, drawn from `--faults-seed`). The default is `nth=1`.
@@ -64,6 +76,8 @@ pub enum FaultKind {
     RepeatToken,
     Hang,
     KeyUpdate,
+    /// `200 OK` with an `<Error>` document (a failed CompleteMultipartUpload, as S3 answers).
+    ErrorIn200,
 }
 
 /// What a request is, for matching faults.
@@ -72,7 +86,31 @@ pub enum Target {
     RowGroup,
     Footer,
     List,
+    /// UploadPart.
+    Part,
+    /// CompleteMultipartUpload.
+    Complete,
+    /// PutObject.
+    Put,
     Any,
+}
+
+impl Target {
+    /// A write, whose faults act before the store sees the request.
+    pub fn is_write(self) -> bool {
+        matches!(self, Target::Part | Target::Complete | Target::Put)
+    }
+}
+
+/// What a write's fault does, before the store sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteFault {
+    /// Read the body, then answer this.
+    Answer(FaultKind),
+    /// Read this many body bytes, then close the connection without an answer.
+    Cut(u64),
+    /// Read the body, never answer.
+    Hang,
 }
 
 /// When a fault fires among the requests of its target.
@@ -159,22 +197,43 @@ fn parse_one(text: &str) -> Result<Fault, String> {
         "repeat-token" => FaultKind::RepeatToken,
         "hang" => FaultKind::Hang,
         "key-update" => FaultKind::KeyUpdate,
+        "200-error" => FaultKind::ErrorIn200,
         _ => return Err(bad("unknown kind")),
     };
     let target = match (target_text, kind) {
         (None, FaultKind::BadXml | FaultKind::RepeatToken) => Target::List,
         (None, FaultKind::CorruptFooter) => Target::Footer,
+        (None, FaultKind::ErrorIn200) => Target::Complete,
         (None, _) => Target::RowGroup,
         (Some("rg"), _) => Target::RowGroup,
         (Some("footer"), _) => Target::Footer,
         (Some("list"), _) => Target::List,
+        (Some("part"), _) => Target::Part,
+        (Some("complete"), _) => Target::Complete,
+        (Some("put"), _) => Target::Put,
         (Some("any"), _) => Target::Any,
         (Some(other), _) => {
             return Err(bad(&format!(
-                "unknown target '{other}'; use rg, footer, list or any"
+                "unknown target '{other}'; use rg, footer, list, part, complete, put or any"
             )));
         }
     };
+    match (kind, target) {
+        (FaultKind::ErrorIn200, t) if t != Target::Complete => {
+            return Err(bad(
+                "this kind applies to CompleteMultipartUpload only: @complete",
+            ));
+        }
+        (FaultKind::Status { .. } | FaultKind::Cut(_) | FaultKind::Hang, _) => {}
+        (FaultKind::ErrorIn200, _) => {}
+        (_, t) if t.is_write() => {
+            return Err(bad(
+                "on part, complete and put only an error status (503, 500, 403, their -chunked \
+                 forms, 503-retry-after=S, 200-error), cut=N or hang apply",
+            ));
+        }
+        _ => {}
+    }
     match (kind, target) {
         (FaultKind::BadXml | FaultKind::RepeatToken, t) if t != Target::List => {
             return Err(bad("this kind applies to listings only: @list"));
@@ -256,10 +315,25 @@ impl Faults {
         (((z ^ (z >> 31)) >> 11) as f64) / (1u64 << 53) as f64
     }
 
+    /// The fault that fires for a write (`target` is `part`, `complete` or `put`), before the
+    /// store sees it; only faults aimed at that target count it (`@any` faults act on the
+    /// answer, as for every request).
+    pub fn pick_write(&self, target: Target) -> Option<WriteFault> {
+        self.pick_among(target, false).map(|kind| match kind {
+            FaultKind::Cut(n) => WriteFault::Cut(n),
+            FaultKind::Hang => WriteFault::Hang,
+            kind => WriteFault::Answer(kind),
+        })
+    }
+
     /// The first fault that fires for a request of `target`, counted as injected.
     fn pick(&self, target: Target) -> Option<FaultKind> {
+        self.pick_among(target, true)
+    }
+
+    fn pick_among(&self, target: Target, with_any: bool) -> Option<FaultKind> {
         for fault in &self.faults {
-            if fault.target != target && fault.target != Target::Any {
+            if fault.target != target && !(with_any && fault.target == Target::Any) {
                 continue;
             }
             let n = fault.seen.fetch_add(1, Ordering::Relaxed) + 1;
@@ -316,6 +390,22 @@ fn range_end(response: &Response<Body>) -> Option<bool> {
     Some(total.parse::<u64>().ok()? == last + 1)
 }
 
+/// The answer a write's `Answer` fault gives.
+pub fn write_answer(kind: FaultKind) -> Response<Body> {
+    match kind {
+        FaultKind::Status {
+            status,
+            chunked,
+            retry_after_s,
+        } => error_response(status, chunked, retry_after_s),
+        _ => {
+            let mut response = error_response(500, false, None);
+            *response.status_mut() = StatusCode::OK;
+            response
+        }
+    }
+}
+
 fn error_response(status: u16, chunked: bool, retry_after_s: Option<u64>) -> Response<Body> {
     let (code, message) = match status {
         503 => ("SlowDown", "Please reduce your request rate."),
@@ -361,6 +451,11 @@ async fn inject(
             chunked,
             retry_after_s,
         } => error_response(status, chunked, retry_after_s),
+        FaultKind::ErrorIn200 => {
+            let mut response = error_response(500, false, None);
+            *response.status_mut() = StatusCode::OK;
+            response
+        }
         FaultKind::Cut(n) => with_body(parts, body.ending(Ending::FailAfter(n))),
         FaultKind::Short(n) => with_body(parts, body.ending(Ending::ShortBy(n.max(1)))),
         FaultKind::Stall(n) => with_body(parts, body.ending(Ending::StallAfter(n))),
@@ -493,10 +588,55 @@ mod tests {
             ("503/rate=2", "rate needs a probability"),
             ("503/sometimes", "WHEN is nth=N"),
             ("drip=0", "drip needs a rate above 0"),
+            ("flip=3@part", "on part, complete and put only"),
+            ("200-error@part", "CompleteMultipartUpload only"),
         ] {
             let err = Faults::parse(bad, 1).unwrap_err();
             assert!(err.contains(why), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn write_faults_act_only_on_their_target() {
+        let f = Faults::parse(
+            "503@part/nth=3, cut=100@part/every=4, 200-error, 500@complete/every=2, hang@put",
+            1,
+        )
+        .unwrap();
+        // The first fault that fires takes the request: the cut sees parts 1, 2, 4 and 5.
+        let parts: Vec<_> = (0..5).map(|_| f.pick_write(Target::Part)).collect();
+        let answer = |status| {
+            WriteFault::Answer(FaultKind::Status {
+                status,
+                chunked: false,
+                retry_after_s: None,
+            })
+        };
+        assert_eq!(
+            parts,
+            vec![
+                None,
+                None,
+                Some(answer(503)),
+                None,
+                Some(WriteFault::Cut(100))
+            ]
+        );
+        let completes: Vec<_> = (0..3).map(|_| f.pick_write(Target::Complete)).collect();
+        assert_eq!(
+            completes,
+            vec![
+                Some(WriteFault::Answer(FaultKind::ErrorIn200)),
+                None,
+                Some(answer(500))
+            ]
+        );
+        assert_eq!(f.pick_write(Target::Put), Some(WriteFault::Hang));
+        assert_eq!(
+            f.pick(Target::RowGroup),
+            None,
+            "write faults leave reads alone"
+        );
     }
 
     #[test]

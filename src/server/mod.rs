@@ -4,7 +4,9 @@
 //! It is part of the product, not a test mock: like the Flux study's own test server, it is
 //! how a loopback run measures the client rather than the storage, and how a full-size dataset
 //! (500 Flux files, ~290 GiB) is served without a disk ([`virtual_dataset`]). A directory
-//! backend ([`dir`]) stores real objects.
+//! backend ([`dir`]) stores real objects. A sink ([`sink`]) takes uploads at speed and keeps
+//! only names and sizes, checking the bytes against [`crate::content`] when asked, and serves
+//! its objects by making their bytes again: checkpoints larger than the disk, written and read.
 //!
 //! Shape: one tokio runtime of its own (a few worker threads, so an in-process server and the
 //! loader's rank threads do not share an executor), hyper's HTTP/1.1 server with keep-alive,
@@ -13,7 +15,7 @@
 //! fails. Response bodies are lists of shared `Bytes` (mapped file ranges or template slices),
 //! so body bytes are never copied in user space.
 //!
-//! Costs are counted: requests, body bytes, errors, and the CPU time of the server's own
+//! Costs are counted: requests, body bytes (sent and received), errors, and the CPU time of the server's own
 //! threads (read from `/proc/self/task/<tid>/schedstat`), so a caller running the server
 //! in-process can subtract it from its own.
 
@@ -27,6 +29,7 @@ mod mmap;
 pub mod object;
 pub mod range;
 pub mod sigv4;
+pub mod sink;
 pub mod store;
 pub mod tls;
 mod trailing;
@@ -132,8 +135,14 @@ pub struct ServerStats {
     /// CPU time of the server's threads (user + system).
     pub cpu_s: f64,
     pub wall_s: f64,
-    /// `cpu_s` per GiB of `bytes_sent`.
+    /// `cpu_s` per GiB of `bytes_sent` (reads).
     pub cpu_s_per_gib: Option<f64>,
+    /// `cpu_s` per GiB of `bytes_received` (writes: upload bodies). Both per-GiB figures divide
+    /// all the server's CPU: for a run that both writes and reads, take the difference of two
+    /// [`Server::stats`] around each phase.
+    pub cpu_s_per_gib_received: Option<f64>,
+    /// What a sink took (`serve --sink`); `None` for the other backends.
+    pub sink: Option<sink::SinkStats>,
     /// Faults injected (`serve --faults`), all of them and by spec.
     pub faults_injected: u64,
     pub faults: std::collections::BTreeMap<String, u64>,
@@ -276,11 +285,14 @@ impl Server {
     pub fn stats(&self) -> ServerStats {
         let c = &self.state.counters;
         let bytes_sent = c.bytes_sent.load(Ordering::Relaxed);
+        let bytes_received = c.bytes_received.load(Ordering::Relaxed);
         let cpu_s = self.cpu.total_ns() as f64 / 1e9;
+        let per_gib =
+            |bytes: u64| (bytes > 0).then(|| cpu_s / (bytes as f64 / (1u64 << 30) as f64));
         ServerStats {
             requests: c.requests.load(Ordering::Relaxed),
             bytes_sent,
-            bytes_received: c.bytes_received.load(Ordering::Relaxed),
+            bytes_received,
             errors: c.errors.load(Ordering::Relaxed),
             connections: c.connections.load(Ordering::Relaxed),
             connection_errors: c.connection_errors.load(Ordering::Relaxed),
@@ -289,8 +301,9 @@ impl Server {
             tls_resumed: c.tls_resumed.load(Ordering::Relaxed),
             cpu_s,
             wall_s: self.started.elapsed().as_secs_f64(),
-            cpu_s_per_gib: (bytes_sent > 0)
-                .then(|| cpu_s / (bytes_sent as f64 / (1u64 << 30) as f64)),
+            cpu_s_per_gib: per_gib(bytes_sent),
+            cpu_s_per_gib_received: per_gib(bytes_received),
+            sink: self.state.store.sink_stats(),
             faults_injected: self.state.faults.counts().iter().map(|(_, n)| n).sum(),
             faults: self.state.faults.counts().into_iter().collect(),
         }

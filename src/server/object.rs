@@ -29,3 +29,11 @@ pub fn tag_of(parts: &[u64]) -> String {
     }
     format!("{a:016x}{b:016x}")
 }
+
+/// One multipart upload in progress, as ListMultipartUploads describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadInfo {
+    pub key: String,
+    pub upload_id: String,
+    pub initiated: SystemTime,
+}

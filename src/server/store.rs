@@ -1,13 +1,16 @@
-//! What the server serves: a directory of buckets, or one read-only virtual dataset. Requests
-//! see one [`Store`]; only the directory backend can write.
+//! What the server serves: a directory of buckets, one read-only virtual dataset, or a sink
+//! that takes writes and keeps only names and sizes. Requests see one [`Store`]; the directory
+//! and the sink take writes.
 
 use std::time::SystemTime;
 
 use bytes::Bytes;
 
+use super::body::Body;
 use super::dir::{DirStore, OpenFile};
 use super::error::S3Error;
-use super::object::ObjectInfo;
+use super::object::{ObjectInfo, UploadInfo};
+use super::sink::{SinkStats, SinkStore};
 use super::virtual_dataset::VirtualDataset;
 
 /// The backend.
@@ -15,6 +18,7 @@ use super::virtual_dataset::VirtualDataset;
 pub enum Store {
     Dir(DirStore),
     Virtual(VirtualDataset),
+    Sink(SinkStore),
 }
 
 /// An object opened for reading: its metadata, and where its bytes come from.
@@ -28,6 +32,7 @@ pub struct OpenObject<'a> {
 enum Source<'a> {
     File(OpenFile),
     Virtual(&'a VirtualDataset),
+    Sink(&'a SinkStore),
 }
 
 impl OpenObject<'_> {
@@ -36,23 +41,58 @@ impl OpenObject<'_> {
         match &self.source {
             Source::File(file) => Ok(vec![file.map(first, last)?]),
             Source::Virtual(dataset) => Ok(dataset.slices(first, last)),
+            Source::Sink(sink) => Ok(vec![Bytes::from(
+                sink.body(&self.info.key, first, last).into_bytes(),
+            )]),
+        }
+    }
+
+    /// Bytes `first..=last` as a response body: shared slices, or (the sink) made as sent.
+    pub(crate) fn body(&self, first: u64, last: u64) -> Result<Body, S3Error> {
+        match &self.source {
+            Source::Sink(sink) => Ok(sink.body(&self.info.key, first, last)),
+            _ => Ok(Body::from_chunks(self.slices(first, last)?)),
         }
     }
 }
 
+/// A store that takes writes.
+#[derive(Debug, Clone, Copy)]
+pub enum Writable<'a> {
+    Dir(&'a DirStore),
+    Sink(&'a SinkStore),
+}
+
 impl Store {
+    /// A sink (`serve --sink`): `objects` (bucket-relative keys and sizes) listed in `bucket`
+    /// and served by making their bytes (`Content::of(key, randomize)`); writes are discarded,
+    /// and checked against the same content when `verify`. See [`super::sink`].
+    pub fn sink(bucket: &str, objects: Vec<(String, u64)>, randomize: bool, verify: bool) -> Store {
+        Store::Sink(SinkStore::new(bucket, objects, randomize, verify))
+    }
+
     /// One line for the operator: what is served.
     pub fn describe(&self) -> String {
         match self {
             Store::Dir(d) => d.describe(),
             Store::Virtual(v) => v.describe(),
+            Store::Sink(s) => s.describe(),
         }
     }
 
-    /// The directory backend, for writes.
-    pub fn writable(&self) -> Result<&DirStore, S3Error> {
+    /// The sink's totals, for a sink.
+    pub fn sink_stats(&self) -> Option<SinkStats> {
         match self {
-            Store::Dir(d) => Ok(d),
+            Store::Sink(s) => Some(s.stats()),
+            _ => None,
+        }
+    }
+
+    /// The backend, for writes (the virtual dataset is read-only).
+    pub fn writable(&self) -> Result<Writable<'_>, S3Error> {
+        match self {
+            Store::Dir(d) => Ok(Writable::Dir(d)),
+            Store::Sink(s) => Ok(Writable::Sink(s)),
             Store::Virtual(_) => Err(S3Error::read_only()),
         }
     }
@@ -61,6 +101,7 @@ impl Store {
         match self {
             Store::Dir(d) => d.buckets(),
             Store::Virtual(v) => Ok(vec![(v.bucket.clone(), v.created)]),
+            Store::Sink(s) => Ok(s.buckets()),
         }
     }
 
@@ -69,6 +110,7 @@ impl Store {
         match self {
             Store::Dir(d) => d.bucket_path(bucket).map(|_| ()),
             Store::Virtual(v) => v.check_bucket(bucket),
+            Store::Sink(s) => s.check_bucket(bucket),
         }
     }
 
@@ -80,6 +122,16 @@ impl Store {
                 v.check_bucket(bucket)?;
                 Ok(v.objects(prefix))
             }
+            Store::Sink(s) => s.objects(bucket, prefix),
+        }
+    }
+
+    /// The multipart uploads in progress in `bucket` under `prefix`, sorted by key and id.
+    pub fn uploads(&self, bucket: &str, prefix: &str) -> Result<Vec<UploadInfo>, S3Error> {
+        match self {
+            Store::Dir(d) => d.uploads(bucket, prefix),
+            Store::Sink(s) => s.uploads(bucket, prefix),
+            Store::Virtual(v) => v.check_bucket(bucket).map(|()| Vec::new()),
         }
     }
 
@@ -99,6 +151,50 @@ impl Store {
                     source: Source::Virtual(v),
                 })
             }
+            Store::Sink(s) => Ok(OpenObject {
+                info: s.info(bucket, key)?,
+                source: Source::Sink(s),
+            }),
+        }
+    }
+}
+
+impl Writable<'_> {
+    pub fn create_bucket(&self, bucket: &str) -> Result<(), S3Error> {
+        match self {
+            Writable::Dir(d) => d.create_bucket(bucket),
+            Writable::Sink(s) => s.create_bucket(bucket),
+        }
+    }
+
+    pub fn delete_bucket(&self, bucket: &str) -> Result<(), S3Error> {
+        match self {
+            Writable::Dir(d) => d.delete_bucket(bucket),
+            Writable::Sink(s) => s.delete_bucket(bucket),
+        }
+    }
+
+    /// Deletes an object; a missing key is not an error.
+    pub fn delete(&self, bucket: &str, key: &str) -> Result<(), S3Error> {
+        match self {
+            Writable::Dir(d) => d.delete(bucket, key),
+            Writable::Sink(s) => s.delete(bucket, key),
+        }
+    }
+
+    /// Starts a multipart upload; its id.
+    pub fn create_multipart(&self, bucket: &str, key: &str) -> Result<String, S3Error> {
+        match self {
+            Writable::Dir(d) => d.create_multipart(bucket, key),
+            Writable::Sink(s) => s.create_multipart(bucket, key),
+        }
+    }
+
+    /// Ends an upload and drops its parts; `NoSuchUpload` for an id it does not know.
+    pub fn abort_multipart(&self, upload_id: &str, bucket: &str, key: &str) -> Result<(), S3Error> {
+        match self {
+            Writable::Dir(d) => d.abort_multipart(upload_id, bucket, key),
+            Writable::Sink(s) => s.abort_multipart(upload_id, bucket, key),
         }
     }
 }

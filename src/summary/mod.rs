@@ -94,6 +94,7 @@ impl TargetSummary {
             server: server.map(|mut s| {
                 s.cpu_s = server_cpu_s;
                 s.cpu_s_per_gib = metrics::cpu_s_per_gib(server_cpu_s, s.bytes_sent);
+                s.cpu_s_per_gib_received = metrics::cpu_s_per_gib(server_cpu_s, s.bytes_received);
                 s
             }),
         }

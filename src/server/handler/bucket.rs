@@ -1,5 +1,5 @@
 //! The service and its buckets: ListBuckets, GetBucketLocation, HeadBucket, CreateBucket,
-//! DeleteBucket, DeleteObjects, and ListObjects (V1 and V2).
+//! DeleteBucket, DeleteObjects, ListObjects (V1 and V2) and ListMultipartUploads.
 
 use std::sync::Arc;
 
@@ -50,12 +50,26 @@ const LIST_PARAMS: &[&str] = &[
     "location",
 ];
 
+const UPLOAD_LIST_PARAMS: &[&str] = &[
+    "uploads",
+    "prefix",
+    "delimiter",
+    "max-uploads",
+    "key-marker",
+    "upload-id-marker",
+    "encoding-type",
+];
+
 pub(super) async fn bucket_operation(
     state: &Arc<State>,
     mut req: Req<'_>,
 ) -> Result<Response<Body>, S3Error> {
     let bucket = req.bucket;
     match *req.method {
+        Method::GET if req.query.has("uploads") => {
+            req.query.only(UPLOAD_LIST_PARAMS)?;
+            list_uploads(state, &req)
+        }
         Method::GET => {
             req.query.only(LIST_PARAMS)?;
             state.store.check_bucket(bucket)?;
@@ -85,9 +99,9 @@ pub(super) async fn bucket_operation(
         }
         Method::PUT => {
             req.query.only(&[])?;
-            let dir = state.store.writable()?;
+            let store = state.store.writable()?;
             read_small_body(&mut req.body, req.payload).await?;
-            dir.create_bucket(bucket)?;
+            store.create_bucket(bucket)?;
             let mut r = empty_response(StatusCode::OK);
             set(&mut r, LOCATION, &format!("/{bucket}"));
             Ok(r)
@@ -115,7 +129,7 @@ pub(super) async fn bucket_operation(
 const MAX_DELETE_KEYS: usize = 1000;
 
 async fn delete_objects(state: &Arc<State>, mut req: Req<'_>) -> Result<Response<Body>, S3Error> {
-    let dir = state.store.writable()?;
+    let store = state.store.writable()?;
     state.store.check_bucket(req.bucket)?;
     let body = read_small_body(&mut req.body, req.payload).await?;
     let (keys, quiet) =
@@ -129,7 +143,7 @@ async fn delete_objects(state: &Arc<State>, mut req: Req<'_>) -> Result<Response
     let mut x = XmlWriter::document();
     x.root("DeleteResult");
     for key in &keys {
-        match dir.delete(req.bucket, key) {
+        match store.delete(req.bucket, key) {
             Ok(()) if quiet => {}
             Ok(()) => {
                 x.open("Deleted");
@@ -263,5 +277,90 @@ fn list_objects(state: &State, req: &Req<'_>) -> Result<Response<Body>, S3Error>
         }
     }
     x.close("ListBucketResult");
+    Ok(xml_response(StatusCode::OK, x.finish(), state))
+}
+
+/// ListMultipartUploads: the uploads in progress under `prefix`, by key and upload id, paged by
+/// `max-uploads` (at most 1,000) from `key-marker` / `upload-id-marker`.
+fn list_uploads(state: &State, req: &Req<'_>) -> Result<Response<Body>, S3Error> {
+    let q = &req.query;
+    if q.get("delimiter").is_some_and(|d| !d.is_empty()) {
+        return Err(S3Error::not_implemented(
+            "ringload serve does not implement a delimiter in ListMultipartUploads; list by \
+             prefix",
+        ));
+    }
+    let url_encoded = match q.get("encoding-type") {
+        None => false,
+        Some("url") => true,
+        Some(other) => {
+            return Err(S3Error::invalid_argument(format!(
+                "encoding-type={other}: Invalid Encoding Method specified in Request (only 'url')"
+            )));
+        }
+    };
+    let max = match q.get("max-uploads") {
+        None => list::MAX_KEYS,
+        Some(t) => t
+            .parse::<u64>()
+            .map(|n| (n as usize).min(list::MAX_KEYS))
+            .map_err(|_| {
+                S3Error::invalid_argument(format!(
+                    "max-uploads={t}: Provided max-uploads not an integer or within integer range"
+                ))
+            })?,
+    };
+    let prefix = q.get("prefix").unwrap_or("");
+    let key_marker = q.get("key-marker").unwrap_or("");
+    let id_marker = q.get("upload-id-marker").filter(|m| !m.is_empty());
+    let after = |key: &str, id: &str| match id_marker {
+        Some(m) if key == key_marker => id > m,
+        _ => key > key_marker,
+    };
+    let uploads: Vec<_> = state
+        .store
+        .uploads(req.bucket, prefix)?
+        .into_iter()
+        .filter(|u| key_marker.is_empty() || after(&u.key, &u.upload_id))
+        .collect();
+    let truncated = uploads.len() > max;
+    let page = &uploads[..uploads.len().min(max)];
+    let enc = |s: &str| {
+        if url_encoded {
+            uri_encode(s, true)
+        } else {
+            s.to_string()
+        }
+    };
+    let mut x = XmlWriter::document();
+    x.root("ListMultipartUploadsResult");
+    x.element("Bucket", req.bucket);
+    x.element("KeyMarker", enc(key_marker));
+    x.element("UploadIdMarker", id_marker.unwrap_or(""));
+    if let (true, Some(last)) = (truncated, page.last()) {
+        x.element("NextKeyMarker", enc(&last.key));
+        x.element("NextUploadIdMarker", &last.upload_id);
+    }
+    x.element("Prefix", enc(prefix));
+    x.element("MaxUploads", max);
+    if url_encoded {
+        x.element("EncodingType", "url");
+    }
+    x.element("IsTruncated", truncated);
+    for u in page {
+        x.open("Upload");
+        x.element("Key", enc(&u.key));
+        x.element("UploadId", &u.upload_id);
+        for who in ["Initiator", "Owner"] {
+            x.open(who);
+            x.element("ID", "ringload");
+            x.element("DisplayName", "ringload");
+            x.close(who);
+        }
+        x.element("StorageClass", "STANDARD");
+        x.element("Initiated", xml::iso8601(u.initiated));
+        x.close("Upload");
+    }
+    x.close("ListMultipartUploadsResult");
     Ok(xml_response(StatusCode::OK, x.finish(), state))
 }

@@ -10,7 +10,6 @@ mod read;
 mod request;
 mod upload;
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::SystemTime;
@@ -21,6 +20,7 @@ use hyper::body::Incoming;
 
 use super::body::Body;
 use super::error::S3Error;
+use super::faults::{self, Target, WriteFault};
 use super::sigv4::{self, PayloadHash, SignedRequest};
 use super::store::Store;
 use super::trailing::Trailing;
@@ -34,11 +34,64 @@ use upload::{complete_multipart, put_object, upload_part};
 /// S3's limit on the request header section.
 pub const MAX_HEADER_SECTION_BYTES: usize = 8 << 10;
 
-/// Answers one request; errors become S3 error responses.
+/// Which write a request is, for faults aimed at writes: an UploadPart (a PUT with a
+/// `partNumber`), a CompleteMultipartUpload (a POST with an `uploadId`), or a PutObject (a PUT
+/// of a key with neither).
+fn write_target(method: &Method, path: &str, query: &str) -> Option<Target> {
+    let has = |name: &str| {
+        query
+            .split('&')
+            .any(|item| item.split('=').next() == Some(name))
+    };
+    match *method {
+        Method::PUT if has("partNumber") => Some(Target::Part),
+        Method::PUT if !has("uploadId") && path.trim_matches('/').contains('/') => {
+            Some(Target::Put)
+        }
+        Method::POST if has("uploadId") => Some(Target::Complete),
+        _ => None,
+    }
+}
+
+/// Acts out a write's fault before the store sees the request: reads the body (or, for a cut,
+/// part of it) and answers the fault's error, closes the connection, or never answers.
+async fn write_fault(
+    state: &State,
+    fault: WriteFault,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, std::io::Error> {
+    let mut body = request.into_body();
+    match fault {
+        WriteFault::Answer(kind) => {
+            upload::drain(state, &mut body, u64::MAX).await;
+            state.counters.errors.fetch_add(1, Ordering::Relaxed);
+            Ok(faults::write_answer(kind))
+        }
+        WriteFault::Cut(n) => {
+            let read = upload::drain(state, &mut body, n).await;
+            state
+                .counters
+                .connection_errors
+                .fetch_add(1, Ordering::Relaxed);
+            Err(std::io::Error::other(format!(
+                "injected fault: the connection is cut after {read} body bytes of an upload"
+            )))
+        }
+        WriteFault::Hang => {
+            upload::drain(state, &mut body, u64::MAX).await;
+            loop {
+                tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+            }
+        }
+    }
+}
+
+/// Answers one request; errors become S3 error responses. `Err` closes the connection without
+/// an answer (an injected cut of an upload).
 pub async fn respond(
     state: Arc<State>,
     request: Request<Incoming>,
-) -> Result<Response<Body>, Infallible> {
+) -> Result<Response<Body>, std::io::Error> {
     let n = state.counters.requests.fetch_add(1, Ordering::Relaxed);
     let request_id = format!("{:016X}", n + 1);
     let method = request.method().clone();
@@ -46,6 +99,16 @@ pub async fn respond(
     // A GET of a bucket (no key) is a listing, for fault injection.
     let listing = method == Method::GET && !resource.trim_matches('/').contains('/');
     let trailing = request.extensions().get::<Arc<Trailing>>().cloned();
+    let write = write_target(&method, &resource, request.uri().query().unwrap_or(""));
+    if let Some(target) = write.filter(|_| !state.faults.is_empty())
+        && let Some(fault) = state.faults.pick_write(target)
+    {
+        let mut response = write_fault(&state, fault, request).await?;
+        if let Ok(v) = request_id.parse() {
+            response.headers_mut().insert("x-amz-request-id", v);
+        }
+        return Ok(response);
+    }
     let mut response = match dispatch(&state, request).await {
         Ok(r) => r,
         Err(e) => {
@@ -235,10 +298,10 @@ async fn object_operation(state: &Arc<State>, req: Req<'_>) -> Result<Response<B
         }
         Method::DELETE => {
             req.query.only(&["uploadId"])?;
-            let dir = state.store.writable()?;
+            let store = state.store.writable()?;
             match req.query.get("uploadId") {
-                Some(id) => dir.abort_multipart(id, req.bucket, req.key)?,
-                None => dir.delete(req.bucket, req.key)?,
+                Some(id) => store.abort_multipart(id, req.bucket, req.key)?,
+                None => store.delete(req.bucket, req.key)?,
             }
             Ok(empty_response(StatusCode::NO_CONTENT))
         }

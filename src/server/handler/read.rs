@@ -58,7 +58,8 @@ pub(super) fn get_object(state: &State, req: &Req<'_>) -> Result<Response<Body>,
     };
     let len = last.map_or(0, |l| l + 1 - first);
     let body = match last {
-        Some(last) if *req.method == Method::GET => Body::from_chunks(object.slices(first, last)?)
+        Some(last) if *req.method == Method::GET => object
+            .body(first, last)?
             .counted(state.counters.bytes_sent.clone())
             .paced(state.throttle_bytes_per_s),
         _ => Body::empty(),

@@ -1,6 +1,6 @@
 //! Request bodies: uploads (PutObject, UploadPart) streamed to a temporary file off the async
-//! threads with their payload hash checked, CompleteMultipartUpload, and the small XML bodies
-//! other operations read whole.
+//! threads (the directory) or checked and dropped as they arrive (the sink), with their payload
+//! hash checked; CompleteMultipartUpload; and the small XML bodies other operations read whole.
 
 use std::future::poll_fn;
 use std::io::Write;
@@ -19,6 +19,8 @@ use super::super::body::Body;
 use super::super::dir::TempFile;
 use super::super::error::S3Error;
 use super::super::sigv4::PayloadHash;
+use super::super::sink::SinkWrite;
+use super::super::store::Writable;
 use super::request::{Req, State, empty_response, set, xml_response};
 use crate::s3::xml::{self, XmlWriter};
 
@@ -81,15 +83,56 @@ pub(super) async fn read_small_body(
     Ok(out)
 }
 
-/// Streams an upload body into `temp` (in batches written off the async threads), hashing it
-/// when the payload is signed; the temp file is dropped (removed) on any error.
+/// One blocking write of a batch of frames into `temp`, hashing them when the payload is
+/// signed; gives both back.
+type Written = tokio::task::JoinHandle<std::io::Result<(TempFile, Option<Sha256>)>>;
+
+fn write_batch(mut temp: TempFile, mut hasher: Option<Sha256>, chunks: Vec<Bytes>) -> Written {
+    tokio::task::spawn_blocking(move || {
+        for chunk in &chunks {
+            if let Some(h) = hasher.as_mut() {
+                h.update(chunk);
+            }
+            temp.file.write_all(chunk)?;
+        }
+        Ok((temp, hasher))
+    })
+}
+
+async fn written(write: Written) -> Result<(TempFile, Option<Sha256>), S3Error> {
+    write
+        .await
+        .map_err(|e| S3Error::internal(format!("upload writer failed: {e}")))?
+        .map_err(|e| super::super::error::from_io(&e, "writing an upload"))
+}
+
+/// Counts a body frame as received; `EntityTooLarge` past S3's largest upload.
+fn count_frame(state: &State, total: &mut u64, data: &Bytes) -> Result<(), S3Error> {
+    *total += data.len() as u64;
+    state
+        .counters
+        .bytes_received
+        .fetch_add(data.len() as u64, Ordering::Relaxed);
+    if *total > MAX_PUT_BYTES {
+        return Err(too_large(MAX_PUT_BYTES));
+    }
+    Ok(())
+}
+
+/// Streams an upload body into `temp`, hashing it when the payload is signed: frames are
+/// gathered into batches of [`WRITE_BATCH_BYTES`], each written off the async threads while the
+/// next one arrives (at most two batches in memory per upload, whatever the part size). The
+/// temp file is dropped (removed) on any error.
 async fn receive(
     state: &State,
     body: &mut Incoming,
     payload: PayloadHash,
-    mut temp: TempFile,
+    temp: TempFile,
 ) -> Result<TempFile, S3Error> {
-    let mut hasher = matches!(payload, PayloadHash::Sha256(_)).then(Sha256::new);
+    let hasher = matches!(payload, PayloadHash::Sha256(_)).then(Sha256::new);
+    // The file and hasher, or the write that holds them.
+    let mut idle = Some((temp, hasher));
+    let mut in_flight: Option<Written> = None;
     let mut batch: Vec<Bytes> = Vec::new();
     let mut batch_bytes = 0;
     let mut total: u64 = 0;
@@ -97,41 +140,68 @@ async fn receive(
         let data = next_data(body).await?;
         let end = data.is_none();
         if let Some(data) = data {
-            total += data.len() as u64;
-            if total > MAX_PUT_BYTES {
-                return Err(too_large(MAX_PUT_BYTES));
-            }
+            count_frame(state, &mut total, &data)?;
             batch_bytes += data.len();
             batch.push(data);
         }
         if batch_bytes >= WRITE_BATCH_BYTES || (end && !batch.is_empty()) {
-            let chunks = std::mem::take(&mut batch);
+            let (temp, hasher) = match (idle.take(), in_flight.take()) {
+                (Some(idle), _) => idle,
+                (None, Some(write)) => written(write).await?,
+                (None, None) => return Err(S3Error::internal("upload writer lost its file")),
+            };
             batch_bytes = 0;
-            let write = tokio::task::spawn_blocking(move || {
-                for chunk in &chunks {
-                    if let Some(h) = hasher.as_mut() {
-                        h.update(chunk);
-                    }
-                    temp.file.write_all(chunk)?;
-                }
-                Ok::<_, std::io::Error>((temp, hasher))
-            });
-            (temp, hasher) = write
-                .await
-                .map_err(|e| S3Error::internal(format!("upload writer failed: {e}")))?
-                .map_err(|e| super::super::error::from_io(&e, "writing an upload"))?;
+            in_flight = Some(write_batch(temp, hasher, std::mem::take(&mut batch)));
         }
         if end {
             break;
         }
     }
-    state
-        .counters
-        .bytes_received
-        .fetch_add(total, Ordering::Relaxed);
+    let (temp, hasher) = match (idle, in_flight) {
+        (Some(idle), _) => idle,
+        (None, Some(write)) => written(write).await?,
+        (None, None) => return Err(S3Error::internal("upload writer lost its file")),
+    };
     let digest: [u8; 32] = hasher.map_or([0; 32], |h| h.finalize().into());
     payload.check(&digest)?;
     Ok(temp)
+}
+
+/// Takes an upload body into the sink: counted, hashed when signed, and checked frame by frame
+/// when the sink verifies; no byte is kept.
+async fn receive_sink(
+    state: &State,
+    body: &mut Incoming,
+    payload: PayloadHash,
+    mut write: SinkWrite,
+) -> Result<SinkWrite, S3Error> {
+    let mut hasher = matches!(payload, PayloadHash::Sha256(_)).then(Sha256::new);
+    let mut total: u64 = 0;
+    while let Some(data) = next_data(body).await? {
+        count_frame(state, &mut total, &data)?;
+        if let Some(h) = hasher.as_mut() {
+            h.update(&data);
+        }
+        write.take(&data);
+    }
+    let digest: [u8; 32] = hasher.map_or([0; 32], |h| h.finalize().into());
+    payload.check(&digest)?;
+    Ok(write)
+}
+
+/// Reads and drops the rest of a body (up to `limit` bytes), counting it as received: so an
+/// injected error is answered after the body, on a connection that stays usable.
+pub(super) async fn drain(state: &State, body: &mut Incoming, limit: u64) -> u64 {
+    let mut total = 0;
+    while total < limit {
+        match next_data(body).await {
+            Ok(Some(data)) => {
+                let _ = count_frame(state, &mut total, &data);
+            }
+            _ => break,
+        }
+    }
+    total
 }
 
 fn check_upload_length(headers: &HeaderMap) -> Result<(), S3Error> {
@@ -145,11 +215,19 @@ pub(super) async fn put_object(
     state: &Arc<State>,
     mut req: Req<'_>,
 ) -> Result<Response<Body>, S3Error> {
-    let dir = state.store.writable()?;
-    dir.check_writable(req.bucket, req.key)?;
     check_upload_length(req.headers)?;
-    let temp = receive(state, &mut req.body, req.payload, dir.temp_file()?).await?;
-    let info = dir.commit(temp, req.bucket, req.key)?;
+    let info = match state.store.writable()? {
+        Writable::Dir(dir) => {
+            dir.check_writable(req.bucket, req.key)?;
+            let temp = receive(state, &mut req.body, req.payload, dir.temp_file()?).await?;
+            dir.commit(temp, req.bucket, req.key)?
+        }
+        Writable::Sink(sink) => {
+            let write = sink.begin_put(req.bucket, req.key)?;
+            let write = receive_sink(state, &mut req.body, req.payload, write).await?;
+            sink.finish_put(write, req.bucket, req.key)?
+        }
+    };
     let mut r = empty_response(StatusCode::OK);
     set(&mut r, ETAG, &format!("\"{}\"", info.etag));
     Ok(r)
@@ -161,11 +239,20 @@ pub(super) async fn upload_part(
     upload_id: &str,
     part_number: u32,
 ) -> Result<Response<Body>, S3Error> {
-    let dir = state.store.writable()?;
-    dir.check_part(upload_id, req.bucket, req.key, part_number)?;
     check_upload_length(req.headers)?;
-    let temp = receive(state, &mut req.body, req.payload, dir.temp_file()?).await?;
-    let etag = dir.commit_part(temp, upload_id, req.bucket, req.key, part_number)?;
+    let (bucket, key) = (req.bucket, req.key);
+    let etag = match state.store.writable()? {
+        Writable::Dir(dir) => {
+            dir.check_part(upload_id, bucket, key, part_number)?;
+            let temp = receive(state, &mut req.body, req.payload, dir.temp_file()?).await?;
+            dir.commit_part(temp, upload_id, bucket, key, part_number)?
+        }
+        Writable::Sink(sink) => {
+            let write = sink.begin_part(upload_id, bucket, key, part_number)?;
+            let write = receive_sink(state, &mut req.body, req.payload, write).await?;
+            sink.finish_part(write, upload_id, bucket, key, part_number)?
+        }
+    };
     let mut r = empty_response(StatusCode::OK);
     set(&mut r, ETAG, &format!("\"{etag}\""));
     Ok(r)
@@ -181,12 +268,10 @@ pub(super) async fn complete_multipart(
     let parts = xml::completed_parts(&body).map_err(|reason| S3Error::malformed_xml(&reason))?;
     let (bucket, key) = (req.bucket.to_string(), req.key.to_string());
     let shared = state.clone();
-    // Joining parts copies whole files: off the async threads.
-    let info = tokio::task::spawn_blocking(move || {
-        shared
-            .store
-            .writable()?
-            .complete_multipart(&upload_id, &bucket, &key, &parts)
+    // Joining parts copies whole files: off the async threads (the sink only checks a list).
+    let info = tokio::task::spawn_blocking(move || match shared.store.writable()? {
+        Writable::Dir(dir) => dir.complete_multipart(&upload_id, &bucket, &key, &parts),
+        Writable::Sink(sink) => sink.complete_multipart(&upload_id, &bucket, &key, &parts),
     })
     .await
     .map_err(|e| S3Error::internal(format!("joining parts failed: {e}")))??;
