@@ -360,11 +360,12 @@ fn serve_tls(args: &ServeArgs) -> anyhow::Result<ServeTls> {
 /// (src/cluster.rs), and a failure here ends every process with this one's exit code.
 fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let cluster = Cluster::start(&env).map_err(UsageError)?;
-    let result = if checkpoint::is_checkpoint_workload(&load_config(&args.workload, Some(&args.shape))?)? {
-        crate::run::checkpoint::run(args, &cluster)
-    } else {
-        Session::prepare(args, &cluster).and_then(Session::execute)
-    };
+    let result =
+        if checkpoint::is_checkpoint_workload(&load_config(&args.workload, Some(&args.shape))?)? {
+            crate::run::checkpoint::run(args, &cluster)
+        } else {
+            Session::prepare(args, &cluster).and_then(Session::execute)
+        };
     if let Err(e) = &result
         && !cluster.is_single()
     {

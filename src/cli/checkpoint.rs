@@ -78,7 +78,10 @@ impl CheckpointArgs {
         );
         push("--read-range", self.read_range.map(|v| v.to_string()));
         push("--read-blocks", self.read_blocks.map(|v| v.to_string()));
-        push("--after", self.after.as_ref().map(|d| d.display().to_string()));
+        push(
+            "--after",
+            self.after.as_ref().map(|d| d.display().to_string()),
+        );
         if self.send_zc != SendZc::Auto {
             push("--send-zc", Some(self.send_zc.to_string()));
         }

@@ -124,11 +124,11 @@ impl Engine {
     ) -> Result<Engine, RankError> {
         Ok(match kind {
             EngineKind::Uring => Engine::Uring(UringEngine::new(client.clone())?),
-            EngineKind::Baseline => Engine::Baseline(
-                Baseline::new(client.clone(), threads).map_err(|e| {
+            EngineKind::Baseline => {
+                Engine::Baseline(Baseline::new(client.clone(), threads).map_err(|e| {
                     RankError::Engine(format!("cannot start the baseline runtime: {e}"))
-                })?,
-            ),
+                })?)
+            }
         })
     }
 

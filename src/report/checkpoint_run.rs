@@ -21,15 +21,16 @@ pub fn render(summary: &CheckpointSummary) -> String {
         m.checkpoint_size_GB,
         count(summary.objects_per_checkpoint as u64)
     );
-    let dlio = |what: &str, mean: Option<f64>, sd: Option<f64>, d: Option<f64>, dsd: Option<f64>| {
-        match (mean, sd, d, dsd) {
+    let dlio =
+        |what: &str, mean: Option<f64>, sd: Option<f64>, d: Option<f64>, dsd: Option<f64>| match (
+            mean, sd, d, dsd,
+        ) {
             (Some(mean), Some(sd), Some(d), Some(dsd)) => format!(
                 "  {what}: {mean:.2} ± {sd:.2} GiB/s, {d:.2} ± {dsd:.2} s per checkpoint \
                  (DLIO's figures: rank 0's, mean ± stdev over checkpoints)\n"
             ),
             _ => String::new(),
-        }
-    };
+        };
     out.push_str(&dlio(
         "save",
         m.save_checkpoint_io_mean_GB_per_second,
@@ -108,10 +109,18 @@ fn phase_line(verb: &str, io: &PhaseIo) -> String {
         per_gib(io.client_cpu_s_per_gib),
     );
     if io.generate_cpu_s_per_gib.is_some() {
-        let _ = write!(line, " (+ generator {} s/GiB)", per_gib(io.generate_cpu_s_per_gib));
+        let _ = write!(
+            line,
+            " (+ generator {} s/GiB)",
+            per_gib(io.generate_cpu_s_per_gib)
+        );
     }
     if io.server_cpu_s_per_gib.is_some() {
-        let _ = write!(line, "; server CPU {} s/GiB", per_gib(io.server_cpu_s_per_gib));
+        let _ = write!(
+            line,
+            "; server CPU {} s/GiB",
+            per_gib(io.server_cpu_s_per_gib)
+        );
     }
     if io.zc_sends > 0 {
         let _ = write!(

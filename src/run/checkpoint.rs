@@ -12,7 +12,7 @@
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 
@@ -33,7 +33,7 @@ use crate::s3::{self, Client};
 use crate::signals::{exit_if_stopped_in_setup, raise_on_stop_signals};
 use crate::summary::TargetSummary;
 use crate::summary::checkpoint::{
-    CheckpointSummary, DlioCheckpointMetric, HostVolume, PhaseIo, gib, rows,
+    CheckpointSummary, DlioCheckpointMetric, HostVolume, PhaseIo, rows,
 };
 use crate::{affinity, budget, report, server};
 
@@ -94,7 +94,8 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
     let (server, target) = match resolved {
         Some(target) => (None, target),
         None => {
-            let (server, target) = start_sink(&draft, &settings, args.server_threads, options.verify)?;
+            let (server, target) =
+                start_sink(&draft, &settings, args.server_threads, options.verify)?;
             (Some(server), target)
         }
     };
@@ -119,14 +120,16 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
     let threads = options.engine_threads.unwrap_or_else(affinity::cores);
     let engine = Engine::for_objects(engine_kind, &client, threads)
         .map_err(|e| UsageError(format!("cannot start the {engine_kind} engine: {e}")))?;
-    // Set-up requests (the cleanup, the LIST) on a small runtime of their own.
+    // Set-up requests (the cleanup, the LIST) on a small runtime and a client of their own: a
+    // connection pooled by one runtime hangs when another runtime picks it up.
+    let setup_client = Client::new(target.clone(), policy)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the set-up runtime")?;
     let prefix = plan.prefix();
     let stale = runtime
-        .block_on(abort_stale_uploads(&client, &prefix))
+        .block_on(abort_stale_uploads(&setup_client, &prefix))
         .map_err(|e| UsageError(format!("cannot clean up the checkpoint folder: {e}")))?;
     if stale > 0 {
         let line = format!(
@@ -179,7 +182,9 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
     };
     let mut failure: Option<(String, bool)> = None;
     let mut outcomes: Vec<PhaseOutcome> = Vec::new();
-    let run_phase = |phase: Phase, steps: Vec<u32>| -> Result<PhaseOutcome, (RankError, Option<PhaseOutcome>)> {
+    let run_phase = |phase: Phase,
+                     steps: Vec<u32>|
+     -> Result<PhaseOutcome, (RankError, Option<PhaseOutcome>)> {
         let start = CpuReading::now(server_cpu_now());
         let objects = objects_of(steps.clone());
         let result = run_objects_phase(
@@ -226,11 +231,14 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
     if failure.is_none() && reads > 0 {
         // One LIST of the checkpoint folder, as the DLIO fork does before its reads.
         let found = runtime
-            .block_on(client.list_folders(&prefix))
+            .block_on(setup_client.list_folders(&prefix))
             .map_err(|e| RunFailed(format!("the LIST before the restores failed: {e}")))?;
         let steps = found
             .iter()
-            .filter(|f| f.strip_prefix(&prefix).is_some_and(|r| r.starts_with("global_epoch")))
+            .filter(|f| {
+                f.strip_prefix(&prefix)
+                    .is_some_and(|r| r.starts_with("global_epoch"))
+            })
             .count() as u32;
         if steps < reads {
             let line = format!(
@@ -273,7 +281,8 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
         notes.push(warning);
     }
     if !peak_rss_since_setup {
-        notes.push("peak RSS is the process's since its start (this kernel cannot reset it)".into());
+        notes
+            .push("peak RSS is the process's since its start (this kernel cannot reset it)".into());
     }
     let size_gib = plan.checkpoint_size_gb;
     let mut all_rows = Vec::new();
@@ -281,15 +290,18 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
         all_rows.extend(rows(o.measured.phase, &o.records, &o.steps, size_gib));
     }
     let phase_io = |phase: Phase| {
-        outcomes.iter().find(|o| o.measured.phase == phase).map(|o| {
-            PhaseIo::of(
-                phase,
-                &o.measured.stats,
-                o.measured.wall_s,
-                o.client_cpu_s,
-                o.server_cpu_s,
-            )
-        })
+        outcomes
+            .iter()
+            .find(|o| o.measured.phase == phase)
+            .map(|o| {
+                PhaseIo::of(
+                    phase,
+                    &o.measured.stats,
+                    o.measured.wall_s,
+                    o.client_cpu_s,
+                    o.server_cpu_s,
+                )
+            })
     };
     let bytes_of = |phase: Phase, ranks: std::ops::Range<usize>| -> u64 {
         outcomes
@@ -377,7 +389,9 @@ async fn abort_stale_uploads(client: &Client, prefix: &str) -> Result<usize, s3:
     }
     let open = client.list_uploads(prefix).await?;
     for upload in &open {
-        client.abort_multipart(&upload.key, &upload.upload_id).await?;
+        client
+            .abort_multipart(&upload.key, &upload.upload_id)
+            .await?;
     }
     Ok(open.len())
 }
@@ -387,10 +401,20 @@ async fn abort_stale_uploads(client: &Client, prefix: &str) -> Result<usize, s3:
 fn seconds_since_end_of(dir: &std::path::Path, now: SystemTime) -> anyhow::Result<f64> {
     let path = dir.join("summary.json");
     let fix = "pass --after the --output folder of the write run";
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| UsageError(format!("--after {}: cannot read {}: {e}; {fix}", dir.display(), path.display())))?;
-    let json: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| UsageError(format!("--after {}: {} is not JSON ({e}); {fix}", dir.display(), path.display())))?;
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        UsageError(format!(
+            "--after {}: cannot read {}: {e}; {fix}",
+            dir.display(),
+            path.display()
+        ))
+    })?;
+    let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        UsageError(format!(
+            "--after {}: {} is not JSON ({e}); {fix}",
+            dir.display(),
+            path.display()
+        ))
+    })?;
     let end = json
         .get("end")
         .and_then(|v| v.as_str())
@@ -433,7 +457,11 @@ fn parse_rfc3339(text: &str) -> Option<SystemTime> {
     let (h, min, s) = (t.next()??, t.next()??, t.next()??);
     let millis: u64 = format!("{frac:0<3}")[..3].parse().ok()?;
     let secs = days_from_civil(y, m, day) * 86_400 + h * 3600 + min * 60 + s;
-    Some(SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).ok()?) + Duration::from_millis(millis))
+    Some(
+        SystemTime::UNIX_EPOCH
+            + Duration::from_secs(u64::try_from(secs).ok()?)
+            + Duration::from_millis(millis),
+    )
 }
 
 /// Howard Hinnant's `civil_from_days`: (year, month, day) of a day count since 1970-01-01.
@@ -474,7 +502,9 @@ fn start_sink(
         .as_deref()
         .unwrap_or(server::DEFAULT_BUCKET);
     let bucket = super::store::checked_bucket(bucket)?.to_string();
-    let objects: Vec<(String, u64)> = (1..=settings.num_checkpoints_write.max(settings.num_checkpoints_read))
+    let objects: Vec<(String, u64)> = (1..=settings
+        .num_checkpoints_write
+        .max(settings.num_checkpoints_read))
         .flat_map(|step| {
             plan.ranks
                 .iter()
@@ -482,7 +512,13 @@ fn start_sink(
                 .map(move |o| (plan.key(step, o), o.bytes))
         })
         .collect();
-    super::store::start_sink_server(&bucket, objects, settings.randomize_tensor, verify, server_threads)
+    super::store::start_sink_server(
+        &bucket,
+        objects,
+        settings.randomize_tensor,
+        verify,
+        server_threads,
+    )
 }
 
 #[cfg(test)]

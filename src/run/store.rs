@@ -146,6 +146,36 @@ fn start_embedded(
     })
 }
 
+/// The embedded server of a checkpoint run with no endpoint: a sink (`serve --sink`) in
+/// `bucket` that discards what is written (checking it against the content generator with
+/// `verify`) and serves `objects` (key, size) by generating them, on a free loopback port.
+pub fn start_sink_server(
+    bucket: &str,
+    objects: Vec<(String, u64)>,
+    randomize: bool,
+    verify: bool,
+    server_threads: Option<usize>,
+) -> anyhow::Result<(Server, s3::Target)> {
+    let store = crate::server::sink::SinkStore::new(bucket, objects, randomize, verify);
+    let server = Server::start(ServerConfig {
+        listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        store: Store::Sink(store),
+        credentials: None,
+        region: server::DEFAULT_REGION.to_string(),
+        worker_threads: server_threads.unwrap_or_else(affinity::cores),
+        throttle_bytes_per_s: None,
+        faults: Faults::default(),
+        max_connections: server::DEFAULT_MAX_CONNECTIONS,
+        tls: None,
+    })?;
+    let endpoint = s3::Endpoint::parse(&server.endpoint_url()).map_err(UsageError)?;
+    let target = Target {
+        credentials_from: "nowhere (the embedded server takes unsigned requests)".into(),
+        ..Target::simple(endpoint, bucket, None)
+    };
+    Ok((server, target))
+}
+
 /// The catalog of the workload's files in `target`'s bucket (with chunk hashes for
 /// `--verify` when `with_chunks`), and the bucket handle that read it. Set-up: a failure here
 /// is exit 2, as the catalog's are.
