@@ -1353,3 +1353,74 @@ fn part_and_complete_faults_fail_what_they_name_and_a_retry_succeeds() {
         }
     }
 }
+
+/// `serve --sink --verify` takes a PUT and serves it back in one lifetime, refuses a wrong
+/// upload, and reports what it took; its flags are refused where they do not apply.
+#[test]
+fn serve_sink_takes_writes_and_serves_them_back_in_one_lifetime() {
+    let mut child = common::ringload()
+        .args([
+            "serve",
+            "--sink",
+            "--verify",
+            "--listen",
+            "127.0.0.1:0",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut endpoint = String::new();
+    stdout.read_line(&mut endpoint).unwrap();
+    let url = format!("{}/ringload/ckpt/obj.pt", endpoint.trim());
+    let content = ringload::content::Content::of("ckpt/obj.pt", true);
+    let mut bytes = vec![0u8; 1 << 20];
+    content.fill(0, &mut bytes);
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), &bytes).unwrap();
+    let put = curl(&["-T", file.path().to_str().unwrap(), &url]);
+    assert_eq!(put.status, 200, "{put:?}");
+    let got = curl(&["-r", "1000-1999", &url]);
+    assert!(got.status == 206 && got.body == bytes[1000..2000]);
+    bytes[5] ^= 1;
+    std::fs::write(file.path(), &bytes).unwrap();
+    let wrong = curl(&["-T", file.path().to_str().unwrap(), &url]);
+    assert_eq!((wrong.status, wrong.code()), (400, "BadDigest".into()));
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    let stats: serde_json::Value = serde_json::from_str(&rest).unwrap();
+    assert_eq!(stats["bytes_received"], 2 << 20);
+    assert!(
+        stats["cpu_s_per_gib_received"].as_f64().is_some(),
+        "{stats}"
+    );
+    assert_eq!(
+        stats["sink"],
+        serde_json::json!({"objects_written": 1, "verified_bytes": 2 << 20, "mismatches": 1})
+    );
+
+    let (_, status, stderr) =
+        serve_until_term(&["serve", "--sink", "--zeros", "--listen", "127.0.0.1:0"]);
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stderr.contains("sink (zero content, 0 objects listed"),
+        "{stderr}"
+    );
+    let verify_alone = run(&["serve", "--verify"]);
+    assert_eq!(verify_alone.0, 2, "{verify_alone:?}");
+    let with_workload = run(&["serve", "--sink", "flux_small"]);
+    assert_eq!(with_workload.0, 2, "{with_workload:?}");
+    assert!(
+        with_workload.2.contains("serve --sink takes no workload"),
+        "{}",
+        with_workload.2
+    );
+}
