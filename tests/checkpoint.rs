@@ -1,0 +1,368 @@
+//! Checkpoint runs end to end with the small model (llama3_tiny: 2 layers, ~57 MiB per rank at
+//! NP 2): both engines against the embedded sink, the directory backend and garage (a
+//! third-party S3 server), the objects listed by boto3 with DLIO's names and sizes and their
+//! content checked by a Python reimplementation of the generator (tests/py/checkpoint_content.py,
+//! written from the README's description); restores with --verify; faults on parts; a killed
+//! writer's uploads cleaned up by the next run.
+
+mod common;
+
+use common::{output, ringload, run};
+use serde_json::Value;
+
+const CHECKER: &str = include_str!("py/checkpoint_content.py");
+
+/// `ringload run ARGS --json` with `env`, its summary (exit 0 expected).
+fn run_json_env(args: &[&str], env: &[(&str, &str)]) -> Value {
+    let mut cmd = ringload();
+    cmd.arg("run").args(args).arg("--json");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let (code, stdout, stderr) = output(&mut cmd);
+    assert_eq!(code, 0, "run {args:?} failed: {stderr}");
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+/// Every object the plan of `args` writes for checkpoints 1..=steps: (key, size).
+fn planned_objects(args: &[&str], steps: u32) -> Vec<(String, u64)> {
+    let mut plan_args = vec!["plan"];
+    plan_args.extend_from_slice(args);
+    plan_args.push("--json");
+    let (code, stdout, stderr) = run(&plan_args);
+    assert_eq!(code, 0, "{stderr}");
+    let plan: Value = serde_json::from_str(&stdout).unwrap();
+    let folder = plan["settings"]["folder"].as_str().unwrap().to_string();
+    let mut objects = Vec::new();
+    for step in 1..=steps {
+        for rank in plan["ranks"].as_array().unwrap() {
+            for o in rank.as_array().unwrap() {
+                objects.push((
+                    format!("{folder}/global_epoch1_step{step}/{}", o["name"].as_str().unwrap()),
+                    o["bytes"].as_u64().unwrap(),
+                ));
+            }
+        }
+    }
+    objects
+}
+
+/// The independent checker's report on the bucket under `prefix`.
+fn check_bucket(
+    endpoint: &str,
+    bucket: &str,
+    keys: (&str, &str),
+    prefix: &str,
+    expected: &[(String, u64)],
+) -> Value {
+    let expected = serde_json::to_string(expected).unwrap();
+    common::python_json(
+        CHECKER,
+        &[endpoint, bucket, keys.0, keys.1, prefix, &expected, "true"],
+    )
+}
+
+fn assert_clean(report: &Value, what: &str) {
+    for field in ["missing", "unexpected", "wrong_size", "mismatches"] {
+        assert_eq!(
+            report[field].as_array().map(Vec::len),
+            Some(0),
+            "{what}: {field}: {report}"
+        );
+    }
+    assert!(report["ranges_checked"].as_u64().unwrap() > 0, "{what}: {report}");
+    assert_eq!(report["open_uploads"], 0, "{what}: {report}");
+}
+
+/// DLIO's metric fields, present and consistent with the rows.
+fn assert_dlio_fields(summary: &Value, writes: usize, reads: usize) {
+    let m = &summary["metric"];
+    let size = m["checkpoint_size_GB"].as_f64().unwrap();
+    assert!(size > 0.1 && size < 0.12, "{m}");
+    let rows = summary["checkpoints"].as_array().unwrap();
+    assert_eq!(rows.len(), writes + reads, "{summary}");
+    for (phase, n) in [("save", writes), ("load", reads)] {
+        let mean = &m[format!("{phase}_checkpoint_io_mean_GB_per_second")];
+        if n == 0 {
+            assert!(mean.is_null(), "{m}");
+            continue;
+        }
+        let durations: Vec<f64> = rows
+            .iter()
+            .filter(|r| r["phase"] == phase)
+            .map(|r| r["rank0_duration_s"].as_f64().unwrap())
+            .collect();
+        let rates: Vec<f64> = durations.iter().map(|d| size / d).collect();
+        let expect = rates.iter().sum::<f64>() / rates.len() as f64;
+        let got = mean.as_f64().unwrap();
+        assert!((got - expect).abs() < 1e-9 * expect.max(1.0), "{phase}: {got} vs {expect}");
+        let d_mean = m[format!("{phase}_checkpoint_duration_mean_seconds")]
+            .as_f64()
+            .unwrap();
+        assert!((d_mean - durations.iter().sum::<f64>() / n as f64).abs() < 1e-9);
+        assert!(m[format!("{phase}_checkpoint_io_stdev_GB_per_second")].is_number());
+        for r in rows.iter().filter(|r| r["phase"] == phase) {
+            assert!(
+                r["slowest_rank_duration_s"].as_f64() >= r["fastest_rank_duration_s"].as_f64(),
+                "{r}"
+            );
+        }
+    }
+}
+
+#[test]
+fn both_engines_write_and_restore_against_the_embedded_sink_with_verify() {
+    for engine in ["uring", "baseline"] {
+        let s = run_json_env(
+            &["llama3_tiny", "--np", "2", "--engine", engine, "--verify"],
+            &[],
+        );
+        assert_eq!(s["kind"], "checkpoint");
+        assert_dlio_fields(&s, 2, 2);
+        let per_checkpoint = s["checkpoint_bytes"].as_u64().unwrap();
+        assert_eq!(s["save"]["bytes"].as_u64(), Some(2 * per_checkpoint), "{engine}");
+        assert_eq!(s["load"]["bytes"].as_u64(), Some(2 * per_checkpoint), "{engine}");
+        // Two 32 MiB parts for each optimizer shard, one for each model shard, per checkpoint.
+        assert_eq!(s["save"]["requests"].as_u64(), Some(2 * 2 * 3), "{engine}: {s}");
+        assert!(s["save"]["client_cpu_s_per_gib"].is_number(), "{engine}: {s}");
+        assert!(s["save"]["generate_cpu_s_per_gib"].is_number(), "{engine}: {s}");
+        assert!(s["load"]["server_cpu_s_per_gib"].is_number(), "{engine}: {s}");
+        // The sink checked every byte written.
+        let sink = &s["target"]["server"]["sink"];
+        assert_eq!(sink["mismatches"], 0, "{engine}: {s}");
+        assert_eq!(sink["verified_bytes"].as_u64(), Some(2 * per_checkpoint), "{engine}");
+        let rss = s["peak_rss_bytes"].as_u64().unwrap();
+        assert!(rss <= s["memory_budget_bytes"].as_u64().unwrap(), "{engine}: {s}");
+    }
+}
+
+/// A directory server with bucket `ringload`, and its root.
+fn dir_server(extra: &[&str]) -> (tempfile::TempDir, common::ServeChild) {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir(root.path().join("ringload")).unwrap();
+    let mut args = vec!["--dir", root.path().to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let server = common::spawn_serve(&args);
+    (root, server)
+}
+
+#[test]
+fn the_directory_backend_stores_real_files_with_dlio_names_and_the_generators_bytes() {
+    for engine in ["uring", "baseline"] {
+        let (root, server) = dir_server(&[]);
+        let ep = server.endpoint.as_str();
+        let args = ["llama3_tiny", "--np", "2", "--engine", engine, "--endpoint", ep, "--bucket", "ringload"];
+        let s = run_json_env(&args, &[]);
+        assert_dlio_fields(&s, 2, 2);
+        let expected = planned_objects(&["llama3_tiny", "--np", "2"], 2);
+        for (key, size) in &expected {
+            let file = root.path().join("ringload").join(key);
+            let len = std::fs::metadata(&file).map(|m| m.len());
+            assert_eq!(len.ok(), Some(*size), "{engine}: {}", file.display());
+        }
+        let report = check_bucket(ep, "ringload", ("k", "s"), "checkpoints/", &expected);
+        assert_clean(&report, engine);
+        // A restore with --verify of what is on disk.
+        let mut verify = args.to_vec();
+        verify.extend(["--verify", "checkpoint.num_checkpoints_write=0"]);
+        let s = run_json_env(&verify, &[]);
+        assert_dlio_fields(&s, 0, 2);
+        // A flipped byte on disk: the restore fails naming the object.
+        let victim = root.path().join("ringload").join(&expected[1].0);
+        let mut bytes = std::fs::read(&victim).unwrap();
+        bytes[12_345] ^= 0x40;
+        std::fs::write(&victim, &bytes).unwrap();
+        let mut cmd = ringload();
+        cmd.arg("run").args(&verify);
+        let (code, _, stderr) = output(&mut cmd);
+        assert_eq!(code, 1, "{engine}: {stderr}");
+        assert!(stderr.contains(&expected[1].0), "{engine}: {stderr}");
+    }
+}
+
+#[test]
+fn garage_holds_every_object_with_dlio_names_sizes_and_content() {
+    let Some(g) = common::garage() else { return };
+    for engine in ["uring", "baseline"] {
+        let folder = format!("checkpoints/tiny-{engine}");
+        let override_folder = format!("checkpoint.checkpoint_folder={folder}");
+        let env = [
+            ("AWS_ENDPOINT_URL", g.endpoint.as_str()),
+            ("AWS_ACCESS_KEY_ID", g.key.as_str()),
+            ("AWS_SECRET_ACCESS_KEY", g.secret.as_str()),
+            ("AWS_REGION", "us-east-1"),
+        ];
+        let out = tempfile::tempdir().unwrap();
+        let write = [
+            "llama3_tiny",
+            "--np",
+            "2",
+            "--engine",
+            engine,
+            "--bucket",
+            &g.bucket,
+            &override_folder,
+            "checkpoint.num_checkpoints_read=0",
+            "--output",
+            out.path().to_str().unwrap(),
+        ];
+        let s = run_json_env(&write, &env);
+        assert_dlio_fields(&s, 2, 0);
+        let expected = planned_objects(&["llama3_tiny", "--np", "2", &override_folder], 2);
+        let report = check_bucket(
+            &g.endpoint,
+            &g.bucket,
+            (&g.key, &g.secret),
+            &format!("{folder}/"),
+            &expected,
+        );
+        assert_clean(&report, engine);
+        // MLPerf's split form: the read run finds what the write run left, and says how long
+        // after its end it started.
+        let read = [
+            "llama3_tiny",
+            "--np",
+            "2",
+            "--engine",
+            engine,
+            "--bucket",
+            &g.bucket,
+            &override_folder,
+            "checkpoint.num_checkpoints_write=0",
+            "--verify",
+            "--after",
+            out.path().to_str().unwrap(),
+        ];
+        let s = run_json_env(&read, &env);
+        assert_dlio_fields(&s, 0, 2);
+        let after = s["after_write_run_s"].as_f64().unwrap();
+        assert!((0.0..30.0).contains(&after), "{after}");
+    }
+}
+
+#[test]
+fn part_faults_are_retried_and_a_fatal_one_aborts_the_upload() {
+    for engine in ["uring", "baseline"] {
+        // A 503 on the third part and a cut mid-part: retried, the run completes.
+        let (_root, server) = dir_server(&["--faults", "503@part/nth=3,cut=1000000@part/nth=5"]);
+        let ep = server.endpoint.as_str();
+        let base = ["llama3_tiny", "--np", "2", "--engine", engine, "--endpoint", ep, "--bucket", "ringload"];
+        let s = run_json_env(&base, &[]);
+        assert!(s["save"]["retries"].as_u64().unwrap() >= 2, "{engine}: {s}");
+        let expected = planned_objects(&["llama3_tiny", "--np", "2"], 2);
+        assert_clean(&check_bucket(ep, "ringload", ("k", "s"), "checkpoints/", &expected), engine);
+        drop(server);
+
+        // Every CompleteMultipartUpload fails: the run fails naming an object, and no upload is
+        // left open.
+        for fault in ["500@complete/every=1", "200-error@complete/every=1"] {
+            let (_root, server) = dir_server(&["--faults", fault]);
+            let ep = server.endpoint.as_str();
+            let mut cmd = ringload();
+            cmd.arg("run")
+                .args(["llama3_tiny", "--np", "2", "--engine", engine, "--endpoint", ep])
+                .args(["--bucket", "ringload", "--retries", "1"]);
+            let (code, _, stderr) = output(&mut cmd);
+            assert_eq!(code, 1, "{engine} {fault}: {stderr}");
+            assert!(
+                stderr.contains("checkpoints/llama3_tiny/global_epoch1_step1/")
+                    && stderr.contains("CompleteMultipartUpload")
+                    && stderr.contains("aborted"),
+                "{engine} {fault}: {stderr}"
+            );
+            let report = check_bucket(ep, "ringload", ("k", "s"), "checkpoints/", &[]);
+            assert_eq!(report["open_uploads"], 0, "{engine} {fault}: {report}");
+        }
+    }
+}
+
+/// Polls `list_multipart_uploads` until an upload is open under PREFIX, then prints.
+const WAIT_FOR_UPLOAD: &str = r#"
+import json, sys, time, boto3
+endpoint, bucket, key, secret, prefix = sys.argv[1:6]
+s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=key,
+                  aws_secret_access_key=secret, region_name="us-east-1")
+deadline = time.time() + 60
+n = 0
+while time.time() < deadline:
+    n = len(s3.list_multipart_uploads(Bucket=bucket, Prefix=prefix).get("Uploads", []))
+    if n:
+        break
+    time.sleep(0.02)
+print(json.dumps({"open": n}))
+"#;
+
+#[test]
+fn a_killed_writer_leaves_uploads_that_the_next_run_aborts_and_says_so() {
+    let Some(g) = common::garage() else { return };
+    let folder = "checkpoints/killed";
+    let overrides = [
+        format!("checkpoint.checkpoint_folder={folder}"),
+        // A bigger model, so the kill lands mid-upload: ~1.1 GB of optimizer state per rank.
+        "model.transformer.hidden_size=1024".to_string(),
+        "model.transformer.ffn_hidden_size=3072".to_string(),
+        "checkpoint.num_checkpoints_read=0".to_string(),
+        "checkpoint.num_checkpoints_write=1".to_string(),
+    ];
+    let mut cmd = ringload();
+    cmd.arg("run")
+        .args(["llama3_tiny", "--np", "1", "--engine", "baseline", "--bucket", &g.bucket])
+        .args(&overrides)
+        .args(["--parts-in-flight", "1"])
+        .env("AWS_ENDPOINT_URL", &g.endpoint)
+        .env("AWS_ACCESS_KEY_ID", &g.key)
+        .env("AWS_SECRET_ACCESS_KEY", &g.secret)
+        .env("AWS_REGION", "us-east-1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let waited = common::python_json(
+        WAIT_FOR_UPLOAD,
+        &[&g.endpoint, &g.bucket, &g.key, &g.secret, &format!("{folder}/")],
+    );
+    child.kill().unwrap(); // SIGKILL: nothing runs after it.
+    let _ = child.wait();
+    assert!(waited["open"].as_u64().unwrap() >= 1, "{waited}");
+    let report = check_bucket(&g.endpoint, &g.bucket, (&g.key, &g.secret), &format!("{folder}/"), &[]);
+    assert!(report["open_uploads"].as_u64().unwrap() >= 1, "{report}");
+
+    // The next run of the same workload (into the same folder; the small model, to be quick)
+    // aborts them before it starts, and says so.
+    let mut next = ringload();
+    next.arg("run")
+        .args(["llama3_tiny", "--np", "1", "--engine", "baseline", "--bucket", &g.bucket])
+        .args([&overrides[0], &overrides[3], &overrides[4]])
+        .env("AWS_ENDPOINT_URL", &g.endpoint)
+        .env("AWS_ACCESS_KEY_ID", &g.key)
+        .env("AWS_SECRET_ACCESS_KEY", &g.secret)
+        .env("AWS_REGION", "us-east-1");
+    let (code, _, stderr) = output(&mut next);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("aborted") && stderr.contains("incomplete multipart upload"),
+        "{stderr}"
+    );
+    let report = check_bucket(&g.endpoint, &g.bucket, (&g.key, &g.secret), &format!("{folder}/"), &[]);
+    assert_eq!(report["open_uploads"], 0, "{report}");
+}
+
+#[test]
+fn a_read_run_without_checkpoints_names_the_fix() {
+    let (_root, server) = dir_server(&[]);
+    let (code, _, stderr) = run(&[
+        "run",
+        "llama3_tiny",
+        "--np",
+        "2",
+        "--endpoint",
+        &server.endpoint,
+        "--bucket",
+        "ringload",
+        "checkpoint.num_checkpoints_write=0",
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("num_checkpoints_read=2") && stderr.contains("finds 0 checkpoints"),
+        "{stderr}"
+    );
+}
