@@ -246,6 +246,11 @@ impl Conn {
         self.job.as_ref()
     }
 
+    /// Whether an operation of the connection is in flight (not idle, not waiting to retry).
+    pub fn in_flight(&self) -> bool {
+        !matches!(self.phase, Phase::Idle | Phase::Backoff { .. })
+    }
+
     /// Whether the operation in flight reads body bytes.
     pub fn is_reading_body(&self) -> bool {
         matches!(self.phase, Phase::Body { .. })
