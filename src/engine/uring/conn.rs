@@ -49,6 +49,8 @@ pub struct Job {
     pub timed_out: Option<Wait>,
     /// Request body bytes sent from `buf` after the head (0: none, as for a GET).
     pub body_bytes: usize,
+    /// When the attempt's request body was sent whole: the answer's wait counts from then.
+    pub body_sent: Option<Instant>,
     /// What answer the request waits for.
     pub expect: Expect,
 }
@@ -77,6 +79,7 @@ impl Job {
             last_progress: now,
             timed_out: None,
             body_bytes: 0,
+            body_sent: None,
             expect: Expect::Partial,
         }
     }
@@ -268,6 +271,7 @@ impl Conn {
             job.attempt_started = now;
             job.last_progress = now;
             job.timed_out = None;
+            job.body_sent = None;
         }
         if self.socket.is_some() {
             self.phase = Phase::Sending { sent: 0 };
@@ -355,6 +359,12 @@ impl Conn {
         if sent < len {
             self.phase = Phase::SendingBody { sent };
             return Step::Queue(Op::SendBody { from: sent, len });
+        }
+        if let Some(job) = &mut self.job
+            && len > 0
+        {
+            // Set to this completion's time just before.
+            job.body_sent = Some(job.last_progress);
         }
         self.peek(HeadReader::new())
     }
@@ -612,7 +622,7 @@ impl Conn {
             Phase::Connecting => (Wait::Connect, job.attempt_started + policy.connect_timeout),
             Phase::Sending { .. } | Phase::Peeking(_) | Phase::Consuming { .. } => (
                 Wait::FirstByte,
-                job.attempt_started + policy.first_byte_timeout,
+                job.body_sent.unwrap_or(job.attempt_started) + policy.first_byte_timeout,
             ),
             // A request body moves as the reader's does: bounded by the pauses between bytes.
             Phase::SendingBody { .. } | Phase::Body { .. } | Phase::ErrorBody { .. } => {
@@ -977,6 +987,86 @@ mod tests {
         assert_eq!(
             conn.on_completion(0, &scratch, 100, &range(100), later),
             Ok(Step::Failed(Failure::TimedOut(Wait::Idle)))
+        );
+    }
+
+    #[test]
+    fn a_request_body_then_a_document_answer() {
+        let policy = RetryPolicy {
+            first_byte_timeout: Duration::from_secs(2),
+            ..RetryPolicy::default()
+        };
+        let now = Instant::now();
+        let none = range(0);
+        let mut conn = Conn::default();
+        conn.assign(Job::request(7, BufIndex(1), 100, now));
+        let mut scratch = vec![0u8; SCRATCH];
+        assert_eq!(conn.start_attempt(now), Op::Connect);
+        let step = |conn: &mut Conn, n: i32, scratch: &[u8], at: Instant| {
+            conn.on_completion(n, scratch, 50, &none, at).unwrap()
+        };
+        assert_eq!(step(&mut conn, 0, &scratch, now), Step::Queue(Op::SendRequest));
+        // The head, then the body from the buffer in two sends.
+        assert_eq!(
+            step(&mut conn, 50, &scratch, now),
+            Step::Queue(Op::SendBody { from: 0, len: 100 })
+        );
+        assert_eq!(
+            step(&mut conn, 60, &scratch, now),
+            Step::Queue(Op::SendBody { from: 60, len: 100 })
+        );
+        // The answer's wait counts from the body's end.
+        let sent = now + Duration::from_secs(5);
+        assert_eq!(step(&mut conn, 40, &scratch, sent), Step::Queue(Op::Peek { at: 0 }));
+        assert_eq!(conn.wake_at(&policy), Some(sent + Duration::from_secs(2)));
+        // A 200 with an ETag and no body: answered at once.
+        let head = "HTTP/1.1 200 OK\r\netag: \"e1\"\r\ncontent-length: 0\r\n\r\n";
+        scratch[..head.len()].copy_from_slice(head.as_bytes());
+        let n = head.len() as i32;
+        assert_eq!(
+            step(&mut conn, n, &scratch, sent),
+            Step::Queue(Op::Recv {
+                at: 0,
+                len: head.len()
+            })
+        );
+        assert_eq!(
+            step(&mut conn, n, &scratch, sent),
+            Step::Answered {
+                status: 200,
+                document: Vec::new(),
+                etag: Some("\"e1\"".into())
+            }
+        );
+        let job = conn.finish().unwrap();
+        assert_eq!((job.get, job.buf, job.body_bytes), (7, BufIndex(1), 100));
+        assert!(conn.is_free());
+
+        // No body, a 200 with an XML document: read into the scratch buffer.
+        conn.set_socket(std::fs::File::open("/dev/null").unwrap().into());
+        conn.assign(Job::request(0, BufIndex(0), 0, now));
+        assert_eq!(conn.start_attempt(now), Op::SendRequest);
+        assert_eq!(step(&mut conn, 50, &scratch, now), Step::Queue(Op::Peek { at: 0 }));
+        let doc = "<R><UploadId>u</UploadId></R>";
+        let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", doc.len());
+        scratch[..head.len()].copy_from_slice(head.as_bytes());
+        let n = head.len() as i32;
+        step(&mut conn, n, &scratch, now);
+        assert_eq!(
+            step(&mut conn, n, &scratch, now),
+            Step::Queue(Op::Recv {
+                at: 0,
+                len: doc.len()
+            })
+        );
+        scratch[..doc.len()].copy_from_slice(doc.as_bytes());
+        assert_eq!(
+            step(&mut conn, doc.len() as i32, &scratch, now),
+            Step::Answered {
+                status: 200,
+                document: doc.as_bytes().to_vec(),
+                etag: None
+            }
         );
     }
 
