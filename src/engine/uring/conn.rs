@@ -13,6 +13,12 @@
 //!
 //! One method per phase; each phase has exactly one operation in flight, except `Idle` and
 //! `Backoff`, which have none.
+//!
+//! The same machine carries the checkpoint writer's requests (`objects.rs`): a job with
+//! `body_bytes` sends that many bytes from its registered buffer after the head
+//! (`Sending ─▶ SendingBody ─▶ Peeking`), and a job that [`Expect`]s a document takes a `2xx`
+//! answer's body (an XML document, or nothing) into the scratch buffer and ends with
+//! [`Step::Answered`] instead of reading a `206` body.
 
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
@@ -41,6 +47,23 @@ pub struct Job {
     pub last_progress: Instant,
     /// The attempt ran past one of the policy's limits, and its socket was shut down.
     pub timed_out: Option<Wait>,
+    /// Request body bytes sent from `buf` after the head (0: none, as for a GET).
+    pub body_bytes: usize,
+    /// When the attempt's request body was sent whole: the answer's wait counts from then.
+    pub body_sent: Option<Instant>,
+    /// What answer the request waits for.
+    pub expect: Expect,
+}
+
+/// The answer a job waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Expect {
+    /// `206 Partial Content`, its body read into the job's buffer (a ranged GET).
+    #[default]
+    Partial,
+    /// A `2xx` whose body, if any, is a small document read into the scratch buffer
+    /// (a PUT, an upload's creation or completion, an abort).
+    Document,
 }
 
 impl Job {
@@ -55,6 +78,19 @@ impl Job {
             first_byte: Duration::ZERO,
             last_progress: now,
             timed_out: None,
+            body_bytes: 0,
+            body_sent: None,
+            expect: Expect::Partial,
+        }
+    }
+
+    /// A request that sends `body_bytes` from `buf` after its head (0: none) and waits for a
+    /// document: `tag` is the caller's, kept in `get`.
+    pub fn request(tag: usize, buf: BufIndex, body_bytes: usize, now: Instant) -> Job {
+        Job {
+            body_bytes,
+            expect: Expect::Document,
+            ..Job::new(0, tag, buf, now)
         }
     }
 }
@@ -68,6 +104,8 @@ pub enum Op {
     SendRequest,
     /// Send the rest of the request head, from byte `from`.
     SendRest { from: usize },
+    /// Send the job's body bytes `from..len` from its registered buffer.
+    SendBody { from: usize, len: usize },
     /// Peek at what has arrived, into `scratch[at..]`, with `SO_RCVLOWAT` 1: a head is small,
     /// so the receive must complete on its first byte.
     Peek { at: usize },
@@ -116,6 +154,13 @@ pub enum Step {
     Queue(Op),
     /// The body is whole: take the job with [`Conn::finish`].
     Arrived,
+    /// A [`Expect::Document`] job was answered `2xx`: its status, document and `ETag`; take
+    /// the job with [`Conn::finish`].
+    Answered {
+        status: u16,
+        document: Vec<u8>,
+        etag: Option<String>,
+    },
     Failed(Failure),
 }
 
@@ -150,6 +195,9 @@ enum Phase {
     Sending {
         sent: usize,
     },
+    SendingBody {
+        sent: usize,
+    },
     Peeking(HeadReader),
     /// Consuming `n` head bytes; `head` is set when they end the head.
     Consuming {
@@ -160,6 +208,7 @@ enum Phase {
     Body {
         received: usize,
     },
+    /// An error document, or a [`Expect::Document`] job's `2xx` one.
     ErrorBody {
         status: u16,
         received: usize,
@@ -184,6 +233,8 @@ pub struct Conn {
     reused: bool,
     /// The GET (reader, index) whose response the open socket carried last.
     previous: Option<(usize, usize)>,
+    /// The `ETag` of the answer being read (document jobs).
+    etag: Option<String>,
     job: Option<Job>,
     phase: Phase,
 }
@@ -196,6 +247,11 @@ impl Conn {
 
     pub fn job(&self) -> Option<&Job> {
         self.job.as_ref()
+    }
+
+    /// Whether an operation of the connection is in flight (not idle, not waiting to retry).
+    pub fn in_flight(&self) -> bool {
+        !matches!(self.phase, Phase::Idle | Phase::Backoff { .. })
     }
 
     /// Whether the operation in flight reads body bytes.
@@ -215,6 +271,7 @@ impl Conn {
             job.attempt_started = now;
             job.last_progress = now;
             job.timed_out = None;
+            job.body_sent = None;
         }
         if self.socket.is_some() {
             self.phase = Phase::Sending { sent: 0 };
@@ -263,6 +320,7 @@ impl Conn {
         Ok(match std::mem::take(&mut self.phase) {
             Phase::Connecting => self.on_connected(),
             Phase::Sending { sent } => self.on_sent(sent + n, request_len),
+            Phase::SendingBody { sent } => self.on_body_sent(sent + n),
             Phase::Peeking(reader) => self.on_peeked(reader, scratch, n, get, now),
             Phase::Consuming {
                 reader,
@@ -291,6 +349,22 @@ impl Conn {
         if sent < request_len {
             self.phase = Phase::Sending { sent };
             return Step::Queue(Op::SendRest { from: sent });
+        }
+        self.on_body_sent(0)
+    }
+
+    /// `sent` of the job's body bytes are out: send the rest, or read the answer.
+    fn on_body_sent(&mut self, sent: usize) -> Step {
+        let len = self.job.map_or(0, |j| j.body_bytes);
+        if sent < len {
+            self.phase = Phase::SendingBody { sent };
+            return Step::Queue(Op::SendBody { from: sent, len });
+        }
+        if let Some(job) = &mut self.job
+            && len > 0
+        {
+            // Set to this completion's time just before.
+            job.body_sent = Some(job.last_progress);
         }
         self.peek(HeadReader::new())
     }
@@ -368,13 +442,21 @@ impl Conn {
     fn after_head(&mut self, head: ResponseHead, scratch_len: usize, body_len: usize) -> Step {
         // After `Connection: close` the socket is dropped once this response is read.
         self.reused = !head.closes;
-        if head.status == 206 {
+        let document = self.job.is_some_and(|j| j.expect == Expect::Document);
+        if document {
+            self.etag = head.etag.clone();
+            // A document past the scratch buffer leaves bytes in the socket: not reused.
+            if head.content_length.is_none_or(|l| l as usize > scratch_len) && !head.chunked {
+                self.reused = false;
+            }
+        }
+        if head.status == 206 && !document {
             return match head.partial {
                 Ok(()) => self.body(0, body_len),
                 Err(reason) => Step::Failed(Failure::BadResponse(reason)),
             };
         }
-        if (200..300).contains(&head.status) {
+        if (200..300).contains(&head.status) && !document {
             // Never read a whole object into a range-sized buffer.
             return Step::Failed(Failure::BadResponse(format!(
                 "answered {} instead of 206 Partial Content: the server ignores Range",
@@ -389,11 +471,7 @@ impl Conn {
             (None, false) => Framing::UntilClose,
         };
         if framing == Framing::Length(0) {
-            return Step::Failed(Failure::Status {
-                status: head.status,
-                document: Vec::new(),
-                retry_after: head.retry_after,
-            });
+            return self.answer(head.status, Vec::new(), head.retry_after);
         }
         self.phase = Phase::ErrorBody {
             status: head.status,
@@ -451,13 +529,7 @@ impl Conn {
         framing: Framing,
     ) -> Step {
         let raw = &scratch[..received];
-        let whole = |document: Vec<u8>| {
-            Step::Failed(Failure::Status {
-                status,
-                document,
-                retry_after: retry_after.clone(),
-            })
-        };
+        let mut whole = |document: Vec<u8>| self.answer(status, document, retry_after.clone());
         match framing {
             Framing::Length(len) if received >= len => return whole(raw[..len].to_vec()),
             Framing::Chunked => match http::dechunk(raw) {
@@ -489,7 +561,23 @@ impl Conn {
         })
     }
 
-    /// After [`Step::Arrived`]: the connection is free for the next GET; its job.
+    /// A whole answer of `status` with its document: a document job's `2xx`, else a failure.
+    fn answer(&mut self, status: u16, document: Vec<u8>, retry_after: Option<String>) -> Step {
+        if (200..300).contains(&status) {
+            return Step::Answered {
+                status,
+                document,
+                etag: self.etag.take(),
+            };
+        }
+        Step::Failed(Failure::Status {
+            status,
+            document,
+            retry_after,
+        })
+    }
+
+    /// After [`Step::Arrived`] or [`Step::Answered`]: the connection is free for the next GET; its job.
     pub fn finish(&mut self) -> Option<Job> {
         let job = self.job.take()?;
         self.phase = Phase::Idle;
@@ -534,9 +622,10 @@ impl Conn {
             Phase::Connecting => (Wait::Connect, job.attempt_started + policy.connect_timeout),
             Phase::Sending { .. } | Phase::Peeking(_) | Phase::Consuming { .. } => (
                 Wait::FirstByte,
-                job.attempt_started + policy.first_byte_timeout,
+                job.body_sent.unwrap_or(job.attempt_started) + policy.first_byte_timeout,
             ),
-            Phase::Body { .. } | Phase::ErrorBody { .. } => {
+            // A request body moves as the reader's does: bounded by the pauses between bytes.
+            Phase::SendingBody { .. } | Phase::Body { .. } | Phase::ErrorBody { .. } => {
                 (Wait::Idle, job.last_progress + policy.idle_timeout)
             }
         };
@@ -898,6 +987,86 @@ mod tests {
         assert_eq!(
             conn.on_completion(0, &scratch, 100, &range(100), later),
             Ok(Step::Failed(Failure::TimedOut(Wait::Idle)))
+        );
+    }
+
+    #[test]
+    fn a_request_body_then_a_document_answer() {
+        let policy = RetryPolicy {
+            first_byte_timeout: Duration::from_secs(2),
+            ..RetryPolicy::default()
+        };
+        let now = Instant::now();
+        let none = range(0);
+        let mut conn = Conn::default();
+        conn.assign(Job::request(7, BufIndex(1), 100, now));
+        let mut scratch = vec![0u8; SCRATCH];
+        assert_eq!(conn.start_attempt(now), Op::Connect);
+        let step = |conn: &mut Conn, n: i32, scratch: &[u8], at: Instant| {
+            conn.on_completion(n, scratch, 50, &none, at).unwrap()
+        };
+        assert_eq!(step(&mut conn, 0, &scratch, now), Step::Queue(Op::SendRequest));
+        // The head, then the body from the buffer in two sends.
+        assert_eq!(
+            step(&mut conn, 50, &scratch, now),
+            Step::Queue(Op::SendBody { from: 0, len: 100 })
+        );
+        assert_eq!(
+            step(&mut conn, 60, &scratch, now),
+            Step::Queue(Op::SendBody { from: 60, len: 100 })
+        );
+        // The answer's wait counts from the body's end.
+        let sent = now + Duration::from_secs(5);
+        assert_eq!(step(&mut conn, 40, &scratch, sent), Step::Queue(Op::Peek { at: 0 }));
+        assert_eq!(conn.wake_at(&policy), Some(sent + Duration::from_secs(2)));
+        // A 200 with an ETag and no body: answered at once.
+        let head = "HTTP/1.1 200 OK\r\netag: \"e1\"\r\ncontent-length: 0\r\n\r\n";
+        scratch[..head.len()].copy_from_slice(head.as_bytes());
+        let n = head.len() as i32;
+        assert_eq!(
+            step(&mut conn, n, &scratch, sent),
+            Step::Queue(Op::Recv {
+                at: 0,
+                len: head.len()
+            })
+        );
+        assert_eq!(
+            step(&mut conn, n, &scratch, sent),
+            Step::Answered {
+                status: 200,
+                document: Vec::new(),
+                etag: Some("\"e1\"".into())
+            }
+        );
+        let job = conn.finish().unwrap();
+        assert_eq!((job.get, job.buf, job.body_bytes), (7, BufIndex(1), 100));
+        assert!(conn.is_free());
+
+        // No body, a 200 with an XML document: read into the scratch buffer.
+        conn.set_socket(std::fs::File::open("/dev/null").unwrap().into());
+        conn.assign(Job::request(0, BufIndex(0), 0, now));
+        assert_eq!(conn.start_attempt(now), Op::SendRequest);
+        assert_eq!(step(&mut conn, 50, &scratch, now), Step::Queue(Op::Peek { at: 0 }));
+        let doc = "<R><UploadId>u</UploadId></R>";
+        let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", doc.len());
+        scratch[..head.len()].copy_from_slice(head.as_bytes());
+        let n = head.len() as i32;
+        step(&mut conn, n, &scratch, now);
+        assert_eq!(
+            step(&mut conn, n, &scratch, now),
+            Step::Queue(Op::Recv {
+                at: 0,
+                len: doc.len()
+            })
+        );
+        scratch[..doc.len()].copy_from_slice(doc.as_bytes());
+        assert_eq!(
+            step(&mut conn, doc.len() as i32, &scratch, now),
+            Step::Answered {
+                status: 200,
+                document: doc.as_bytes().to_vec(),
+                etag: None
+            }
         );
     }
 

@@ -5,6 +5,8 @@
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
 
+use std::os::fd::OwnedFd;
+
 use rustix::net::{AddressFamily, SocketFlags, SocketType};
 
 use super::{RingIo, tls};
@@ -16,15 +18,7 @@ impl RingIo<'_> {
     pub(super) fn open_plain(&mut self, c: usize) -> Result<(), RankError> {
         let queued = |e| Self::engine_error("queueing an operation", e);
         let addr = self.gateway(c).addr;
-        let family = match addr {
-            SocketAddr::V4(_) => AddressFamily::INET,
-            SocketAddr::V6(_) => AddressFamily::INET6,
-        };
-        let socket =
-            rustix::net::socket_with(family, SocketType::STREAM, SocketFlags::CLOEXEC, None)
-                .map_err(|e| Self::engine_error("socket", e.into()))?;
-        rustix::net::sockopt::set_tcp_nodelay(&socket, true)
-            .map_err(|e| Self::engine_error("TCP_NODELAY", e.into()))?;
+        let socket = plain_socket(&addr).map_err(RankError::Engine)?;
         self.ring
             .connect(c, socket.as_fd(), &addr)
             .map_err(queued)?;
@@ -81,4 +75,18 @@ impl RingIo<'_> {
         self.tls_read[c] = None;
         Ok(())
     }
+}
+
+/// A new TCP socket for `addr` (`TCP_NODELAY`), to connect on the ring; the error names the
+/// call that failed.
+pub(super) fn plain_socket(addr: &SocketAddr) -> Result<OwnedFd, String> {
+    let family = match addr {
+        SocketAddr::V4(_) => AddressFamily::INET,
+        SocketAddr::V6(_) => AddressFamily::INET6,
+    };
+    let socket = rustix::net::socket_with(family, SocketType::STREAM, SocketFlags::CLOEXEC, None)
+        .map_err(|e| format!("io_uring: socket: {e}"))?;
+    rustix::net::sockopt::set_tcp_nodelay(&socket, true)
+        .map_err(|e| format!("io_uring: TCP_NODELAY: {e}"))?;
+    Ok(socket)
 }

@@ -47,39 +47,6 @@ impl RingIo<'_> {
             };
         }
         match failure {
-            Failure::TimedOut(what) => RequestError::Timeout {
-                operation,
-                after: match what {
-                    Wait::Connect => self.policy.connect_timeout,
-                    Wait::FirstByte => self.policy.first_byte_timeout,
-                    Wait::Idle => self.policy.idle_timeout,
-                    Wait::Request => self.policy.timeout,
-                },
-                what,
-            },
-            Failure::Io { errno, connecting } => {
-                let error = std::io::Error::from_raw_os_error(errno);
-                let refused = matches!(
-                    errno,
-                    libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH
-                );
-                if connecting && refused {
-                    RequestError::Unreachable {
-                        operation,
-                        reason: format!(
-                            "cannot connect to {} ({error}); is the server running? check --endpoint",
-                            self.gateway(c).url
-                        ),
-                    }
-                } else {
-                    RequestError::Transport {
-                        operation,
-                        reason: error.to_string(),
-                    }
-                }
-            }
-            Failure::Transport(reason) => RequestError::Transport { operation, reason },
-            Failure::BadResponse(reason) => RequestError::BadResponse { operation, reason },
             // Garbage where a head should start, on a socket that carried a response: what
             // followed that response's body. The baseline's pool drops such a connection too.
             Failure::Head {
@@ -90,35 +57,85 @@ impl RingIo<'_> {
                 operation,
                 after: self.operation(window.get(reader, index)),
             },
-            Failure::Head { error, reused, .. } => match error {
-                http::HeadError::Closed(0) if reused => RequestError::Transport {
-                    operation,
-                    reason: "the server closed the keep-alive connection before answering".into(),
-                },
-                http::HeadError::Closed(_) => RequestError::Transport {
-                    operation,
-                    reason: error.to_string(),
-                },
-                http::HeadError::TooLong(_) | http::HeadError::Malformed(_) => {
-                    RequestError::BadResponse {
-                        operation,
-                        reason: error.to_string(),
-                    }
-                }
-            },
-            Failure::Status {
-                status,
-                document,
-                retry_after,
-            } => RequestError::from_response(
+            failure => attempt_error(
                 operation,
-                status,
-                &document,
-                &self.engine.client.hint_context(),
-            )
-            .with_retry_after(retry_after.as_deref()),
+                failure,
+                &self.policy,
+                &self.gateway(c).url,
+                &self.engine.client,
+            ),
         }
     }
+}
+
+/// A failed attempt of `operation` through `gateway_url`, in words: every failure but the two
+/// only the training path words (a TLS connection's, stray bytes after a body).
+pub(super) fn attempt_error(
+    operation: String,
+    failure: Failure,
+    policy: &crate::s3::RetryPolicy,
+    gateway_url: &str,
+    client: &crate::s3::Client,
+) -> RequestError {
+    match failure {
+        Failure::TimedOut(what) => RequestError::Timeout {
+            operation,
+            after: match what {
+                Wait::Connect => policy.connect_timeout,
+                Wait::FirstByte => policy.first_byte_timeout,
+                Wait::Idle => policy.idle_timeout,
+                Wait::Request => policy.timeout,
+            },
+            what,
+        },
+        Failure::Io { errno, connecting } => {
+            let error = std::io::Error::from_raw_os_error(errno);
+            let refused = matches!(
+                errno,
+                libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH
+            );
+            if connecting && refused {
+                RequestError::Unreachable {
+                    operation,
+                    reason: format!(
+                        "cannot connect to {gateway_url} ({error}); is the server running? check --endpoint"
+                    ),
+                }
+            } else {
+                RequestError::Transport {
+                    operation,
+                    reason: error.to_string(),
+                }
+            }
+        }
+        Failure::Transport(reason) => RequestError::Transport { operation, reason },
+        Failure::BadResponse(reason) => RequestError::BadResponse { operation, reason },
+        Failure::Head { error, reused, .. } => match error {
+            http::HeadError::Closed(0) if reused => RequestError::Transport {
+                operation,
+                reason: "the server closed the keep-alive connection before answering".into(),
+            },
+            http::HeadError::Closed(_) => RequestError::Transport {
+                operation,
+                reason: error.to_string(),
+            },
+            http::HeadError::TooLong(_) | http::HeadError::Malformed(_) => {
+                RequestError::BadResponse {
+                    operation,
+                    reason: error.to_string(),
+                }
+            }
+        },
+        Failure::Status {
+            status,
+            document,
+            retry_after,
+        } => RequestError::from_response(operation, status, &document, &client.hint_context())
+            .with_retry_after(retry_after.as_deref()),
+    }
+}
+
+impl RingIo<'_> {
 
     /// Handles one completion of connection `c`.
     pub(super) fn on_completion(
@@ -167,6 +184,9 @@ impl RingIo<'_> {
                 window.arrived(job.reader, job.get, job.buf, arrival)?;
                 Ok(())
             }
+            Step::Answered { status, .. } => Err(RankError::Engine(format!(
+                "a GET answered {status} as a document (a bug)"
+            ))),
             Step::Failed(failure) => {
                 let error = self.request_error(window, c, get, failure);
                 self.attempt_failed(window, c, job.retries, error)

@@ -58,6 +58,8 @@ pub struct ResponseHead {
     pub chunked: bool,
     /// The `Retry-After` header, as sent.
     pub retry_after: Option<String>,
+    /// The `ETag` header, as sent (an UploadPart's answer).
+    pub etag: Option<String>,
     /// The head's length in bytes, up to and including the blank line.
     pub len: usize,
 }
@@ -161,6 +163,7 @@ fn head_of(response: &httparse::Response<'_, '_>, len: usize, get: &RangedGet) -
         chunked: header("transfer-encoding")
             .is_some_and(|t| t.to_ascii_lowercase().contains("chunked")),
         retry_after: header("retry-after").map(str::to_string),
+        etag: header("etag").map(str::to_string),
         len,
     }
 }

@@ -42,6 +42,9 @@ impl RingIo<'_> {
                 let (ring, fd) = self.ring_and_socket(c)?;
                 ring.recv(c, fd, at, len, false).map_err(queued)
             }
+            Op::SendBody { .. } => Err(RankError::Engine(format!(
+                "connection {c}: a GET with a request body (a bug)"
+            ))),
             Op::Body { offset, len, lowat } => {
                 let tail = lowat < self.conns[c].rcvlowat_bytes;
                 self.set_rcvlowat(c, lowat)?;
@@ -99,6 +102,9 @@ impl RingIo<'_> {
                 let (ring, fd) = self.ring_and_socket(c)?;
                 ring.send(c, fd, from).map_err(queued)
             }
+            Op::SendBody { .. } => Err(RankError::Engine(format!(
+                "connection {c}: a GET with a request body (a bug)"
+            ))),
             Op::Peek { .. } | Op::Recv { .. } | Op::Body { .. } => {
                 let Some(session) = self.tls[c].as_ref() else {
                     return Err(RankError::Engine(format!(

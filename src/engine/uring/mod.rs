@@ -51,17 +51,20 @@ mod connect;
 mod dispatch;
 pub mod http;
 mod issue;
+pub mod objects;
 pub mod pool;
 pub mod probe;
 mod read;
 pub mod ring;
 pub mod tls;
+mod upload;
 
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use self::objects::RingObjects;
 pub use self::probe::unavailable_cause;
 
 use self::conn::{Conn, Job, Op};
@@ -469,3 +472,5 @@ impl Transport for RingIo<'_> {
 mod tests;
 #[cfg(test)]
 mod tests_tls;
+#[cfg(test)]
+mod tests_objects;

@@ -131,7 +131,7 @@ impl RingIo<'_> {
                 }
                 n
             }
-            Op::Connect | Op::SendRequest | Op::SendRest { .. } => {
+            Op::Connect | Op::SendRequest | Op::SendRest { .. } | Op::SendBody { .. } => {
                 return Err(RankError::Engine(format!(
                     "connection {c}: a TLS delivery for a send (a bug)"
                 )));

@@ -31,6 +31,15 @@ pub const COMPUTE_TAG: u64 = u64::MAX - 1;
 pub const WAKE_TAG: u64 = u64::MAX - 2;
 /// `user_data` of cancellations (their own completions are ignored).
 const CANCEL_TAG: u64 = u64::MAX - 3;
+/// Added to a connection's tag in the completion of a `SEND_ZC`'s notification (the kernel
+/// let go of the buffer): `NOTIF_TAG | conn`, its result the notification's (see
+/// [`ZC_COPIED`]).
+pub const NOTIF_TAG: u64 = 1 << 40;
+/// `IORING_NOTIF_USAGE_ZC_COPIED`: set in a notification's result when the kernel copied the
+/// bytes after all (loopback always does).
+pub const ZC_COPIED: i32 = i32::MIN;
+/// `IORING_SEND_ZC_REPORT_USAGE`: ask notifications to say whether the kernel copied.
+const SEND_ZC_REPORT_USAGE: u16 = 8;
 /// How long a dropped ring waits for the kernel to give back cancelled operations.
 const DRAIN_LIMIT: Duration = Duration::from_secs(5);
 
@@ -92,6 +101,10 @@ struct ConnIo {
     addr: Option<Box<SockAddr>>,
     /// The pool buffer a `READ_FIXED` in flight writes into.
     filling: Option<BufIndex>,
+    /// The pool buffer a send in flight reads from.
+    sending: Option<BufIndex>,
+    /// The buffers of this connection's `SEND_ZC`s whose notification has not come, in order.
+    zc_notifs: Vec<BufIndex>,
     /// An operation of this connection is in flight.
     pending: bool,
 }
@@ -138,8 +151,12 @@ pub struct Ring {
     conns: ManuallyDrop<Vec<ConnIo>>,
     compute_timespec: ManuallyDrop<Box<Timespec>>,
     wake_counter: ManuallyDrop<Box<u64>>,
-    /// Operations submitted or queued whose completion has not been reaped.
+    /// Operations submitted or queued whose completion has not been reaped (a `SEND_ZC`
+    /// counts until its notification).
     in_flight: usize,
+    /// `sends[buf]`: sends from pool buffer `buf` the kernel may still read (a `SEND_ZC`'s
+    /// until its notification).
+    sends: Vec<u32>,
 }
 
 impl std::fmt::Debug for Ring {
@@ -220,9 +237,12 @@ impl Ring {
                 stage: vec![0u8; stage_bytes].into_boxed_slice(),
                 addr: None,
                 filling: None,
+                sending: None,
+                zc_notifs: Vec::with_capacity(4),
                 pending: false,
             })
             .collect();
+        let sends = vec![0; pool.count()];
         Ok(Ring {
             ring: ManuallyDrop::new(ring),
             pool: ManuallyDrop::new(pool),
@@ -230,7 +250,35 @@ impl Ring {
             compute_timespec: ManuallyDrop::new(Box::new(Timespec::new())),
             wake_counter: ManuallyDrop::new(Box::new(0)),
             in_flight: 0,
+            sends,
         })
+    }
+
+    /// Whether this kernel's io_uring has `IORING_OP_SEND_ZC` (Linux 6.0).
+    pub fn supports_send_zc(&self) -> bool {
+        let mut probe = io_uring::Probe::new();
+        self.ring.submitter().register_probe(&mut probe).is_ok()
+            && probe.is_supported(opcode::SendZc::CODE)
+    }
+
+    /// Whether the kernel may still read pool buffer `buf` (a send, or a `SEND_ZC` whose
+    /// notification has not come): until then its bytes must not change.
+    pub fn buffer_sending(&self, buf: BufIndex) -> bool {
+        self.sends[usize::from(buf.0)] > 0
+    }
+
+    /// Panics if the kernel may be reading or writing pool buffer `buf`.
+    fn assert_untouched(&self, buf: BufIndex) {
+        assert!(
+            self.conns.iter().all(|io| io.filling != Some(buf)),
+            "buffer {} has a read in flight",
+            buf.0
+        );
+        assert!(
+            !self.buffer_sending(buf),
+            "buffer {} has a send in flight",
+            buf.0
+        );
     }
 
     /// A free pool buffer, or `None` when all are out (which the reader window makes
@@ -292,11 +340,7 @@ impl Ring {
         buf: BufIndex,
         offset: usize,
     ) {
-        assert!(
-            self.conns.iter().all(|io| io.filling != Some(buf)),
-            "buffer {} has a read in flight",
-            buf.0
-        );
+        self.assert_untouched(buf);
         let io = &self.conns[conn];
         assert!(!io.pending, "connection {conn} has a receive in flight");
         let source = &io.stage[from];
@@ -325,11 +369,7 @@ impl Ring {
     /// The first `len` bytes of pool buffer `buf`, as the kernel wrote them. Panics if a read
     /// into `buf` is in flight: then the kernel may still be writing it.
     pub fn filled(&self, buf: BufIndex, len: usize) -> &[u8] {
-        assert!(
-            self.conns.iter().all(|io| io.filling != Some(buf)),
-            "buffer {} has a read in flight",
-            buf.0
-        );
+        self.assert_untouched(buf);
         // SAFETY: every kernel write into the pool is a READ_FIXED queued by this ring, and
         // none into `buf` is in flight (asserted). No new one can be queued while the slice
         // lives: queueing takes `&mut self`.
@@ -411,11 +451,7 @@ impl Ring {
     /// Pool buffer `buf` from byte `from` to its end, to decrypt TLS records there. Panics
     /// if a read into `buf` is in flight.
     pub fn buffer_from_mut(&mut self, buf: BufIndex, from: usize) -> &mut [u8] {
-        assert!(
-            self.conns.iter().all(|io| io.filling != Some(buf)),
-            "buffer {} has a read in flight",
-            buf.0
-        );
+        self.assert_untouched(buf);
         let len = self.pool.buffer_bytes();
         assert!(from <= len);
         // SAFETY: inside buffer `buf`; no kernel write into it is in flight (asserted) nor can
@@ -455,6 +491,48 @@ impl Ring {
         let entry = opcode::ReadFixed::new(Fd(fd.as_raw_fd()), ptr, len as u32, buf.0).build();
         self.push_conn(conn, entry)?;
         self.conns[conn].filling = Some(buf);
+        Ok(())
+    }
+
+    /// Sends pool buffer `buf`'s bytes `offset..offset + len`: with `zc`, `SEND_ZC` from the
+    /// registered buffer (the NIC reads the pages; a second completion, tagged
+    /// [`NOTIF_TAG`], says when the kernel lets go of them), else `SEND` (the kernel copies
+    /// them into the socket). The buffer's bytes must not change until
+    /// [`Ring::buffer_sending`] is false, which [`Ring::buffer_from_mut`] asserts.
+    pub fn send_buffer(
+        &mut self,
+        conn: usize,
+        fd: BorrowedFd<'_>,
+        buf: BufIndex,
+        offset: usize,
+        len: usize,
+        zc: bool,
+    ) -> io::Result<()> {
+        let buffer_bytes = self.pool.buffer_bytes();
+        assert!(len > 0 && offset + len <= buffer_bytes && len <= u32::MAX as usize);
+        assert!(
+            self.conns.iter().all(|io| io.filling != Some(buf)),
+            "buffer {} has a read in flight",
+            buf.0
+        );
+        // SAFETY: `offset + len <= buffer_bytes`, inside buffer `buf` of the registered pool,
+        // which outlives every operation (see the module docs); the kernel only reads it.
+        let ptr = unsafe { self.pool.ptr(buf).add(offset) }.cast_const();
+        let fd = Fd(fd.as_raw_fd());
+        let entry = if zc {
+            opcode::SendZc::new(fd, ptr, len as u32)
+                .buf_index(Some(buf.0))
+                .flags(libc::MSG_NOSIGNAL)
+                .zc_flags(SEND_ZC_REPORT_USAGE)
+                .build()
+        } else {
+            opcode::Send::new(fd, ptr, len as u32)
+                .flags(libc::MSG_NOSIGNAL)
+                .build()
+        };
+        self.push_conn(conn, entry)?;
+        self.conns[conn].sending = Some(buf);
+        self.sends[usize::from(buf.0)] += 1;
         Ok(())
     }
 
@@ -498,22 +576,44 @@ impl Ring {
         let mut completion = self.ring.completion();
         completion.sync();
         for cqe in completion {
-            let tag = cqe.user_data();
+            let (tag, result, flags) = (cqe.user_data(), cqe.result(), cqe.flags());
             if tag == CANCEL_TAG {
                 continue;
             }
-            out.push(Completion {
-                tag,
-                result: cqe.result(),
-            });
-        }
-        for c in out.iter() {
-            self.in_flight -= 1;
-            if let Some(io) = self.conns.get_mut(c.tag as usize) {
+            let io = self.conns.get_mut(tag as usize);
+            if io_uring::cqueue::notif(flags) {
+                // A SEND_ZC's second completion: the kernel let go of its buffer.
+                self.in_flight -= 1;
+                if let Some(io) = io
+                    && !io.zc_notifs.is_empty()
+                {
+                    let buf = io.zc_notifs.remove(0);
+                    self.sends[usize::from(buf.0)] -= 1;
+                }
+                out.push(Completion {
+                    tag: NOTIF_TAG | tag,
+                    result,
+                });
+                continue;
+            }
+            // With F_MORE a notification follows: the operation stays counted until then.
+            let more = io_uring::cqueue::more(flags);
+            if !more {
+                self.in_flight -= 1;
+            }
+            if let Some(io) = io {
                 io.pending = false;
                 io.addr = None;
                 io.filling = None;
+                if let Some(buf) = io.sending.take() {
+                    if more {
+                        io.zc_notifs.push(buf);
+                    } else {
+                        self.sends[usize::from(buf.0)] -= 1;
+                    }
+                }
             }
+            out.push(Completion { tag, result });
         }
         Ok(())
     }
