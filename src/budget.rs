@@ -541,11 +541,16 @@ pub struct ObjectBudgetShape {
 }
 
 impl ObjectBudgetShape {
-    /// One rank's buffers, each side rounded up to whole pages: the larger side.
+    /// One rank's buffers as the io_uring engine registers them: one per connection
+    /// (max(parts in flight, read blocks)), each the larger of a part and a read range, rounded
+    /// up to whole pages. The baseline holds at most as much (a heap buffer per part or range
+    /// in flight).
     pub fn rank_buffer_bytes(&self) -> u64 {
-        let write = self.parts_in_flight * round_up(self.part_bytes, BUFFER_ALIGN_BYTES);
-        let read = self.read_blocks * round_up(self.read_range_bytes, BUFFER_ALIGN_BYTES);
-        write.max(read)
+        self.parts_in_flight.max(self.read_blocks)
+            * round_up(
+                self.part_bytes.max(self.read_range_bytes),
+                BUFFER_ALIGN_BYTES,
+            )
     }
 
     fn budget(&self) -> MemoryBudget {
@@ -657,14 +662,14 @@ pub fn check_objects(
     }
     let suggestion = if fixes.is_empty() {
         format!(
-            "no single one of --part-size, --parts-in-flight, --read-range, --read-blocks fits;              lower several, or the ranks on this host ({})",
+            "no single one of --part-size, --parts-in-flight, --read-range, --read-blocks fits; lower several, or the ranks on this host ({})",
             shape.ranks
         )
     } else {
         format!("largest that fit: {}", fixes.join(", or "))
     };
     let pool = format!(
-        "{} ranks × max({} parts × {}, {} read blocks × {})",
+        "{} ranks × max({} parts, {} read blocks) × max({}, {})",
         shape.ranks,
         shape.parts_in_flight,
         bytes(shape.part_bytes),

@@ -38,7 +38,10 @@ fn planned_objects(args: &[&str], steps: u32) -> Vec<(String, u64)> {
         for rank in plan["ranks"].as_array().unwrap() {
             for o in rank.as_array().unwrap() {
                 objects.push((
-                    format!("{folder}/global_epoch1_step{step}/{}", o["name"].as_str().unwrap()),
+                    format!(
+                        "{folder}/global_epoch1_step{step}/{}",
+                        o["name"].as_str().unwrap()
+                    ),
                     o["bytes"].as_u64().unwrap(),
                 ));
             }
@@ -70,7 +73,10 @@ fn assert_clean(report: &Value, what: &str) {
             "{what}: {field}: {report}"
         );
     }
-    assert!(report["ranges_checked"].as_u64().unwrap() > 0, "{what}: {report}");
+    assert!(
+        report["ranges_checked"].as_u64().unwrap() > 0,
+        "{what}: {report}"
+    );
     assert_eq!(report["open_uploads"], 0, "{what}: {report}");
 }
 
@@ -95,7 +101,10 @@ fn assert_dlio_fields(summary: &Value, writes: usize, reads: usize) {
         let rates: Vec<f64> = durations.iter().map(|d| size / d).collect();
         let expect = rates.iter().sum::<f64>() / rates.len() as f64;
         let got = mean.as_f64().unwrap();
-        assert!((got - expect).abs() < 1e-9 * expect.max(1.0), "{phase}: {got} vs {expect}");
+        assert!(
+            (got - expect).abs() < 1e-9 * expect.max(1.0),
+            "{phase}: {got} vs {expect}"
+        );
         let d_mean = m[format!("{phase}_checkpoint_duration_mean_seconds")]
             .as_f64()
             .unwrap();
@@ -120,19 +129,47 @@ fn both_engines_write_and_restore_against_the_embedded_sink_with_verify() {
         assert_eq!(s["kind"], "checkpoint");
         assert_dlio_fields(&s, 2, 2);
         let per_checkpoint = s["checkpoint_bytes"].as_u64().unwrap();
-        assert_eq!(s["save"]["bytes"].as_u64(), Some(2 * per_checkpoint), "{engine}");
-        assert_eq!(s["load"]["bytes"].as_u64(), Some(2 * per_checkpoint), "{engine}");
+        assert_eq!(
+            s["save"]["bytes"].as_u64(),
+            Some(2 * per_checkpoint),
+            "{engine}"
+        );
+        assert_eq!(
+            s["load"]["bytes"].as_u64(),
+            Some(2 * per_checkpoint),
+            "{engine}"
+        );
         // Two 32 MiB parts for each optimizer shard, one for each model shard, per checkpoint.
-        assert_eq!(s["save"]["requests"].as_u64(), Some(2 * 2 * 3), "{engine}: {s}");
-        assert!(s["save"]["client_cpu_s_per_gib"].is_number(), "{engine}: {s}");
-        assert!(s["save"]["generate_cpu_s_per_gib"].is_number(), "{engine}: {s}");
-        assert!(s["load"]["server_cpu_s_per_gib"].is_number(), "{engine}: {s}");
+        assert_eq!(
+            s["save"]["requests"].as_u64(),
+            Some(2 * 2 * 3),
+            "{engine}: {s}"
+        );
+        assert!(
+            s["save"]["client_cpu_s_per_gib"].is_number(),
+            "{engine}: {s}"
+        );
+        assert!(
+            s["save"]["generate_cpu_s_per_gib"].is_number(),
+            "{engine}: {s}"
+        );
+        assert!(
+            s["load"]["server_cpu_s_per_gib"].is_number(),
+            "{engine}: {s}"
+        );
         // The sink checked every byte written.
         let sink = &s["target"]["server"]["sink"];
         assert_eq!(sink["mismatches"], 0, "{engine}: {s}");
-        assert_eq!(sink["verified_bytes"].as_u64(), Some(2 * per_checkpoint), "{engine}");
+        assert_eq!(
+            sink["verified_bytes"].as_u64(),
+            Some(2 * per_checkpoint),
+            "{engine}"
+        );
         let rss = s["peak_rss_bytes"].as_u64().unwrap();
-        assert!(rss <= s["memory_budget_bytes"].as_u64().unwrap(), "{engine}: {s}");
+        assert!(
+            rss <= s["memory_budget_bytes"].as_u64().unwrap(),
+            "{engine}: {s}"
+        );
     }
 }
 
@@ -151,7 +188,17 @@ fn the_directory_backend_stores_real_files_with_dlio_names_and_the_generators_by
     for engine in ["uring", "baseline"] {
         let (root, server) = dir_server(&[]);
         let ep = server.endpoint.as_str();
-        let args = ["llama3_tiny", "--np", "2", "--engine", engine, "--endpoint", ep, "--bucket", "ringload"];
+        let args = [
+            "llama3_tiny",
+            "--np",
+            "2",
+            "--engine",
+            engine,
+            "--endpoint",
+            ep,
+            "--bucket",
+            "ringload",
+        ];
         let s = run_json_env(&args, &[]);
         assert_dlio_fields(&s, 2, 2);
         let expected = planned_objects(&["llama3_tiny", "--np", "2"], 2);
@@ -246,11 +293,24 @@ fn part_faults_are_retried_and_a_fatal_one_aborts_the_upload() {
         // A 503 on the third part and a cut mid-part: retried, the run completes.
         let (_root, server) = dir_server(&["--faults", "503@part/nth=3,cut=1000000@part/nth=5"]);
         let ep = server.endpoint.as_str();
-        let base = ["llama3_tiny", "--np", "2", "--engine", engine, "--endpoint", ep, "--bucket", "ringload"];
+        let base = [
+            "llama3_tiny",
+            "--np",
+            "2",
+            "--engine",
+            engine,
+            "--endpoint",
+            ep,
+            "--bucket",
+            "ringload",
+        ];
         let s = run_json_env(&base, &[]);
         assert!(s["save"]["retries"].as_u64().unwrap() >= 2, "{engine}: {s}");
         let expected = planned_objects(&["llama3_tiny", "--np", "2"], 2);
-        assert_clean(&check_bucket(ep, "ringload", ("k", "s"), "checkpoints/", &expected), engine);
+        assert_clean(
+            &check_bucket(ep, "ringload", ("k", "s"), "checkpoints/", &expected),
+            engine,
+        );
         drop(server);
 
         // Every CompleteMultipartUpload fails: the run fails naming an object, and no upload is
@@ -260,7 +320,15 @@ fn part_faults_are_retried_and_a_fatal_one_aborts_the_upload() {
             let ep = server.endpoint.as_str();
             let mut cmd = ringload();
             cmd.arg("run")
-                .args(["llama3_tiny", "--np", "2", "--engine", engine, "--endpoint", ep])
+                .args([
+                    "llama3_tiny",
+                    "--np",
+                    "2",
+                    "--engine",
+                    engine,
+                    "--endpoint",
+                    ep,
+                ])
                 .args(["--bucket", "ringload", "--retries", "1"]);
             let (code, _, stderr) = output(&mut cmd);
             assert_eq!(code, 1, "{engine} {fault}: {stderr}");
@@ -306,7 +374,15 @@ fn a_killed_writer_leaves_uploads_that_the_next_run_aborts_and_says_so() {
     ];
     let mut cmd = ringload();
     cmd.arg("run")
-        .args(["llama3_tiny", "--np", "1", "--engine", "baseline", "--bucket", &g.bucket])
+        .args([
+            "llama3_tiny",
+            "--np",
+            "1",
+            "--engine",
+            "baseline",
+            "--bucket",
+            &g.bucket,
+        ])
         .args(&overrides)
         .args(["--parts-in-flight", "1"])
         .env("AWS_ENDPOINT_URL", &g.endpoint)
@@ -318,19 +394,39 @@ fn a_killed_writer_leaves_uploads_that_the_next_run_aborts_and_says_so() {
     let mut child = cmd.spawn().unwrap();
     let waited = common::python_json(
         WAIT_FOR_UPLOAD,
-        &[&g.endpoint, &g.bucket, &g.key, &g.secret, &format!("{folder}/")],
+        &[
+            &g.endpoint,
+            &g.bucket,
+            &g.key,
+            &g.secret,
+            &format!("{folder}/"),
+        ],
     );
     child.kill().unwrap(); // SIGKILL: nothing runs after it.
     let _ = child.wait();
     assert!(waited["open"].as_u64().unwrap() >= 1, "{waited}");
-    let report = check_bucket(&g.endpoint, &g.bucket, (&g.key, &g.secret), &format!("{folder}/"), &[]);
+    let report = check_bucket(
+        &g.endpoint,
+        &g.bucket,
+        (&g.key, &g.secret),
+        &format!("{folder}/"),
+        &[],
+    );
     assert!(report["open_uploads"].as_u64().unwrap() >= 1, "{report}");
 
     // The next run of the same workload (into the same folder; the small model, to be quick)
     // aborts them before it starts, and says so.
     let mut next = ringload();
     next.arg("run")
-        .args(["llama3_tiny", "--np", "1", "--engine", "baseline", "--bucket", &g.bucket])
+        .args([
+            "llama3_tiny",
+            "--np",
+            "1",
+            "--engine",
+            "baseline",
+            "--bucket",
+            &g.bucket,
+        ])
         .args([&overrides[0], &overrides[3], &overrides[4]])
         .env("AWS_ENDPOINT_URL", &g.endpoint)
         .env("AWS_ACCESS_KEY_ID", &g.key)
@@ -342,7 +438,13 @@ fn a_killed_writer_leaves_uploads_that_the_next_run_aborts_and_says_so() {
         stderr.contains("aborted") && stderr.contains("incomplete multipart upload"),
         "{stderr}"
     );
-    let report = check_bucket(&g.endpoint, &g.bucket, (&g.key, &g.secret), &format!("{folder}/"), &[]);
+    let report = check_bucket(
+        &g.endpoint,
+        &g.bucket,
+        (&g.key, &g.secret),
+        &format!("{folder}/"),
+        &[],
+    );
     assert_eq!(report["open_uploads"], 0, "{report}");
 }
 

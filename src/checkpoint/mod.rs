@@ -53,11 +53,12 @@ pub struct ObjectIoShape {
 }
 
 impl ObjectIoShape {
-    /// Bytes of buffers one rank holds at most: the larger of the write side's parts in flight
-    /// and the read side's blocks (the phases never overlap).
+    /// Bytes of buffers one rank holds at most: a buffer per connection (max(parts in flight,
+    /// read blocks)), each the larger of a part and a read range (the io_uring engine's
+    /// registered pool; the phases never overlap).
     pub fn rank_buffer_bytes(&self) -> u64 {
-        (self.part_bytes * self.parts_in_flight as u64)
-            .max(self.read_range_bytes * self.read_blocks as u64)
+        (self.parts_in_flight.max(self.read_blocks) as u64)
+            * self.part_bytes.max(self.read_range_bytes)
     }
 }
 

@@ -140,12 +140,7 @@ impl Engine {
         shape: ObjectIoShape,
     ) -> Result<Box<dyn ObjectIo + '_>, RankError> {
         Ok(match self {
-            Engine::Uring(_) => {
-                return Err(RankError::Engine(
-                    "the io_uring engine does not write checkpoints yet; use --engine baseline"
-                        .into(),
-                ));
-            }
+            Engine::Uring(uring) => Box::new(uring.objects(rank, shape)?),
             Engine::Baseline(baseline) => Box::new(baseline.objects(shape, rank)),
         })
     }

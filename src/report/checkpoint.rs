@@ -284,10 +284,11 @@ pub fn render(plan: &CheckpointPlan, full: bool) -> String {
     );
     let _ = writeln!(
         w,
-        "  buffers     {busiest} ranks × max({} parts × {}, {} blocks × {}) = {} (registered)",
+        "  buffers     {busiest} ranks × max({} parts, {} blocks) × max({}, {}) = {} (a buffer \
+         per connection, registered)",
         io.parts_in_flight,
-        bytes(io.part_bytes),
         io.read_blocks,
+        bytes(io.part_bytes),
         bytes(io.read_range_bytes),
         bytes(m.pool_bytes)
     );

@@ -471,6 +471,6 @@ impl Transport for RingIo<'_> {
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-mod tests_tls;
-#[cfg(test)]
 mod tests_objects;
+#[cfg(test)]
+mod tests_tls;
