@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use super::ObjectIoShape;
+use super::object::ObjectIoShape;
 use crate::units::{bytes, count};
 
 const MIB: u64 = 1 << 20;
