@@ -33,7 +33,9 @@ pub enum SendZc {
     /// elsewhere.
     #[default]
     Auto,
+    #[value(alias = "true")]
     On,
+    #[value(alias = "false")]
     Off,
 }
 

@@ -648,6 +648,9 @@ mod tests {
         assert_eq!((p.io.part_bytes, p.io.parts_in_flight), (16 << 20, 4));
         assert!(p.io.send_zc);
         assert!(!SendZc::Auto.enabled(true) && SendZc::Auto.enabled(false));
+        use clap::ValueEnum;
+        assert_eq!(SendZc::from_str("true", false), Ok(SendZc::On));
+        assert_eq!(SendZc::from_str("off", false), Ok(SendZc::Off));
     }
 
     #[test]
