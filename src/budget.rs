@@ -921,4 +921,69 @@ mod tests {
         assert!(limits.mem_available_bytes.unwrap() > 0);
         assert!(limits.mem_total_bytes.unwrap() >= limits.mem_available_bytes.unwrap());
     }
+
+    /// A checkpoint host of 8 ranks, 2 parts of 32 MiB or 2 blocks of 128 MiB each.
+    fn object_shape() -> ObjectBudgetShape {
+        ObjectBudgetShape {
+            ranks: 8,
+            part_bytes: 32 << 20,
+            parts_in_flight: 2,
+            min_part_bytes: 0,
+            read_range_bytes: 128 << 20,
+            read_blocks: 2,
+            server_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn checkpoint_budgets_take_the_larger_side_and_name_what_fits() {
+        let limits = MemoryLimits {
+            mem_available_bytes: Some(24 << 30),
+            mem_total_bytes: Some(24 << 30),
+            cgroup: None,
+            memlock_bytes: Some(8 << 20),
+            cap_ipc_lock: false,
+            notes: Vec::new(),
+        };
+        // The read side binds: 8 × 2 × 128 MiB = 2 GiB, + 16 connections + the process.
+        let shape = object_shape();
+        let unlimited = object_budget(&shape, &MemoryLimits::unlimited(), None);
+        assert_eq!(unlimited.pool_bytes, 2 << 30);
+        assert_eq!(unlimited.connections, 16);
+        assert_eq!(
+            unlimited.total_bytes,
+            (2 << 30) + 16 * CONNECTION_OVERHEAD_BYTES + PROCESS_OVERHEAD_BYTES
+        );
+        // The locked pool over RLIMIT_MEMLOCK: the refusal says how to raise it.
+        let err = check_objects(&shape, &limits, None).unwrap_err().0;
+        assert!(
+            err.starts_with(
+                "buffer pool 2.00 GiB (8 ranks × max(2 parts × 32.00 MiB, 2 read blocks × \
+                 128.00 MiB)) exceeds RLIMIT_MEMLOCK (the pool is locked) 8.00 MiB (raise it"
+            ),
+            "{err}"
+        );
+        // Over a cap with the write side larger: smaller parts or fewer in flight fit.
+        let write_heavy = ObjectBudgetShape {
+            read_range_bytes: 1 << 20,
+            ..shape
+        };
+        // 400 MiB for buffers: 50 MiB per rank, two 25 MiB parts, or one of 32 MiB.
+        let cap = (400 << 20) + 16 * CONNECTION_OVERHEAD_BYTES + PROCESS_OVERHEAD_BYTES;
+        let err = check_objects(&write_heavy, &MemoryLimits::unlimited(), Some(cap))
+            .unwrap_err()
+            .0;
+        assert!(
+            err.ends_with(
+                "largest that fit: --part-size 25MiB (at --parts-in-flight 2), or \
+                 --parts-in-flight 1 (at --part-size 32.00 MiB)"
+            ),
+            "{err}"
+        );
+        // Nothing single fits: the line says to lower several, or the ranks.
+        let err = check_objects(&shape, &MemoryLimits::unlimited(), Some(1 << 20))
+            .unwrap_err()
+            .0;
+        assert!(err.ends_with("or the ranks on this host (8)"), "{err}");
+    }
 }

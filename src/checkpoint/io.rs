@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use super::ObjectIoShape;
+use super::object::ObjectIoShape;
 use crate::units::{bytes, count};
 
 const MIB: u64 = 1 << 20;
@@ -33,7 +33,9 @@ pub enum SendZc {
     /// elsewhere.
     #[default]
     Auto,
+    #[value(alias = "true")]
     On,
+    #[value(alias = "false")]
     Off,
 }
 

@@ -19,6 +19,7 @@
 
 pub mod io;
 pub mod model;
+mod object;
 pub mod settings;
 
 use serde::Serialize;
@@ -27,48 +28,8 @@ use crate::budget::{self, MemoryBudget, MemoryLimits, ObjectBudgetShape, OverBud
 use crate::exit::{self, ExitClass};
 pub use io::{IoOptions, SendZc};
 use model::Parallelism;
+pub use object::{ObjectIoShape, PlannedObject};
 pub use settings::{CheckpointMode, CheckpointSettings, is_checkpoint_workload};
-
-/// How a rank moves a checkpoint's bytes: the write side's multipart parts and the read side's
-/// ranged GETs. Every size in bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct ObjectIoShape {
-    /// Multipart part size (the DLIO fork's s3dlio writer: 32 MiB; `--part-size`,
-    /// `S3DLIO_MULTIPART_PART_SIZE_MB`).
-    pub part_bytes: u64,
-    /// Parts in flight per rank (max(2, ⌈16 / ranks⌉); `--parts-in-flight`,
-    /// `S3DLIO_MULTIPART_MAX_IN_FLIGHT`).
-    pub parts_in_flight: usize,
-    /// Objects smaller than this go as one PUT (0: every object is a multipart upload, as the
-    /// fork's writer does; `--single-put-below`).
-    pub single_put_below: u64,
-    /// A restore's ranged GET size (128 MiB, as the fork's s3dlio reader).
-    pub read_range_bytes: u64,
-    /// Contiguous blocks of an object a restore reads in parallel (max(2, ⌈16 / ranks⌉)).
-    pub read_blocks: usize,
-    /// Send bodies with `IORING_OP_SEND_ZC` (io_uring engine only).
-    pub send_zc: bool,
-    /// Check every written (server side) and restored byte against the generator.
-    pub verify: bool,
-}
-
-impl ObjectIoShape {
-    /// Bytes of buffers one rank holds at most: a buffer per connection (max(parts in flight,
-    /// read blocks)), each the larger of a part and a read range (the io_uring engine's
-    /// registered pool; the phases never overlap).
-    pub fn rank_buffer_bytes(&self) -> u64 {
-        (self.parts_in_flight.max(self.read_blocks) as u64)
-            * self.part_bytes.max(self.read_range_bytes)
-    }
-}
-
-/// One object a rank writes per checkpoint.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct PlannedObject {
-    /// The file name DLIO gives it, e.g. `zero_pp_rank_0_mp_rank_0_model_states.pt`.
-    pub name: String,
-    pub bytes: u64,
-}
 
 /// A checkpoint plan that cannot be made. Configuration errors (exit 2).
 #[derive(Debug, thiserror::Error)]
@@ -687,6 +648,9 @@ mod tests {
         assert_eq!((p.io.part_bytes, p.io.parts_in_flight), (16 << 20, 4));
         assert!(p.io.send_zc);
         assert!(!SendZc::Auto.enabled(true) && SendZc::Auto.enabled(false));
+        use clap::ValueEnum;
+        assert_eq!(SendZc::from_str("true", false), Ok(SendZc::On));
+        assert_eq!(SendZc::from_str("off", false), Ok(SendZc::Off));
     }
 
     #[test]

@@ -22,7 +22,7 @@
 //!
 //! Pure integers; no I/O. The tests reproduce the reference's worked totals.
 
-use super::PlannedObject;
+use super::object::PlannedObject;
 
 /// The transformer's dimensions (`model.transformer.*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

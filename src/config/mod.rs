@@ -817,12 +817,27 @@ mod tests {
 
     #[test]
     fn builtins_parse_and_use_dlio_values() {
+        // Training workloads read Parquet; the checkpoint ones (llama3_*) only checkpoint.
         for (name, _) in BUILTIN_WORKLOADS {
             let cfg = RawConfig::load(name).unwrap();
-            assert_eq!(
-                cfg.text("dataset.format").unwrap().as_deref(),
-                Some("parquet")
-            );
+            if name.starts_with("flux_") {
+                assert_eq!(
+                    cfg.text("dataset.format").unwrap().as_deref(),
+                    Some("parquet")
+                );
+            } else {
+                assert!(name.starts_with("llama3_"), "{name}");
+                let flag = |key: &str| {
+                    cfg.settings()
+                        .find(|(k, _)| *k == key)
+                        .unwrap()
+                        .1
+                        .value
+                        .clone()
+                };
+                assert_eq!(flag("workflow.checkpoint"), Value::Bool(true), "{name}");
+                assert_eq!(flag("workflow.train"), Value::Bool(false), "{name}");
+            }
         }
         let b200 = RawConfig::load("flux_b200").unwrap();
         assert_eq!(b200.count("reader.batch_size", 1).unwrap(), Some(48));
