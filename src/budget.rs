@@ -672,8 +672,8 @@ pub fn check_objects(
         "{} ranks × max({} parts, {} read blocks) × max({}, {})",
         shape.ranks,
         shape.parts_in_flight,
-        bytes(shape.part_bytes),
         shape.read_blocks,
+        bytes(shape.part_bytes),
         bytes(shape.read_range_bytes)
     );
     let (need, fix) = if over.applies_to == "pool" {
@@ -936,7 +936,7 @@ mod tests {
     }
 
     #[test]
-    fn checkpoint_budgets_take_the_larger_side_and_name_what_fits() {
+    fn checkpoint_budgets_count_a_buffer_per_connection_and_name_what_fits() {
         let limits = MemoryLimits {
             mem_available_bytes: Some(24 << 30),
             mem_total_bytes: Some(24 << 30),
@@ -958,14 +958,17 @@ mod tests {
         let err = check_objects(&shape, &limits, None).unwrap_err().0;
         assert!(
             err.starts_with(
-                "buffer pool 2.00 GiB (8 ranks × max(2 parts × 32.00 MiB, 2 read blocks × \
+                "buffer pool 2.00 GiB (8 ranks × max(2 parts, 2 read blocks) × max(32.00 MiB, \
                  128.00 MiB)) exceeds RLIMIT_MEMLOCK (the pool is locked) 8.00 MiB (raise it"
             ),
             "{err}"
         );
-        // Over a cap with the write side larger: smaller parts or fewer in flight fit.
+        // Over a cap with the write side larger (one read block of 1 MiB; a buffer per
+        // connection, each the larger of a part and a range): smaller parts or fewer in flight
+        // fit.
         let write_heavy = ObjectBudgetShape {
             read_range_bytes: 1 << 20,
+            read_blocks: 1,
             ..shape
         };
         // 400 MiB for buffers: 50 MiB per rank, two 25 MiB parts, or one of 32 MiB.
