@@ -33,8 +33,10 @@ pub enum SendZc {
     /// elsewhere.
     #[default]
     Auto,
+    /// `SEND_ZC` always (its notification keeps a buffer busy until the kernel lets go).
     #[value(alias = "true")]
     On,
+    /// Plain `SEND` from registered buffers always.
     #[value(alias = "false")]
     Off,
 }
