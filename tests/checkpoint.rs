@@ -222,7 +222,7 @@ fn the_directory_backend_stores_real_files_with_dlio_names_and_the_generators_by
         let mut cmd = ringload();
         cmd.arg("run").args(&verify);
         let (code, _, stderr) = output(&mut cmd);
-        assert_eq!(code, 1, "{engine}: {stderr}");
+        assert_eq!(code, 3, "{engine}: {stderr}");
         assert!(stderr.contains(&expected[1].0), "{engine}: {stderr}");
     }
 }
@@ -331,7 +331,7 @@ fn part_faults_are_retried_and_a_fatal_one_aborts_the_upload() {
                 ])
                 .args(["--bucket", "ringload", "--retries", "1"]);
             let (code, _, stderr) = output(&mut cmd);
-            assert_eq!(code, 1, "{engine} {fault}: {stderr}");
+            assert_eq!(code, 3, "{engine} {fault}: {stderr}");
             assert!(
                 stderr.contains("checkpoints/llama3_tiny/global_epoch1_step1/")
                     && stderr.contains("CompleteMultipartUpload")

@@ -466,6 +466,11 @@ impl Conn {
         // The error document: read by its framing, so a chunked or close-delimited one ends
         // the attempt when it is whole, not at the request timeout.
         let framing = match (head.content_length, head.chunked) {
+            // 1xx, 204 and 304 answers never carry a body (RFC 9112 §6.3), whatever the head
+            // says: an AbortMultipartUpload's 204 is whole at its head.
+            _ if head.status == 204 || head.status == 304 || head.status < 200 => {
+                Framing::Length(0)
+            }
             (_, true) => Framing::Chunked,
             (Some(len), false) => Framing::Length((len as usize).min(scratch_len)),
             (None, false) => Framing::UntilClose,
@@ -1074,6 +1079,38 @@ mod tests {
             Step::Answered {
                 status: 200,
                 document: doc.as_bytes().to_vec(),
+                etag: None
+            }
+        );
+    }
+
+    #[test]
+    fn a_204_without_a_length_is_whole_at_its_head() {
+        // AbortMultipartUpload's answer: 204, no Content-Length, the connection kept open.
+        // Reading it "until close" would wait for the idle timeout and fail the abort.
+        let now = Instant::now();
+        let none = range(0);
+        let mut conn = Conn::default();
+        let mut scratch = vec![0u8; SCRATCH];
+        conn.set_socket(std::fs::File::open("/dev/null").unwrap().into());
+        conn.assign(Job::request(0, BufIndex(0), 0, now));
+        assert_eq!(conn.start_attempt(now), Op::SendRequest);
+        let step = |conn: &mut Conn, n: i32, scratch: &[u8]| {
+            conn.on_completion(n, scratch, 50, &none, now).unwrap()
+        };
+        assert_eq!(
+            step(&mut conn, 50, &scratch),
+            Step::Queue(Op::Peek { at: 0 })
+        );
+        let head = "HTTP/1.1 204 No Content\r\nserver: x\r\n\r\n";
+        scratch[..head.len()].copy_from_slice(head.as_bytes());
+        let n = head.len() as i32;
+        step(&mut conn, n, &scratch);
+        assert_eq!(
+            step(&mut conn, n, &scratch),
+            Step::Answered {
+                status: 204,
+                document: Vec::new(),
                 etag: None
             }
         );
