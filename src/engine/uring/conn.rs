@@ -1005,7 +1005,10 @@ mod tests {
         let step = |conn: &mut Conn, n: i32, scratch: &[u8], at: Instant| {
             conn.on_completion(n, scratch, 50, &none, at).unwrap()
         };
-        assert_eq!(step(&mut conn, 0, &scratch, now), Step::Queue(Op::SendRequest));
+        assert_eq!(
+            step(&mut conn, 0, &scratch, now),
+            Step::Queue(Op::SendRequest)
+        );
         // The head, then the body from the buffer in two sends.
         assert_eq!(
             step(&mut conn, 50, &scratch, now),
@@ -1017,7 +1020,10 @@ mod tests {
         );
         // The answer's wait counts from the body's end.
         let sent = now + Duration::from_secs(5);
-        assert_eq!(step(&mut conn, 40, &scratch, sent), Step::Queue(Op::Peek { at: 0 }));
+        assert_eq!(
+            step(&mut conn, 40, &scratch, sent),
+            Step::Queue(Op::Peek { at: 0 })
+        );
         assert_eq!(conn.wake_at(&policy), Some(sent + Duration::from_secs(2)));
         // A 200 with an ETag and no body: answered at once.
         let head = "HTTP/1.1 200 OK\r\netag: \"e1\"\r\ncontent-length: 0\r\n\r\n";
@@ -1046,7 +1052,10 @@ mod tests {
         conn.set_socket(std::fs::File::open("/dev/null").unwrap().into());
         conn.assign(Job::request(0, BufIndex(0), 0, now));
         assert_eq!(conn.start_attempt(now), Op::SendRequest);
-        assert_eq!(step(&mut conn, 50, &scratch, now), Step::Queue(Op::Peek { at: 0 }));
+        assert_eq!(
+            step(&mut conn, 50, &scratch, now),
+            Step::Queue(Op::Peek { at: 0 })
+        );
         let doc = "<R><UploadId>u</UploadId></R>";
         let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", doc.len());
         scratch[..head.len()].copy_from_slice(head.as_bytes());

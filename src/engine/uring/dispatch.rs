@@ -136,7 +136,6 @@ pub(super) fn attempt_error(
 }
 
 impl RingIo<'_> {
-
     /// Handles one completion of connection `c`.
     pub(super) fn on_completion(
         &mut self,

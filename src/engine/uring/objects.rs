@@ -41,6 +41,10 @@ use crate::rank::RankError;
 use crate::rank::objects::{ObjectIo, ObjectSpec, ObjectStats};
 use crate::s3::{RequestError, RetryPolicy};
 
+/// The most body bytes one send carries: each is sent whole (`MSG_WAITALL`: one completion,
+/// not one per socket buffer's worth), and the idle timeout sees progress at least this often.
+const SEND_CHUNK_BYTES: usize = 4 << 20;
+
 /// How a request ended.
 #[derive(Debug)]
 enum Outcome {
@@ -232,7 +236,9 @@ impl RingObjects {
             Op::Connect => {
                 let addr = self.engine.endpoints[self.conn_endpoint[c]].addr;
                 let socket = super::connect::plain_socket(&addr).map_err(RankError::Engine)?;
-                self.ring.connect(c, socket.as_fd(), &addr).map_err(queued)?;
+                self.ring
+                    .connect(c, socket.as_fd(), &addr)
+                    .map_err(queued)?;
                 self.conns[c].set_socket(socket);
                 Ok(())
             }
@@ -258,9 +264,9 @@ impl RingObjects {
             }
             Op::SendBody { from, len } => {
                 let (buf, zc) = (self.bufs[c], self.zc);
+                let n = (len - from).min(SEND_CHUNK_BYTES);
                 let (ring, fd) = self.ring_and_socket(c)?;
-                ring.send_buffer(c, fd, buf, from, len - from, zc)
-                    .map_err(queued)?;
+                ring.send_buffer(c, fd, buf, from, n, zc).map_err(queued)?;
                 if self.zc {
                     self.stats.write.zc_sends += 1;
                 }
@@ -352,8 +358,13 @@ impl RingObjects {
             Step::Failed(failure) => {
                 let operation = request.operation(&self.engine.client, self.parts);
                 let gateway = &self.engine.endpoints[self.conn_endpoint[c]].url;
-                let error =
-                    attempt_error(operation, failure, &self.policy, gateway, &self.engine.client);
+                let error = attempt_error(
+                    operation,
+                    failure,
+                    &self.policy,
+                    gateway,
+                    &self.engine.client,
+                );
                 self.attempt_failed(c, error)
             }
         }
@@ -377,11 +388,21 @@ impl RingObjects {
                 .as_ref()
                 .is_some_and(|r| r.kind == Kind::Range);
             if reading {
-                *self.stats.read.retries_by_cause.entry(error.cause()).or_default() += 1;
+                *self
+                    .stats
+                    .read
+                    .retries_by_cause
+                    .entry(error.cause())
+                    .or_default() += 1;
                 self.stats.read.endpoint(self.conn_endpoint[c]).retries += 1;
             } else {
                 self.stats.write.retries += 1;
-                *self.stats.write.retries_by_cause.entry(error.cause()).or_default() += 1;
+                *self
+                    .stats
+                    .write
+                    .retries_by_cause
+                    .entry(error.cause())
+                    .or_default() += 1;
             }
         }
         if let Some(job) = self.conns[c].attempt_failed(retry_at) {
@@ -545,10 +566,14 @@ impl RingObjects {
             for (c, job, outcome) in ended {
                 let request = self.request(c)?.clone();
                 let Kind::Part { number, len, .. } = request.kind else {
-                    return Err(RankError::Engine(format!("connection {c}: not a part (a bug)")));
+                    return Err(RankError::Engine(format!(
+                        "connection {c}: not a part (a bug)"
+                    )));
                 };
                 let etag = match outcome {
-                    Outcome::Answered { etag: Some(etag), .. } => etag,
+                    Outcome::Answered {
+                        etag: Some(etag), ..
+                    } => etag,
                     Outcome::Answered { etag: None, .. } => {
                         return Err(RankError::Io(
                             RequestError::BadResponse {
@@ -578,7 +603,12 @@ impl RingObjects {
     fn multipart(&mut self, object: &ObjectSpec, upload_id: &str) -> Result<(), RankError> {
         let etags = self.upload_parts(object, upload_id)?;
         let path = self.path(&object.key);
-        let mut request = Request::new(Kind::Complete, &object.key, &path, &[("uploadId", upload_id)]);
+        let mut request = Request::new(
+            Kind::Complete,
+            &object.key,
+            &path,
+            &[("uploadId", upload_id)],
+        );
         request.inline_body = upload::complete_xml(&etags);
         let what = request.operation(&self.engine.client, self.parts);
         let (_, document, _) = self.document(request)?;
@@ -604,7 +634,7 @@ impl RingObjects {
         let path = self.path(key);
         let request = Request::new(Kind::Abort, key, &path, &[("uploadId", upload_id)]);
         self.open.retain(|(k, id)| !(k == key && id == upload_id));
-        let aborted = matches!(self.document(request), Ok(_));
+        let aborted = self.document(request).is_ok();
         if aborted {
             self.stats.write.aborted += 1;
         }
@@ -613,7 +643,13 @@ impl RingObjects {
 
     /// Reads block `range` of `object` into connection `c`'s buffer, GET by GET: the next GET,
     /// from `at`.
-    fn next_get(&mut self, c: usize, object: &ObjectSpec, at: u64, end: u64) -> Result<u64, RankError> {
+    fn next_get(
+        &mut self,
+        c: usize,
+        object: &ObjectSpec,
+        at: u64,
+        end: u64,
+    ) -> Result<u64, RankError> {
         let len = (end - at).min(self.shape.read_range_bytes);
         let path = self.path(&object.key);
         self.start(c, Request::range(&object.key, &path, at..at + len))?;
@@ -626,7 +662,9 @@ impl RingObjects {
         let len = get.len_bytes as usize;
         if self.shape.verify {
             let cpu = thread_cpu();
-            let checked = object.content.check(get.offset, self.ring.filled(self.bufs[c], len));
+            let checked = object
+                .content
+                .check(get.offset, self.ring.filled(self.bufs[c], len));
             self.stats.read.verify.gets += 1;
             self.stats.read.verify.cpu += thread_cpu().saturating_sub(cpu);
             if let Err(at) = checked {
@@ -683,7 +721,9 @@ impl RingObjects {
                         return Err(RankError::Io(error.into()));
                     }
                     Outcome::Answered { .. } => {
-                        return Err(RankError::Engine("a GET answered a document (a bug)".into()));
+                        return Err(RankError::Engine(
+                            "a GET answered a document (a bug)".into(),
+                        ));
                     }
                 }
             }
@@ -700,7 +740,9 @@ impl ObjectIo for RingObjects {
             return self.single_put(object);
         }
         if self.shape.part_bytes > buffer_bytes {
-            return Err(RankError::Engine("parts larger than their buffers (a bug)".into()));
+            return Err(RankError::Engine(
+                "parts larger than their buffers (a bug)".into(),
+            ));
         }
         self.parts = upload::parts(object.bytes, self.shape.part_bytes);
         let path = self.path(&object.key);
@@ -719,7 +761,8 @@ impl ObjectIo for RingObjects {
         self.open.push((object.key.clone(), upload_id.clone()));
         match self.multipart(object, &upload_id) {
             Ok(()) => {
-                self.open.retain(|(k, id)| !(k == &object.key && id == &upload_id));
+                self.open
+                    .retain(|(k, id)| !(k == &object.key && id == &upload_id));
                 self.stats.write.objects += 1;
                 Ok(())
             }

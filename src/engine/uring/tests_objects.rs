@@ -102,7 +102,10 @@ fn a_multipart_object_lands_whole_and_reads_back_verified() {
     io.put(&o).unwrap();
     let file = root.path().join(BUCKET).join(&o.key);
     let written = std::fs::read(&file).unwrap();
-    assert!(written == expected(&o), "the file differs from the generator's bytes");
+    assert!(
+        written == expected(&o),
+        "the file differs from the generator's bytes"
+    );
     let stats = io.stats().write.clone();
     assert_eq!((stats.objects, stats.parts), (1, 4));
     assert_eq!(stats.bytes_written, o.bytes);
@@ -127,7 +130,11 @@ fn a_multipart_object_lands_whole_and_reads_back_verified() {
     };
     assert_eq!(error.kind, IoErrorKind::Corrupt, "{}", error.message);
     assert!(error.message.contains(&o.key), "{}", error.message);
-    assert!(error.message.contains(&format!("byte {at} ")), "{}", error.message);
+    assert!(
+        error.message.contains(&format!("byte {at} ")),
+        "{}",
+        error.message
+    );
     // The connections are all back, and the next read works.
     std::fs::write(&file, expected(&o)).unwrap();
     io.get(&o).unwrap();
@@ -140,7 +147,9 @@ fn a_tiny_object_as_a_multipart_upload_and_as_one_put() {
         return;
     };
     for (single_put_below, parts) in [(0, 1), (MIB, 1)] {
-        let mut io = uring.objects(0, shape(5 * MIB, single_put_below, false)).unwrap();
+        let mut io = uring
+            .objects(0, shape(5 * MIB, single_put_below, false))
+            .unwrap();
         let o = object(&format!("tiny/{single_put_below}.pt"), 32_000);
         io.put(&o).unwrap();
         let written = std::fs::read(root.path().join(BUCKET).join(&o.key)).unwrap();
@@ -293,7 +302,11 @@ fn a_part_past_its_retries_aborts_the_upload() {
     let Err(RankError::Io(error)) = io.put(&o) else {
         panic!("a part that always fails did not fail the upload");
     };
-    assert!(error.message.contains("s3://bkt/a/o.pt"), "{}", error.message);
+    assert!(
+        error.message.contains("s3://bkt/a/o.pt"),
+        "{}",
+        error.message
+    );
     assert!(error.message.contains("part 2 of 3"), "{}", error.message);
     assert!(error.message.contains("aborted"), "{}", error.message);
     let stats = &io.stats().write;
@@ -304,7 +317,12 @@ fn a_part_past_its_retries_aborts_the_upload() {
             .any(|l| l.starts_with("DELETE /bkt/a/o.pt?uploadId=up-1 ")),
         "{seen:?}"
     );
-    assert!(!seen.iter().any(|l| l.starts_with("POST /bkt/a/o.pt?uploadId=")), "{seen:?}");
+    assert!(
+        !seen
+            .iter()
+            .any(|l| l.starts_with("POST /bkt/a/o.pt?uploadId=")),
+        "{seen:?}"
+    );
     drop(seen);
     // Nothing left open.
     assert_eq!(io.abort_open(), 0);

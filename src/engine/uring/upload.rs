@@ -19,7 +19,11 @@ pub enum Kind {
     Create,
     /// UploadPart `number` (from 1): object bytes `offset..offset + len`, sent from the
     /// connection's buffer.
-    Part { number: u32, offset: u64, len: usize },
+    Part {
+        number: u32,
+        offset: u64,
+        len: usize,
+    },
     /// CompleteMultipartUpload (`POST ?uploadId=`), its XML after the head.
     Complete,
     /// One PutObject of `len` bytes from the connection's buffer.
@@ -198,7 +202,10 @@ pub fn parts(bytes: u64, part_bytes: u64) -> u32 {
 /// The `blocks` contiguous blocks a restore reads in parallel: equal but the last, whole
 /// pages (none empty but where the object has fewer pages than blocks).
 pub fn blocks(bytes: u64, blocks: usize) -> Vec<Range<u64>> {
-    let size = bytes.div_ceil(blocks.max(1) as u64).next_multiple_of(4096).max(4096);
+    let size = bytes
+        .div_ceil(blocks.max(1) as u64)
+        .next_multiple_of(4096)
+        .max(4096);
     (0..blocks as u64)
         .map(|b| (b * size).min(bytes)..((b + 1) * size).min(bytes))
         .collect()
@@ -240,8 +247,13 @@ mod tests {
         );
         assert_eq!(r.path_query, "/bkt/a%20b?partNumber=2&uploadId=u%2F1");
         let mut out = Vec::new();
-        r.format(&mut out, "h:1", "http://h:1", &Signer::new(None, "us-east-1"))
-            .unwrap();
+        r.format(
+            &mut out,
+            "h:1",
+            "http://h:1",
+            &Signer::new(None, "us-east-1"),
+        )
+        .unwrap();
         assert_eq!(
             String::from_utf8(out.clone()).unwrap(),
             "PUT /bkt/a%20b?partNumber=2&uploadId=u%2F1 HTTP/1.1\r\nHost: h:1\r\n\
@@ -250,8 +262,13 @@ mod tests {
         r.kind = Kind::Complete;
         r.body_bytes = 0;
         r.inline_body = complete_xml(&["\"e1\"".into()]);
-        r.format(&mut out, "h:1", "http://h:1", &Signer::new(None, "us-east-1"))
-            .unwrap();
+        r.format(
+            &mut out,
+            "h:1",
+            "http://h:1",
+            &Signer::new(None, "us-east-1"),
+        )
+        .unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains("Content-Length: "), "{text}");
         assert!(text.ends_with("</CompleteMultipartUpload>"), "{text}");
