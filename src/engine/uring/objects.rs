@@ -700,11 +700,13 @@ impl RingObjects {
         let mut cursor: Vec<u64> = blocks.iter().map(|b| b.start).collect();
         loop {
             for (c, block) in blocks.iter().enumerate() {
-                if cursor[c] < block.end && self.conns[c].is_free() {
+                // `ready`: not while a SEND_ZC of the last upload may still read the buffer.
+                if cursor[c] < block.end && self.ready(c) {
                     cursor[c] = self.next_get(c, object, cursor[c], block.end)?;
                 }
             }
-            if self.conns[..readers].iter().all(Conn::is_free) {
+            let reading = cursor.iter().zip(&blocks).any(|(at, b)| *at < b.end);
+            if !reading && self.conns[..readers].iter().all(Conn::is_free) {
                 return Ok(());
             }
             self.poll()?;

@@ -486,6 +486,11 @@ impl Ring {
     ) -> io::Result<()> {
         let buffer_bytes = self.pool.buffer_bytes();
         assert!(len > 0 && offset + len <= buffer_bytes && len <= u32::MAX as usize);
+        assert!(
+            !self.buffer_sending(buf),
+            "buffer {} has a send in flight",
+            buf.0
+        );
         // SAFETY: `offset + len <= buffer_bytes`, inside buffer `buf` of the registered pool.
         let ptr = unsafe { self.pool.ptr(buf).add(offset) };
         let entry = opcode::ReadFixed::new(Fd(fd.as_raw_fd()), ptr, len as u32, buf.0).build();

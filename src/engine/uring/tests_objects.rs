@@ -185,6 +185,9 @@ fn send_zc_sends_from_the_registered_buffers_and_loopback_copies() {
     // Loopback hands the pages to the receiver's socket: the kernel copies them.
     assert!(stats.zc_copied > 0, "{stats:?}");
     assert!(stats.zc_copied <= stats.zc_sends);
+    // A restore right after: each buffer is read into only once its notification came.
+    io.get(&o).unwrap();
+    assert_eq!(io.stats().read.bytes_read, o.bytes);
 }
 
 /// A scripted S3 server for uploads: it reads each request whole, records its request line,
