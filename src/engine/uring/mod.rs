@@ -64,7 +64,6 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use self::objects::RingObjects;
 pub use self::probe::unavailable_cause;
 
 use self::conn::{Conn, Job, Op};

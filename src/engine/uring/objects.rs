@@ -41,6 +41,10 @@ use crate::rank::RankError;
 use crate::rank::objects::{ObjectIo, ObjectSpec, ObjectStats};
 use crate::s3::{RequestError, RetryPolicy};
 
+/// The most body bytes one send carries: each is sent whole (`MSG_WAITALL`: one completion,
+/// not one per socket buffer's worth), and the idle timeout sees progress at least this often.
+const SEND_CHUNK_BYTES: usize = 4 << 20;
+
 /// How a request ended.
 #[derive(Debug)]
 enum Outcome {
@@ -260,9 +264,9 @@ impl RingObjects {
             }
             Op::SendBody { from, len } => {
                 let (buf, zc) = (self.bufs[c], self.zc);
+                let n = (len - from).min(SEND_CHUNK_BYTES);
                 let (ring, fd) = self.ring_and_socket(c)?;
-                ring.send_buffer(c, fd, buf, from, len - from, zc)
-                    .map_err(queued)?;
+                ring.send_buffer(c, fd, buf, from, n, zc).map_err(queued)?;
                 if self.zc {
                     self.stats.write.zc_sends += 1;
                 }
@@ -630,7 +634,7 @@ impl RingObjects {
         let path = self.path(key);
         let request = Request::new(Kind::Abort, key, &path, &[("uploadId", upload_id)]);
         self.open.retain(|(k, id)| !(k == key && id == upload_id));
-        let aborted = matches!(self.document(request), Ok(_));
+        let aborted = self.document(request).is_ok();
         if aborted {
             self.stats.write.aborted += 1;
         }
@@ -696,11 +700,13 @@ impl RingObjects {
         let mut cursor: Vec<u64> = blocks.iter().map(|b| b.start).collect();
         loop {
             for (c, block) in blocks.iter().enumerate() {
-                if cursor[c] < block.end && self.conns[c].is_free() {
+                // `ready`: not while a SEND_ZC of the last upload may still read the buffer.
+                if cursor[c] < block.end && self.ready(c) {
                     cursor[c] = self.next_get(c, object, cursor[c], block.end)?;
                 }
             }
-            if self.conns[..readers].iter().all(Conn::is_free) {
+            let reading = cursor.iter().zip(&blocks).any(|(at, b)| *at < b.end);
+            if !reading && self.conns[..readers].iter().all(Conn::is_free) {
                 return Ok(());
             }
             self.poll()?;

@@ -486,6 +486,11 @@ impl Ring {
     ) -> io::Result<()> {
         let buffer_bytes = self.pool.buffer_bytes();
         assert!(len > 0 && offset + len <= buffer_bytes && len <= u32::MAX as usize);
+        assert!(
+            !self.buffer_sending(buf),
+            "buffer {} has a send in flight",
+            buf.0
+        );
         // SAFETY: `offset + len <= buffer_bytes`, inside buffer `buf` of the registered pool.
         let ptr = unsafe { self.pool.ptr(buf).add(offset) };
         let entry = opcode::ReadFixed::new(Fd(fd.as_raw_fd()), ptr, len as u32, buf.0).build();
@@ -497,7 +502,8 @@ impl Ring {
     /// Sends pool buffer `buf`'s bytes `offset..offset + len`: with `zc`, `SEND_ZC` from the
     /// registered buffer (the NIC reads the pages; a second completion, tagged
     /// [`NOTIF_TAG`], says when the kernel lets go of them), else `SEND` (the kernel copies
-    /// them into the socket). The buffer's bytes must not change until
+    /// them into the socket), both with `MSG_WAITALL` (the kernel sends all `len` bytes, as
+    /// the socket drains, before the completion). The buffer's bytes must not change until
     /// [`Ring::buffer_sending`] is false, which [`Ring::buffer_from_mut`] asserts.
     pub fn send_buffer(
         &mut self,
@@ -522,12 +528,12 @@ impl Ring {
         let entry = if zc {
             opcode::SendZc::new(fd, ptr, len as u32)
                 .buf_index(Some(buf.0))
-                .flags(libc::MSG_NOSIGNAL)
+                .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
                 .zc_flags(SEND_ZC_REPORT_USAGE)
                 .build()
         } else {
             opcode::Send::new(fd, ptr, len as u32)
-                .flags(libc::MSG_NOSIGNAL)
+                .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
                 .build()
         };
         self.push_conn(conn, entry)?;

@@ -185,6 +185,9 @@ fn send_zc_sends_from_the_registered_buffers_and_loopback_copies() {
     // Loopback hands the pages to the receiver's socket: the kernel copies them.
     assert!(stats.zc_copied > 0, "{stats:?}");
     assert!(stats.zc_copied <= stats.zc_sends);
+    // A restore right after: each buffer is read into only once its notification came.
+    io.get(&o).unwrap();
+    assert_eq!(io.stats().read.bytes_read, o.bytes);
 }
 
 /// A scripted S3 server for uploads: it reads each request whole, records its request line,
@@ -289,6 +292,64 @@ fn a_part_answered_503_is_retried() {
     let part2 = seen.iter().filter(|l| l.contains("partNumber=2&")).count();
     assert_eq!(part2, 2, "{seen:?}");
     assert!(!seen.iter().any(|l| l.starts_with("DELETE")), "{seen:?}");
+}
+
+#[test]
+fn a_part_whose_connection_is_cut_is_retried() {
+    // The first attempt of part 2 is read whole, then the server closes without answering.
+    let (url, seen) = scripted(|line, earlier| {
+        if line.contains("partNumber=2&") && earlier == 0 {
+            return Vec::new();
+        }
+        upload_answer(line, earlier, |_| false)
+    });
+    let Some(uring) = engine(&url, false, policy(2)) else {
+        return;
+    };
+    let mut io = uring.objects(0, shape(MIB, 0, false)).unwrap();
+    io.put(&object("c/o.pt", 3 * MIB)).unwrap();
+    let stats = &io.stats().write;
+    assert_eq!((stats.objects, stats.parts, stats.retries), (1, 3, 1));
+    assert_eq!(
+        stats.retries_by_cause.get("connection"),
+        Some(&1),
+        "{stats:?}"
+    );
+    assert_eq!(seen.lock().unwrap().len(), 1 + 4 + 1);
+}
+
+#[test]
+fn a_completion_answered_200_with_an_error_aborts_the_upload() {
+    let (url, seen) = scripted(|line, earlier| {
+        if line.starts_with("POST") && line.contains("?uploadId=") {
+            let error = "<Error><Code>InternalError</Code><Message>try again</Message></Error>";
+            return reply("200 OK", "", error);
+        }
+        upload_answer(line, earlier, |_| false)
+    });
+    let Some(uring) = engine(&url, false, policy(2)) else {
+        return;
+    };
+    let mut io = uring.objects(0, shape(MIB, 0, false)).unwrap();
+    let Err(RankError::Io(error)) = io.put(&object("d/o.pt", 2 * MIB)) else {
+        panic!("a completion answered with an error document did not fail the upload");
+    };
+    assert!(
+        error
+            .message
+            .contains("CompleteMultipartUpload s3://bkt/d/o.pt"),
+        "{}",
+        error.message
+    );
+    assert!(error.message.contains("InternalError"), "{}", error.message);
+    assert!(error.message.contains("aborted"), "{}", error.message);
+    assert_eq!(io.stats().write.aborted, 1);
+    let seen = seen.lock().unwrap();
+    assert!(
+        seen.iter()
+            .any(|l| l.starts_with("DELETE /bkt/d/o.pt?uploadId=up-1 ")),
+        "{seen:?}"
+    );
 }
 
 #[test]
