@@ -11,7 +11,8 @@ use crate::checkpoint::{
     self, CheckpointError, CheckpointOptions, CheckpointPlan, CheckpointSettings,
 };
 use crate::cli::{
-    Command, CompareArgs, GenerateArgs, PlanArgs, RunArgs, ServeArgs, WorkloadArgs, load_config,
+    Command, CompareArgs, GenerateArgs, PlanArgs, RunArgs, ServeArgs, ShapeArgs, WorkloadArgs,
+    load_config,
 };
 use crate::cluster::Cluster;
 use crate::config::ConfigError;
@@ -19,7 +20,7 @@ use crate::datagen::{self, DirSink, GenerateError};
 use crate::exit::{ExitClass, UsageError};
 use crate::plan::{Plan, PlanError};
 use crate::run::session::{RunFailed, RunInterrupted, Session};
-use crate::run::store::{checked_bucket, env};
+use crate::run::store::{checked_bucket, checkpoint_sink_objects, env};
 use crate::s3::{self, Bucket, RequestError};
 use crate::server::dir::DirStore;
 use crate::server::faults::Faults;
@@ -178,18 +179,7 @@ fn generate(args: &GenerateArgs) -> anyhow::Result<u8> {
 
 fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     let store = match &args.dir {
-        None if args.sink => {
-            if args.workload.is_some() || !args.overrides.is_empty() || args.files.is_some() {
-                return Err(UsageError(
-                    "serve --sink takes no workload: it lists what is written to it; drop the \
-                     workload and its overrides"
-                        .into(),
-                )
-                .into());
-            }
-            let bucket = checked_bucket(args.bucket.as_deref().unwrap_or(server::DEFAULT_BUCKET))?;
-            Store::sink(bucket, Vec::new(), !args.sink_zeros, args.sink_verify)
-        }
+        None if args.sink => sink_store(args)?,
         Some(dir) => {
             if args.workload.is_some() || !args.overrides.is_empty() || args.files.is_some() {
                 return Err(UsageError(
@@ -326,6 +316,72 @@ fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         eprintln!("ringload serve: {}", report::server_stats(&stats));
     }
     Ok(exit::OK)
+}
+
+/// `serve --sink [WORKLOAD]`: without a workload an empty sink, listing what is written to
+/// it; with a checkpoint workload, its plan's objects at `--np` ranks listed and served from the
+/// start (as the embedded sink of `run`), so a read-only run finds them.
+fn sink_store(args: &ServeArgs) -> anyhow::Result<Store> {
+    if args.files.is_some() {
+        return Err(UsageError(
+            "--files sizes a training workload's virtual dataset; serve --sink takes a \
+             checkpoint workload and --np: drop --files"
+                .into(),
+        )
+        .into());
+    }
+    let Some(name) = &args.workload else {
+        let bucket = checked_bucket(args.bucket.as_deref().unwrap_or(server::DEFAULT_BUCKET))?;
+        return Ok(Store::sink(
+            bucket,
+            Vec::new(),
+            !args.sink_zeros,
+            args.sink_verify,
+        ));
+    };
+    let workload = WorkloadArgs {
+        workload: Some(name.clone()),
+        overrides: args.overrides.clone(),
+        files: None,
+    };
+    let shape = ShapeArgs {
+        np: args.np,
+        read_threads: None,
+        prefetch: None,
+        coalesce_rgs: None,
+        computation_time: None,
+        loader: crate::plan::Loader::Ringload,
+    };
+    let cfg = load_config(&workload, Some(&shape))?;
+    if !checkpoint::is_checkpoint_workload(&cfg)? {
+        return Err(UsageError(format!(
+            "serve --sink {name}: not a checkpoint workload (workflow.checkpoint True and \
+             workflow.train False); serve its training files with `ringload serve {name}`, or \
+             give --sink a checkpoint workload such as llama3_8b"
+        ))
+        .into());
+    }
+    let settings = CheckpointSettings::resolve(&cfg)?;
+    let options = CheckpointOptions {
+        np: args.np,
+        hosts: 1,
+        io: checkpoint::IoOptions::default(),
+        memory_cap_bytes: None,
+        server_bytes: 0,
+    };
+    let plan = CheckpointPlan::resolve(&settings, &options, &budget::probe(), &env)?;
+    let bucket = args
+        .bucket
+        .as_deref()
+        .or(settings.storage.bucket.as_deref())
+        .unwrap_or(server::DEFAULT_BUCKET);
+    let bucket = checked_bucket(bucket)?;
+    Ok(Store::sink(
+        bucket,
+        checkpoint_sink_objects(&plan),
+        settings.randomize_tensor && !args.sink_zeros,
+        args.sink_verify,
+    ))
 }
 
 /// `serve`'s TLS: from --tls-cert/--tls-key, or made by --tls-self-signed (the files, and

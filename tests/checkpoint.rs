@@ -468,3 +468,49 @@ fn a_read_run_without_checkpoints_names_the_fix() {
         "{stderr}"
     );
 }
+
+/// `serve --sink llama3_tiny --np 2` lists and serves the plan's objects from the start, made
+/// by the generator: a read-only run (`num_checkpoints_write=0`) with --verify against the
+/// fresh sink finds both checkpoints and every byte checks; a sink serving zeros (--zeros) where
+/// the workload's content is random fails that check, naming the object.
+#[test]
+fn a_read_only_run_restores_from_a_fresh_sink_serving_the_workloads_plan() {
+    let server = common::spawn_serve(&["--sink", "llama3_tiny", "--np", "2"]);
+    for engine in ["uring", "baseline"] {
+        let s = run_json_env(
+            &[
+                "llama3_tiny",
+                "--np",
+                "2",
+                "--engine",
+                engine,
+                "--verify",
+                "--endpoint",
+                &server.endpoint,
+                "--bucket",
+                "ringload",
+                "checkpoint.num_checkpoints_write=0",
+            ],
+            &[],
+        );
+        assert_dlio_fields(&s, 0, 2);
+        let per_checkpoint = s["checkpoint_bytes"].as_u64().unwrap();
+        assert_eq!(s["load"]["bytes"].as_u64(), Some(2 * per_checkpoint), "{s}");
+    }
+    let zeros = common::spawn_serve(&["--sink", "llama3_tiny", "--np", "2", "--zeros"]);
+    let (code, _, stderr) = run(&[
+        "run",
+        "llama3_tiny",
+        "--np",
+        "2",
+        "--verify",
+        "--endpoint",
+        &zeros.endpoint,
+        "--bucket",
+        "ringload",
+        "checkpoint.num_checkpoints_write=0",
+    ]);
+    // Zeros where the workload's generator makes random words: --verify names the object.
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("checkpoints/llama3_tiny/"), "{stderr}");
+}

@@ -1418,9 +1418,12 @@ fn serve_sink_takes_writes_and_serves_them_back_in_one_lifetime() {
     assert_eq!(verify_alone.0, 2, "{verify_alone:?}");
     let with_workload = run(&["serve", "--sink", "flux_small"]);
     assert_eq!(with_workload.0, 2, "{with_workload:?}");
+    // A training workload: --sink takes a checkpoint workload's plan, not training files.
     assert!(
-        with_workload.2.contains("serve --sink takes no workload"),
+        with_workload.2.contains("serve --sink flux_small: not a checkpoint workload"),
         "{}",
         with_workload.2
     );
+    let np_alone = run(&["serve", "--np", "2"]);
+    assert_eq!(np_alone.0, 2, "{np_alone:?}");
 }

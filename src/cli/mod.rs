@@ -697,7 +697,8 @@ pub struct ServeArgs {
 
     /// Serve a sink: uploads (PUT, multipart) are taken at speed and their bytes dropped, only
     /// each object's key and size kept; GETs make an object's bytes again from the checkpoint
-    /// content generator. In bucket --bucket [default: ringload]
+    /// content generator. In bucket --bucket [default: the workload's storage.storage_root,
+    /// else ringload]
     #[arg(long, conflicts_with_all = ["dir", "virtual_workload"])]
     pub sink: bool,
 
@@ -711,8 +712,15 @@ pub struct ServeArgs {
     #[arg(long = "zeros", requires = "sink")]
     pub sink_zeros: bool,
 
+    /// With --sink WORKLOAD (a checkpoint workload): the ranks of the plan whose objects the
+    /// sink serves from the start
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "sink")]
+    pub np: u32,
+
     /// Serve the training files of WORKLOAD (a built-in name or a YAML path) at full size from
-    /// one footer and one row-group template, read-only [default: flux_small]
+    /// one footer and one row-group template, read-only [default: flux_small]. With --sink, a
+    /// checkpoint workload: its plan's objects (checkpoints 1 to the most written or read, at
+    /// --np ranks) are listed and served, generated, from the start
     #[arg(value_name = "WORKLOAD")]
     pub workload: Option<String>,
 

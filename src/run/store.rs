@@ -7,6 +7,7 @@ use std::io::IsTerminal;
 use anyhow::Context;
 
 use crate::catalog::{self, Catalog, CatalogError};
+use crate::checkpoint::CheckpointPlan;
 use crate::cli::{S3Args, WorkloadArgs, load_config};
 use crate::exit::UsageError;
 use crate::s3::target::valid_bucket_name;
@@ -174,6 +175,22 @@ pub fn start_sink_server(
         ..Target::simple(endpoint, bucket, None)
     };
     Ok((server, target))
+}
+
+/// The objects a sink serves for a checkpoint plan before anything is written to it: every
+/// rank's objects of checkpoints 1..=max(num_checkpoints_write, num_checkpoints_read), as
+/// (bucket-relative key, size), so a read-only run finds them (the embedded sink of `run`
+/// and `serve --sink WORKLOAD`).
+pub fn checkpoint_sink_objects(plan: &CheckpointPlan) -> Vec<(String, u64)> {
+    let s = &plan.settings;
+    (1..=s.num_checkpoints_write.max(s.num_checkpoints_read))
+        .flat_map(|step| {
+            plan.ranks
+                .iter()
+                .flatten()
+                .map(move |o| (plan.key(step, o), o.bytes))
+        })
+        .collect()
 }
 
 /// The catalog of the workload's files in `target`'s bucket (with chunk hashes for
