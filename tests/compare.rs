@@ -276,3 +276,231 @@ fn the_dlio_loader_profile_reads_what_dlio_read() {
     assert_eq!(ours["requests"], 96);
     assert!(two["memory_budget_bytes"].as_u64() > ours["memory_budget_bytes"].as_u64());
 }
+
+/// The DLIO checkpoint fixture (built from the reference's published values of the MLPerf
+/// v3.0 llama3-1t run: see its README.md).
+fn llama3_1t() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/dlio-checkpoint/llama3-1t")
+}
+
+/// A copy of the DLIO checkpoint fixture in `dir`, its summary.json changed by `edit`.
+fn dlio_checkpoint_copy(dir: &Path, edit: impl FnOnce(&mut Value)) -> PathBuf {
+    let copy = dir.join("dlio");
+    std::fs::create_dir_all(copy.join("dlio_config")).unwrap();
+    for name in ["0_per_epoch_stats.json", "dlio_config/config.yaml"] {
+        std::fs::copy(llama3_1t().join(name), copy.join(name)).unwrap();
+    }
+    let mut summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(llama3_1t().join("summary.json")).unwrap())
+            .unwrap();
+    edit(&mut summary);
+    std::fs::write(copy.join("summary.json"), summary.to_string()).unwrap();
+    copy
+}
+
+#[test]
+fn dlio_and_ringload_checkpoint_summaries_line_up_by_workload_and_np() {
+    let dir = tempfile::tempdir().unwrap();
+    let ours = dir.path().join("tiny");
+    let (code, _, stderr) = common::run(&[
+        "run",
+        "llama3_tiny",
+        "--np",
+        "2",
+        "--engine",
+        "baseline",
+        "--output",
+        ours.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let s: Value =
+        serde_json::from_str(&std::fs::read_to_string(ours.join("summary.json")).unwrap()).unwrap();
+    let fixture = llama3_1t();
+    let (code, stdout, stderr) = common::run(&[
+        "compare",
+        fixture.to_str().unwrap(),
+        ours.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let c: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(c["kind"], "checkpoint");
+    assert_eq!(c["groups"], serde_json::json!(["A: dlio", "B: baseline"]));
+    let lines = c["lines"].as_array().unwrap();
+    assert_eq!(lines.len(), 2, "{c}");
+    // DLIO's published figures, its model.name llama_1t read as llama3_1t, its ten saves
+    // counted from 0_per_epoch_stats.json.
+    let (one_t, tiny) = (&lines[0], &lines[1]);
+    assert_eq!(
+        (one_t["workload"].as_str(), one_t["np"].as_u64()),
+        (Some("llama3_1t"), Some(1024))
+    );
+    let a = &one_t["entries"][0];
+    assert_eq!(a["checkpoint_size_gib"], 15426.589264154434);
+    assert_eq!(
+        a["save"],
+        serde_json::json!({"gib_per_s_mean": 133.27, "gib_per_s_stdev": 10.42,
+                           "duration_mean_s": 116.42, "duration_stdev_s": 8.45})
+    );
+    assert!(a["load"].is_null(), "{a}");
+    assert_eq!(
+        (a["saves"].as_u64(), a["loads"].as_u64()),
+        (Some(10), Some(0))
+    );
+    assert!(one_t["entries"][1].is_null());
+    // Ringload's, from its summary's metric under the same names.
+    assert_eq!(
+        (tiny["workload"].as_str(), tiny["np"].as_u64()),
+        (Some("llama3_tiny"), Some(2))
+    );
+    let b = &tiny["entries"][1];
+    let m = &s["metric"];
+    assert_eq!(b["checkpoint_size_gib"], m["checkpoint_size_GB"]);
+    assert_eq!(
+        b["save"]["gib_per_s_mean"],
+        m["save_checkpoint_io_mean_GB_per_second"]
+    );
+    assert_eq!(
+        b["save"]["duration_stdev_s"],
+        m["save_checkpoint_duration_stdev_seconds"]
+    );
+    assert_eq!(
+        b["load"]["gib_per_s_mean"],
+        m["load_checkpoint_io_mean_GB_per_second"]
+    );
+    assert_eq!(
+        b["load"]["duration_mean_s"],
+        m["load_checkpoint_duration_mean_seconds"]
+    );
+    assert_eq!(
+        (b["saves"].as_u64(), b["loads"].as_u64()),
+        (Some(2), Some(2))
+    );
+
+    // The same table as markdown, and as CSV.
+    let (code, md, _) =
+        common::run(&["compare", fixture.to_str().unwrap(), ours.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(
+        md.contains("| workload | NP | GiB A: dlio | saves/loads A: dlio | save GiB/s A: dlio | save s A: dlio | load GiB/s A: dlio | load s A: dlio |")
+            && md.contains("| llama3_1t | 1024 | 15426.59 | 10/0 | 133.27 ± 10.42 | 116.42 ± 8.45 | — | — |"),
+        "{md}"
+    );
+    let header = md.lines().find(|l| l.starts_with("| workload")).unwrap();
+    let separator = md.lines().find(|l| l.starts_with("|---")).unwrap();
+    assert_eq!(header.matches('|').count(), separator.matches('|').count());
+    let (code, csv, _) = common::run(&[
+        "compare",
+        fixture.to_str().unwrap(),
+        ours.to_str().unwrap(),
+        "--csv",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+    for line in csv.lines() {
+        assert_eq!(line.split(',').count(), 17, "{line}");
+    }
+
+    // A DLIO run of the same workload and NP shares the line, with the ratios to it.
+    let same = dlio_checkpoint_copy(dir.path(), |v| {
+        v["num_accelerators"] = 2.into();
+        v["metric"]["checkpoint_size_GB"] = m["checkpoint_size_GB"].clone();
+    });
+    let config = same.join("dlio_config/config.yaml");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("llama_1t", "llama_tiny");
+    std::fs::write(&config, text).unwrap();
+    let (code, stdout, stderr) = common::run(&[
+        "compare",
+        same.to_str().unwrap(),
+        ours.join("summary.json").to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let c: Value = serde_json::from_str(&stdout).unwrap();
+    let line = &c["lines"][0];
+    assert_eq!(c["lines"].as_array().unwrap().len(), 1, "{c}");
+    let ratio = line["save_ratio"][1].as_f64().unwrap();
+    let expected = m["save_checkpoint_io_mean_GB_per_second"].as_f64().unwrap() / 133.27;
+    assert!((ratio - expected).abs() < 1e-9, "{ratio} {expected}");
+    assert!(line["load_ratio"][1].is_null(), "{line}");
+}
+
+#[test]
+fn a_checkpoint_summary_compare_cannot_read_is_named_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = llama3_1t();
+    let cases: [(&str, Box<dyn Fn(&mut Value)>, &str); 4] = [
+        (
+            "unknown",
+            Box::new(|v| v["metric"]["save_checkpoint_io_p99_GB_per_second"] = 1.0.into()),
+            "unknown field metric.save_checkpoint_io_p99_GB_per_second",
+        ),
+        (
+            "partial",
+            Box::new(|v| {
+                v["metric"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("save_checkpoint_duration_stdev_seconds");
+            }),
+            "metric.save_checkpoint_duration_stdev_seconds is missing",
+        ),
+        (
+            "no-size",
+            Box::new(|v| {
+                v["metric"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("checkpoint_size_GB");
+            }),
+            "without metric.checkpoint_size_GB",
+        ),
+        (
+            "no-np",
+            Box::new(|v| {
+                v.as_object_mut().unwrap().remove("num_accelerators");
+            }),
+            "without num_accelerators",
+        ),
+    ];
+    for (name, edit, why) in cases {
+        let copy = dlio_checkpoint_copy(&dir.path().join(name), edit);
+        let (code, _, stderr) =
+            common::run(&["compare", copy.to_str().unwrap(), fixture.to_str().unwrap()]);
+        assert_eq!(code, 2, "{name}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{name}: {stderr}");
+        assert!(
+            stderr.contains(why)
+                && stderr.contains(&copy.join("summary.json").display().to_string()),
+            "{name}: {stderr}"
+        );
+    }
+    // A per-epoch file of another shape is named too.
+    let copy = dlio_checkpoint_copy(&dir.path().join("epochs"), |_| {});
+    std::fs::write(
+        copy.join("0_per_epoch_stats.json"),
+        "{\"1\": {\"save_ckpt1\": {\"start\": 1}}}",
+    )
+    .unwrap();
+    let (code, _, stderr) =
+        common::run(&["compare", copy.to_str().unwrap(), fixture.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("0_per_epoch_stats.json") && stderr.contains("save_ckpt1"),
+        "{stderr}"
+    );
+    // Checkpoint and training results are not put in one table.
+    let training = fixtures().join("np1rt1");
+    let (code, _, stderr) = common::run(&[
+        "compare",
+        training.to_str().unwrap(),
+        fixture.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("a checkpoint result beside training results"),
+        "{stderr}"
+    );
+}

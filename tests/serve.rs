@@ -1420,7 +1420,9 @@ fn serve_sink_takes_writes_and_serves_them_back_in_one_lifetime() {
     assert_eq!(with_workload.0, 2, "{with_workload:?}");
     // A training workload: --sink takes a checkpoint workload's plan, not training files.
     assert!(
-        with_workload.2.contains("serve --sink flux_small: not a checkpoint workload"),
+        with_workload
+            .2
+            .contains("serve --sink flux_small: not a checkpoint workload"),
         "{}",
         with_workload.2
     );

@@ -8,6 +8,12 @@
 //!   `train_au_mean_percentage`, `train_throughput_mean_samples_per_second` and
 //!   `train_io_mean_MB_per_second`; RT and computation_time from `dlio_config/config.yaml`
 //!   beside it (or its `overrides.yaml`), where present.
+//!
+//! Checkpoint results — a DLIO checkpoint summary.json (or its folder), a ringload one (`kind:
+//! "checkpoint"`), a sweep of a checkpoint workload — go into their own table, by (workload,
+//! NP): [`checkpoint`]. Training and checkpoint results are not mixed.
+
+pub mod checkpoint;
 
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -56,7 +62,8 @@ impl ExitClass for CompareError {
 }
 
 const EXPECTED: &str = "expected a ringload summary.json or --output folder, a sweep folder \
-    (sweep.json), or a DLIO output folder or summary.json (metric.train_au_mean_percentage)";
+    (sweep.json), or a DLIO output folder or summary.json (metric.train_au_mean_percentage, or a \
+    checkpoint run's metric.checkpoint_size_GB)";
 
 fn read_json(path: &Path) -> Result<serde_json::Value, CompareError> {
     let text = std::fs::read_to_string(path).map_err(|e| CompareError {
@@ -69,7 +76,54 @@ fn read_json(path: &Path) -> Result<serde_json::Value, CompareError> {
     })
 }
 
-/// The entries of one argument; `letter` names its group.
+/// What one argument holds: training results or checkpoint results.
+#[derive(Debug, Clone)]
+pub enum Input {
+    Training(Vec<Entry>),
+    Checkpoint(Vec<checkpoint::CheckpointEntry>),
+}
+
+/// The results of one argument, training or checkpoint; `letter` names its group.
+pub fn read_input(path: &Path, letter: char) -> Result<Input, CompareError> {
+    if path.is_dir() && path.join("sweep.json").is_file() {
+        let sweep = SweepFile::read(path).map_err(|e| CompareError {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        let points: Vec<_> = sweep
+            .points
+            .iter()
+            .filter_map(|p| Some((p, p.summary.as_ref()?)))
+            .filter(|(_, s)| checkpoint::is_checkpoint(s))
+            .collect();
+        if points.is_empty() {
+            return read(path, letter).map(Input::Training);
+        }
+        let mut entries = Vec::new();
+        for (p, summary) in points {
+            let file = path.join("points").join(&p.name).join("summary.json");
+            entries.push(checkpoint::ringload(summary, &file, letter)?);
+        }
+        return Ok(Input::Checkpoint(entries));
+    }
+    let file = if path.is_dir() {
+        path.join("summary.json")
+    } else {
+        path.to_path_buf()
+    };
+    let json = read_json(&file)?;
+    if checkpoint::is_checkpoint(&json) {
+        let entry = if json["kind"] == "checkpoint" {
+            checkpoint::ringload(&json, &file, letter)?
+        } else {
+            checkpoint::dlio(&json, &file, letter)?
+        };
+        return Ok(Input::Checkpoint(vec![entry]));
+    }
+    read(path, letter).map(Input::Training)
+}
+
+/// The training entries of one argument; `letter` names its group.
 pub fn read(path: &Path, letter: char) -> Result<Vec<Entry>, CompareError> {
     let source = path.display().to_string();
     if path.is_dir() && path.join("sweep.json").is_file() {
