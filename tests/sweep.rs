@@ -628,3 +628,112 @@ fn the_plots_and_the_report_render_in_a_real_browser() {
         colors.len()
     );
 }
+
+/// A checkpoint workload's sweep over NP: each point a child `ringload run` against its own
+/// embedded sink, the table DLIO's save and load figures per NP from the points' summaries;
+/// no plots. The sweep folder reads back in `compare` as checkpoint results.
+#[test]
+fn a_checkpoint_sweep_runs_each_np_and_tables_dlios_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s");
+    let (code, stdout, stderr) = common::run(&[
+        "sweep",
+        "llama3_tiny",
+        "--np",
+        "1,2",
+        "--engine",
+        "baseline",
+        "--part-size",
+        "16MiB",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}\n{stdout}");
+    let sweep = sweep_json(&out);
+    let points = sweep["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2, "{sweep}");
+    let study: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("study.json")).unwrap()).unwrap();
+    for (p, np) in points.iter().zip([1u64, 2]) {
+        assert_eq!(p["name"], format!("baseline-np{np}-r1"));
+        assert_eq!(p["status"], "met", "{p}");
+        let s = &p["summary"];
+        assert_eq!(
+            (s["kind"].as_str(), s["np"].as_u64()),
+            (Some("checkpoint"), Some(np))
+        );
+        // The checkpoint flags reached the point's run.
+        assert_eq!(s["io_shape"]["part_bytes"], 16 << 20, "{s}");
+        let row = study
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["np"] == np)
+            .unwrap();
+        let m = &s["metric"];
+        assert_eq!(
+            row["save_gib_per_s"]["median"],
+            m["save_checkpoint_io_mean_GB_per_second"]
+        );
+        assert_eq!(
+            row["load_duration_s"]["median"],
+            m["load_checkpoint_duration_mean_seconds"]
+        );
+        assert_eq!(row["checkpoint_size_gib"], m["checkpoint_size_GB"]);
+        assert!(
+            stdout.contains(&format!("| baseline | {np} | 1 | met | ")),
+            "{stdout}"
+        );
+    }
+    assert!(stdout.contains("| save GiB/s | save s |"), "{stdout}");
+    assert!(stdout.contains("the plots and report.html are the training study's"));
+    assert!(!out.join("plots").exists() && !out.join("report.html").exists());
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/dlio-checkpoint/llama3-1t");
+    let (code, cmp, stderr) = common::run(&[
+        "compare",
+        fixture.to_str().unwrap(),
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let cmp: Value = serde_json::from_str(&cmp).unwrap();
+    assert_eq!(cmp["lines"].as_array().unwrap().len(), 3, "{cmp}");
+}
+
+/// NP values that are not multiples of tensor × pipeline parallelism are refused before any
+/// point runs, naming them and the multiple.
+#[test]
+fn a_checkpoint_sweep_refuses_np_values_off_the_parallelism_before_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s");
+    let (code, _, stderr) = common::run(&[
+        "sweep",
+        "llama3_tiny",
+        "model.parallelism.tensor=2",
+        "--np",
+        "1,2,3,4",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("--np 1,3:") && stderr.contains("(2 × 1 = 2)"),
+        "{stderr}"
+    );
+    assert!(!out.exists(), "nothing was started or written");
+    let (code, _, stderr) = common::run(&[
+        "sweep",
+        "llama3_tiny",
+        "--read-threads",
+        "2",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("--read-threads is a training sweep's axis"),
+        "{stderr}"
+    );
+}

@@ -19,6 +19,7 @@
 //! [`session`] is the command itself (flags → grid → plans → points → study files);
 //! [`table`] turns the results into the study's tables.
 
+pub mod checkpoint;
 pub mod html;
 pub mod plots;
 pub mod session;
@@ -65,7 +66,11 @@ fn ringload_loader() -> Loader {
 impl Point {
     /// The point without its round: what repeats share.
     pub fn key(&self) -> String {
-        let mut name = format!("{}-np{}-rt{}", self.engine, self.np, self.read_threads);
+        // A checkpoint workload's points have no read threads (0): `uring-np8`.
+        let mut name = match self.read_threads {
+            0 => format!("{}-np{}", self.engine, self.np),
+            rt => format!("{}-np{}-rt{rt}", self.engine, self.np),
+        };
         if self.loader != Loader::Ringload {
             name.push_str(&format!("-{}", self.loader));
         }
@@ -619,12 +624,13 @@ pub fn claim_output(dir: &Path, resume: bool, force: bool) -> Result<(), SweepEr
     Ok(())
 }
 
-/// Whether `DIR/points/NAME/summary.json` is a whole summary (it parses and has an outcome).
+/// Whether `DIR/points/NAME/summary.json` is a whole summary (it parses and has an outcome, or
+/// is a checkpoint run's).
 fn complete_summary(dir: &Path, name: &str) -> bool {
     std::fs::read_to_string(dir.join("points").join(name).join("summary.json"))
         .ok()
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .is_some_and(|s| s["outcome"].is_string())
+        .is_some_and(|s| s["outcome"].is_string() || s["kind"] == "checkpoint")
 }
 
 /// What differs between the grid planned in a folder and the one asked for, in one line.

@@ -11,6 +11,7 @@ use anyhow::Context;
 
 use super::{Axes, Planned, Point, Runner, SweepFile, grid, html, latency_lines, plots, table};
 use crate::budget;
+use crate::checkpoint::{CheckpointOptions, CheckpointPlan, CheckpointSettings};
 use crate::cli::{RunArgs, RunOptions, ShapeArgs, SweepArgs, load_config};
 use crate::engine::EngineKind;
 use crate::exit::{self, ExitClass, UsageError};
@@ -27,7 +28,11 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
     let setup_done = Arc::new(AtomicBool::new(false));
     raise_on_stop_signals(Arc::clone(&interrupt))?;
     exit_if_stopped_in_setup(Arc::clone(&interrupt), Arc::clone(&setup_done), "sweep")?;
-    let settings = Settings::resolve(&load_config(&args.workload, None)?)?;
+    let cfg = load_config(&args.workload, None)?;
+    if crate::checkpoint::is_checkpoint_workload(&cfg)? {
+        return run_checkpoint(args, &cfg, interrupt, setup_done);
+    }
+    let settings = Settings::resolve(&cfg)?;
     std::fs::create_dir_all(&args.output).map_err(|e| {
         UsageError(format!(
             "cannot create --output {}: {e}",
@@ -94,8 +99,166 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
     Ok(sweep.exit_code())
 }
 
+/// A sweep of a checkpoint workload: NP (and engine, rounds) only, every NP a multiple of
+/// tensor × pipeline parallelism (checked before anything runs); each point a child `ringload
+/// run` against its own embedded sink unless a target is given; then the checkpoint table
+/// ([`super::checkpoint`]), no plots.
+fn run_checkpoint(
+    args: &SweepArgs,
+    cfg: &crate::config::RawConfig,
+    interrupt: Arc<AtomicBool>,
+    setup_done: Arc<AtomicBool>,
+) -> anyhow::Result<u8> {
+    let settings = CheckpointSettings::resolve(cfg)?;
+    let training_only = [
+        ("--read-threads", !args.read_threads.is_empty()),
+        ("--prefetch", !args.prefetch.is_empty()),
+        ("--coalesce-rgs", !args.coalesce_rgs.is_empty()),
+        ("--computation-time", !args.computation_time.is_empty()),
+        ("--loader", args.loader != [crate::plan::Loader::Ringload]),
+        ("--latency-point", args.latency_point.is_some()),
+    ];
+    if let Some((flag, _)) = training_only.iter().find(|(_, given)| *given) {
+        return Err(UsageError(format!(
+            "{flag} is a training sweep's axis; a checkpoint workload's sweep varies --np (and \
+             --engine, --repeat): drop {flag}"
+        ))
+        .into());
+    }
+    let bad: Vec<String> = args
+        .np
+        .iter()
+        .filter(|&&np| settings.parallelism(u64::from(np)).is_err())
+        .map(ToString::to_string)
+        .collect();
+    if !bad.is_empty() {
+        let mp = settings.tensor * settings.pipeline;
+        return Err(UsageError(format!(
+            "--np {}: a checkpoint sweep's NP values must be multiples of \
+             model.parallelism.tensor × pipeline ({} × {} = {mp}){}; use e.g. --np {mp},{},{}",
+            bad.join(","),
+            settings.tensor,
+            settings.pipeline,
+            match settings.mode {
+                crate::checkpoint::settings::CheckpointMode::Default => String::new(),
+                _ => " and fit checkpoint.mode subset's parallelism.data".into(),
+            },
+            2 * mp,
+            4 * mp
+        ))
+        .into());
+    }
+    std::fs::create_dir_all(&args.output).map_err(|e| {
+        UsageError(format!(
+            "cannot create --output {}: {e}",
+            args.output.display()
+        ))
+    })?;
+    prepare_output(&args.output)?;
+    super::claim_output(&args.output, args.resume, args.force)?;
+    let mut axes = axes_of_lists(args, vec![0]);
+    axes.loaders = vec![crate::plan::Loader::Ringload];
+    let points = grid(&axes);
+    let options = &args.options;
+    let limits = budget::probe();
+    let planned: Vec<Planned> = points
+        .into_iter()
+        .map(|point| {
+            let plan = CheckpointPlan::resolve(
+                &settings,
+                &CheckpointOptions {
+                    np: point.np,
+                    hosts: 1,
+                    io: options.checkpoint.io_options(options.verify),
+                    memory_cap_bytes: options.shape.memory_budget,
+                    server_bytes: 0,
+                },
+                &limits,
+                &crate::run::store::env,
+            );
+            let skip = match &plan {
+                Ok(plan) => plan.check_budget().err().map(|e| e.to_string()),
+                Err(e) => Some(e.to_string()),
+            };
+            // Each checkpoint's sleep, and a second per GiB moved.
+            let moves = f64::from(settings.num_checkpoints_write + settings.num_checkpoints_read);
+            let estimate_s = plan.as_ref().map_or(0.0, |p| {
+                moves * (settings.time_between_checkpoints_s.max(0.0) + p.checkpoint_size_gb)
+            });
+            Planned {
+                point,
+                skip,
+                estimate_s,
+            }
+        })
+        .collect();
+    eprintln!(
+        "sweep: {} of checkpoint workload {} ({} over the memory budget or not plannable, \
+         skipped) into {}",
+        crate::units::counted(planned.len() as u64, "point"),
+        settings.model_name,
+        planned.iter().filter(|p| p.skip.is_some()).count(),
+        args.output.display()
+    );
+    let exe = std::env::current_exe().context("finding the ringload binary for the points")?;
+    let secret_env = options.s3.secret_env();
+    let child = |point: &Point, folder: &Path| {
+        let mut run_args = point_args(args, options, point, folder);
+        run_args.shape.read_threads = None;
+        let mut c = std::process::Command::new(&exe);
+        c.arg("run").args(run_args.to_args());
+        if let Some((name, value)) = &secret_env {
+            c.env(name, value);
+        }
+        c
+    };
+    setup_done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let runner = Runner {
+        dir: args.output.clone(),
+        workload: settings.model_name.clone(),
+        command: crate::cli::redacted_command_line(std::env::args()),
+        gate: args.gate,
+        resume: args.resume,
+        child: &child,
+        server_cpu_s: &|| None,
+        interrupt,
+    };
+    let (sweep, interrupted) = runner.run(&planned)?;
+    let rows = super::checkpoint::rows(&sweep);
+    let markdown = super::checkpoint::markdown(&sweep, &rows);
+    let study_json = serde_json::to_string_pretty(&rows)?;
+    for (name, text) in [
+        ("study.md", markdown.as_str()),
+        ("study.csv", &super::checkpoint::csv(&rows)),
+        ("study.json", &study_json),
+    ] {
+        let path = args.output.join(name);
+        std::fs::write(&path, text)
+            .map_err(|e| UsageError(format!("cannot write {}: {e}", path.display())))?;
+    }
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        writeln!(stdout, "{study_json}")?;
+    } else {
+        write!(stdout, "{markdown}")?;
+    }
+    if interrupted {
+        return Err(SweepInterrupted(args.output.display().to_string()).into());
+    }
+    Ok(sweep.exit_code())
+}
+
 /// The grid's axes: the flags' lists, each empty one the workload's value.
 fn axes(args: &SweepArgs, settings: &Settings) -> Axes {
+    let read_threads = match args.read_threads.as_slice() {
+        [] => vec![u64::from(settings.read_threads)],
+        list => list.to_vec(),
+    };
+    axes_of_lists(args, read_threads)
+}
+
+/// The grid's axes from the flags' lists, with `read_threads`.
+fn axes_of_lists(args: &SweepArgs, read_threads: Vec<u64>) -> Axes {
     let engines: Vec<String> = if args.engine.is_empty() {
         let default = match crate::engine::uring::unavailable_cause() {
             None => EngineKind::Uring,
@@ -104,10 +267,6 @@ fn axes(args: &SweepArgs, settings: &Settings) -> Axes {
         vec![default.to_string()]
     } else {
         args.engine.iter().map(ToString::to_string).collect()
-    };
-    let read_threads = match args.read_threads.as_slice() {
-        [] => vec![u64::from(settings.read_threads)],
-        list => list.to_vec(),
     };
     let some = |v: &[u64]| -> Vec<Option<u64>> {
         if v.is_empty() {

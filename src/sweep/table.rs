@@ -21,7 +21,7 @@ pub struct Stat {
 }
 
 impl Stat {
-    fn of(mut values: Vec<f64>) -> Option<Stat> {
+    pub fn of(mut values: Vec<f64>) -> Option<Stat> {
         values.retain(|v| v.is_finite());
         if values.is_empty() {
             return None;
@@ -41,7 +41,7 @@ impl Stat {
         })
     }
 
-    fn show(&self, decimals: usize) -> String {
+    pub fn show(&self, decimals: usize) -> String {
         if self.n > 1 && self.max > self.min {
             format!(
                 "{:.d$} ({:.d$}–{:.d$})",
