@@ -960,6 +960,8 @@ mod tests {
             "5",
             "--send-zc",
             "off",
+            "--after",
+            "/tmp/write-run",
         ];
         for given in [&[][..], &["--verify"][..], full] {
             let parsed = run_args(given);
@@ -991,6 +993,11 @@ mod tests {
         assert_eq!(run_args(&[]).options.shape.prefetch_factor, None);
         assert_eq!(parsed.options.s3.resolve.len(), 2);
         assert_eq!(parsed.options.checkpoint.read_blocks, Some(5));
+        assert_eq!(
+            parsed.options.checkpoint.send_zc,
+            crate::checkpoint::SendZc::Off
+        );
+        assert!(parsed.options.checkpoint.after.is_some());
         assert_eq!(parsed.shape.loader, Loader::Dlio);
         assert_ne!(parsed, run_args(&[]));
     }

@@ -380,8 +380,15 @@ pub fn compare(entries: Vec<CheckpointEntry>) -> CheckpointComparison {
     }
 }
 
+/// Mean ± stdev, with three decimals below 1 (a small checkpoint's seconds).
 fn cell(v: Option<(f64, f64)>) -> String {
-    v.map_or_else(|| "—".into(), |(m, s)| format!("{m:.2} ± {s:.2}"))
+    v.map_or_else(
+        || "—".into(),
+        |(m, s)| {
+            let d = if m.abs() < 1.0 { 3 } else { 2 };
+            format!("{m:.d$} ± {s:.d$}")
+        },
+    )
 }
 
 /// The comparison as markdown: per group the checkpoint's GiB, the checkpoints saved/loaded,
