@@ -16,7 +16,7 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::CompareError;
+use super::error::CompareError;
 
 /// DLIO's names of one phase's four figures, after the `save_` or `load_` prefix.
 const FIGURES: [&str; 4] = [

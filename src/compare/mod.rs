@@ -14,13 +14,15 @@
 //! NP): [`checkpoint`]. Training and checkpoint results are not mixed.
 
 pub mod checkpoint;
+mod error;
+
+pub use error::CompareError;
 
 use std::fmt::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Serialize;
 
-use crate::exit::{self, ExitClass};
 use crate::sweep::SweepFile;
 use crate::sweep::table;
 
@@ -45,20 +47,6 @@ pub struct Entry {
     /// GET latency, first byte sent to last byte received: median and 99th percentile.
     pub latency_p50_ms: Option<f64>,
     pub latency_p99_ms: Option<f64>,
-}
-
-/// An input `compare` cannot read.
-#[derive(Debug, thiserror::Error)]
-#[error("{}: {reason}", path.display())]
-pub struct CompareError {
-    pub path: PathBuf,
-    pub reason: String,
-}
-
-impl ExitClass for CompareError {
-    fn exit_code(&self) -> u8 {
-        exit::USAGE
-    }
 }
 
 const EXPECTED: &str = "expected a ringload summary.json or --output folder, a sweep folder \
