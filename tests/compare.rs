@@ -427,11 +427,14 @@ fn dlio_and_ringload_checkpoint_summaries_line_up_by_workload_and_np() {
     assert!(line["load_ratio"][1].is_null(), "{line}");
 }
 
+/// A change to a summary.json.
+type Edit = Box<dyn Fn(&mut Value)>;
+
 #[test]
 fn a_checkpoint_summary_compare_cannot_read_is_named_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let fixture = llama3_1t();
-    let cases: [(&str, Box<dyn Fn(&mut Value)>, &str); 4] = [
+    let cases: [(&str, Edit, &str); 4] = [
         (
             "unknown",
             Box::new(|v| v["metric"]["save_checkpoint_io_p99_GB_per_second"] = 1.0.into()),
