@@ -70,7 +70,7 @@ pub enum Command {
     Sweep(SweepArgs),
     /// Put results side by side, matched by (NP, RT), with ratios to the first: ringload
     /// summary.json files or --output folders, sweep folders, DLIO output folders or their
-    /// summary.json.
+    /// summary.json. Checkpoint results (DLIO's and ringload's) are matched by (workload, NP).
     ///
     /// Exit 2 when an input cannot be read, naming what was expected.
     Compare(CompareArgs),
