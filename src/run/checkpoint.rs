@@ -184,7 +184,7 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
     let mut outcomes: Vec<PhaseOutcome> = Vec::new();
     let run_phase = |phase: Phase,
                      steps: Vec<u32>|
-     -> Result<PhaseOutcome, (RankError, Option<PhaseOutcome>)> {
+     -> Result<PhaseOutcome, Box<(RankError, Option<PhaseOutcome>)>> {
         let start = CpuReading::now(server_cpu_now());
         let objects = objects_of(steps.clone());
         let result = run_objects_phase(
@@ -213,7 +213,7 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
             Ok(measured) => Ok(outcome(measured)),
             Err(boxed) => {
                 let PhaseFailure { error, partial } = *boxed;
-                Err((error, partial.map(outcome)))
+                Err(Box::new((error, partial.map(outcome))))
             }
         }
     };
@@ -222,7 +222,8 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
     if writes > 0 {
         match run_phase(Phase::Save, (1..=writes).collect()) {
             Ok(o) => outcomes.push(o),
-            Err((error, partial)) => {
+            Err(failed) => {
+                let (error, partial) = *failed;
                 outcomes.extend(partial);
                 failure = Some((error.to_string(), matches!(error, RankError::Interrupted)));
             }
@@ -254,7 +255,8 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
         } else {
             match run_phase(Phase::Load, (1..=reads).collect()) {
                 Ok(o) => outcomes.push(o),
-                Err((error, partial)) => {
+                Err(failed) => {
+                    let (error, partial) = *failed;
                     outcomes.extend(partial);
                     failure = Some((error.to_string(), matches!(error, RankError::Interrupted)));
                 }
