@@ -62,6 +62,9 @@ pub fn run_objects_phase(
     }
     let progress = Progress::default();
     let done = AtomicBool::new(false);
+    // Raised when the barrier is aborted (a rank failed, an interrupt): every rank's engine
+    // stops between parts and GETs instead of finishing its object.
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
     let ready: OnceLock<(Instant, CpuReading)> = OnceLock::new();
     let mut total_bytes = 0u64;
     let mut total_checkpoints = 0u64;
@@ -83,6 +86,7 @@ pub fn run_objects_phase(
             .zip(&per_rank)
             .map(|(rank, checkpoints)| {
                 let (barrier, progress, ready) = (&barrier, &progress, &ready);
+                let stop = std::sync::Arc::clone(&stop);
                 let local = rank - config.ranks.start;
                 let cpu = (!config.cpus.is_empty()).then(|| config.cpus[local % config.cpus.len()]);
                 std::thread::Builder::new()
@@ -102,6 +106,7 @@ pub fn run_objects_phase(
                                 return (record, ObjectStats::default(), Err(e));
                             }
                         };
+                        io.set_stop(stop);
                         let spec = PhaseSpec {
                             phase,
                             checkpoints,
@@ -129,6 +134,16 @@ pub fn run_objects_phase(
             });
         }
         spawn_watchers(scope, config, &barrier, &done, coordinator);
+        let (barrier_ref, done_ref, stop_ref) = (&barrier, &done, &stop);
+        scope.spawn(move || {
+            while !done_ref.load(Ordering::Relaxed) {
+                if barrier_ref.is_aborted() {
+                    stop_ref.store(true, Ordering::Relaxed);
+                    return;
+                }
+                std::thread::sleep(super::INTERRUPT_POLL);
+            }
+        });
         let failed = |e: RankError| (PhaseRecord::default(), ObjectStats::default(), Err(e));
         let results = ranks
             .into_iter()
