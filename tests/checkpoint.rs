@@ -475,7 +475,7 @@ fn a_read_run_without_checkpoints_names_the_fix() {
 fn an_interrupt_stops_every_rank_between_parts_and_leaves_no_upload_open() {
     for engine in ["uring", "baseline"] {
         let server = common::spawn_serve(&["--sink"]);
-        let mut child = ringload()
+        let child = ringload()
             .args(["run", "llama3_tiny", "--np", "1", "--engine", engine])
             .args(["--endpoint", &server.endpoint, "--bucket", "ringload"])
             // A 4 GB model object, then a 25 GB optimizer object: a rank that finished its

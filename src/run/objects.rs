@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::{RunConfig, spawn_watchers};
+use super::{RunConfig, join_ranks, root_cause, spawn_watchers};
 use crate::affinity;
 use crate::checkpoint::ObjectIoShape;
 use crate::engine::Engine;
@@ -78,7 +78,7 @@ pub fn run_objects_phase(
             list
         })
         .collect();
-    type RankResult = (PhaseRecord, ObjectStats, Result<(), RankError>);
+    type RankResult = super::RankOutcome<PhaseRecord, ObjectStats>;
     let results: Vec<RankResult> = std::thread::scope(|scope| {
         let ranks: Vec<_> = config
             .ranks
@@ -144,37 +144,12 @@ pub fn run_objects_phase(
                 std::thread::sleep(super::INTERRUPT_POLL);
             }
         });
-        let failed = |e: RankError| (PhaseRecord::default(), ObjectStats::default(), Err(e));
-        let results = ranks
-            .into_iter()
-            .map(|spawned| match spawned {
-                Ok(handle) => handle.join().unwrap_or_else(|_| {
-                    barrier.abort();
-                    failed(RankError::Engine("a rank thread panicked".into()))
-                }),
-                Err(e) => {
-                    barrier.abort();
-                    failed(RankError::Engine(format!(
-                        "cannot start a rank thread: {e}"
-                    )))
-                }
-            })
-            .collect();
+        let results = join_ranks(ranks, &barrier);
         done.store(true, Ordering::Relaxed);
         results
     });
     let ended = Instant::now();
-    let errors = || results.iter().filter_map(|(_, _, r)| r.as_ref().err());
-    let error = errors()
-        .find(|e| !matches!(e, RankError::Aborted))
-        .or_else(|| errors().next())
-        .cloned()
-        .map(|e| match e {
-            RankError::Aborted if config.interrupt.load(Ordering::Relaxed) => {
-                RankError::Interrupted
-            }
-            other => other,
-        });
+    let error = root_cause(&results, config.interrupt.load(Ordering::Relaxed));
     let (records, stats): (Vec<PhaseRecord>, Vec<ObjectStats>) =
         results.into_iter().map(|(r, s, _)| (r, s)).unzip();
     let partial = ready.get().copied().map(|(ready_at, ready_cpu)| {
