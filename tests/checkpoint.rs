@@ -5,6 +5,8 @@
 //! written from the README's description); restores with --verify; faults on parts; a killed
 //! writer's uploads cleaned up by the next run.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::{output, ringload, run};

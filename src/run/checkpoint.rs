@@ -213,42 +213,43 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
     };
     let mut failure: Option<(String, bool)> = None;
     let mut results: Vec<PhaseResult> = Vec::new();
-    let run_phase =
-        |phase: Phase, steps: Vec<u32>| -> Result<PhaseResult, (RankError, Option<PhaseResult>)> {
-            let start = CpuReading::now(server_cpu_now());
-            let objects = objects_of(steps.clone());
-            let result = run_objects_phase(
-                &engine,
-                plan.io,
+    let run_phase = |phase: Phase,
+                     steps: Vec<u32>|
+     -> Result<PhaseResult, Box<(RankError, Option<PhaseResult>)>> {
+        let start = CpuReading::now(server_cpu_now());
+        let objects = objects_of(steps.clone());
+        let result = run_objects_phase(
+            &engine,
+            plan.io,
+            phase,
+            &objects,
+            sleep,
+            s.rank_sync,
+            barrier_timeout,
+            &config,
+            &server_cpu_now,
+        );
+        let end = CpuReading::now(server_cpu_now());
+        let outcome = |measured: PhaseMeasurements| {
+            let costs = metrics::CpuCosts::between(start, measured.ready_cpu, end);
+            PhaseResult {
                 phase,
-                &objects,
-                sleep,
-                s.rank_sync,
-                barrier_timeout,
-                &config,
-                &server_cpu_now,
-            );
-            let end = CpuReading::now(server_cpu_now());
-            let outcome = |measured: PhaseMeasurements| {
-                let costs = metrics::CpuCosts::between(start, measured.ready_cpu, end);
-                PhaseResult {
-                    phase,
-                    steps: steps.clone(),
-                    records: measured.records,
-                    stats: measured.stats,
-                    wall_s: measured.wall_s,
-                    client_cpu_s: costs.client_cpu_s,
-                    server_cpu_s: server.as_ref().map(|_| costs.server_cpu_s),
-                }
-            };
-            match result {
-                Ok(measured) => Ok(outcome(measured)),
-                Err(boxed) => {
-                    let PhaseFailure { error, partial } = *boxed;
-                    Err((error, partial.map(outcome)))
-                }
+                steps: steps.clone(),
+                records: measured.records,
+                stats: measured.stats,
+                wall_s: measured.wall_s,
+                client_cpu_s: costs.client_cpu_s,
+                server_cpu_s: server.as_ref().map(|_| costs.server_cpu_s),
             }
         };
+        match result {
+            Ok(measured) => Ok(outcome(measured)),
+            Err(boxed) => {
+                let PhaseFailure { error, partial } = *boxed;
+                Err(Box::new((error, partial.map(outcome))))
+            }
+        }
+    };
     // Under mpirun a failed phase ends the job at once (`commands::run` aborts it): this
     // process's ranks aborted their open uploads as they stopped.
     let failed = |error: RankError| -> anyhow::Error {
@@ -263,8 +264,9 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
     if writes > 0 {
         match run_phase(Phase::Save, (1..=writes).collect()) {
             Ok(o) => results.push(o),
-            Err((error, _)) if hosts => return Err(failed(error)),
-            Err((error, partial)) => {
+            Err(e) if hosts => return Err(failed(e.0)),
+            Err(e) => {
+                let (error, partial) = *e;
                 results.extend(partial);
                 failure = Some((error.to_string(), matches!(error, RankError::Interrupted)));
             }
@@ -305,8 +307,9 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
         } else {
             match run_phase(Phase::Load, (1..=reads).collect()) {
                 Ok(o) => results.push(o),
-                Err((error, _)) if hosts => return Err(failed(error)),
-                Err((error, partial)) => {
+                Err(e) if hosts => return Err(failed(e.0)),
+                Err(e) => {
+                    let (error, partial) = *e;
                     results.extend(partial);
                     failure = Some((error.to_string(), matches!(error, RankError::Interrupted)));
                 }
