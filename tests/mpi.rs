@@ -377,7 +377,28 @@ fn a_checkpoint_refusal_or_failure_ends_every_process() {
     let job = mpirun(2, &args).output().unwrap();
     let stderr = String::from_utf8_lossy(&job.stderr);
     assert_eq!(job.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("finds 0 checkpoints"), "{stderr}");
+    assert_eq!(
+        stderr.matches("finds 0 checkpoints").count(),
+        1,
+        "one line for the job: {stderr}"
+    );
+    // A host over its share of the budget: every process refuses, with one line naming it.
+    let bin = env!("CARGO_BIN_EXE_ringload");
+    let job = Command::new("mpirun")
+        .args(["--allow-run-as-root", "--oversubscribe", "-np", "1", bin])
+        .args(&args)
+        .args([":", "-np", "1", bin])
+        .args(&args)
+        .args(["--memory-budget", "10MiB"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&job.stderr);
+    assert_eq!(job.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr.matches("(process 1): memory budget").count(),
+        1,
+        "{stderr}"
+    );
     drop(server);
     // Every completion fails: the failing process aborts its upload and ends the job, exit 3.
     let (_root, server) = dir_server(&["--faults", "500@complete/every=1"]);

@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 
-use super::checkpoint_hosts::{self, HostCheckpoint, PhaseResult};
+use super::checkpoint_hosts::{self, HostCheckpoint, PhaseResult, agreed};
 use super::objects::{PhaseFailure, PhaseMeasurements, run_objects_phase};
 use super::store::{env, prepare_output};
 use super::{RunConfig, session::RunFailed};
@@ -126,11 +126,10 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
     let host_shape = plan.budget_shape(local.len() as u32, server_bytes);
     let cap = options.shape.memory_budget;
     if hosts {
-        cluster.agree(
-            budget::check_objects(&host_shape, &limits, cap)
-                .map(|_| ())
-                .map_err(|e| e.to_string()),
-        )?;
+        let mine = budget::check_objects(&host_shape, &limits, cap).map(|_| ());
+        cluster
+            .agree(mine.map_err(|e| e.to_string()))
+            .map_err(|e| agreed(cluster, e))?;
     } else {
         plan.check_budget()?;
     }
@@ -161,7 +160,9 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
             .block_on(abort_stale_uploads(&setup_client, &prefix))
             .map_err(|e| format!("cannot clean up the checkpoint folder: {e}"))
     });
-    let stale = cluster.share(stale)?.map_err(UsageError)?;
+    let stale = cluster
+        .share(stale)?
+        .map_err(|e| agreed(cluster, UsageError(e)))?;
     if stale > 0 && lead {
         let line = format!(
             "aborted {stale} incomplete multipart upload{} under {prefix} that an earlier run \
@@ -289,7 +290,9 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
                 })
                 .map_err(|e| format!("the LIST before the restores failed: {e}"))
         });
-        let steps = cluster.share(found)?.map_err(RunFailed)?;
+        let steps = cluster
+            .share(found)?
+            .map_err(|e| agreed(cluster, RunFailed(e)))?;
         if steps < reads {
             let line = format!(
                 "checkpoint.num_checkpoints_read={reads} but the LIST of {prefix} finds {steps} \
@@ -298,10 +301,10 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
                 if steps == 1 { "" } else { "s" }
             );
             if results.is_empty() {
-                return Err(UsageError(line).into());
+                return Err(agreed(cluster, UsageError(line)));
             }
             if hosts {
-                return Err(RunFailed(line).into());
+                return Err(agreed(cluster, RunFailed(line)));
             }
             failure = Some((line, false));
         } else {

@@ -24,6 +24,20 @@ use crate::metrics::{LatencyHistogram, RequestStats, WireStats, static_cause};
 use crate::rank::objects::{ObjectStats, Phase, PhaseRecord, WriteStats};
 use crate::summary::checkpoint::HostVolume;
 
+/// How long a process other than 0 waits, on a refusal every process reached together, for
+/// process 0 to print it and end the job.
+const AGREED_WAIT: Duration = Duration::from_secs(30);
+
+/// A refusal every process reached together (agreed, or shared from process 0): process 0
+/// prints it and ends the job (`commands::run` aborts it); the others first wait for that
+/// (bounded), so the job prints one line, not one per process.
+pub fn agreed(cluster: &Cluster, e: impl Into<anyhow::Error>) -> anyhow::Error {
+    if cluster.process() != 0 {
+        std::thread::sleep(AGREED_WAIT);
+    }
+    e.into()
+}
+
 /// One phase's results: one process's (its ranks'), or the job's after [`merge`].
 #[derive(Debug, Clone)]
 pub struct PhaseResult {
