@@ -12,6 +12,7 @@
 //! its files), and [`store`] sets up what a run or sweep reads from.
 
 pub mod checkpoint;
+pub mod checkpoint_hosts;
 pub mod objects;
 pub mod session;
 pub mod store;
