@@ -257,7 +257,16 @@ impl Cluster {
         cap_bytes: Option<u64>,
     ) -> Result<(), UsageError> {
         let mine = budget::check(&host_share(plan, ranks, tls), limits, cap_bytes)
-            .map_err(|e| format!("host {} (process {}): {e}", Cluster::host(), self.process));
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+        self.agree(mine)
+    }
+
+    /// Agrees a set-up check with every process: a refusal on any host (its one line) is every
+    /// process's error, naming each host that refused and why.
+    pub fn agree(&self, mine: Result<(), String>) -> Result<(), UsageError> {
+        let mine =
+            mine.map_err(|e| format!("host {} (process {}): {e}", Cluster::host(), self.process));
         if self.all_agree(mine.is_ok()) {
             return Ok(());
         }
@@ -270,6 +279,28 @@ impl Cluster {
             .collect();
         let message = self.broadcast(lines.join("; ").into_bytes());
         Err(UsageError(String::from_utf8_lossy(&message).into_owned()))
+    }
+
+    /// Process 0's `value` (the others pass `None`) on every process, sent as JSON.
+    pub fn share<T: Serialize + serde::de::DeserializeOwned>(
+        &self,
+        value: Option<T>,
+    ) -> Result<T, UsageError> {
+        let unreadable = |e: &dyn std::fmt::Display| {
+            UsageError(format!(
+                "process {} cannot read what process 0 sent ({e}); run the same ringload build \
+                 on every host",
+                self.process
+            ))
+        };
+        if self.is_single() {
+            return value.ok_or_else(|| unreadable(&"nothing"));
+        }
+        let bytes = match &value {
+            Some(v) => serde_json::to_vec(v).map_err(|e| unreadable(&e))?,
+            None => Vec::new(),
+        };
+        serde_json::from_slice(&self.broadcast(bytes)).map_err(|e| unreadable(&e))
     }
 
     /// Every process's report, in process order, on process 0 (`None` on the others).

@@ -186,6 +186,24 @@ impl LatencyHistogram {
         self.histogram.len()
     }
 
+    /// The recorded buckets as (µs, count) pairs, to send to another process; [`Self::from_wire`]
+    /// rebuilds a histogram with the same summary (each value lands in its own bucket).
+    pub fn to_wire(&self) -> Vec<(u64, u64)> {
+        self.histogram
+            .iter_recorded()
+            .map(|v| (v.value_iterated_to(), v.count_at_value()))
+            .collect()
+    }
+
+    pub fn from_wire(buckets: &[(u64, u64)]) -> LatencyHistogram {
+        let mut h = LatencyHistogram::new();
+        for &(us, n) in buckets {
+            h.histogram
+                .saturating_record_n(us.clamp(1, LATENCY_MAX_US), n);
+        }
+        h
+    }
+
     /// The distribution in milliseconds.
     pub fn summary(&self) -> Distribution {
         if self.histogram.is_empty() {
@@ -306,7 +324,7 @@ pub struct WireStats {
 
 /// A cause word as a `&'static str`, as [`RequestStats`] keys them: the words are few and
 /// fixed, so each is leaked at most once per process.
-fn static_cause(cause: &str) -> &'static str {
+pub fn static_cause(cause: &str) -> &'static str {
     static KNOWN: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
     let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(k) = known.iter().find(|k| **k == cause) {
@@ -631,6 +649,10 @@ mod tests {
         h.merge(&other);
         assert_eq!(h.count(), 1001);
         assert!(close(h.summary().max, 2000.0, 2.0));
+        // Sent to another process and rebuilt: the same summary.
+        let rebuilt = LatencyHistogram::from_wire(&h.to_wire());
+        assert_eq!(rebuilt.summary(), h.summary());
+        assert_eq!(LatencyHistogram::from_wire(&[]).count(), 0);
     }
 
     #[test]

@@ -62,6 +62,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("run::store", 15),
     ("run::session", 16),
     ("run::checkpoint", 16),
+    ("run::checkpoint_hosts", 16),
     ("sweep::session", 16),
     ("commands", 17),
     // Test-only: property tests over every parser.

@@ -515,4 +515,54 @@ fn a_read_only_run_restores_from_a_fresh_sink_serving_the_workloads_plan() {
     // Zeros where the workload's generator makes random words: --verify names the object.
     assert_eq!(code, 3, "{stderr}");
     assert!(stderr.contains("checkpoints/llama3_tiny/"), "{stderr}");
+
+#[test]
+fn an_interrupt_stops_every_rank_between_parts_and_leaves_no_upload_open() {
+    for engine in ["uring", "baseline"] {
+        let server = common::spawn_serve(&["--sink"]);
+        let child = ringload()
+            .args(["run", "llama3_tiny", "--np", "1", "--engine", engine])
+            .args(["--endpoint", &server.endpoint, "--bucket", "ringload"])
+            // A 4 GB model object, then a 25 GB optimizer object: a rank that finished its
+            // object before stopping would take far longer than the bound below.
+            .args([
+                "model.transformer.hidden_size=8192",
+                "model.transformer.ffn_hidden_size=24576",
+            ])
+            .args([
+                "checkpoint.num_checkpoints_read=0",
+                "--parts-in-flight",
+                "2",
+            ])
+            .args(["--read-blocks", "2", "--read-range", "32MiB"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_secs(4));
+        rustix::process::kill_process(
+            rustix::process::Pid::from_child(&child),
+            rustix::process::Signal::INT,
+        )
+        .unwrap();
+        let stopped = std::time::Instant::now();
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{engine}: {stderr}");
+        assert!(stderr.contains("interrupted"), "{engine}: {stderr}");
+        // Stopped between parts, not at the end of its object.
+        assert!(
+            stopped.elapsed().as_secs() < 10,
+            "{engine}: {:?}",
+            stopped.elapsed()
+        );
+        let report = check_bucket(
+            &server.endpoint,
+            "ringload",
+            ("k", "s"),
+            "checkpoints/",
+            &[],
+        );
+        assert_eq!(report["open_uploads"], 0, "{engine}: {report}");
+    }
 }

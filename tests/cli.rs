@@ -663,7 +663,7 @@ fn plan_of_llama3_70b_at_64_ranks_shows_dlios_objects_and_totals() {
         "  size        checkpoint_size_GB 911.21 (GiB, as DLIO reports it: model 130.18 + optimizer 781.03); 978,406,572,032 B",
         "  objects     128 per checkpoint under checkpoints/llama3_70b/global_epoch1_step<k>/",
         "  per rank    14.24 GiB (every rank)",
-        "  ranks 0–63 (64): 2 objects, 14.24 GiB each",
+        "  ranks 0–63 (64), each: 2 objects, 14.24 GiB",
         "        2,184,120,320 B  zero_pp_rank_0_mp_rank_0_model_states.pt",
         "       13,103,482,368 B  zero_pp_rank_0_mp_rank_0_optim_states.pt",
         "  host 0: ranks 0–63, 911.21 GiB per checkpoint",

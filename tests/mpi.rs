@@ -217,3 +217,199 @@ fn a_process_killed_mid_run_ends_the_job_promptly() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+// ---- checkpoints ----------------------------------------------------------------------------
+
+/// A `ringload serve --dir` child with bucket `ringload`, and its root.
+fn dir_server(extra: &[&str]) -> (tempfile::TempDir, common::ServeChild) {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir(root.path().join("ringload")).unwrap();
+    let mut args = vec!["--dir", root.path().to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let server = common::spawn_serve(&args);
+    (root, server)
+}
+
+/// `run llama3_tiny --np 2` against `url` into `out`, with `extra`.
+fn checkpoint_args<'a>(url: &'a str, out: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "run",
+        "llama3_tiny",
+        "--np",
+        "2",
+        "--endpoint",
+        url,
+        "--bucket",
+        "ringload",
+    ];
+    args.extend(extra);
+    args.extend(["--output", out]);
+    args
+}
+
+/// The plan of llama3_tiny at NP 2: its folder and each rank's objects (name, bytes).
+fn checkpoint_plan() -> (String, Vec<Vec<(String, u64)>>) {
+    let (code, stdout, stderr) =
+        common::output(common::ringload().args(["plan", "llama3_tiny", "--np", "2", "--json"]));
+    assert_eq!(code, 0, "{stderr}");
+    let plan: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let folder = plan["settings"]["folder"].as_str().unwrap().to_string();
+    let ranks = plan["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|rank| {
+            rank.as_array()
+                .unwrap()
+                .iter()
+                .map(|o| {
+                    (
+                        o["name"].as_str().unwrap().to_string(),
+                        o["bytes"].as_u64().unwrap(),
+                    )
+                })
+                .collect()
+        })
+        .collect();
+    (folder, ranks)
+}
+
+#[test]
+fn a_checkpoint_run_over_two_processes_writes_what_one_process_writes() {
+    let (root_one, one) = dir_server(&[]);
+    let (root_many, many) = dir_server(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let (single, all) = (dir.path().join("single"), dir.path().join("mpi"));
+    let (single_s, all_s) = (single.display().to_string(), all.display().to_string());
+    let (code, _, stderr) =
+        common::output(common::ringload().args(checkpoint_args(&one.endpoint, &single_s, &[])));
+    assert_eq!(code, 0, "one process: {stderr}");
+    let out = mpirun(2, &checkpoint_args(&many.endpoint, &all_s, &[]))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "two processes: {stderr}");
+    // One report for the job, from process 0.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout.matches("checkpoint on 2 ranks").count(),
+        1,
+        "{stdout}"
+    );
+    let (s, s1) = (summary(&all), summary(&single));
+    assert_eq!(s["kind"], "checkpoint");
+    assert_eq!(s["np"], 2);
+    assert_eq!(s["num_hosts"], 2, "one volume per process");
+    assert_eq!(s["failure"], serde_json::Value::Null);
+    let phase_rows = |phase: &str| {
+        s["checkpoints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["phase"] == phase)
+            .count() as u64
+    };
+    let (writes, reads) = (phase_rows("save"), phase_rows("load"));
+    assert!(writes > 0 && reads > 0, "{s}");
+    assert_eq!(
+        s["checkpoints"].as_array().unwrap().len(),
+        s1["checkpoints"].as_array().unwrap().len()
+    );
+    assert!(
+        s["metric"]["save_checkpoint_io_mean_GB_per_second"].is_number(),
+        "{s}"
+    );
+    assert!(
+        s["metric"]["load_checkpoint_io_mean_GB_per_second"].is_number(),
+        "{s}"
+    );
+    for phase in ["save", "load"] {
+        assert_eq!(s[phase]["bytes"], s1[phase]["bytes"], "{phase}");
+        assert_eq!(s[phase]["requests"], s1[phase]["requests"], "{phase}");
+        assert!(
+            s[phase]["latency_ms"]["count"].as_u64().unwrap() > 0,
+            "{phase}: {s}"
+        );
+    }
+    // Each host's bytes are its own ranks' objects (uneven: the model's writer is rank 0).
+    let (folder, ranks) = checkpoint_plan();
+    let hosts = s["hosts"].as_array().unwrap();
+    assert_eq!(hosts.len(), 2);
+    for (process, host) in hosts.iter().enumerate() {
+        let mine: Vec<u64> = host["ranks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_u64().unwrap())
+            .collect();
+        assert_eq!(mine, vec![process as u64], "one rank per process");
+        let per_checkpoint: u64 = ranks[process].iter().map(|o| o.1).sum();
+        assert_eq!(host["bytes_per_checkpoint"], per_checkpoint, "{host}");
+        assert_eq!(host["bytes_written"], per_checkpoint * writes, "{host}");
+        assert_eq!(host["bytes_read"], per_checkpoint * reads, "{host}");
+    }
+    // Every object on disk with the plan's size, and the bytes one process writes.
+    for step in 1..=writes {
+        for (name, bytes) in ranks.iter().flatten() {
+            let key = format!("ringload/{folder}/global_epoch1_step{step}/{name}");
+            let (a, b) = (root_many.path().join(&key), root_one.path().join(&key));
+            let written = std::fs::read(&a).unwrap_or_else(|e| panic!("{}: {e}", a.display()));
+            assert_eq!(written.len() as u64, *bytes, "{key}");
+            assert!(
+                written == std::fs::read(&b).unwrap(),
+                "{key}: the same bytes as one process"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_checkpoint_refusal_or_failure_ends_every_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().display().to_string();
+    // Restores with nothing written: process 0's LIST is every process's refusal.
+    let (_root, server) = dir_server(&[]);
+    let args = checkpoint_args(
+        &server.endpoint,
+        &out,
+        &["checkpoint.num_checkpoints_write=0"],
+    );
+    let job = mpirun(2, &args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&job.stderr);
+    assert_eq!(job.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr.matches("finds 0 checkpoints").count(),
+        1,
+        "one line for the job: {stderr}"
+    );
+    // A host over its share of the budget: every process refuses, with one line naming it.
+    let bin = env!("CARGO_BIN_EXE_ringload");
+    let job = Command::new("mpirun")
+        .args(["--allow-run-as-root", "--oversubscribe", "-np", "1", bin])
+        .args(&args)
+        .args([":", "-np", "1", bin])
+        .args(&args)
+        .args(["--memory-budget", "10MiB"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&job.stderr);
+    assert_eq!(job.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr.matches("(process 1): memory budget").count(),
+        1,
+        "{stderr}"
+    );
+    drop(server);
+    // Every completion fails: the failing process aborts its upload and ends the job, exit 3.
+    let (_root, server) = dir_server(&["--faults", "500@complete/every=1"]);
+    let args = checkpoint_args(&server.endpoint, &out, &["--retries", "1"]);
+    let started = Instant::now();
+    let job = mpirun(2, &args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&job.stderr);
+    assert_eq!(job.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("CompleteMultipartUpload") && stderr.contains("aborted"),
+        "{stderr}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(120), "{stderr}");
+}

@@ -30,6 +30,10 @@ pub trait ObjectIo {
     /// ranged GETs of at most `read_range_bytes`, into the rank's buffers; with `verify`, every
     /// byte checked against `object.content`.
     fn get(&mut self, object: &ObjectSpec) -> Result<(), RankError>;
+    /// The flag that stops the phase (another rank failed, or an interrupt): once raised, no
+    /// new part or ranged GET starts and `put` or `get` ends with [`RankError::Aborted`] (an
+    /// upload in hand aborted), so a rank never finishes a many-GiB object nobody waits for.
+    fn set_stop(&mut self, stop: std::sync::Arc<std::sync::atomic::AtomicBool>);
     /// Aborts the uploads this rank has open (after a failure elsewhere, or an interrupt), so
     /// none is left behind. Best effort; returns how many it aborted.
     fn abort_open(&mut self) -> usize;
@@ -94,7 +98,7 @@ impl ObjectStats {
 }
 
 /// Which half of a checkpoint run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Phase {
     Save,

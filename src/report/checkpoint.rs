@@ -195,7 +195,7 @@ pub fn render(plan: &CheckpointPlan, full: bool) -> String {
             let total: u64 = group.objects.iter().map(|o| o.bytes).sum();
             let _ = writeln!(
                 w,
-                "  ranks {} ({}): {} each",
+                "  ranks {} ({}), each: {}",
                 rank_spans(&group.ranks),
                 group.ranks.len(),
                 if group.objects.is_empty() {

@@ -8,6 +8,12 @@
 //!    `num_checkpoints_read`;
 //! 4. `num_checkpoints_read` loads of the same objects by the same ranks;
 //! 5. the summary (DLIO's names, [`crate::summary::checkpoint`]), its file and the report.
+//!
+//! Under mpirun (the `mpi` feature) each process runs its share of the ranks against one
+//! endpoint, meeting the others at every barrier; each host's share of the memory budget is
+//! checked on that host and agreed by all; process 0 alone cleans up and lists (sharing what it
+//! found); at the end process 0 gathers every process's phases and volume and reports for the
+//! job ([`super::checkpoint_hosts`]). A failure on any process ends the job (`commands::run`).
 
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
@@ -16,6 +22,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 
+use super::checkpoint_hosts::{self, HostCheckpoint, PhaseResult, agreed};
 use super::objects::{PhaseFailure, PhaseMeasurements, run_objects_phase};
 use super::store::{env, prepare_output};
 use super::{RunConfig, session::RunFailed};
@@ -28,7 +35,7 @@ use crate::engine::{Engine, EngineKind};
 use crate::exit::{self, UsageError};
 use crate::metrics::{self, CpuReading};
 use crate::rank::RankError;
-use crate::rank::objects::{ObjectSpec, Phase, PhaseRecord};
+use crate::rank::objects::{ObjectSpec, Phase};
 use crate::s3::{self, Client};
 use crate::signals::{exit_if_stopped_in_setup, raise_on_stop_signals};
 use crate::summary::TargetSummary;
@@ -37,17 +44,9 @@ use crate::summary::checkpoint::{
 };
 use crate::{affinity, budget, report, server};
 
-/// A phase's result as this process saw it, for the summary.
-struct PhaseOutcome {
-    measured: PhaseMeasurements,
-    client_cpu_s: f64,
-    server_cpu_s: Option<f64>,
-    /// Every rank's record, global order (this process's only, without MPI).
-    records: Vec<PhaseRecord>,
-    steps: Vec<u32>,
-}
-
-/// Runs a checkpoint workload; `Ok` carries the exit code.
+/// Runs a checkpoint workload; `Ok` carries the exit code. Under mpirun each process runs its
+/// share of the ranks against one endpoint, and process 0 reports for the job
+/// ([`super::checkpoint_hosts`]).
 pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
     let started_wall = SystemTime::now();
     let interrupt = Arc::new(AtomicBool::new(false));
@@ -55,31 +54,47 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
     raise_on_stop_signals(Arc::clone(&interrupt))?;
     exit_if_stopped_in_setup(Arc::clone(&interrupt), Arc::clone(&setup_done), "run")?;
     let hosts = !cluster.is_single();
-    if hosts {
-        return Err(UsageError(
-            "checkpoint workloads do not run under mpirun yet; run one process with --np N \
-             (every rank is a pinned thread)"
-                .into(),
-        )
+    // Process 0 cleans up, lists, and reports for the job.
+    let lead = cluster.process() == 0;
+    let options = &args.options;
+    let mut shape = args.shape.clone();
+    if hosts && !super::session::np_given() {
+        // As DLIO under mpirun: one rank per process.
+        shape.np = cluster.processes() as u32;
+    }
+    let np = shape.np;
+    let local = Cluster::ranks_of(cluster.process(), cluster.processes(), np as usize);
+    if hosts && local.is_empty() {
+        return Err(UsageError(format!(
+            "--np {np} is fewer than the {} processes mpirun started; pass --np {} or more",
+            cluster.processes(),
+            cluster.processes()
+        ))
         .into());
     }
-    let options = &args.options;
-    let cfg = load_config(&args.workload, Some(&args.shape))?;
+    let cfg = load_config(&args.workload, Some(&shape))?;
     let settings = CheckpointSettings::resolve(&cfg)?;
-    let np = args.shape.np;
-    let local = 0..np as usize;
-    if let Some(dir) = &args.output {
+    if let Some(dir) = args.output.as_ref().filter(|_| lead) {
         prepare_output(dir)?;
     }
     let limits = budget::probe();
     let resolved = s3::target::resolve(&options.s3.target_flags(), &settings.storage, env)?;
+    if hosts && resolved.is_none() {
+        return Err(UsageError(
+            "under mpirun, pass --endpoint (or AWS_ENDPOINT_URL): the embedded server would be \
+             one per process; start one `ringload serve` (--dir DIR to keep the objects) for all \
+             of them"
+                .into(),
+        )
+        .into());
+    }
     let io_options = args.options.checkpoint.io_options(options.verify);
     let plan_for = |server_bytes| {
         CheckpointPlan::resolve(
             &settings,
             &CheckpointOptions {
                 np,
-                hosts: 1,
+                hosts: cluster.processes() as u32,
                 io: io_options,
                 memory_cap_bytes: options.shape.memory_budget,
                 server_bytes,
@@ -107,9 +122,20 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
     let mut plan = plan_for(server_bytes)?;
     let loopback = target.endpoints.iter().all(|e| e.is_loopback());
     plan.io.send_zc = plan.send_zc.enabled(loopback);
-    plan.check_budget()?;
+    // Each host's share against its own memory; a refusal anywhere is every process's.
+    let host_shape = plan.budget_shape(local.len() as u32, server_bytes);
+    let cap = options.shape.memory_budget;
+    if hosts {
+        let mine = budget::check_objects(&host_shape, &limits, cap).map(|_| ());
+        cluster
+            .agree(mine.map_err(|e| e.to_string()))
+            .map_err(|e| agreed(cluster, e))?;
+    } else {
+        plan.check_budget()?;
+    }
+    let host_budget_bytes = budget::object_budget(&host_shape, &limits, cap).total_bytes;
     let mut notes = plan.notes.clone();
-    let (cpus, shared_cores) = affinity::choose_cpus(options.cpus.as_deref(), np)?;
+    let (cpus, shared_cores) = affinity::choose_cpus(options.cpus.as_deref(), local.len() as u32)?;
     if let Some(note) = shared_cores {
         eprintln!("ringload run: WARNING: {note}");
         notes.push(note);
@@ -128,10 +154,16 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
         .build()
         .context("starting the set-up runtime")?;
     let prefix = plan.prefix();
-    let stale = runtime
-        .block_on(abort_stale_uploads(&setup_client, &prefix))
-        .map_err(|e| UsageError(format!("cannot clean up the checkpoint folder: {e}")))?;
-    if stale > 0 {
+    // Process 0 cleans up before any process writes: the others wait for its count.
+    let stale = lead.then(|| {
+        runtime
+            .block_on(abort_stale_uploads(&setup_client, &prefix))
+            .map_err(|e| format!("cannot clean up the checkpoint folder: {e}"))
+    });
+    let stale = cluster
+        .share(stale)?
+        .map_err(|e| agreed(cluster, UsageError(e)))?;
+    if stale > 0 && lead {
         let line = format!(
             "aborted {stale} incomplete multipart upload{} under {prefix} that an earlier run \
              left (killed or failed before it could abort them)",
@@ -140,7 +172,7 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
         eprintln!("ringload run: {line}");
         notes.push(line);
     }
-    let after_write_run_s = match &args.options.checkpoint.after {
+    let after_write_run_s = match args.options.checkpoint.after.as_ref().filter(|_| lead) {
         Some(dir) => Some(seconds_since_end_of(dir, started_wall)?),
         None => None,
     };
@@ -181,10 +213,10 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
         }
     };
     let mut failure: Option<(String, bool)> = None;
-    let mut outcomes: Vec<PhaseOutcome> = Vec::new();
+    let mut results: Vec<PhaseResult> = Vec::new();
     let run_phase = |phase: Phase,
                      steps: Vec<u32>|
-     -> Result<PhaseOutcome, (RankError, Option<PhaseOutcome>)> {
+     -> Result<PhaseResult, Box<(RankError, Option<PhaseResult>)>> {
         let start = CpuReading::now(server_cpu_now());
         let objects = objects_of(steps.clone());
         let result = run_objects_phase(
@@ -201,45 +233,66 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
         let end = CpuReading::now(server_cpu_now());
         let outcome = |measured: PhaseMeasurements| {
             let costs = metrics::CpuCosts::between(start, measured.ready_cpu, end);
-            PhaseOutcome {
+            PhaseResult {
+                phase,
+                steps: steps.clone(),
+                records: measured.records,
+                stats: measured.stats,
+                wall_s: measured.wall_s,
                 client_cpu_s: costs.client_cpu_s,
                 server_cpu_s: server.as_ref().map(|_| costs.server_cpu_s),
-                records: measured.records.clone(),
-                measured,
-                steps: steps.clone(),
             }
         };
         match result {
             Ok(measured) => Ok(outcome(measured)),
             Err(boxed) => {
                 let PhaseFailure { error, partial } = *boxed;
-                Err((error, partial.map(outcome)))
+                Err(Box::new((error, partial.map(outcome))))
             }
+        }
+    };
+    // Under mpirun a failed phase ends the job at once (`commands::run` aborts it): this
+    // process's ranks aborted their open uploads as they stopped.
+    let failed = |error: RankError| -> anyhow::Error {
+        if matches!(error, RankError::Interrupted) {
+            super::session::RunInterrupted.into()
+        } else {
+            RunFailed(error.to_string().replace('\n', " ")).into()
         }
     };
     let writes = s.num_checkpoints_write;
     let reads = s.num_checkpoints_read;
     if writes > 0 {
         match run_phase(Phase::Save, (1..=writes).collect()) {
-            Ok(o) => outcomes.push(o),
-            Err((error, partial)) => {
-                outcomes.extend(partial);
+            Ok(o) => results.push(o),
+            Err(e) if hosts => return Err(failed(e.0)),
+            Err(e) => {
+                let (error, partial) = *e;
+                results.extend(partial);
                 failure = Some((error.to_string(), matches!(error, RankError::Interrupted)));
             }
         }
     }
     if failure.is_none() && reads > 0 {
-        // One LIST of the checkpoint folder, as the DLIO fork does before its reads.
-        let found = runtime
-            .block_on(setup_client.list_folders(&prefix))
-            .map_err(|e| RunFailed(format!("the LIST before the restores failed: {e}")))?;
-        let steps = found
-            .iter()
-            .filter(|f| {
-                f.strip_prefix(&prefix)
-                    .is_some_and(|r| r.starts_with("global_epoch"))
-            })
-            .count() as u32;
+        // One LIST of the checkpoint folder (process 0's, its count shared), as the DLIO fork
+        // does before its reads.
+        let found = lead.then(|| {
+            runtime
+                .block_on(setup_client.list_folders(&prefix))
+                .map(|found| {
+                    found
+                        .iter()
+                        .filter(|f| {
+                            f.strip_prefix(&prefix)
+                                .is_some_and(|r| r.starts_with("global_epoch"))
+                        })
+                        .count() as u32
+                })
+                .map_err(|e| format!("the LIST before the restores failed: {e}"))
+        });
+        let steps = cluster
+            .share(found)?
+            .map_err(|e| agreed(cluster, RunFailed(e)))?;
         if steps < reads {
             let line = format!(
                 "checkpoint.num_checkpoints_read={reads} but the LIST of {prefix} finds {steps} \
@@ -247,15 +300,20 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
                  checkpoint.num_checkpoints_write={reads}) or read fewer",
                 if steps == 1 { "" } else { "s" }
             );
-            if outcomes.is_empty() {
-                return Err(UsageError(line).into());
+            if results.is_empty() {
+                return Err(agreed(cluster, UsageError(line)));
+            }
+            if hosts {
+                return Err(agreed(cluster, RunFailed(line)));
             }
             failure = Some((line, false));
         } else {
             match run_phase(Phase::Load, (1..=reads).collect()) {
-                Ok(o) => outcomes.push(o),
-                Err((error, partial)) => {
-                    outcomes.extend(partial);
+                Ok(o) => results.push(o),
+                Err(e) if hosts => return Err(failed(e.0)),
+                Err(e) => {
+                    let (error, partial) = *e;
+                    results.extend(partial);
                     failure = Some((error.to_string(), matches!(error, RankError::Interrupted)));
                 }
             }
@@ -264,7 +322,7 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
     let ended_wall = SystemTime::now();
     engine.shutdown();
     let server_stats = server.map(|s| s.shutdown());
-    if outcomes.is_empty() {
+    if results.is_empty() {
         if let Some((line, _)) = failure {
             return Err(RunFailed(line).into());
         }
@@ -274,7 +332,38 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
         )
         .into());
     }
-    let peak_rss_bytes = metrics::peak_rss_bytes();
+    let bytes_of = |phase: Phase| -> u64 {
+        results
+            .iter()
+            .filter(|r| r.phase == phase)
+            .flat_map(|r| &r.stats)
+            .map(|s| match phase {
+                Phase::Save => s.write.bytes_written,
+                Phase::Load => s.read.bytes_read,
+            })
+            .sum()
+    };
+    let volume = HostVolume {
+        host: Cluster::host(),
+        ranks: local.clone().collect(),
+        bytes_per_checkpoint: plan.host_bytes.get(cluster.process()).copied().unwrap_or(0),
+        bytes_written: bytes_of(Phase::Save),
+        bytes_read: bytes_of(Phase::Load),
+        peak_rss_bytes: metrics::peak_rss_bytes(),
+        memory_budget_bytes: host_budget_bytes,
+    };
+    let (results, host_volumes) = if hosts {
+        let mine = HostCheckpoint::new(volume, &results);
+        let Some(job) = checkpoint_hosts::gather(cluster, &mine)? else {
+            // Process 0 reports for the job; its exit code is everyone's.
+            let code = cluster.broadcast(Vec::new());
+            return Ok(code.first().copied().unwrap_or(exit::FAILED));
+        };
+        job
+    } else {
+        (results, vec![volume])
+    };
+    let peak_rss_bytes = host_volumes.iter().filter_map(|h| h.peak_rss_bytes).max();
     if let Some(over) = metrics::rss_over_budget(peak_rss_bytes, plan.memory.total_bytes) {
         let warning = report::run::rss_over_budget(plan.memory.total_bytes, over);
         eprintln!("ringload run: WARNING: {warning}");
@@ -286,42 +375,14 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
     }
     let size_gib = plan.checkpoint_size_gb;
     let mut all_rows = Vec::new();
-    for o in &outcomes {
-        all_rows.extend(rows(o.measured.phase, &o.records, &o.steps, size_gib));
+    for r in &results {
+        all_rows.extend(rows(r.phase, &r.records, &r.steps, size_gib));
     }
     let phase_io = |phase: Phase| {
-        outcomes
+        results
             .iter()
-            .find(|o| o.measured.phase == phase)
-            .map(|o| {
-                PhaseIo::of(
-                    phase,
-                    &o.measured.stats,
-                    o.measured.wall_s,
-                    o.client_cpu_s,
-                    o.server_cpu_s,
-                )
-            })
-    };
-    let bytes_of = |phase: Phase, ranks: std::ops::Range<usize>| -> u64 {
-        outcomes
-            .iter()
-            .filter(|o| o.measured.phase == phase)
-            .flat_map(|o| ranks.clone().filter_map(|r| o.measured.stats.get(r)))
-            .map(|s| match phase {
-                Phase::Save => s.write.bytes_written,
-                Phase::Load => s.read.bytes_read,
-            })
-            .sum()
-    };
-    let host = HostVolume {
-        host: Cluster::host(),
-        ranks: local.clone().collect(),
-        bytes_per_checkpoint: plan.host_bytes.first().copied().unwrap_or(0),
-        bytes_written: bytes_of(Phase::Save, local.clone()),
-        bytes_read: bytes_of(Phase::Load, local.clone()),
-        peak_rss_bytes,
-        memory_budget_bytes: plan.memory.total_bytes,
+            .find(|r| r.phase == phase)
+            .map(|r| PhaseIo::of(phase, &r.stats, r.wall_s, r.client_cpu_s, r.server_cpu_s))
     };
     let summary = CheckpointSummary {
         kind: "checkpoint",
@@ -330,7 +391,7 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
         model: plan.settings.model_name.clone(),
         engine: engine_kind,
         np: np as usize,
-        num_hosts: 1,
+        num_hosts: host_volumes.len(),
         start: rfc3339(started_wall),
         end: rfc3339(ended_wall),
         metric: DlioCheckpointMetric::of(size_gib, &all_rows),
@@ -339,7 +400,7 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
         checkpoints: all_rows,
         save: phase_io(Phase::Save),
         load: phase_io(Phase::Load),
-        hosts: vec![host],
+        hosts: host_volumes,
         io_shape: plan.io,
         peak_rss_bytes,
         memory_budget_bytes: plan.memory.total_bytes,
@@ -347,37 +408,47 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
             &target,
             client.tls_negotiated(),
             server_stats,
-            outcomes.iter().filter_map(|o| o.server_cpu_s).sum(),
+            results.iter().filter_map(|r| r.server_cpu_s).sum(),
         ),
         after_write_run_s,
         stale_uploads_aborted: stale,
         notes,
         failure: failure.as_ref().map(|(line, _)| line.clone()),
     };
+    write_report(args, &summary)?;
+    let code = match failure {
+        Some((_, true)) => return Err(super::session::RunInterrupted.into()),
+        Some((line, false)) => return Err(RunFailed(line).into()),
+        None => exit::OK,
+    };
+    if hosts {
+        cluster.broadcast(vec![code]);
+    }
+    Ok(code)
+}
+
+/// summary.json into --output, the summary on stdout with --json, and the report.
+fn write_report(args: &RunArgs, summary: &CheckpointSummary) -> anyhow::Result<()> {
     if let Some(dir) = &args.output {
         let path = dir.join("summary.json");
         let tmp = dir.join(".summary.json.tmp");
-        let text = serde_json::to_string_pretty(&summary)?;
+        let text = serde_json::to_string_pretty(summary)?;
         std::fs::write(&tmp, text + "\n")
             .and_then(|()| std::fs::rename(&tmp, &path))
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if args.json {
         let mut stdout = std::io::stdout().lock();
-        serde_json::to_writer_pretty(&mut stdout, &summary)?;
+        serde_json::to_writer_pretty(&mut stdout, summary)?;
         writeln!(stdout)?;
     }
-    let human = report::checkpoint_run::render(&summary);
+    let human = report::checkpoint_run::render(summary);
     if args.json {
         eprint!("{human}");
     } else {
         print!("{human}");
     }
-    match failure {
-        Some((_, true)) => Err(super::session::RunInterrupted.into()),
-        Some((line, false)) => Err(RunFailed(line).into()),
-        None => Ok(exit::OK),
-    }
+    Ok(())
 }
 
 /// Aborts every multipart upload open under `prefix` (only there: never another run's

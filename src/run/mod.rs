@@ -12,6 +12,7 @@
 //! its files), and [`store`] sets up what a run or sweep reads from.
 
 pub mod checkpoint;
+pub mod checkpoint_hosts;
 pub mod objects;
 pub mod session;
 pub mod store;
@@ -100,7 +101,7 @@ pub fn run_ranks(
     // When the last rank became ready: (instant, process CPU, server CPU).
     let ready: OnceLock<(Instant, CpuReading)> = OnceLock::new();
     // Each rank's record and request stats so far, and how it ended.
-    type RankResult = (RankRecord, RequestStats, Result<(), RankError>);
+    type RankResult = RankOutcome<RankRecord, RequestStats>;
     let results: Vec<RankResult> = std::thread::scope(|scope| {
         let ranks: Vec<_> = config
             .ranks
@@ -149,40 +150,14 @@ pub fn run_ranks(
             scope.spawn(move || show_progress(progress, done, total_steps, ready));
         }
         spawn_watchers(scope, config, &barrier, &done, coordinator);
-        let failed = |e: RankError| (RankRecord::default(), RequestStats::default(), Err(e));
-        let results = ranks
-            .into_iter()
-            .map(|spawned| match spawned {
-                Ok(handle) => handle.join().unwrap_or_else(|_| {
-                    barrier.abort();
-                    failed(RankError::Engine("a rank thread panicked".into()))
-                }),
-                Err(e) => {
-                    barrier.abort();
-                    failed(RankError::Engine(format!(
-                        "cannot start a rank thread: {e}"
-                    )))
-                }
-            })
-            .collect();
+        let results = join_ranks(ranks, &barrier);
         done.store(true, Ordering::Relaxed);
         results
     });
     let ended = Instant::now();
     engine.shutdown();
     // The root cause, not the "stopped because another rank failed" of the others.
-    let errors = || results.iter().filter_map(|(_, _, r)| r.as_ref().err());
-    let error = errors()
-        .find(|e| !matches!(e, RankError::Aborted))
-        .or_else(|| errors().next())
-        .cloned()
-        .map(|e| match e {
-            // Aborted by the interrupt, not by a failing rank.
-            RankError::Aborted if config.interrupt.load(Ordering::Relaxed) => {
-                RankError::Interrupted
-            }
-            other => other,
-        });
+    let error = root_cause(&results, config.interrupt.load(Ordering::Relaxed));
     let (records, stats): (Vec<RankRecord>, _) =
         results.into_iter().map(|(r, s, _)| (r, s)).unzip();
     // The clock stops at the end of the last rank's last step: GETs landing after it (the
@@ -210,6 +185,50 @@ pub fn run_ranks(
             "the ranks finished without starting (a bug)".into(),
         ))),
     }
+}
+
+/// A rank thread's result: its record, its stats, and how it ended.
+pub(crate) type RankOutcome<R, S> = (R, S, Result<(), RankError>);
+
+/// Joins the rank threads in rank order. A thread that panicked or could not start aborts the
+/// barrier (so the others stop) and counts as that failure.
+pub(crate) fn join_ranks<R: Default, S: Default>(
+    spawned: Vec<std::io::Result<std::thread::ScopedJoinHandle<'_, RankOutcome<R, S>>>>,
+    barrier: &StepBarrier,
+) -> Vec<RankOutcome<R, S>> {
+    let failed = |e: RankError| (R::default(), S::default(), Err(e));
+    spawned
+        .into_iter()
+        .map(|spawned| match spawned {
+            Ok(handle) => handle.join().unwrap_or_else(|_| {
+                barrier.abort();
+                failed(RankError::Engine("a rank thread panicked".into()))
+            }),
+            Err(e) => {
+                barrier.abort();
+                failed(RankError::Engine(format!(
+                    "cannot start a rank thread: {e}"
+                )))
+            }
+        })
+        .collect()
+}
+
+/// The root cause of a failed run: the first error that is not "stopped because another rank
+/// failed", and an abort that the interrupt caused is the interrupt.
+pub(crate) fn root_cause<R, S>(
+    results: &[RankOutcome<R, S>],
+    interrupted: bool,
+) -> Option<RankError> {
+    let errors = || results.iter().filter_map(|(_, _, r)| r.as_ref().err());
+    errors()
+        .find(|e| !matches!(e, RankError::Aborted))
+        .or_else(|| errors().next())
+        .cloned()
+        .map(|e| match e {
+            RankError::Aborted if interrupted => RankError::Interrupted,
+            other => other,
+        })
 }
 
 /// The threads every run keeps beside its ranks: under mpirun, the coordinator that meets the

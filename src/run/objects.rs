@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::{RunConfig, spawn_watchers};
+use super::{RunConfig, join_ranks, root_cause, spawn_watchers};
 use crate::affinity;
 use crate::checkpoint::ObjectIoShape;
 use crate::engine::Engine;
@@ -62,6 +62,9 @@ pub fn run_objects_phase(
     }
     let progress = Progress::default();
     let done = AtomicBool::new(false);
+    // Raised when the barrier is aborted (a rank failed, an interrupt): every rank's engine
+    // stops between parts and GETs instead of finishing its object.
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
     let ready: OnceLock<(Instant, CpuReading)> = OnceLock::new();
     let mut total_bytes = 0u64;
     let mut total_checkpoints = 0u64;
@@ -75,7 +78,7 @@ pub fn run_objects_phase(
             list
         })
         .collect();
-    type RankResult = (PhaseRecord, ObjectStats, Result<(), RankError>);
+    type RankResult = super::RankOutcome<PhaseRecord, ObjectStats>;
     let results: Vec<RankResult> = std::thread::scope(|scope| {
         let ranks: Vec<_> = config
             .ranks
@@ -83,6 +86,7 @@ pub fn run_objects_phase(
             .zip(&per_rank)
             .map(|(rank, checkpoints)| {
                 let (barrier, progress, ready) = (&barrier, &progress, &ready);
+                let stop = std::sync::Arc::clone(&stop);
                 let local = rank - config.ranks.start;
                 let cpu = (!config.cpus.is_empty()).then(|| config.cpus[local % config.cpus.len()]);
                 std::thread::Builder::new()
@@ -102,6 +106,7 @@ pub fn run_objects_phase(
                                 return (record, ObjectStats::default(), Err(e));
                             }
                         };
+                        io.set_stop(stop);
                         let spec = PhaseSpec {
                             phase,
                             checkpoints,
@@ -129,37 +134,22 @@ pub fn run_objects_phase(
             });
         }
         spawn_watchers(scope, config, &barrier, &done, coordinator);
-        let failed = |e: RankError| (PhaseRecord::default(), ObjectStats::default(), Err(e));
-        let results = ranks
-            .into_iter()
-            .map(|spawned| match spawned {
-                Ok(handle) => handle.join().unwrap_or_else(|_| {
-                    barrier.abort();
-                    failed(RankError::Engine("a rank thread panicked".into()))
-                }),
-                Err(e) => {
-                    barrier.abort();
-                    failed(RankError::Engine(format!(
-                        "cannot start a rank thread: {e}"
-                    )))
+        let (barrier_ref, done_ref, stop_ref) = (&barrier, &done, &stop);
+        scope.spawn(move || {
+            while !done_ref.load(Ordering::Relaxed) {
+                if barrier_ref.is_aborted() {
+                    stop_ref.store(true, Ordering::Relaxed);
+                    return;
                 }
-            })
-            .collect();
+                std::thread::sleep(super::INTERRUPT_POLL);
+            }
+        });
+        let results = join_ranks(ranks, &barrier);
         done.store(true, Ordering::Relaxed);
         results
     });
     let ended = Instant::now();
-    let errors = || results.iter().filter_map(|(_, _, r)| r.as_ref().err());
-    let error = errors()
-        .find(|e| !matches!(e, RankError::Aborted))
-        .or_else(|| errors().next())
-        .cloned()
-        .map(|e| match e {
-            RankError::Aborted if config.interrupt.load(Ordering::Relaxed) => {
-                RankError::Interrupted
-            }
-            other => other,
-        });
+    let error = root_cause(&results, config.interrupt.load(Ordering::Relaxed));
     let (records, stats): (Vec<PhaseRecord>, Vec<ObjectStats>) =
         results.into_iter().map(|(r, s, _)| (r, s)).unzip();
     let partial = ready.get().copied().map(|(ready_at, ready_cpu)| {

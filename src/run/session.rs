@@ -398,7 +398,7 @@ fn dlio_footers(
 }
 
 /// Whether `--np` was on the command line (under mpirun its default is the world size).
-fn np_given() -> bool {
+pub(super) fn np_given() -> bool {
     std::env::args().any(|a| a == "--np" || a.starts_with("--np="))
 }
 

@@ -121,22 +121,7 @@ fn start_embedded(
     let store = virtual_store(workload, bucket, show)?;
     let bucket = store.bucket.clone();
     let template_bytes = store.resident_bytes;
-    let server = Server::start(ServerConfig {
-        listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-        store: Store::Virtual(store),
-        credentials: None,
-        region: server::DEFAULT_REGION.to_string(),
-        worker_threads: server_threads.unwrap_or_else(affinity::cores),
-        throttle_bytes_per_s: None,
-        faults: Faults::default(),
-        max_connections: server::DEFAULT_MAX_CONNECTIONS,
-        tls: None,
-    })?;
-    let endpoint = s3::Endpoint::parse(&server.endpoint_url()).map_err(UsageError)?;
-    let target = Target {
-        credentials_from: "nowhere (the embedded server takes unsigned requests)".into(),
-        ..Target::simple(endpoint, &bucket, None)
-    };
+    let (server, target) = start_loopback(Store::Virtual(store), &bucket, server_threads)?;
     // What the process holds now — templates, and what laying them out left behind — is the
     // server's share of the memory budget.
     let server_bytes = metrics::rss_bytes().unwrap_or(0).max(template_bytes);
@@ -158,9 +143,19 @@ pub fn start_sink_server(
     server_threads: Option<usize>,
 ) -> anyhow::Result<(Server, s3::Target)> {
     let store = crate::server::sink::SinkStore::new(bucket, objects, randomize, verify);
+    start_loopback(Store::Sink(store), bucket, server_threads)
+}
+
+/// The embedded server with `store` on a free loopback port, and the target that reaches it
+/// (its bucket `bucket`, unsigned requests).
+fn start_loopback(
+    store: Store,
+    bucket: &str,
+    server_threads: Option<usize>,
+) -> anyhow::Result<(Server, s3::Target)> {
     let server = Server::start(ServerConfig {
         listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-        store: Store::Sink(store),
+        store,
         credentials: None,
         region: server::DEFAULT_REGION.to_string(),
         worker_threads: server_threads.unwrap_or_else(affinity::cores),

@@ -242,7 +242,7 @@ impl PhaseIo {
 
 /// One host's share of a checkpoint run (uneven by design: model writers sit on the first
 /// hosts).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct HostVolume {
     pub host: String,
     pub ranks: Vec<usize>,

@@ -31,6 +31,8 @@ pub struct BaselineObjects {
     stats: ObjectStats,
     /// Uploads started and not yet completed or aborted: (key, upload id).
     open: Vec<(String, String)>,
+    /// Raised when the phase stops: no new part or GET starts.
+    stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// A part's outcome, from its task.
@@ -71,7 +73,14 @@ impl BaselineObjects {
             first_endpoint: (rank * slots) % endpoints,
             stats: ObjectStats::default(),
             open: Vec::new(),
+            stop: None,
         }
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop
+            .as_ref()
+            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     fn endpoint(&self, slot: usize) -> usize {
@@ -199,6 +208,14 @@ impl BaselineObjects {
         let mut free_slots: Vec<usize> = (0..self.shape.parts_in_flight.max(1)).rev().collect();
         let mut slot_of = std::collections::HashMap::new();
         loop {
+            if self.stopped() {
+                self.runtime.block_on(async {
+                    tasks.abort_all();
+                    while tasks.join_next().await.is_some() {}
+                });
+                self.abort(&key, &id);
+                return Err(RankError::Aborted);
+            }
             while next <= count && !free_slots.is_empty() {
                 let slot = free_slots.pop().unwrap_or(0);
                 let offset = u64::from(next - 1) * part;
@@ -427,9 +444,20 @@ impl ObjectIo for BaselineObjects {
                 total_us: done.total.as_micros() as u64,
                 endpoint: done.endpoint,
             });
+            if self.stopped() {
+                self.runtime.block_on(async {
+                    tasks.abort_all();
+                    while tasks.join_next().await.is_some() {}
+                });
+                return Err(RankError::Aborted);
+            }
             issue(self, &mut tasks, done.block, &mut cursor[done.block]);
         }
         Ok(())
+    }
+
+    fn set_stop(&mut self, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        self.stop = Some(stop);
     }
 
     fn abort_open(&mut self) -> usize {

@@ -62,6 +62,9 @@ enum Outcome {
 /// One rank's checkpoint I/O on the io_uring engine: see the module docs.
 #[derive(Debug)]
 pub struct RingObjects {
+    /// Raised when the phase stops (another rank failed, or an interrupt): no new part or GET
+    /// starts, and the object in hand ends with [`RankError::Aborted`].
+    stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     ring: Ring,
     conns: Vec<Conn>,
     /// `bufs[c]`: connection `c`'s registered buffer.
@@ -134,6 +137,7 @@ impl UringEngine {
             buffer_bytes,
             parts: 0,
             draining: false,
+            stop: None,
             open: Vec::new(),
             completions: Vec::with_capacity(2 * n + 8),
             stats: ObjectStats::default(),
@@ -543,6 +547,7 @@ impl RingObjects {
         let mut etags: Vec<Option<String>> = vec![None; parts as usize];
         let (mut next, mut done) = (1u32, 0u32);
         while done < parts {
+            self.check_stop()?;
             for c in 0..writers {
                 if next > parts || !self.ready(c) {
                     continue;
@@ -629,6 +634,16 @@ impl RingObjects {
         Ok(())
     }
 
+    /// `Err(Aborted)` once the phase was told to stop.
+    fn check_stop(&self) -> Result<(), RankError> {
+        match &self.stop {
+            Some(stop) if stop.load(std::sync::atomic::Ordering::Relaxed) => {
+                Err(RankError::Aborted)
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Aborts upload `upload_id` of `key`; whether the server took it.
     fn abort(&mut self, key: &str, upload_id: &str) -> bool {
         let path = self.path(key);
@@ -699,6 +714,7 @@ impl RingObjects {
         let blocks = upload::blocks(object.bytes, readers);
         let mut cursor: Vec<u64> = blocks.iter().map(|b| b.start).collect();
         loop {
+            self.check_stop()?;
             for (c, block) in blocks.iter().enumerate() {
                 // `ready`: not while a SEND_ZC of the last upload may still read the buffer.
                 if cursor[c] < block.end && self.ready(c) {
@@ -792,6 +808,10 @@ impl ObjectIo for RingObjects {
             self.drain()?;
         }
         result
+    }
+
+    fn set_stop(&mut self, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        self.stop = Some(stop);
     }
 
     fn abort_open(&mut self) -> usize {
