@@ -515,6 +515,7 @@ fn a_read_only_run_restores_from_a_fresh_sink_serving_the_workloads_plan() {
     // Zeros where the workload's generator makes random words: --verify names the object.
     assert_eq!(code, 3, "{stderr}");
     assert!(stderr.contains("checkpoints/llama3_tiny/"), "{stderr}");
+}
 
 #[test]
 fn an_interrupt_stops_every_rank_between_parts_and_leaves_no_upload_open() {
