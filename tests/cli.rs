@@ -668,7 +668,7 @@ fn plan_of_llama3_70b_at_64_ranks_shows_dlios_objects_and_totals() {
         "       13,103,482,368 B  zero_pp_rank_0_mp_rank_0_optim_states.pt",
         "  host 0: ranks 0–63, 911.21 GiB per checkpoint",
         "  read        2 parallel blocks of each object, ranged GETs of up to 128.00 MiB",
-        "  buffers     64 ranks × max(2 parts × 32.00 MiB, 2 blocks × 128.00 MiB) = 16.00 GiB (registered)",
+        "  buffers     64 ranks × max(2 parts, 2 blocks) × max(32.00 MiB, 128.00 MiB) = 16.00 GiB (a buffer per connection, registered)",
         "  ! checkpoint.fsync is a no-op for objects (as in DLIO)",
     ] {
         assert!(

@@ -13,7 +13,6 @@ pub use values::{
     REDACTED, parse_connections, parse_pair, parse_rate, parse_seconds, parse_size, parse_threads,
     redacted_command_line,
 };
-pub use workload::load_config;
 
 use crate::plan::{Loader, Sharding};
 
@@ -804,6 +803,25 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "",
           value_parser = clap::builder::TypedValueParser::map(clap::builder::OsStringValueParser::new(), PathBuf::from))]
     pub tls_self_signed: Option<PathBuf>,
+}
+
+/// Loads the workload and applies, in order, the `key=value` overrides and then the flags, so a
+/// flag wins over an override of the same key.
+pub fn load_config(
+    workload: &WorkloadArgs,
+    shape: Option<&ShapeArgs>,
+) -> Result<crate::config::RawConfig, crate::config::ConfigError> {
+    workload::load(
+        workload.workload.as_deref(),
+        &workload.overrides,
+        workload.files,
+        shape.map(|s| workload::ShapeKeys {
+            read_threads: s.read_threads,
+            prefetch: s.prefetch,
+            coalesce_rgs: s.coalesce_rgs,
+            computation_time: s.computation_time,
+        }),
+    )
 }
 
 #[cfg(test)]

@@ -1,18 +1,29 @@
 //! The step that turns a workload name, `key=value` overrides and flags into one
 //! [`RawConfig`].
 
-use super::{ShapeArgs, WorkloadArgs};
 use crate::config::{ConfigError, DEFAULT_WORKLOAD, RawConfig, Value};
 
-/// Loads the workload and applies, in order, the `key=value` overrides and then the flags, so a
-/// flag wins over an override of the same key.
-pub fn load_config(
-    workload: &WorkloadArgs,
-    shape: Option<&ShapeArgs>,
+/// The run-shape flags that set workload keys (`--read-threads`, …), as `ShapeArgs` gives them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ShapeKeys {
+    pub read_threads: Option<u64>,
+    pub prefetch: Option<u64>,
+    pub coalesce_rgs: Option<u64>,
+    pub computation_time: Option<f64>,
+}
+
+/// Loads workload `workload` (a built-in name or a YAML path; the default when `None`) and
+/// applies, in order, the `key=value` overrides and then the flags, so a flag wins over an
+/// override of the same key.
+pub fn load(
+    workload: Option<&str>,
+    workload_overrides: &[String],
+    files: Option<u64>,
+    shape: Option<ShapeKeys>,
 ) -> Result<RawConfig, ConfigError> {
     // `ringload plan reader.read_threads=4` names no workload: the first word is an override.
-    let mut overrides: Vec<&str> = workload.overrides.iter().map(String::as_str).collect();
-    let name = match workload.workload.as_deref() {
+    let mut overrides: Vec<&str> = workload_overrides.iter().map(String::as_str).collect();
+    let name = match workload {
         // So is a dotted key with no value (`train.computation_time`), not a file: its
         // error names the override's form instead of an unknown workload.
         Some(w)
@@ -34,7 +45,7 @@ pub fn load_config(
         cfg.apply_override(text)?;
     }
     let int = |v: u64| Value::Int(i64::try_from(v).unwrap_or(i64::MAX));
-    if let Some(files) = workload.files {
+    if let Some(files) = files {
         cfg.apply_flag("--files", "dataset.num_files_train", int(files))?;
     }
     if let Some(shape) = shape {
