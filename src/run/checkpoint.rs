@@ -573,16 +573,7 @@ fn start_sink(
         .as_deref()
         .unwrap_or(server::DEFAULT_BUCKET);
     let bucket = super::store::checked_bucket(bucket)?.to_string();
-    let objects: Vec<(String, u64)> = (1..=settings
-        .num_checkpoints_write
-        .max(settings.num_checkpoints_read))
-        .flat_map(|step| {
-            plan.ranks
-                .iter()
-                .flatten()
-                .map(move |o| (plan.key(step, o), o.bytes))
-        })
-        .collect();
+    let objects = super::store::checkpoint_sink_objects(plan);
     super::store::start_sink_server(
         &bucket,
         objects,
