@@ -331,23 +331,10 @@ pub fn render(plan: &CheckpointPlan, full: bool) -> String {
     for note in &plan.notes {
         let _ = writeln!(w, "  ! {note}");
     }
-    if !s.ignored_keys.is_empty() {
-        let keys: Vec<String> = s
-            .ignored_keys
-            .iter()
-            .map(|k| {
-                if k.hint.is_empty() {
-                    k.key.clone()
-                } else {
-                    format!("{} ({})", k.key, k.hint)
-                }
-            })
-            .collect();
-        let _ = writeln!(
-            w,
-            "\nIgnored (keys a checkpoint run does not use): {}",
-            keys.join(", ")
-        );
+    if let Some(line) =
+        super::ignored_keys_line(&s.ignored_keys, "keys a checkpoint run does not use")
+    {
+        let _ = writeln!(w, "\n{line}");
     }
     out
 }

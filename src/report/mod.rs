@@ -8,6 +8,25 @@ pub mod run;
 
 use crate::units::{bytes, count};
 
+/// "Ignored (WHAT): key (hint), …" for the keys a workload sets and the run does not use;
+/// `None` when there are none.
+pub fn ignored_keys_line(keys: &[crate::settings::IgnoredKey], what: &str) -> Option<String> {
+    if keys.is_empty() {
+        return None;
+    }
+    let keys: Vec<String> = keys
+        .iter()
+        .map(|k| {
+            if k.hint.is_empty() {
+                k.key.clone()
+            } else {
+                format!("{} ({})", k.key, k.hint)
+            }
+        })
+        .collect();
+    Some(format!("Ignored ({what}): {}", keys.join(", ")))
+}
+
 /// The one-line summary of `ringload generate`.
 pub fn generate_summary(summary: &crate::datagen::GenerateSummary) -> String {
     format!(
