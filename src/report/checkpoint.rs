@@ -300,29 +300,7 @@ pub fn render(plan: &CheckpointPlan, full: bool) -> String {
         bytes(m.connection_bytes),
         bytes(m.overhead_bytes)
     );
-    let checks: Vec<String> = m
-        .checks
-        .iter()
-        .map(|c| {
-            format!(
-                "{} {} ({} {})",
-                c.name,
-                bytes(c.limit_bytes),
-                if c.fits { "fits" } else { "over" },
-                c.applies_to
-            )
-        })
-        .collect();
-    let _ = writeln!(
-        w,
-        "  total       {}; checked against {}",
-        bytes(m.total_bytes),
-        if checks.is_empty() {
-            "nothing (no limit known)".to_string()
-        } else {
-            checks.join(", ")
-        }
-    );
+    let _ = writeln!(w, "  total       {}", super::budget_total_line(m));
     if let Some(over) = &plan.over_budget {
         let _ = writeln!(w, "  ! a run here would be refused: {over}");
     }

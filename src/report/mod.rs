@@ -8,6 +8,33 @@ pub mod run;
 
 use crate::units::{bytes, count};
 
+/// "TOTAL; checked against LIMIT (fits|over WHAT), …": a memory budget's total and each limit
+/// it was checked against.
+pub fn budget_total_line(m: &crate::budget::MemoryBudget) -> String {
+    let checks: Vec<String> = m
+        .checks
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {} ({} {})",
+                c.name,
+                bytes(c.limit_bytes),
+                if c.fits { "fits" } else { "over" },
+                c.applies_to
+            )
+        })
+        .collect();
+    format!(
+        "{}; checked against {}",
+        bytes(m.total_bytes),
+        if checks.is_empty() {
+            "nothing (no limit known)".to_string()
+        } else {
+            checks.join(", ")
+        }
+    )
+}
+
 /// "Ignored (WHAT): key (hint), …" for the keys a workload sets and the run does not use;
 /// `None` when there are none.
 pub fn ignored_keys_line(keys: &[crate::settings::IgnoredKey], what: &str) -> Option<String> {

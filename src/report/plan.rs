@@ -191,29 +191,7 @@ pub fn render(plan: &Plan, full: bool) -> String {
             bytes(m.server_bytes)
         );
     }
-    let checks: Vec<String> = m
-        .checks
-        .iter()
-        .map(|c| {
-            format!(
-                "{} {} ({} {})",
-                c.name,
-                bytes(c.limit_bytes),
-                if c.fits { "fits" } else { "over" },
-                c.applies_to
-            )
-        })
-        .collect();
-    let _ = writeln!(
-        w,
-        "  total       {}; checked against {}",
-        bytes(m.total_bytes),
-        if checks.is_empty() {
-            "nothing (no limit known)".to_string()
-        } else {
-            checks.join(", ")
-        }
-    );
+    let _ = writeln!(w, "  total       {}", super::budget_total_line(m));
     let lock = if plan.limits.cap_ipc_lock {
         "RLIMIT_MEMLOCK does not apply (CAP_IPC_LOCK)".to_string()
     } else {
