@@ -23,6 +23,7 @@ pub mod compare;
 pub mod config;
 pub mod content;
 pub mod datagen;
+pub mod dataset;
 pub mod engine;
 pub mod exit;
 #[cfg(test)]

@@ -30,6 +30,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("config", 1),
     ("metrics", 1),
     ("budget", 1),
+    ("dataset", 1),
     ("affinity", 1),
     // The S3 client.
     ("s3", 2),
