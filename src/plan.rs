@@ -167,9 +167,21 @@ pub struct RangedGet {
     pub len_bytes: u64,
     /// What `--verify` checks the landed bytes against (`None` without it).
     pub check: Option<Check>,
+    /// A whole-object GET, as DLIO reads npz, jpeg and TFRecord objects: no `Range` header,
+    /// answered `200 OK` with exactly `len_bytes` (the object's size; `offset` is 0).
+    pub whole: bool,
 }
 
 impl RangedGet {
+    /// What the GET asks for, in messages: `bytes=a-b`, or `whole object, N bytes`.
+    pub fn describe(&self) -> String {
+        if self.whole {
+            format!("whole object, {} bytes", self.len_bytes)
+        } else {
+            self.range_header()
+        }
+    }
+
     /// The inclusive last byte, as `Range: bytes=offset-last` states it.
     pub fn last_byte(&self) -> u64 {
         self.offset + self.len_bytes - 1
@@ -449,6 +461,7 @@ impl Plan {
     pub fn ranged(&self, get: &RowGroupGet) -> RangedGet {
         let file = &self.catalog.files[get.file];
         RangedGet {
+            whole: false,
             key: file.key.clone(),
             offset: get.offset,
             len_bytes: get.len_bytes,

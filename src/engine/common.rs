@@ -17,6 +17,28 @@ pub fn slot_endpoints(target: &Target, readers: Range<usize>, prefetch: usize) -
         .collect()
 }
 
+/// Checks the answer to a whole-object GET: `200 OK` with exactly the object's size.
+pub fn check_whole_object(
+    status: u16,
+    content_length: Option<&str>,
+    get: &RangedGet,
+) -> Result<(), String> {
+    if status != 200 {
+        return Err(format!(
+            "answered {status} to a whole-object GET instead of 200 OK"
+        ));
+    }
+    match content_length.map(|l| l.trim().parse::<u64>()) {
+        Some(Ok(n)) if n == get.len_bytes => Ok(()),
+        Some(Ok(n)) => Err(format!(
+            "the object is {n} bytes by its Content-Length, the catalog says {}",
+            get.len_bytes
+        )),
+        Some(Err(_)) => Err("the answer's Content-Length is not a number".into()),
+        None => Err("the 200 answer has no Content-Length".into()),
+    }
+}
+
 /// Checks a `206 Partial Content` answer's `Content-Range` and `Content-Length` against the
 /// range asked for; the error says what was wrong.
 pub fn check_partial_content(
@@ -82,6 +104,7 @@ mod tests {
     #[test]
     fn partial_content_checks() {
         let get = RangedGet {
+            whole: false,
             key: "k".into(),
             offset: 4,
             len_bytes: 10,
@@ -98,5 +121,26 @@ mod tests {
         assert!(ok(Some("bytes 4-13/100"), None).is_err());
         assert!(ok(None, Some("10")).is_err());
         assert!(ok(Some("bytes 4-13/100"), Some("ten")).is_err());
+    }
+
+    #[test]
+    fn whole_object_checks() {
+        let get = RangedGet {
+            whole: true,
+            key: "k".into(),
+            offset: 0,
+            len_bytes: 10,
+            check: None,
+        };
+        assert_eq!(get.describe(), "whole object, 10 bytes");
+        assert_eq!(check_whole_object(200, Some("10"), &get), Ok(()));
+        let wrong = check_whole_object(200, Some("11"), &get).unwrap_err();
+        assert!(
+            wrong.contains("11 bytes") && wrong.contains("says 10"),
+            "{wrong}"
+        );
+        assert!(check_whole_object(206, Some("10"), &get).is_err());
+        assert!(check_whole_object(200, None, &get).is_err());
+        assert!(check_whole_object(200, Some("x"), &get).is_err());
     }
 }

@@ -637,6 +637,7 @@ mod tests {
             .map(|(r, &n)| {
                 (0..n as u64)
                     .map(|g| RangedGet {
+                        whole: false,
                         key: format!("train/f{r}.parquet"),
                         offset: g * LEN,
                         len_bytes: LEN,

@@ -23,7 +23,7 @@ use http::{Method, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use tokio::runtime::Runtime;
 
-use super::common::check_partial_content;
+use super::common::{check_partial_content, check_whole_object};
 use super::window::{Fetched, Transport, Window, WindowedRank};
 use crate::plan::RangedGet;
 use crate::rank::{Progress, RankError, StepBarrier};
@@ -315,11 +315,16 @@ async fn fetch(
         format!(
             "{} ({})",
             client.operation("GET", Some(&get.key)),
-            get.range_header()
+            get.describe()
         )
     };
     let spec = RequestSpec {
-        headers: vec![(RANGE, get.range_header())],
+        // A whole-object GET sends no Range.
+        headers: if get.whole {
+            Vec::new()
+        } else {
+            vec![(RANGE, get.range_header())]
+        },
         endpoint,
         ..RequestSpec::new(Method::GET, Some(&get.key))
     };
@@ -338,15 +343,27 @@ async fn fetch(
         .map_err(|e| transport_error(operation(), client.endpoint(endpoint), &e))?;
     let first_byte = sent.elapsed();
     let (parts, body) = response.into_parts();
-    if parts.status != StatusCode::PARTIAL_CONTENT {
+    let expected = if get.whole {
+        StatusCode::OK
+    } else {
+        StatusCode::PARTIAL_CONTENT
+    };
+    if parts.status != expected {
         if parts.status.is_success() {
             // Never read a whole object into a range-sized buffer.
             return Err(RequestError::BadResponse {
                 operation: operation(),
-                reason: format!(
-                    "answered {} instead of 206 Partial Content: the server ignores Range",
-                    parts.status
-                ),
+                reason: if get.whole {
+                    format!(
+                        "answered {} to a whole-object GET instead of 200 OK",
+                        parts.status
+                    )
+                } else {
+                    format!(
+                        "answered {} instead of 206 Partial Content: the server ignores Range",
+                        parts.status
+                    )
+                },
             });
         }
         let document = Limited::new(body, ERROR_BODY_LIMIT_BYTES)
@@ -367,12 +384,15 @@ async fn fetch(
         .with_retry_after(retry_after));
     }
     let header = |name| parts.headers.get(name).and_then(|v| v.to_str().ok());
-    check_partial_content(header(CONTENT_RANGE), header(CONTENT_LENGTH), get).map_err(
-        |reason| RequestError::BadResponse {
-            operation: operation(),
-            reason,
-        },
-    )?;
+    let checked = if get.whole {
+        check_whole_object(parts.status.as_u16(), header(CONTENT_LENGTH), get)
+    } else {
+        check_partial_content(header(CONTENT_RANGE), header(CONTENT_LENGTH), get)
+    };
+    checked.map_err(|reason| RequestError::BadResponse {
+        operation: operation(),
+        reason,
+    })?;
     let len = get.len_bytes as usize;
     let mut buffer = Vec::with_capacity(len);
     let mut body = body;
@@ -472,6 +492,7 @@ mod tests {
         let progress = Progress::default();
         let gets = (0..2)
             .map(|i| RangedGet {
+                whole: false,
                 key: "f".into(),
                 offset: i * 100,
                 len_bytes: 100,

@@ -21,7 +21,7 @@ impl RingIo<'_> {
         format!(
             "{} ({})",
             self.engine.client.operation("GET", Some(&get.key)),
-            get.range_header()
+            get.describe()
         )
     }
 

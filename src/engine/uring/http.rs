@@ -16,7 +16,7 @@
 
 use std::io::Write;
 
-use crate::engine::common::check_partial_content;
+use crate::engine::common::{check_partial_content, check_whole_object};
 use crate::plan::RangedGet;
 
 /// The most header lines a response may have.
@@ -32,12 +32,15 @@ pub fn request_head(
 ) {
     out.clear();
     // Writing into a Vec cannot fail.
-    let _ = write!(
-        out,
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nRange: bytes={}-{}\r\n",
-        range.offset,
-        range.last_byte()
-    );
+    let _ = write!(out, "GET {path} HTTP/1.1\r\nHost: {host}\r\n");
+    if !range.whole {
+        let _ = write!(
+            out,
+            "Range: bytes={}-{}\r\n",
+            range.offset,
+            range.last_byte()
+        );
+    }
     for (name, value) in signed {
         let _ = write!(out, "{name}: {value}\r\n");
     }
@@ -148,8 +151,14 @@ fn head_of(response: &httparse::Response<'_, '_>, len: usize, get: &RangedGet) -
             .and_then(|h| std::str::from_utf8(h.value).ok())
     };
     let status = response.code.unwrap_or(0);
-    let partial = if status == 206 {
+    let partial = if get.whole {
+        check_whole_object(status, header("content-length"), get)
+    } else if status == 206 {
         check_partial_content(header("content-range"), header("content-length"), get)
+    } else if (200..300).contains(&status) {
+        Err(format!(
+            "answered {status} instead of 206 Partial Content: the server ignores Range"
+        ))
     } else {
         Err(format!("answered {status} instead of 206 Partial Content"))
     };
@@ -218,6 +227,7 @@ mod tests {
 
     fn get() -> RangedGet {
         RangedGet {
+            whole: false,
             key: "train/f.parquet".into(),
             offset: 100,
             len_bytes: 10,
@@ -416,10 +426,29 @@ mod tests {
             &signed,
         );
         assert_eq!(
-            String::from_utf8(out).unwrap(),
+            String::from_utf8(out.clone()).unwrap(),
             "GET /b/train/f.parquet HTTP/1.1\r\nHost: 127.0.0.1:9000\r\nRange: bytes=100-109\r\n\
              authorization: AWS4-HMAC-SHA256 x\r\n\r\n"
         );
+        // A whole-object GET: no Range, and its 200 of the object's size is what it expects.
+        let whole = RangedGet {
+            whole: true,
+            offset: 0,
+            ..get()
+        };
+        request_head(&mut out, "/b/train/f.npz", "h", &whole, &[]);
+        assert_eq!(
+            String::from_utf8(out.clone()).unwrap(),
+            "GET /b/train/f.npz HTTP/1.1\r\nHost: h\r\n\r\n"
+        );
+        let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n";
+        let head = |get: &RangedGet| match HeadReader::new().on_peek(answer, answer.len(), get) {
+            Ok(HeadStep::Complete { head, .. }) => head,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(head(&whole).partial, Ok(()));
+        let ranged = head(&get()).partial.unwrap_err();
+        assert!(ranged.contains("ignores Range"), "{ranged}");
     }
 
     #[test]

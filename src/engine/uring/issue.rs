@@ -145,9 +145,15 @@ impl RingIo<'_> {
         let signed = if self.signer.signs() {
             let url = format!("{}{path}", gateway.url_prefix);
             let range = get.range_header();
-            let to_sign = [("host", gateway.host.as_str()), ("range", range.as_str())];
+            let with_range = [("host", gateway.host.as_str()), ("range", range.as_str())];
+            // A whole-object GET sends (and signs) no Range.
+            let to_sign = if get.whole {
+                &with_range[..1]
+            } else {
+                &with_range[..]
+            };
             self.signer
-                .headers("GET", &url, &to_sign, Payload::Unsigned, SystemTime::now())
+                .headers("GET", &url, to_sign, Payload::Unsigned, SystemTime::now())
                 .map_err(RankError::Engine)?
         } else {
             Vec::new()

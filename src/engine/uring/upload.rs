@@ -74,6 +74,7 @@ impl Request {
             body_bytes,
             inline_body: Vec::new(),
             get: RangedGet {
+                whole: false,
                 key: key.to_string(),
                 offset: 0,
                 len_bytes: 0,
@@ -86,6 +87,7 @@ impl Request {
     pub fn range(key: &str, path: &str, range: Range<u64>) -> Request {
         Request {
             get: RangedGet {
+                whole: false,
                 key: key.to_string(),
                 offset: range.start,
                 len_bytes: range.end - range.start,
