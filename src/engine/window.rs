@@ -259,7 +259,7 @@ impl<F, H> Window<F, H> {
                         "GET {}{} ({})",
                         self.location,
                         ranged.key,
-                        ranged.range_header()
+                        ranged.describe()
                     ),
                     reason: mismatch.to_string(),
                 };
@@ -466,7 +466,7 @@ impl<T: Transport> RankIo for WindowedRank<'_, T> {
             if Instant::now() >= deadline {
                 return Err(RankError::Stalled(format!(
                     "GET {} of reader {reader} did not complete within {:?}",
-                    self.window.get(reader, get).range_header(),
+                    self.window.get(reader, get).describe(),
                     self.wait_limit
                 )));
             }
