@@ -245,7 +245,7 @@ mod tests {
         let d = unet3d(7200);
         assert_eq!(d.mean_dim(), 12107);
         assert!((d.dim_sigma() - 2822.2).abs() < 0.1, "{}", d.dim_sigma());
-        let n = 7200.0;
+        let n: f64 = 7200.0;
         let sides: Vec<f64> = (0..7200)
             .flat_map(|i| {
                 let (a, b) = d.dims(i);
