@@ -34,6 +34,7 @@ pub mod store;
 pub mod tls;
 mod trailing;
 pub mod virtual_dataset;
+pub mod virtual_objects;
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
