@@ -47,18 +47,19 @@ pub struct Page<'a> {
     pub next: Option<After>,
 }
 
-/// Objects in byte-wise key order, addressed by position `0..len()`.
+/// Objects in byte-wise key order, addressed by position `0..total()`.
 pub trait Sorted {
-    fn len(&self) -> u64;
-    /// The key at `position` (< `len()`).
+    /// How many objects there are.
+    fn total(&self) -> u64;
+    /// The key at `position` (< `total()`).
     fn key(&self, position: u64) -> Cow<'_, str>;
-    /// The object at `position` (< `len()`).
+    /// The object at `position` (< `total()`).
     fn object(&self, position: u64) -> Cow<'_, ObjectInfo>;
 }
 
 impl Sorted for [ObjectInfo] {
-    fn len(&self) -> u64 {
-        <[ObjectInfo]>::len(self) as u64
+    fn total(&self) -> u64 {
+        self.len() as u64
     }
 
     fn key(&self, position: u64) -> Cow<'_, str> {
@@ -73,7 +74,7 @@ impl Sorted for [ObjectInfo] {
 /// The first position from `from` on whose key fails `below` (which holds for a leading run of
 /// keys and then never again), by bisection.
 fn partition<S: Sorted + ?Sized>(objects: &S, from: u64, below: impl Fn(&str) -> bool) -> u64 {
-    let (mut lo, mut hi) = (from, objects.len());
+    let (mut lo, mut hi) = (from, objects.total());
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
         if below(&objects.key(mid)) {
@@ -111,7 +112,7 @@ pub fn page<'a, S: Sorted + ?Sized>(objects: &'a S, params: &ListParams) -> Page
         None => position,
     };
     let delimiter = params.delimiter.as_deref().filter(|d| !d.is_empty());
-    while position < objects.len() {
+    while position < objects.total() {
         let key = objects.key(position);
         if !key.starts_with(prefix) {
             break;
