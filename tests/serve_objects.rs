@@ -263,3 +263,25 @@ fn retinanets_million_objects_list_page_by_page_in_a_small_rss() {
         );
     }
 }
+
+#[test]
+fn serve_refuses_subfolders_and_a_zero_record_length_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let workload = jpeg_workload(dir.path(), 10);
+    for (bad, key) in [
+        (
+            "dataset.num_subfolders_train=2",
+            "dataset.num_subfolders_train",
+        ),
+        (
+            "dataset.record_length_bytes=0",
+            "dataset.record_length_bytes",
+        ),
+        ("dataset.data_folder=../up", "dataset.data_folder"),
+    ] {
+        let (code, _, stderr) = common::run(&["serve", "--listen", "127.0.0.1:0", &workload, bad]);
+        assert_eq!(code, 2, "{bad}: {stderr}");
+        assert!(stderr.contains(key), "{bad}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{bad}: {stderr}");
+    }
+}
