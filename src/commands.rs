@@ -32,7 +32,7 @@ use crate::sweep::session::SweepInterrupted;
 use crate::{affinity, budget, exit, report, units};
 
 /// The virtual dataset of `serve --virtual` (or the default workload), for tests' servers.
-pub use crate::run::store::virtual_store;
+pub use crate::run::store::{serve_store, virtual_store};
 
 /// Runs a command; `Ok` carries the exit code.
 pub fn dispatch(command: Command) -> anyhow::Result<u8> {
@@ -228,7 +228,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
                     files: args.files,
                 },
             };
-            Store::Virtual(virtual_store(&workload, args.bucket.as_deref(), true)?)
+            serve_store(&workload, args.bucket.as_deref(), true)?
         }
     };
     let credentials = match (&args.access_key, &args.secret_key) {

@@ -9,13 +9,15 @@ use anyhow::Context;
 use crate::catalog::{self, Catalog, CatalogError};
 use crate::checkpoint::CheckpointPlan;
 use crate::cli::{S3Args, WorkloadArgs, load_config};
+use crate::config::RawConfig;
+use crate::dataset::{DLIO_GENERATION_SEED, Format, ObjectDataset};
 use crate::exit::UsageError;
 use crate::s3::target::valid_bucket_name;
 use crate::s3::{self, Bucket, Target};
 use crate::server::faults::Faults;
 use crate::server::virtual_dataset::VirtualDataset;
 use crate::server::{self, Server, ServerConfig, Store};
-use crate::settings::Settings;
+use crate::settings::{self, Settings};
 use crate::{affinity, metrics};
 
 /// The process environment, as [`s3::target::resolve`] reads it.
@@ -73,6 +75,90 @@ pub fn virtual_store(
         &settings.dataset,
         settings.num_files,
     )?)
+}
+
+/// The store of `serve WORKLOAD`: the whole objects of an npz, jpeg or tfrecord workload
+/// ([`Store::virtual_objects`]), else the workload's virtual Parquet dataset.
+pub fn serve_store(
+    workload: &WorkloadArgs,
+    bucket: Option<&str>,
+    show_progress: bool,
+) -> anyhow::Result<Store> {
+    let cfg = load_config(workload, None)?;
+    if let Some(dataset) = object_dataset(&cfg)? {
+        let bucket = bucket
+            .map(String::from)
+            .or(cfg.text("storage.storage_root")?)
+            .unwrap_or_else(|| server::DEFAULT_BUCKET.to_string());
+        let bucket = checked_bucket(&bucket)?;
+        return Ok(Store::virtual_objects(
+            bucket,
+            dataset,
+            cfg.source.name.clone(),
+        ));
+    }
+    Ok(Store::Virtual(virtual_store(
+        workload,
+        bucket,
+        show_progress,
+    )?))
+}
+
+/// The whole-object dataset a workload describes (`dataset.format` npz, jpeg or tfrecord), or
+/// `None` for any other format (Parquet's settings judge those). DLIO's defaults where a key is
+/// left out; sizes drawn with DLIO's generation seed, payloads random.
+// Settings will carry the ObjectDataset (issue 24); until then `serve` reads the keys here.
+pub fn object_dataset(cfg: &RawConfig) -> anyhow::Result<Option<ObjectDataset>> {
+    let Some(format) = cfg
+        .text("dataset.format")?
+        .as_deref()
+        .and_then(Format::parse)
+    else {
+        return Ok(None);
+    };
+    if cfg.count("dataset.num_subfolders_train", 0)?.unwrap_or(0) > 0 {
+        return Err(settings::invalid(
+            cfg,
+            "dataset.num_subfolders_train",
+            "ringload reads files directly under <data_folder>/train/; set it to 0",
+        )
+        .into());
+    }
+    let folder = cfg
+        .text("dataset.data_folder")?
+        .unwrap_or_else(|| "./data/".to_string());
+    let folder = folder.trim_start_matches("./").trim_matches('/');
+    if folder.split('/').any(|part| part == "..") {
+        return Err(settings::invalid(
+            cfg,
+            "dataset.data_folder",
+            "must stay inside the dataset root; remove the '..'",
+        )
+        .into());
+    }
+    let train_prefix = if folder.is_empty() {
+        "train/".to_string()
+    } else {
+        format!("{folder}/train/")
+    };
+    let record_length = match cfg.number("dataset.record_length_bytes", 1.0, f64::INFINITY)? {
+        Some(l) => l,
+        None => cfg
+            .number("dataset.record_length", 1.0, f64::INFINITY)?
+            .unwrap_or(65_536.0),
+    };
+    Ok(Some(ObjectDataset {
+        format,
+        train_prefix,
+        num_files: cfg.count("dataset.num_files_train", 1)?.unwrap_or(8),
+        samples_per_file: cfg.count("dataset.num_samples_per_file", 1)?.unwrap_or(1),
+        record_length,
+        record_length_stdev: cfg
+            .number("dataset.record_length_bytes_stdev", 0.0, f64::INFINITY)?
+            .unwrap_or(0.0),
+        seed: DLIO_GENERATION_SEED,
+        randomize: true,
+    }))
 }
 
 /// The store a run or sweep reads.

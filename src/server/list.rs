@@ -1,5 +1,11 @@
-//! ListObjectsV2 (and V1) paging over a sorted key list: prefix, delimiter (common prefixes
-//! count toward max-keys and appear once across pages), max-keys, continuation tokens.
+//! ListObjectsV2 (and V1) paging over objects sorted by key: prefix, delimiter (common
+//! prefixes count toward max-keys and appear once across pages), max-keys, continuation tokens.
+//!
+//! A page is cut from any [`Sorted`] source by bisection on its keys, so a source that computes
+//! its keys from a position (the whole-object virtual store, [`super::virtual_objects`]) is
+//! paged without holding its keys: a page costs O(max-keys + log n) keys made, whatever n is.
+
+use std::borrow::Cow;
 
 use super::error::S3Error;
 use super::object::ObjectInfo;
@@ -25,10 +31,11 @@ pub struct ListParams {
     pub after: Option<After>,
 }
 
-/// One entry of a page.
+/// One entry of a page: an object (borrowed from a listed slice, or made for the page), or a
+/// common prefix.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Entry<'a> {
-    Object(&'a ObjectInfo),
+    Object(Cow<'a, ObjectInfo>),
     CommonPrefix(String),
 }
 
@@ -40,8 +47,54 @@ pub struct Page<'a> {
     pub next: Option<After>,
 }
 
-/// One page of `objects` (sorted by key, all starting with the prefix).
-pub fn page<'a>(objects: &'a [ObjectInfo], params: &ListParams) -> Page<'a> {
+/// Objects in byte-wise key order, addressed by position `0..total()`.
+pub trait Sorted {
+    /// How many objects there are.
+    fn total(&self) -> u64;
+    /// The key at `position` (< `total()`).
+    fn key(&self, position: u64) -> Cow<'_, str>;
+    /// The object at `position` (< `total()`).
+    fn object(&self, position: u64) -> Cow<'_, ObjectInfo>;
+}
+
+impl Sorted for [ObjectInfo] {
+    fn total(&self) -> u64 {
+        self.len() as u64
+    }
+
+    fn key(&self, position: u64) -> Cow<'_, str> {
+        Cow::Borrowed(&self[position as usize].key)
+    }
+
+    fn object(&self, position: u64) -> Cow<'_, ObjectInfo> {
+        Cow::Borrowed(&self[position as usize])
+    }
+}
+
+/// The first position from `from` on whose key fails `below` (which holds for a leading run of
+/// keys and then never again), by bisection.
+fn partition<S: Sorted + ?Sized>(objects: &S, from: u64, below: impl Fn(&str) -> bool) -> u64 {
+    let (mut lo, mut hi) = (from, objects.total());
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if below(&objects.key(mid)) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// The first position from `from` on whose key sorts after every key under `prefix`.
+fn past_prefix<S: Sorted + ?Sized>(objects: &S, from: u64, prefix: &str) -> u64 {
+    // Keys under a prefix are contiguous and sort at or after it.
+    partition(objects, from, |k| k <= prefix || k.starts_with(prefix))
+}
+
+/// One page of `objects` (sorted by key): those under `params.prefix`, after `params.after`.
+/// Memory: the page's entries (at most `max_keys`); the keys skipped are never all made.
+pub fn page<'a, S: Sorted + ?Sized>(objects: &'a S, params: &ListParams) -> Page<'a> {
     let mut entries: Vec<Entry<'a>> = Vec::new();
     let mut truncated = false;
     if params.max_keys == 0 {
@@ -51,37 +104,39 @@ pub fn page<'a>(objects: &'a [ObjectInfo], params: &ListParams) -> Page<'a> {
             next: None,
         };
     }
-    let start = match &params.after {
-        Some(After::Key(k) | After::Prefix(k)) => {
-            objects.partition_point(|o| o.key.as_str() <= k.as_str())
-        }
-        None => 0,
+    let prefix = params.prefix.as_str();
+    let mut position = partition(objects, 0, |k| k < prefix);
+    position = match &params.after {
+        Some(After::Key(k)) => partition(objects, position, |key| key <= k.as_str()),
+        Some(After::Prefix(p)) => past_prefix(objects, position, p),
+        None => position,
     };
-    for object in &objects[start..] {
-        if let Some(After::Prefix(p)) = &params.after
-            && object.key.starts_with(p.as_str())
-        {
-            continue;
+    let delimiter = params.delimiter.as_deref().filter(|d| !d.is_empty());
+    while position < objects.total() {
+        let key = objects.key(position);
+        if !key.starts_with(prefix) {
+            break;
         }
-        let entry = match &params.delimiter {
-            Some(d) if !d.is_empty() => match object.key[params.prefix.len()..].find(d.as_str()) {
-                Some(i) => {
-                    Entry::CommonPrefix(object.key[..params.prefix.len() + i + d.len()].to_string())
-                }
-                None => Entry::Object(object),
-            },
-            _ => Entry::Object(object),
-        };
-        if let (Entry::CommonPrefix(p), Some(Entry::CommonPrefix(last))) = (&entry, entries.last())
-            && p == last
-        {
-            continue;
-        }
+        let common = delimiter.and_then(|d| {
+            key[prefix.len()..]
+                .find(d)
+                .map(|i| key[..prefix.len() + i + d.len()].to_string())
+        });
         if entries.len() == params.max_keys {
             truncated = true;
             break;
         }
-        entries.push(entry);
+        match common {
+            Some(p) => {
+                // Every key under it rolls up into this one entry.
+                position = past_prefix(objects, position, &p);
+                entries.push(Entry::CommonPrefix(p));
+            }
+            None => {
+                entries.push(Entry::Object(objects.object(position)));
+                position += 1;
+            }
+        }
     }
     let next = match (truncated, entries.last()) {
         (true, Some(Entry::Object(o))) => Some(After::Key(o.key.clone())),
@@ -194,7 +249,7 @@ mod tests {
     fn start_after_is_exclusive_and_tokens_reject_garbage() {
         let objs = objects(&["a", "b", "c"]);
         let p = page(
-            &objs,
+            objs.as_slice(),
             &ListParams {
                 prefix: String::new(),
                 delimiter: None,

@@ -3,7 +3,9 @@
 //!
 //! It is part of the product, not a test mock: like the Flux study's own test server, it is
 //! how a loopback run measures the client rather than the storage, and how a full-size dataset
-//! (500 Flux files, ~290 GiB) is served without a disk ([`virtual_dataset`]). A directory
+//! (500 Flux files, ~290 GiB) is served without a disk ([`virtual_dataset`]), and so is a
+//! whole-object dataset of npz, jpeg or tfrecord files, a million objects or more, listed a page
+//! at a time from the index ([`virtual_objects`]). A directory
 //! backend ([`dir`]) stores real objects. A sink ([`sink`]) takes uploads at speed and keeps
 //! only names and sizes, checking the bytes against [`crate::content`] when asked, and serves
 //! its objects by making their bytes again: checkpoints larger than the disk, written and read.
@@ -34,6 +36,7 @@ pub mod store;
 pub mod tls;
 mod trailing;
 pub mod virtual_dataset;
+pub mod virtual_objects;
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;

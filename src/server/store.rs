@@ -1,5 +1,6 @@
-//! What the server serves: a directory of buckets, one read-only virtual dataset, or a sink
-//! that takes writes and keeps only names and sizes. Requests see one [`Store`]; the directory
+//! What the server serves: a directory of buckets, one read-only virtual dataset (Parquet
+//! files from templates, or whole objects made from their index), or a sink that takes writes
+//! and keeps only names and sizes. Requests see one [`Store`]; the directory
 //! and the sink take writes.
 
 use std::time::SystemTime;
@@ -9,15 +10,20 @@ use bytes::Bytes;
 use super::body::Body;
 use super::dir::{DirStore, OpenFile};
 use super::error::S3Error;
+use super::list::{self, ListParams, Page};
 use super::object::{ObjectInfo, UploadInfo};
 use super::sink::{SinkStats, SinkStore};
 use super::virtual_dataset::VirtualDataset;
+use super::virtual_objects::VirtualObjects;
+use crate::dataset::ObjectDataset;
 
 /// The backend.
 #[derive(Debug)]
 pub enum Store {
     Dir(DirStore),
     Virtual(VirtualDataset),
+    /// Whole objects (npz, jpeg, tfrecord) made from their index: nothing held per object.
+    VirtualObjects(VirtualObjects),
     Sink(SinkStore),
 }
 
@@ -32,7 +38,27 @@ pub struct OpenObject<'a> {
 enum Source<'a> {
     File(OpenFile),
     Virtual(&'a VirtualDataset),
+    /// Object `.1` of the whole-object store.
+    Objects(&'a VirtualObjects, u64),
     Sink(&'a SinkStore),
+}
+
+/// What a listing pages through: the objects under the prefix, listed in full, or (the
+/// whole-object store) the store itself, paged from its index without listing it.
+#[derive(Debug)]
+pub enum Listing<'a> {
+    Listed(Vec<ObjectInfo>),
+    Objects(&'a VirtualObjects),
+}
+
+impl Listing<'_> {
+    /// One page, as [`list::page`] cuts it.
+    pub fn page(&self, params: &ListParams) -> Page<'_> {
+        match self {
+            Listing::Listed(objects) => list::page(objects.as_slice(), params),
+            Listing::Objects(v) => list::page(*v, params),
+        }
+    }
 }
 
 impl OpenObject<'_> {
@@ -41,6 +67,7 @@ impl OpenObject<'_> {
         match &self.source {
             Source::File(file) => Ok(vec![file.map(first, last)?]),
             Source::Virtual(dataset) => Ok(dataset.slices(first, last)),
+            Source::Objects(v, i) => Ok(vec![v.bytes(*i, first, last)]),
             Source::Sink(sink) => Ok(vec![Bytes::from(
                 sink.body(&self.info.key, first, last).into_bytes(),
             )]),
@@ -51,6 +78,7 @@ impl OpenObject<'_> {
     pub(crate) fn body(&self, first: u64, last: u64) -> Result<Body, S3Error> {
         match &self.source {
             Source::Sink(sink) => Ok(sink.body(&self.info.key, first, last)),
+            Source::Objects(v, i) => Ok(v.body(*i, first, last)),
             _ => Ok(Body::from_chunks(self.slices(first, last)?)),
         }
     }
@@ -71,11 +99,19 @@ impl Store {
         Store::Sink(SinkStore::new(bucket, objects, randomize, verify))
     }
 
+    /// The whole objects of `dataset` (npz, jpeg, tfrecord; DLIO's names under its train
+    /// prefix) served read-only in `bucket`, made from their index on request; `label` names
+    /// the workload in messages. See [`super::virtual_objects`].
+    pub fn virtual_objects(bucket: &str, dataset: ObjectDataset, label: String) -> Store {
+        Store::VirtualObjects(VirtualObjects::new(bucket, dataset, label))
+    }
+
     /// One line for the operator: what is served.
     pub fn describe(&self) -> String {
         match self {
             Store::Dir(d) => d.describe(),
             Store::Virtual(v) => v.describe(),
+            Store::VirtualObjects(v) => v.describe(),
             Store::Sink(s) => s.describe(),
         }
     }
@@ -93,7 +129,7 @@ impl Store {
         match self {
             Store::Dir(d) => Ok(Writable::Dir(d)),
             Store::Sink(s) => Ok(Writable::Sink(s)),
-            Store::Virtual(_) => Err(S3Error::read_only()),
+            Store::Virtual(_) | Store::VirtualObjects(_) => Err(S3Error::read_only()),
         }
     }
 
@@ -101,6 +137,7 @@ impl Store {
         match self {
             Store::Dir(d) => d.buckets(),
             Store::Virtual(v) => Ok(vec![(v.bucket.clone(), v.created)]),
+            Store::VirtualObjects(v) => Ok(vec![(v.bucket.clone(), v.created)]),
             Store::Sink(s) => Ok(s.buckets()),
         }
     }
@@ -110,19 +147,25 @@ impl Store {
         match self {
             Store::Dir(d) => d.bucket_path(bucket).map(|_| ()),
             Store::Virtual(v) => v.check_bucket(bucket),
+            Store::VirtualObjects(v) => v.check_bucket(bucket),
             Store::Sink(s) => s.check_bucket(bucket),
         }
     }
 
-    /// The objects whose keys start with `prefix`, sorted by key.
-    pub fn objects(&self, bucket: &str, prefix: &str) -> Result<Vec<ObjectInfo>, S3Error> {
+    /// What a listing of `bucket` under `prefix` pages through: the objects whose keys start
+    /// with `prefix`, sorted by key (the whole-object store pages from its index instead).
+    pub fn listing(&self, bucket: &str, prefix: &str) -> Result<Listing<'_>, S3Error> {
         match self {
-            Store::Dir(d) => d.objects(bucket, prefix),
+            Store::Dir(d) => d.objects(bucket, prefix).map(Listing::Listed),
             Store::Virtual(v) => {
                 v.check_bucket(bucket)?;
-                Ok(v.objects(prefix))
+                Ok(Listing::Listed(v.objects(prefix)))
             }
-            Store::Sink(s) => s.objects(bucket, prefix),
+            Store::VirtualObjects(v) => {
+                v.check_bucket(bucket)?;
+                Ok(Listing::Objects(v))
+            }
+            Store::Sink(s) => s.objects(bucket, prefix).map(Listing::Listed),
         }
     }
 
@@ -132,6 +175,7 @@ impl Store {
             Store::Dir(d) => d.uploads(bucket, prefix),
             Store::Sink(s) => s.uploads(bucket, prefix),
             Store::Virtual(v) => v.check_bucket(bucket).map(|()| Vec::new()),
+            Store::VirtualObjects(v) => v.check_bucket(bucket).map(|()| Vec::new()),
         }
     }
 
@@ -149,6 +193,14 @@ impl Store {
                 Ok(OpenObject {
                     info: v.info(key).ok_or_else(|| S3Error::no_such_key(key))?,
                     source: Source::Virtual(v),
+                })
+            }
+            Store::VirtualObjects(v) => {
+                v.check_bucket(bucket)?;
+                let (i, info) = v.info(key).ok_or_else(|| S3Error::no_such_key(key))?;
+                Ok(OpenObject {
+                    info,
+                    source: Source::Objects(v, i),
                 })
             }
             Store::Sink(s) => Ok(OpenObject {

@@ -214,14 +214,14 @@ fn list_objects(state: &State, req: &Req<'_>) -> Result<Response<Body>, S3Error>
             _ => None,
         }
     };
-    let objects = state.store.objects(req.bucket, &prefix)?;
+    let listing = state.store.listing(req.bucket, &prefix)?;
     let params = ListParams {
         prefix,
         delimiter,
         max_keys,
         after,
     };
-    let page = list::page(&objects, &params);
+    let page = listing.page(&params);
     let enc = |s: &str| {
         if url_encoded {
             uri_encode(s, true)
