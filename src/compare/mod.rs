@@ -2,7 +2,9 @@
 //! (NP, RT), with ratios to the first argument.
 //!
 //! Each argument is one of:
-//! - a ringload summary.json (`run --output` or `--json`), or a folder holding one;
+//! - a ringload summary.json (`run --output` or `--json`), or a folder holding one (told apart
+//!   from DLIO's by its `engine`, `np` and `read_threads`; its DLIO `metric` figures where it
+//!   has them, else its own `au_percent`, `samples_per_s`, `io_mib_per_s`);
 //! - a sweep folder (its sweep.json; medians over rounds, as its study tables give them);
 //! - a DLIO output folder or its summary.json: `num_accelerators` and `metric`'s
 //!   `train_au_mean_percentage`, `train_throughput_mean_samples_per_second` and
