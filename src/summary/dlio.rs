@@ -10,8 +10,7 @@
 
 use serde::Serialize;
 
-use crate::metrics::{self, EpochMetrics};
-use crate::summary::checkpoint::mean_stdev;
+use crate::metrics::{self, EpochMetrics, mean_stdev};
 
 /// DLIO's `train_au_meet_expectation`: whether the mean AU reached `metric.au`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
