@@ -11,6 +11,11 @@
 //! now and over S3 later. A dataset that does not exist yet gets its footer from
 //! [`crate::datagen::probe_file`], which writes the file with the generator into a sink that
 //! keeps only its tail, and is then read by this same code.
+//!
+//! Whole-object datasets (npz, jpeg, tfrecord) have no footers: their catalog is a key and a size
+//! per object, held compactly, computed or listed ([`objects`]).
+
+pub mod objects;
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -52,6 +57,13 @@ pub enum CatalogError {
         found: usize,
         needed: usize,
     },
+    #[error("{}", not_enough_objects(location, extension, *found, *needed))]
+    NotEnoughObjects {
+        location: String,
+        extension: String,
+        found: usize,
+        needed: usize,
+    },
     #[error("{key} is not Parquet: {reason}")]
     NotParquet { key: String, reason: String },
     #[error("{key} has a truncated or corrupt footer: {reason}")]
@@ -79,6 +91,20 @@ fn not_enough_files(location: &str, found: usize, needed: usize) -> String {
     } else {
         format!(
             "found {found} Parquet files under {location}, the workload needs {needed} \
+             (dataset.num_files_train); generate more or pass --files {found}"
+        )
+    }
+}
+
+fn not_enough_objects(location: &str, extension: &str, found: usize, needed: usize) -> String {
+    if found == 0 {
+        format!(
+            "no .{extension} objects under {location}; write the dataset there with `ringload \
+             generate` (--output DIR, or --endpoint URL --bucket NAME), or fix dataset.data_folder"
+        )
+    } else {
+        format!(
+            "found {found} .{extension} objects under {location}, the workload needs {needed} \
              (dataset.num_files_train); generate more or pass --files {found}"
         )
     }
@@ -297,7 +323,11 @@ pub struct Catalog {
     pub source: String,
     /// Objects listed under the prefix that were `*.parquet` (before taking the first N).
     pub parquet_objects_listed: usize,
+    /// The Parquet files' layouts (empty for a whole-object dataset).
     pub files: Vec<FileLayout>,
+    /// A whole-object dataset's objects (`None` for Parquet): one GET per object, compact.
+    #[serde(default)]
+    pub objects: Option<objects::ObjectCatalog>,
 }
 
 impl Catalog {
@@ -307,6 +337,7 @@ impl Catalog {
             source: String::new(),
             parquet_objects_listed: 0,
             files: Vec::new(),
+            objects: None,
         }
     }
 
@@ -365,6 +396,7 @@ pub fn discover(
         source: source.describe(prefix),
         parquet_objects_listed: listed,
         files: layouts,
+        objects: None,
     })
 }
 
@@ -454,6 +486,7 @@ pub fn computed(
         source: source.describe(&spec.train_prefix),
         parquet_objects_listed: files,
         files: layouts,
+        objects: None,
     })
 }
 
