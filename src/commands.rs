@@ -52,9 +52,9 @@ fn catalog_for(settings: &Settings, dir: Option<&std::path::Path>) -> anyhow::Re
     if let Some(objects) = &settings.objects {
         return Ok(match dir {
             Some(dir) => {
-                catalog::objects::discover(&DirSource::new(dir), objects, settings.num_files)?
+                catalog::discover_objects(&DirSource::new(dir), objects, settings.num_files)?
             }
-            None => catalog::objects::computed(objects, settings.num_files),
+            None => catalog::computed_objects(objects, settings.num_files),
         });
     }
     let columns = settings.columns_read.as_deref();

@@ -1308,7 +1308,7 @@ mod tests {
     }
 
     fn object_plan(s: &Settings, np: u32, sharding: Sharding) -> Result<Plan, PlanError> {
-        let catalog = crate::catalog::objects::computed(s.objects.as_ref().unwrap(), s.num_files);
+        let catalog = crate::catalog::computed_objects(s.objects.as_ref().unwrap(), s.num_files);
         resolve(s, &catalog, np, sharding)
     }
 

@@ -17,6 +17,7 @@
 
 pub mod objects;
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -363,6 +364,84 @@ impl Catalog {
 
     pub fn footer_fetch_bytes(&self) -> u64 {
         self.files.iter().map(|f| f.footer_fetch_bytes).sum()
+    }
+}
+
+/// The catalog of the first `files` objects of a whole-object `dataset`, computed from DLIO's
+/// names and size distribution: nothing is listed or read ([`objects::ObjectCatalog::computed`]).
+pub fn computed_objects(dataset: &crate::dataset::ObjectDataset, files: usize) -> Catalog {
+    Catalog {
+        source: format!(
+            "{} ({files} objects computed from DLIO's names and size distribution)",
+            dataset.train_prefix
+        ),
+        parquet_objects_listed: 0,
+        files: Vec::new(),
+        objects: Some(objects::ObjectCatalog::computed(dataset, files)),
+    }
+}
+
+/// The catalog of a whole-object `dataset` listed in `source`: the first `files` objects under
+/// its prefix, in key order, with the format's extension ([`objects::ObjectCatalog::listed`]).
+pub fn discover_objects(
+    source: &dyn ObjectSource,
+    dataset: &crate::dataset::ObjectDataset,
+    files: usize,
+) -> Result<Catalog, CatalogError> {
+    let prefix = &dataset.train_prefix;
+    let listing = source.list(prefix)?;
+    let objects = objects::ObjectCatalog::listed(listing, dataset, files).map_err(|found| {
+        CatalogError::NotEnoughObjects {
+            location: source.describe(prefix),
+            extension: dataset.format.extension().to_string(),
+            found,
+            needed: files,
+        }
+    })?;
+    Ok(Catalog {
+        source: source.describe(prefix),
+        parquet_objects_listed: 0,
+        files: Vec::new(),
+        objects: Some(objects),
+    })
+}
+
+impl Catalog {
+    /// Files (objects) in the catalog, Parquet or whole objects.
+    pub fn file_count(&self) -> usize {
+        match &self.objects {
+            Some(objects) => objects.len(),
+            None => self.files.len(),
+        }
+    }
+
+    /// File `file`'s key.
+    pub fn key(&self, file: usize) -> Cow<'_, str> {
+        match &self.objects {
+            Some(objects) => objects.key(file),
+            None => Cow::Borrowed(&self.files[file].key),
+        }
+    }
+
+    /// File `file`'s size in bytes.
+    pub fn size_bytes(&self, file: usize) -> u64 {
+        match &self.objects {
+            Some(objects) => objects.size(file),
+            None => self.files[file].size_bytes,
+        }
+    }
+
+    /// Row group `row_group` of file `file`: a whole object is one "row group" of all its
+    /// samples, spanning every byte.
+    pub fn span(&self, file: usize, row_group: usize) -> RowGroupSpan {
+        match &self.objects {
+            Some(objects) => RowGroupSpan {
+                rows: objects.samples_per_file,
+                offset: 0,
+                len_bytes: objects.size(file),
+            },
+            None => self.files[file].row_groups[row_group],
+        }
     }
 }
 

@@ -4,10 +4,10 @@
 //!
 //! Two routes give one [`ObjectCatalog`]:
 //!
-//! - [`computed`]: from the [`ObjectDataset`] alone, no listing: the keys are DLIO's names and
+//! - [`ObjectCatalog::computed`] ([`super::computed_objects`]): from the [`ObjectDataset`] alone, no listing: the keys are DLIO's names and
 //!   each size is [`ObjectDataset::object_bytes`] (what `generate` writes and the virtual store
 //!   serves). `plan` uses it, so it needs no server.
-//! - [`discover`]: listed from a bucket or a directory through [`ObjectSource`]: the objects
+//! - [`ObjectCatalog::listed`] ([`super::discover_objects`]): listed from a bucket or a directory through [`ObjectSource`]: the objects
 //!   under `<data_folder>/train/` whose names end in the format's extension, in key order, the
 //!   first `num_files_train` (as DLIO lists and sorts them); sizes from the listing.
 //!
@@ -17,7 +17,7 @@
 //! into one arena (`String`) with each key's end offset (`u64`): **16 bytes per object plus the
 //! key's bytes**. No per-object allocation either way, against a target of 64 bytes plus the key.
 //! [`ObjectCatalog::heap_bytes`] states what a catalog holds; a unit test builds 10,000,000
-//! computed entries and checks it. A listing itself is transient: [`ObjectSource::list`] hands
+//! computed entries and checks it. A listing itself is transient: `ObjectSource::list` hands
 //! over the whole listing (one `ObjectMeta`, ~32 bytes plus the key, per object listed) before
 //! it is compacted.
 
@@ -25,8 +25,8 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Catalog, CatalogError, ObjectSource};
 use crate::dataset::{Format, ObjectDataset};
+use crate::s3::ObjectMeta;
 
 /// The keys of an object catalog.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -132,18 +132,11 @@ fn dlio_name(train_prefix: &str, n: u64, extension: &str, i: u64) -> String {
     format!("{train_prefix}img_{i:0width$}_of_{n}.{extension}")
 }
 
-/// The catalog of the first `files` objects of `dataset`, computed: DLIO's names and
-/// [`ObjectDataset::object_bytes`] sizes, nothing listed.
-pub fn computed(dataset: &ObjectDataset, files: usize) -> Catalog {
-    let sizes: Vec<u64> = (0..files as u64).map(|i| dataset.object_bytes(i)).collect();
-    Catalog {
-        source: format!(
-            "{} ({} objects computed from DLIO's names and size distribution)",
-            dataset.train_prefix, files
-        ),
-        parquet_objects_listed: 0,
-        files: Vec::new(),
-        objects: Some(ObjectCatalog {
+impl ObjectCatalog {
+    /// The first `files` objects of `dataset`, computed: DLIO's names and
+    /// [`ObjectDataset::object_bytes`] sizes, nothing listed.
+    pub fn computed(dataset: &ObjectDataset, files: usize) -> ObjectCatalog {
+        ObjectCatalog {
             extension: dataset.format.extension().to_string(),
             samples_per_file: dataset.samples_per_file,
             listed: files,
@@ -151,72 +144,61 @@ pub fn computed(dataset: &ObjectDataset, files: usize) -> Catalog {
                 train_prefix: dataset.train_prefix.clone(),
                 names_of: dataset.num_files,
             },
-            sizes,
-        }),
-    }
-}
-
-/// Lists `dataset.train_prefix` in `source` and keeps the first `files` objects, in key order,
-/// whose names end in the format's extension. Keys that are DLIO's names in index order are
-/// kept as indices; others in an arena.
-pub fn discover(
-    source: &dyn ObjectSource,
-    dataset: &ObjectDataset,
-    files: usize,
-) -> Result<Catalog, CatalogError> {
-    let prefix = &dataset.train_prefix;
-    let extension = dataset.format.extension();
-    let suffix = format!(".{extension}");
-    let mut objects = source.list(prefix)?;
-    objects.retain(|o| o.key.ends_with(&suffix));
-    objects.sort_unstable_by(|a, b| a.key.cmp(&b.key));
-    let listed = objects.len();
-    if listed < files {
-        return Err(CatalogError::NotEnoughObjects {
-            location: source.describe(prefix),
-            extension: extension.to_string(),
-            found: listed,
-            needed: files,
-        });
-    }
-    objects.truncate(files);
-    let sizes: Vec<u64> = objects.iter().map(|o| o.size_bytes).collect();
-    let names_of = objects
-        .first()
-        .and_then(|o| names_of(&o.key, prefix, extension));
-    let dlio = names_of.filter(|&n| {
-        objects
-            .iter()
-            .enumerate()
-            .all(|(i, o)| o.key == dlio_name(prefix, n, extension, i as u64))
-    });
-    let keys = match dlio {
-        Some(names_of) => ObjectKeys::Dlio {
-            train_prefix: prefix.clone(),
-            names_of,
-        },
-        None => {
-            let mut text = String::with_capacity(objects.iter().map(|o| o.key.len()).sum());
-            let mut ends = Vec::with_capacity(objects.len());
-            for o in objects {
-                text.push_str(&o.key);
-                ends.push(text.len() as u64);
-            }
-            ObjectKeys::Arena { text, ends }
+            sizes: (0..files as u64).map(|i| dataset.object_bytes(i)).collect(),
         }
-    };
-    Ok(Catalog {
-        source: source.describe(prefix),
-        parquet_objects_listed: 0,
-        files: Vec::new(),
-        objects: Some(ObjectCatalog {
+    }
+
+    /// The first `files` objects of a listing of `dataset.train_prefix`, in key order, whose
+    /// names end in the format's extension. Keys that are DLIO's names in index order are kept
+    /// as indices; others in an arena. `Err(found)`: fewer than `files` matched.
+    pub fn listed(
+        mut objects: Vec<ObjectMeta>,
+        dataset: &ObjectDataset,
+        files: usize,
+    ) -> Result<ObjectCatalog, usize> {
+        let prefix = &dataset.train_prefix;
+        let extension = dataset.format.extension();
+        let suffix = format!(".{extension}");
+        objects.retain(|o| o.key.ends_with(&suffix));
+        objects.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        let listed = objects.len();
+        if listed < files {
+            return Err(listed);
+        }
+        objects.truncate(files);
+        let sizes: Vec<u64> = objects.iter().map(|o| o.size_bytes).collect();
+        let names_of = objects
+            .first()
+            .and_then(|o| names_of(&o.key, prefix, extension));
+        let dlio = names_of.filter(|&n| {
+            objects
+                .iter()
+                .enumerate()
+                .all(|(i, o)| o.key == dlio_name(prefix, n, extension, i as u64))
+        });
+        let keys = match dlio {
+            Some(names_of) => ObjectKeys::Dlio {
+                train_prefix: prefix.clone(),
+                names_of,
+            },
+            None => {
+                let mut text = String::with_capacity(objects.iter().map(|o| o.key.len()).sum());
+                let mut ends = Vec::with_capacity(objects.len());
+                for o in objects {
+                    text.push_str(&o.key);
+                    ends.push(text.len() as u64);
+                }
+                ObjectKeys::Arena { text, ends }
+            }
+        };
+        Ok(ObjectCatalog {
             extension: extension.to_string(),
             samples_per_file: dataset.samples_per_file,
             listed,
             keys,
             sizes,
-        }),
-    })
+        })
+    }
 }
 
 /// The N of a DLIO name `<prefix>img_<i>_of_<N>.<ext>`, if `key` is one.
@@ -230,49 +212,18 @@ fn names_of(key: &str, prefix: &str, extension: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-impl Catalog {
-    /// Files (objects) in the catalog, Parquet or whole objects.
-    pub fn file_count(&self) -> usize {
-        match &self.objects {
-            Some(objects) => objects.len(),
-            None => self.files.len(),
-        }
-    }
-
-    /// File `file`'s key.
-    pub fn key(&self, file: usize) -> Cow<'_, str> {
-        match &self.objects {
-            Some(objects) => objects.key(file),
-            None => Cow::Borrowed(&self.files[file].key),
-        }
-    }
-
-    /// File `file`'s size in bytes.
-    pub fn size_bytes(&self, file: usize) -> u64 {
-        match &self.objects {
-            Some(objects) => objects.size(file),
-            None => self.files[file].size_bytes,
-        }
-    }
-
-    /// Row group `row_group` of file `file`: a whole object is one "row group" of all its
-    /// samples, spanning every byte.
-    pub fn span(&self, file: usize, row_group: usize) -> super::RowGroupSpan {
-        match &self.objects {
-            Some(objects) => super::RowGroupSpan {
-                rows: objects.samples_per_file,
-                offset: 0,
-                len_bytes: objects.size(file),
-            },
-            None => self.files[file].row_groups[row_group],
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::DirSource;
+    use crate::catalog::{Catalog, DirSource, computed_objects as computed, discover_objects};
+
+    fn discover(
+        source: &DirSource,
+        ds: &ObjectDataset,
+        files: usize,
+    ) -> Result<Catalog, crate::catalog::CatalogError> {
+        discover_objects(source, ds, files)
+    }
 
     fn dataset(format: Format, files: u64, length: f64, stdev: f64) -> ObjectDataset {
         ObjectDataset {

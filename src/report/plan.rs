@@ -411,7 +411,7 @@ fn render_deal(w: &mut String, plan: &Plan) {
         .unwrap_or(0);
     let _ = writeln!(
         w,
-        "  batches     dealt over the readers: {} samples of each reader per step (⌈{} ÷ {}⌉), \
+        "  batches     dealt over the readers: at most {} of each reader per step (⌈{} ÷ {}⌉ samples), \
          {gets_per_step:.2} GETs per step per rank; a reader holds at most {held} GET{} of a \
          step, prefetch {} (default: one batch ahead)",
         s.batch_size.div_ceil(rt),
@@ -437,7 +437,7 @@ mod tests {
         }
         let settings = Settings::resolve(&cfg).unwrap();
         let objects = settings.objects.as_ref().unwrap();
-        let catalog = crate::catalog::objects::computed(objects, settings.num_files);
+        let catalog = crate::catalog::computed_objects(objects, settings.num_files);
         let options = PlanOptions {
             np,
             sharding: Sharding::Rank,
@@ -461,7 +461,7 @@ mod tests {
             "catalog     ",
             "(8 bytes per object: DLIO's names kept as indices)",
             "batch 7, sharding rank",
-            "dealt over the readers: 2 samples of each reader per step (⌈7 ÷ 4⌉), 7.00 GETs per \
+            "dealt over the readers: at most 2 of each reader per step (⌈7 ÷ 4⌉ samples), 7.00 GETs per \
              step per rank; a reader holds at most 2 GETs of a step, prefetch 4",
             "steps       4 per rank per epoch: floor(1 × 56 / 7 / 2) = 4",
             "GETs        56 (28 per rank), largest ",
@@ -476,7 +476,7 @@ mod tests {
         for expected in [
             "format      jpeg (raw bytes named .jpeg",
             "size mean 315.06 KiB, min 315.06 KiB, max 315.06 KiB",
-            "3 samples of each reader per step (⌈24 ÷ 8⌉), 24.00 GETs per step per rank",
+            "at most 3 of each reader per step (⌈24 ÷ 8⌉ samples), 24.00 GETs per step per rank",
             "steps       125 per rank per epoch",
             "buffers     8 ranks × 8 readers × 6 × ",
         ] {
