@@ -326,8 +326,9 @@ pub struct Catalog {
     pub parquet_objects_listed: usize,
     /// The Parquet files' layouts (empty for a whole-object dataset).
     pub files: Vec<FileLayout>,
-    /// A whole-object dataset's objects (`None` for Parquet): one GET per object, compact.
-    #[serde(default)]
+    /// A whole-object dataset's objects (`None` for Parquet, and then left out of the JSON, so
+    /// a Parquet plan's JSON is as before): one GET per object, compact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub objects: Option<objects::ObjectCatalog>,
 }
 
