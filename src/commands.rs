@@ -47,7 +47,16 @@ pub fn dispatch(command: Command) -> anyhow::Result<u8> {
 }
 
 /// The catalog of the workload's files: from footers under `dir`, or computed from the schema.
+/// A whole-object dataset's: listed under `dir`, or computed from DLIO's names and sizes.
 fn catalog_for(settings: &Settings, dir: Option<&std::path::Path>) -> anyhow::Result<Catalog> {
+    if let Some(objects) = &settings.objects {
+        return Ok(match dir {
+            Some(dir) => {
+                catalog::discover_objects(&DirSource::new(dir), objects, settings.num_files)?
+            }
+            None => catalog::computed_objects(objects, settings.num_files),
+        });
+    }
     let columns = settings.columns_read.as_deref();
     match dir {
         Some(dir) => Ok(catalog::discover(

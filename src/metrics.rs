@@ -113,6 +113,17 @@ pub fn projected_au_percent(ct_s: f64, io_wait_s: f64) -> f64 {
     100.0 * ct_s / (ct_s + io_wait_s)
 }
 
+/// The mean and population standard deviation of `values` (numpy's `mean`, `std`).
+pub fn mean_stdev(values: &[f64]) -> Option<(f64, f64)> {
+    if values.is_empty() {
+        return None;
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
+    Some((mean, var.sqrt()))
+}
+
 /// CPU seconds per GiB of `bytes`; `None` for no bytes.
 pub fn cpu_s_per_gib(cpu_s: f64, bytes: u64) -> Option<f64> {
     (bytes > 0).then(|| cpu_s / (bytes as f64 / GIB))

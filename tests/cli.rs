@@ -297,7 +297,7 @@ fn bad_input_gets_one_line_and_exit_2() {
     let table: Vec<(Vec<&str>, &str)> = vec![
         (
             vec!["plan", "flux_b20"],
-            "unknown workload 'flux_b20': not a built-in (flux_b200, flux_mi355, flux_small, llama3_8b, llama3_70b, llama3_405b, llama3_1t, llama3_tiny) and no such file; did you mean 'flux_b200'",
+            "unknown workload 'flux_b20': not a built-in (flux_b200, flux_mi355, flux_small, llama3_8b, llama3_70b, llama3_405b, llama3_1t, llama3_tiny, unet3d_b200, unet3d_h100, retinanet_b200, retinanet_mi355, resnet50_h100, cosmoflow_h100) and no such file; did you mean 'flux_b200'",
         ),
         (
             vec!["plan", "missing/x.yaml"],
@@ -704,6 +704,56 @@ fn checkpoint_plans_refuse_bad_process_counts_in_one_line() {
     assert_eq!(code, 2);
     assert!(
         stderr.contains("ZeRO stage 3 is not compatible with pipeline parallelism"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn whole_object_workloads_plan_without_a_server() {
+    // The catalog is computed from DLIO's names and sizes: nothing is listed or read.
+    // unet3d's default shape buffers its largest object (~450 MiB) 16 times per rank, more
+    // than a CI runner may have: a small shape of it here.
+    for (args, expected) in [
+        (
+            &[
+                "unet3d_b200",
+                "--read-threads",
+                "1",
+                "reader.batch_size=1",
+                "dataset.num_files_train=56",
+            ][..],
+            "format      npz",
+        ),
+        (&["retinanet_b200", "--np", "8"][..], "format      jpeg"),
+    ] {
+        let workload = args[0];
+        let (code, stdout, stderr) = run(&[&["plan"][..], args].concat());
+        assert_eq!(code, 0, "{workload}: {stderr}");
+        for line in [
+            expected,
+            "objects     ",
+            "steps       ",
+            "GETs per step",
+            "total       ",
+        ] {
+            assert!(
+                stdout.contains(line),
+                "{workload}: no {line:?} in\n{stdout}"
+            );
+        }
+    }
+    // With --dir the objects are listed, and too few are named with the fix.
+    let d = tempfile::tempdir().unwrap();
+    let (code, _, stderr) = run(&[
+        "plan",
+        "unet3d_b200",
+        "--dir",
+        d.path().to_str().unwrap(),
+        "dataset.num_files_train=4",
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("does not exist") || stderr.contains("no .npz objects under"),
         "{stderr}"
     );
 }

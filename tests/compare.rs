@@ -26,6 +26,10 @@ fn flux_tiny(dir: &Path) -> PathBuf {
     path
 }
 
+fn read_fixture(path: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(fixtures().join(path)).unwrap()).unwrap()
+}
+
 fn ringload_run(workload: &Path, np: &str, rt: &str, out: &Path) -> Value {
     let (code, _, stderr) = common::run(&[
         "run",
@@ -52,6 +56,25 @@ fn dlio_output_and_ringload_runs_line_up_by_np_and_rt() {
     // The same steps per rank as DLIO ran (its README: 96 at NP=1, 48 at NP=2).
     assert_eq!(np1["steps_per_rank"], 96);
     assert_eq!(np2["steps_per_rank"], 48);
+    // DLIO's `metric` beside ringload's fields: DLIO's names, one epoch, the same figures.
+    let dlio_metric = &read_fixture("np2rt2/summary.json")["metric"];
+    let names = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(names(&np2["metric"]), names(dlio_metric), "{np2}");
+    let m = &np2["metric"];
+    assert_eq!(m["train_au_percentage"].as_array().unwrap().len(), 1);
+    assert_eq!(m["train_au_mean_percentage"], np2["au_percent"]);
+    assert_eq!(
+        m["train_throughput_mean_samples_per_second"],
+        np2["samples_per_s"]
+    );
+    assert_eq!(m["train_io_mean_MB_per_second"], np2["io_mib_per_s"]);
+    assert_eq!(m["train_au_stdev_percentage"], 0.0);
+    let verdict = if np2["au_target_met"] == true {
+        "success"
+    } else {
+        "fail"
+    };
+    assert_eq!(m["train_au_meet_expectation"], verdict);
 
     let dlio1 = fixtures().join("np1rt1");
     let dlio2 = fixtures().join("np2rt2/summary.json");

@@ -180,6 +180,36 @@ fn au_is_high_when_compute_dwarfs_the_transfers_and_epochs_repeat_the_walk() {
     assert!(f(&s["au_percent"]) >= 90.0, "{s}");
     assert!(f(&s["au_percent"]) <= 100.0, "{s}");
     assert_eq!(s["steps_per_rank"], 12);
+    // DLIO's metric: one AU and one throughput per epoch, their means the run's figures.
+    let m = &s["metric"];
+    let per_epoch = |name: &str| {
+        m[name]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(f)
+            .collect::<Vec<_>>()
+    };
+    let au = per_epoch("train_au_percentage");
+    let sps = per_epoch("train_throughput_samples_per_second");
+    assert_eq!((au.len(), sps.len()), (2, 2), "{m}");
+    assert!((f(&m["train_au_mean_percentage"]) - f(&s["au_percent"])).abs() < 1e-9);
+    assert!((f(&m["train_au_mean_percentage"]) - (au[0] + au[1]) / 2.0).abs() < 1e-9);
+    assert!((f(&m["train_au_stdev_percentage"]) - (au[0] - au[1]).abs() / 2.0).abs() < 1e-9);
+    assert!(
+        (f(&m["train_throughput_mean_samples_per_second"]) - f(&s["samples_per_s"])).abs() < 1e-9
+    );
+    assert!((f(&m["train_io_mean_MB_per_second"]) - f(&s["io_mib_per_s"])).abs() < 1e-9);
+    let verdict = if s["au_target_met"] == true {
+        "success"
+    } else {
+        "fail"
+    };
+    assert_eq!(m["train_au_meet_expectation"], verdict, "{m}");
+    assert!(
+        stderr.contains("DLIO metric over 2 epochs: train_au_mean_percentage"),
+        "{stderr}"
+    );
     let (bytes, gets) = planned(&["--files", "2"]);
     assert_eq!(s["bytes_read"].as_u64().unwrap(), 2 * bytes);
     assert_eq!(s["requests"].as_u64().unwrap(), 2 * gets);

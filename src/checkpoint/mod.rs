@@ -554,9 +554,18 @@ mod tests {
             "unet.yaml",
             "model:\n  name: unet3d\n  model_size: 499153191\nworkflow:\n  train: False\n  checkpoint: True\ncheckpoint:\n  num_checkpoints_write: 1\n",
         );
-        // `model.model_size` is not a DLIO key it reads: named as unknown.
-        let err = cfg.unwrap_err().to_string();
-        assert!(err.contains("model.model_size"), "{err}");
+        // `model.model_size` is not a key DLIO reads (the unet3d templates carry it): accepted,
+        // named as ignored, and not taken for model_size_bytes.
+        let cfg = cfg.unwrap();
+        let ignored: Vec<String> = cfg.ignored_keys().into_iter().map(|(k, _)| k).collect();
+        assert!(
+            ignored.contains(&"model.model_size".to_string()),
+            "{ignored:?}"
+        );
+        let s = CheckpointSettings::resolve(&cfg).unwrap();
+        let p =
+            CheckpointPlan::resolve(&s, &options(4), &MemoryLimits::unlimited(), &no_env).unwrap();
+        assert_eq!(p.ranks[0][0].bytes, 10240);
         let cfg = RawConfig::parse(
             "unet",
             "unet.yaml",

@@ -2,7 +2,9 @@
 //! (NP, RT), with ratios to the first argument.
 //!
 //! Each argument is one of:
-//! - a ringload summary.json (`run --output` or `--json`), or a folder holding one;
+//! - a ringload summary.json (`run --output` or `--json`), or a folder holding one (told apart
+//!   from DLIO's by its `engine`, `np` and `read_threads`; its DLIO `metric` figures where it
+//!   has them, else its own `au_percent`, `samples_per_s`, `io_mib_per_s`);
 //! - a sweep folder (its sweep.json; medians over rounds, as its study tables give them);
 //! - a DLIO output folder or its summary.json: `num_accelerators` and `metric`'s
 //!   `train_au_mean_percentage`, `train_throughput_mean_samples_per_second` and
@@ -149,11 +151,16 @@ pub fn read(path: &Path, letter: char) -> Result<Vec<Entry>, CompareError> {
         path.to_path_buf()
     };
     let json = read_json(&file)?;
-    if json["metric"]["train_au_mean_percentage"].is_number() {
-        return Ok(vec![dlio(&json, &file, letter)?]);
-    }
+    // Ringload's summaries carry DLIO's `metric` too: they are told apart by their own fields.
     if json["engine"].is_string() && json["np"].is_number() && json["read_threads"].is_number() {
         let engine = json["engine"].as_str().unwrap_or("ringload");
+        // DLIO's names where the summary has them (the same figures, averaged per epoch first),
+        // else ringload's own (older summaries, and runs whose ranks' epochs differ).
+        let figure = |dlio_name: &str, ours: &str| {
+            json["metric"][dlio_name]
+                .as_f64()
+                .or_else(|| json[ours].as_f64())
+        };
         return Ok(vec![Entry {
             group: match json["loader"].as_str() {
                 Some("dlio") => format!("{letter}: {engine} (dlio loader)"),
@@ -163,14 +170,17 @@ pub fn read(path: &Path, letter: char) -> Result<Vec<Entry>, CompareError> {
             np: json["np"].as_u64().unwrap_or(0) as u32,
             read_threads: json["read_threads"].as_u64(),
             computation_time_s: json["computation_time_s"].as_f64(),
-            au_percent: json["au_percent"].as_f64(),
-            samples_per_s: json["samples_per_s"].as_f64(),
-            io_mib_per_s: json["io_mib_per_s"].as_f64(),
+            au_percent: figure("train_au_mean_percentage", "au_percent"),
+            samples_per_s: figure("train_throughput_mean_samples_per_second", "samples_per_s"),
+            io_mib_per_s: figure("train_io_mean_MB_per_second", "io_mib_per_s"),
             wire_mib_per_s: json["measured_mib_per_s"].as_f64(),
             cpu_s_per_gib: json["cpu_s_per_gib"].as_f64(),
             latency_p50_ms: json["request_latency_ms"]["total"]["p50"].as_f64(),
             latency_p99_ms: json["request_latency_ms"]["total"]["p99"].as_f64(),
         }]);
+    }
+    if json["metric"]["train_au_mean_percentage"].is_number() {
+        return Ok(vec![dlio(&json, &file, letter)?]);
     }
     Err(CompareError {
         path: file,

@@ -13,6 +13,8 @@ pub const READ: &[&str] = &[
     "dataset.num_subfolders_train",
     "dataset.record_length",
     "dataset.record_length_bytes",
+    "dataset.record_length_bytes_stdev",
+    "dataset.record_length_stdev",
     "dataset.parquet.columns",
     "dataset.parquet.row_group_size",
     "reader.batch_size",

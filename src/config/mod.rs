@@ -44,6 +44,30 @@ pub const BUILTIN_WORKLOADS: &[(&str, &str)] = &[
         "llama3_tiny",
         include_str!("../../configs/llama3_tiny.yaml"),
     ),
+    (
+        "unet3d_b200",
+        include_str!("../../configs/unet3d_b200.yaml"),
+    ),
+    (
+        "unet3d_h100",
+        include_str!("../../configs/unet3d_h100.yaml"),
+    ),
+    (
+        "retinanet_b200",
+        include_str!("../../configs/retinanet_b200.yaml"),
+    ),
+    (
+        "retinanet_mi355",
+        include_str!("../../configs/retinanet_mi355.yaml"),
+    ),
+    (
+        "resnet50_h100",
+        include_str!("../../configs/resnet50_h100.yaml"),
+    ),
+    (
+        "cosmoflow_h100",
+        include_str!("../../configs/cosmoflow_h100.yaml"),
+    ),
 ];
 
 /// The workload every command uses when none is named: small enough to generate in a second.
@@ -59,6 +83,8 @@ pub const DLIO_KEYS: &[&str] = &[
     "storage.post_generation_settle_seconds",
     "model.type",
     "model.model_size_bytes",
+    // The unet3d templates' `model.model_size` (DLIO does not read it either).
+    "model.model_size",
     "model.optimization_groups",
     "model.num_layers",
     "model.layer_parameters",
@@ -73,9 +99,7 @@ pub const DLIO_KEYS: &[&str] = &[
     "model.transformer.ffn_hidden_size",
     "model.transformer.num_attention_heads",
     "model.transformer.num_kv_heads",
-    "dataset.record_length_bytes_stdev",
     "dataset.record_length_bytes_resize",
-    "dataset.record_length_stdev",
     "dataset.record_length_resize",
     "dataset.num_files_eval",
     "dataset.generation_buffer_size",
@@ -820,10 +844,22 @@ mod tests {
         // Training workloads read Parquet; the checkpoint ones (llama3_*) only checkpoint.
         for (name, _) in BUILTIN_WORKLOADS {
             let cfg = RawConfig::load(name).unwrap();
+            let whole_object = [
+                ("unet3d_", "npz"),
+                ("retinanet_", "jpeg"),
+                ("resnet50_", "tfrecord"),
+                ("cosmoflow_", "tfrecord"),
+            ];
             if name.starts_with("flux_") {
                 assert_eq!(
                     cfg.text("dataset.format").unwrap().as_deref(),
                     Some("parquet")
+                );
+            } else if let Some((_, fmt)) = whole_object.iter().find(|(p, _)| name.starts_with(p)) {
+                assert_eq!(
+                    cfg.text("dataset.format").unwrap().as_deref(),
+                    Some(*fmt),
+                    "{name}"
                 );
             } else {
                 assert!(name.starts_with("llama3_"), "{name}");

@@ -12,12 +12,22 @@ const GETS_SHOWN: usize = 3;
 /// How many ranks are listed without `--full`.
 const RANKS_SHOWN: usize = 16;
 
-fn file_name(plan: &Plan, file: usize) -> &str {
-    let key = &plan.catalog.files[file].key;
-    key.rsplit('/').next().unwrap_or(key)
+fn file_name(plan: &Plan, file: usize) -> String {
+    let key = plan.catalog.key(file);
+    key.rsplit('/').next().unwrap_or(&key).to_string()
 }
 
 fn get_line(plan: &Plan, get: &RowGroupGet) -> String {
+    if plan.catalog.objects.is_some() {
+        return format!(
+            "{}  whole    {}  ({}, {} sample{})",
+            file_name(plan, get.file),
+            plan.ranged(get).range_header(),
+            bytes(get.len_bytes),
+            get.rows,
+            if get.rows == 1 { "" } else { "s" }
+        );
+    }
     let groups = if get.row_groups == 1 {
         format!("rg {}", get.first_row_group)
     } else {
@@ -68,6 +78,9 @@ pub fn render(plan: &Plan, full: bool) -> String {
         s.dataset.train_prefix
     );
     let _ = writeln!(w, "  layout      {}", plan.catalog.source);
+    if let Some(objects) = &s.objects {
+        render_objects(w, plan, objects);
+    }
     if let Some(first) = plan.catalog.files.first() {
         let groups = &first.row_groups;
         let same = plan
@@ -92,26 +105,56 @@ pub fn render(plan: &Plan, full: bool) -> String {
         None => "all read".to_string(),
         Some(cols) => format!("reading {}", cols.join(", ")),
     };
-    let _ = writeln!(
-        w,
-        "  sample      {} B; {} columns ({read})",
-        count(s.record_bytes),
-        s.dataset.columns.len()
-    );
-
-    let _ = writeln!(w, "\nRun");
-    let _ = writeln!(
-        w,
-        "  shape       NP {} × RT {}, prefetch {}, coalesce_rgs {}, batch {}, sharding {}",
-        o.np, s.read_threads, s.prefetch, s.coalesce_rgs, s.batch_size, o.sharding
-    );
-    if o.loader == crate::plan::Loader::Dlio {
-        let overshoot: usize = plan.ranks.iter().map(|r| r.overshoot_gets).sum();
+    if s.objects.is_none() {
         let _ = writeln!(
             w,
-            "  loader      dlio: every rank walks the whole file list; {} GETs held per reader \
+            "  sample      {} B; {} columns ({read})",
+            count(s.record_bytes),
+            s.dataset.columns.len()
+        );
+    }
+
+    let _ = writeln!(w, "\nRun");
+    if s.objects.is_some() {
+        let _ = writeln!(
+            w,
+            "  shape       NP {} × RT {}, prefetch {}, batch {}, sharding {}{}",
+            o.np,
+            s.read_threads,
+            s.prefetch,
+            s.batch_size,
+            o.sharding,
+            match o.sharding {
+                crate::plan::Sharding::Rank => " (disjoint contiguous shares)",
+                crate::plan::Sharding::Dlio => {
+                    " (the v3.0 fork's: file i to rank i mod NP, ⌊N ÷ NP⌋ each; every epoch \
+                     repeats epoch 0's lists)"
+                }
+            }
+        );
+        render_deal(w, plan);
+    } else {
+        let _ = writeln!(
+            w,
+            "  shape       NP {} × RT {}, prefetch {}, coalesce_rgs {}, batch {}, sharding {}",
+            o.np, s.read_threads, s.prefetch, s.coalesce_rgs, s.batch_size, o.sharding
+        );
+    }
+    if o.loader == crate::plan::Loader::Dlio {
+        let overshoot: usize = plan.ranks.iter().map(|r| r.overshoot_gets).sum();
+        let (shares, footers) = if s.objects.is_some() {
+            ("the v3.0 fork's shares (file i to rank i mod NP)", "")
+        } else {
+            (
+                "every rank walks the whole file list",
+                "; every rank reads every footer (HEAD + 4 MiB)",
+            )
+        };
+        let _ = writeln!(
+            w,
+            "  loader      dlio: {shares}; {} GETs held per reader \
              (prefetch {} + prefetch_factor {}{}); {overshoot} GETs per epoch past the last \
-             steps, landing after the clock stops; every rank reads every footer (HEAD + 4 MiB)",
+             steps, landing after the clock stops{footers}",
             plan.window_per_reader,
             s.prefetch,
             plan.prefetch_factor.unwrap_or(0),
@@ -156,13 +199,20 @@ pub fn render(plan: &Plan, full: bool) -> String {
         bytes(plan.largest_get_bytes)
     );
     let per_step = plan.bytes_per_epoch as f64 / (plan.steps_per_rank * u64::from(o.np)) as f64;
+    let footers = if s.objects.is_some() {
+        "no footers: whole objects".to_string()
+    } else {
+        format!(
+            "footers {} fetched once",
+            bytes(plan.catalog.footer_fetch_bytes())
+        )
+    };
     let _ = writeln!(
         w,
-        "  bytes       {} ({} per rank, {} per step); footers {} fetched once",
+        "  bytes       {} ({} per rank, {} per step); {footers}",
         bytes(plan.bytes_per_epoch),
         bytes(plan.bytes_per_epoch / u64::from(o.np)),
         bytes(per_step as u64),
-        bytes(plan.catalog.footer_fetch_bytes())
     );
 
     let m = &plan.memory;
@@ -288,4 +338,149 @@ pub fn render(plan: &Plan, full: bool) -> String {
         let _ = writeln!(w, "\n{line}");
     }
     out
+}
+
+/// The whole-object dataset's lines: format, names, sizes, the catalog's bytes.
+fn render_objects(w: &mut String, plan: &Plan, objects: &crate::dataset::ObjectDataset) {
+    let Some(catalog) = &plan.catalog.objects else {
+        return;
+    };
+    let how = match objects.format {
+        crate::dataset::Format::Npz => "numpy savez, one GET of the whole object per sample",
+        crate::dataset::Format::Jpeg => {
+            "raw bytes named .jpeg, one GET of the whole object per sample"
+        }
+        crate::dataset::Format::Tfrecord => {
+            "TFRecord, one GET of the whole file, its records the file's samples"
+        }
+    };
+    let _ = writeln!(w, "  format      {} ({how})", objects.format);
+    let (min, mean, max) = catalog.size_range();
+    let _ = writeln!(
+        w,
+        "  objects     {} planned of {} listed; first {}; size mean {}, min {}, max {}",
+        count(catalog.len() as u64),
+        count(catalog.listed as u64),
+        file_name(plan, 0),
+        bytes(mean as u64),
+        bytes(min),
+        bytes(max)
+    );
+    let per_object = match catalog.keys() {
+        crate::catalog::objects::ObjectKeys::Dlio { .. } => {
+            "8 bytes per object: DLIO's names kept as indices".to_string()
+        }
+        crate::catalog::objects::ObjectKeys::Arena { text, .. } => {
+            format!(
+                "16 bytes per object and {} of keys",
+                bytes(text.len() as u64)
+            )
+        }
+    };
+    let _ = writeln!(
+        w,
+        "  catalog     {} in memory ({per_object})",
+        bytes(catalog.heap_bytes() as u64),
+    );
+    let stdev = if objects.record_length_stdev > 0.0 {
+        format!(" ± {}", count(objects.record_length_stdev.round() as u64))
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        w,
+        "  sample      {} B{stdev} configured (record_length_bytes: drives the nominal MiB/s); \
+         sizes drawn as DLIO does, side N(⌊√L⌋ = {}, σ {:.1})",
+        count(plan.settings.record_bytes),
+        objects.mean_dim(),
+        objects.dim_sigma()
+    );
+}
+
+/// The whole-object batch schedule: samples and GETs per step, and what a reader holds.
+fn render_deal(w: &mut String, plan: &Plan) {
+    let s = &plan.settings;
+    let rt = u64::from(s.read_threads.max(1));
+    let gets_per_step =
+        plan.get_count as f64 / (plan.steps_per_rank * u64::from(plan.options.np)) as f64;
+    let held = plan
+        .ranks
+        .iter()
+        .map(|r| r.max_gets_held_per_reader)
+        .max()
+        .unwrap_or(0);
+    let _ = writeln!(
+        w,
+        "  batches     dealt over the readers: at most {} of each reader per step (⌈{} ÷ {}⌉ samples), \
+         {gets_per_step:.2} GETs per step per rank; a reader holds at most {held} GET{} of a \
+         step, prefetch {} (default: one batch ahead)",
+        s.batch_size.div_ceil(rt),
+        s.batch_size,
+        rt,
+        if held == 1 { "" } else { "s" },
+        s.prefetch
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::budget::MemoryLimits;
+    use crate::config::RawConfig;
+    use crate::plan::{Loader, PlanOptions, Sharding};
+    use crate::settings::Settings;
+
+    fn rendered(name: &str, overrides: &[&str], np: u32) -> String {
+        let mut cfg = RawConfig::load(name).unwrap();
+        for o in overrides {
+            cfg.apply_override(o).unwrap();
+        }
+        let settings = Settings::resolve(&cfg).unwrap();
+        let objects = settings.objects.as_ref().unwrap();
+        let catalog = crate::catalog::computed_objects(objects, settings.num_files);
+        let options = PlanOptions {
+            np,
+            sharding: Sharding::Rank,
+            memory_cap_bytes: None,
+            server_bytes: 0,
+            loader: Loader::Ringload,
+            prefetch_factor: None,
+            tls: false,
+        };
+        let plan =
+            Plan::resolve(&settings, &catalog, &options, &MemoryLimits::unlimited()).unwrap();
+        render(&plan, false)
+    }
+
+    #[test]
+    fn a_whole_object_plan_names_format_sizes_steps_gets_and_budget() {
+        let out = rendered("unet3d_b200", &["dataset.num_files_train=56"], 2);
+        for expected in [
+            "format      npz (numpy savez, one GET of the whole object per sample)",
+            "objects     56 planned of 56 listed; first img_00_of_56.npz; size mean ",
+            "catalog     ",
+            "(8 bytes per object: DLIO's names kept as indices)",
+            "batch 7, sharding rank",
+            "dealt over the readers: at most 2 of each reader per step (⌈7 ÷ 4⌉ samples), 7.00 GETs per \
+             step per rank; a reader holds at most 2 GETs of a step, prefetch 4",
+            "steps       4 per rank per epoch: floor(1 × 56 / 7 / 2) = 4",
+            "GETs        56 (28 per rank), largest ",
+            "no footers: whole objects",
+            "buffers     2 ranks × 4 readers × 4 × ",
+            "img_00_of_56.npz  whole    bytes=0-",
+        ] {
+            assert!(out.contains(expected), "missing {expected:?} in\n{out}");
+        }
+        assert!(!out.contains("row groups, first at byte"), "{out}");
+        let out = rendered("retinanet_b200", &["dataset.num_files_train=24000"], 8);
+        for expected in [
+            "format      jpeg (raw bytes named .jpeg",
+            "size mean 315.06 KiB, min 315.06 KiB, max 315.06 KiB",
+            "at most 3 of each reader per step (⌈24 ÷ 8⌉ samples), 24.00 GETs per step per rank",
+            "steps       125 per rank per epoch",
+            "buffers     8 ranks × 8 readers × 6 × ",
+        ] {
+            assert!(out.contains(expected), "missing {expected:?} in\n{out}");
+        }
+    }
 }

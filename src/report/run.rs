@@ -8,6 +8,7 @@ use crate::metrics::{Distribution, RequestStats};
 use crate::plan::Plan;
 use crate::rank::RankRecord;
 use crate::summary::RunSummary;
+use crate::summary::dlio::{DlioTrainMetric, Expectation};
 use crate::units::{bytes, count, counted, seconds};
 
 /// The header of the study's results table (reference/flux-study.md).
@@ -54,6 +55,31 @@ pub fn table_row(s: &RunSummary) -> String {
         s.wall_s,
         s.steps_per_rank,
         notes.join("; ")
+    )
+}
+
+/// DLIO's figures as its summary.json `metric` has them: mean (population stdev) over epochs.
+pub fn dlio_metric_line(m: &DlioTrainMetric) -> String {
+    format!(
+        "DLIO metric over {} epoch{}: train_au_mean_percentage {:.2} ({:.2}, {}), \
+         train_throughput_mean_samples_per_second {:.2} ({:.2}), train_io_mean_MB_per_second \
+         {:.1} ({:.1}; MiB/s of the configured record size)",
+        m.train_au_percentage.len(),
+        if m.train_au_percentage.len() == 1 {
+            ""
+        } else {
+            "s"
+        },
+        m.train_au_mean_percentage,
+        m.train_au_stdev_percentage,
+        match m.train_au_meet_expectation {
+            Expectation::Success => "success",
+            Expectation::Fail => "fail",
+        },
+        m.train_throughput_mean_samples_per_second,
+        m.train_throughput_stdev_samples_per_second,
+        m.train_io_mean_MB_per_second,
+        m.train_io_stdev_MB_per_second
     )
 }
 
@@ -114,6 +140,9 @@ pub fn render(s: &RunSummary) -> String {
         s.au_target_percent,
         if s.au_target_met { "met" } else { "missed" }
     );
+    if let Some(m) = &s.metric {
+        let _ = writeln!(w, "{}", dlio_metric_line(m));
+    }
     if let Some(wait) = s.implied_io_wait_per_step_ms {
         let projected: Vec<String> = s
             .projected_au_percent
@@ -306,4 +335,22 @@ pub fn rss_over_budget(budget_bytes: u64, over_bytes: u64) -> String {
         bytes(budget_bytes),
         bytes(over_bytes)
     )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dlio_metric_line_gives_dlio_names_means_stdevs_and_the_verdict() {
+        let m = DlioTrainMetric::of_epochs(vec![80.0, 90.0], vec![100.0, 140.0], 2_164_832, 90.0)
+            .unwrap();
+        assert_eq!(
+            dlio_metric_line(&m),
+            "DLIO metric over 2 epochs: train_au_mean_percentage 85.00 (5.00, fail), \
+             train_throughput_mean_samples_per_second 120.00 (20.00), \
+             train_io_mean_MB_per_second 247.7 (41.3; MiB/s of the configured record size)"
+        );
+    }
 }

@@ -9,6 +9,7 @@
 use serde::Serialize;
 
 use crate::config::{ConfigError, Origin, RawConfig, Value, WorkloadSource};
+use crate::dataset::{self, Format, ObjectDataset};
 use crate::exit::{self, ExitClass};
 use crate::s3::target::StorageSettings;
 use crate::schema::{ColumnSpec, DatasetSpec, Dtype};
@@ -89,6 +90,30 @@ pub struct Settings {
     pub au_target_percent: f64,
     pub storage: StorageSettings,
     pub ignored_keys: Vec<IgnoredKey>,
+    /// A whole-object dataset (`dataset.format` npz, jpeg or tfrecord): DLIO's names and size
+    /// distribution. `None` for Parquet. With it, `dataset.columns` is empty, `record_bytes` is
+    /// the configured `record_length_bytes` rounded (it drives only the nominal MiB/s, as in
+    /// DLIO's `train_io_mean_MB_per_second`), and `prefetch` defaults to one batch ahead
+    /// ([`whole_object_prefetch`]).
+    pub objects: Option<ObjectDataset>,
+}
+
+/// ringload's default `prefetch` (GETs in flight per reader) for a whole-object workload: one
+/// batch ahead. The plan deals each batch's samples round-robin over the rank's readers, so a
+/// step takes ⌈B ÷ RT⌉ samples of each reader, in g = ⌈⌈B ÷ RT⌉ ÷ spf⌉ GETs (whole objects of
+/// spf samples); a reader holds a step's GETs until the step's compute and barrier are over, so
+/// to have the next batch in flight meanwhile it needs 2g, and never fewer than DLIO's
+/// `prefetch_size`. unet3d (B 7, RT 4): 4; retinanet_b200 (B 24, RT 8): 6; resnet50 (B 400, RT 8,
+/// spf 1251): 2.
+pub fn whole_object_prefetch(
+    batch_size: u64,
+    read_threads: u64,
+    samples_per_file: u64,
+    prefetch_size: u64,
+) -> u64 {
+    let per_reader = batch_size.div_ceil(read_threads.max(1));
+    let gets = per_reader.div_ceil(samples_per_file.max(1));
+    (2 * gets).max(prefetch_size)
 }
 
 /// The error for `key`'s value (or its absence), with `reason` naming the fix.
@@ -111,13 +136,24 @@ impl Settings {
     /// Reads and validates every value ringload uses from `cfg`.
     pub fn resolve(cfg: &RawConfig) -> Result<Settings, SettingsError> {
         let format = cfg.text("dataset.format")?;
-        if format.as_deref() != Some("parquet") {
-            return Err(invalid(
-                cfg,
-                "dataset.format",
-                "ringload reads Parquet row groups; set dataset.format=parquet",
-            ));
-        }
+        let object_format = match format.as_deref() {
+            Some("parquet") => None,
+            None => {
+                return Err(invalid(
+                    cfg,
+                    "dataset.format",
+                    "ringload reads Parquet row groups; set dataset.format=parquet",
+                ));
+            }
+            Some(name) => Some(Format::parse(name).ok_or_else(|| {
+                invalid(
+                    cfg,
+                    "dataset.format",
+                    "ringload reads Parquet row groups (parquet) or whole objects (npz, jpeg, \
+                     tfrecord); set dataset.format to one of them",
+                )
+            })?),
+        };
         if cfg.count("dataset.num_subfolders_train", 0)?.unwrap_or(0) > 0 {
             return Err(invalid(
                 cfg,
@@ -169,7 +205,12 @@ impl Settings {
             .unwrap_or(DLIO_DEFAULT_PREFETCH_SIZE);
         let prefetch = cfg
             .count("storage.storage_options.prefetch_workers", 1)?
-            .unwrap_or(prefetch_size);
+            .unwrap_or(match object_format {
+                None => prefetch_size,
+                Some(_) => {
+                    whole_object_prefetch(batch_size, read_threads, samples_per_file, prefetch_size)
+                }
+            });
         let coalesce_rgs = cfg
             .count("storage.storage_options.coalesce_rgs", 1)?
             .unwrap_or(DEFAULT_COALESCE_RGS);
@@ -208,6 +249,68 @@ impl Settings {
             .integer("train.seed", i64::MIN)?
             .unwrap_or(DLIO_DEFAULT_SEED);
 
+        let small = |key: &str, v: u64, max: u64| -> Result<u32, SettingsError> {
+            if v > max {
+                Err(invalid(cfg, key, format!("must be at most {max}")))
+            } else {
+                Ok(v as u32)
+            }
+        };
+        let finish = |dataset: DatasetSpec,
+                      record_bytes: u64,
+                      columns_read: Option<Vec<String>>,
+                      objects: Option<ObjectDataset>|
+         -> Result<Settings, SettingsError> {
+            let storage = storage_settings(cfg)?;
+            Ok(Settings {
+                workload: cfg.source.clone(),
+                model: cfg
+                    .text("model.name")?
+                    .unwrap_or_else(|| cfg.source.name.clone()),
+                dataset,
+                compression: cfg
+                    .text("dataset.compression")?
+                    .unwrap_or_else(|| "none".to_string()),
+                num_files: small("dataset.num_files_train", num_files, 10_000_000)? as usize,
+                samples_per_file,
+                record_bytes,
+                columns_read,
+                batch_size,
+                read_threads: small("reader.read_threads", read_threads, 1024)?,
+                prefetch: small("storage.storage_options.prefetch_workers", prefetch, 1024)?,
+                prefetch_size: small("reader.prefetch_size", prefetch_size, 1024)?,
+                coalesce_rgs: small(
+                    "storage.storage_options.coalesce_rgs",
+                    coalesce_rgs,
+                    1 << 20,
+                )?,
+                epochs: small("train.epochs", epochs, 1 << 20)?,
+                computation_time_s,
+                workload_computation_time_s,
+                total_training_steps,
+                au_target_percent: au * 100.0,
+                storage,
+                ignored_keys: cfg
+                    .ignored_keys()
+                    .into_iter()
+                    .map(|(key, hint)| IgnoredKey { key, hint })
+                    .collect(),
+                objects,
+            })
+        };
+
+        if let Some(format) = object_format {
+            let objects = object_dataset(cfg, format, &train_prefix, num_files, samples_per_file)?;
+            let record_bytes = objects.record_length.round() as u64;
+            let dataset = DatasetSpec {
+                train_prefix,
+                columns: Vec::new(),
+                rows_per_file: samples_per_file,
+                row_group_rows: samples_per_file,
+                seed: seed as u64,
+            };
+            return finish(dataset, record_bytes, None, Some(objects));
+        }
         let record_length = match (
             cfg.count("dataset.record_length_bytes", 1)?,
             cfg.count("dataset.record_length", 1)?,
@@ -272,54 +375,14 @@ impl Settings {
             .count("dataset.parquet.row_group_size", 1)?
             .unwrap_or(batch_size);
 
-        let small = |key: &str, v: u64, max: u64| -> Result<u32, SettingsError> {
-            if v > max {
-                Err(invalid(cfg, key, format!("must be at most {max}")))
-            } else {
-                Ok(v as u32)
-            }
+        let dataset = DatasetSpec {
+            train_prefix,
+            columns,
+            rows_per_file: samples_per_file,
+            row_group_rows,
+            seed: seed as u64,
         };
-        let storage = storage_settings(cfg)?;
-        Ok(Settings {
-            workload: cfg.source.clone(),
-            model: cfg
-                .text("model.name")?
-                .unwrap_or_else(|| cfg.source.name.clone()),
-            dataset: DatasetSpec {
-                train_prefix,
-                columns,
-                rows_per_file: samples_per_file,
-                row_group_rows,
-                seed: seed as u64,
-            },
-            compression: cfg
-                .text("dataset.compression")?
-                .unwrap_or_else(|| "none".to_string()),
-            num_files: small("dataset.num_files_train", num_files, 10_000_000)? as usize,
-            samples_per_file,
-            record_bytes,
-            columns_read,
-            batch_size,
-            read_threads: small("reader.read_threads", read_threads, 1024)?,
-            prefetch: small("storage.storage_options.prefetch_workers", prefetch, 1024)?,
-            prefetch_size: small("reader.prefetch_size", prefetch_size, 1024)?,
-            coalesce_rgs: small(
-                "storage.storage_options.coalesce_rgs",
-                coalesce_rgs,
-                1 << 20,
-            )?,
-            epochs: small("train.epochs", epochs, 1 << 20)?,
-            computation_time_s,
-            workload_computation_time_s,
-            total_training_steps,
-            au_target_percent: au * 100.0,
-            storage,
-            ignored_keys: cfg
-                .ignored_keys()
-                .into_iter()
-                .map(|(key, hint)| IgnoredKey { key, hint })
-                .collect(),
-        })
+        finish(dataset, record_bytes, columns_read, None)
     }
 
     /// Checks that `generate` can write this dataset: ringload writes uncompressed Parquet.
@@ -331,6 +394,69 @@ impl Settings {
             ))),
         }
     }
+}
+
+/// The whole-object dataset of a workload whose `dataset.format` is `format`: DLIO's
+/// `record_length_bytes` (or `record_length`; fractional, as resnet50's 114,660.07) and its
+/// `_stdev`, with DLIO's generation seed. `record_length_bytes_resize` (the tensor the
+/// framework resizes to after reading) and the reader's shuffle keys do not change what is
+/// read from the store: they are accepted and named among the ignored keys.
+fn object_dataset(
+    cfg: &RawConfig,
+    format: Format,
+    train_prefix: &str,
+    num_files: u64,
+    samples_per_file: u64,
+) -> Result<ObjectDataset, SettingsError> {
+    let positive = |key: &str| cfg.number(key, 0.0, f64::INFINITY);
+    let either = |bytes_key: &str, key: &str| -> Result<Option<f64>, SettingsError> {
+        match (positive(bytes_key)?, positive(key)?) {
+            (Some(a), Some(b)) if a != b => Err(invalid(
+                cfg,
+                key,
+                format!("disagrees with {bytes_key} = {a}; keep one"),
+            )),
+            (a, b) => Ok(a.or(b)),
+        }
+    };
+    let record_length = either("dataset.record_length_bytes", "dataset.record_length")?
+        .unwrap_or(DLIO_DEFAULT_RECORD_LENGTH as f64);
+    if record_length < 1.0 {
+        let key = if cfg.get("dataset.record_length").is_some() {
+            "dataset.record_length"
+        } else {
+            "dataset.record_length_bytes"
+        };
+        return Err(invalid(
+            cfg,
+            key,
+            "a sample needs at least 1 byte; set the sample's size in bytes",
+        ));
+    }
+    let record_length_stdev = either(
+        "dataset.record_length_bytes_stdev",
+        "dataset.record_length_stdev",
+    )?
+    .unwrap_or(0.0);
+    if cfg.list("dataset.parquet.columns")?.is_some() {
+        return Err(invalid(
+            cfg,
+            "dataset.parquet.columns",
+            format!(
+                "describes Parquet columns, and dataset.format is {format}; remove the column list"
+            ),
+        ));
+    }
+    Ok(ObjectDataset {
+        format,
+        train_prefix: train_prefix.to_string(),
+        num_files,
+        samples_per_file,
+        record_length,
+        record_length_stdev,
+        seed: dataset::DLIO_GENERATION_SEED,
+        randomize: true,
+    })
 }
 
 /// The workload's storage keys (`storage.storage_type`, `storage_root` and the options the
@@ -447,10 +573,17 @@ mod tests {
         Settings::resolve(&minimal).unwrap();
         let flux = RawConfig::load("flux_b200").unwrap();
         Settings::resolve(&flux).unwrap();
+        // And the whole-object branch: a minimal npz workload and unet3d (stdev set).
+        let npz = RawConfig::parse("n", "n.yaml", "dataset:\n  format: npz\n").unwrap();
+        Settings::resolve(&npz).unwrap();
+        let unet3d = RawConfig::load("unet3d_b200").unwrap();
+        Settings::resolve(&unet3d).unwrap();
         let read: std::collections::BTreeSet<String> = minimal
             .keys_read()
             .into_iter()
             .chain(flux.keys_read())
+            .chain(npz.keys_read())
+            .chain(unet3d.keys_read())
             .collect();
         let listed: std::collections::BTreeSet<String> = crate::config::keys::READ
             .iter()
@@ -477,8 +610,9 @@ mod tests {
     fn settings_validate_what_ringload_uses() {
         let table: &[(&str, &str)] = &[
             (
-                "dataset.format=npz",
-                "dataset.format = 'npz' (override 'dataset.format=npz'): ringload reads Parquet",
+                "dataset.format=hdf5",
+                "dataset.format = 'hdf5' (override 'dataset.format=hdf5'): ringload reads Parquet \
+                 row groups (parquet) or whole objects (npz, jpeg, tfrecord)",
             ),
             (
                 "reader.read_threads=0",
@@ -571,5 +705,132 @@ mod tests {
             "dataset.record_length=24",
         ]);
         assert_eq!(s.columns_read, Some(vec!["a".to_string()]));
+    }
+
+    fn workload(name: &str, overrides: &[&str]) -> Result<Settings, SettingsError> {
+        let mut cfg = RawConfig::load(name).unwrap();
+        for o in overrides {
+            cfg.apply_override(o).unwrap();
+        }
+        Settings::resolve(&cfg)
+    }
+
+    #[test]
+    fn whole_object_workloads_resolve_with_the_references_values() {
+        let s = workload("unet3d_b200", &[]).unwrap();
+        let o = s.objects.as_ref().unwrap();
+        assert_eq!(o.format, Format::Npz);
+        assert_eq!(o.train_prefix, "data/unet3d/train/");
+        assert_eq!((o.num_files, o.samples_per_file), (7200, 1));
+        assert_eq!(
+            (o.record_length, o.record_length_stdev),
+            (146_600_628.0, 68_341_808.0)
+        );
+        assert_eq!(o.seed, dataset::DLIO_GENERATION_SEED);
+        assert_eq!(s.record_bytes, 146_600_628);
+        assert!(s.dataset.columns.is_empty());
+        assert_eq!((s.batch_size, s.read_threads, s.epochs), (7, 4, 5));
+        assert_eq!((s.computation_time_s, s.au_target_percent), (0.162, 90.0));
+        // One batch ahead: 2 × ⌈7 ÷ 4⌉.
+        assert_eq!((s.prefetch, s.prefetch_size), (4, 2));
+        let ignored: Vec<&str> = s.ignored_keys.iter().map(|k| k.key.as_str()).collect();
+        for key in [
+            "dataset.record_length_bytes_resize",
+            "reader.file_shuffle",
+            "reader.sample_shuffle",
+            "model.model_size",
+        ] {
+            assert!(ignored.contains(&key), "{key} not named: {ignored:?}");
+        }
+
+        let s = workload("unet3d_h100", &[]).unwrap();
+        assert_eq!(s.num_files, 168);
+        assert_eq!(s.computation_time_s, 0.323);
+
+        let s = workload("retinanet_b200", &[]).unwrap();
+        let o = s.objects.as_ref().unwrap();
+        assert_eq!((o.format, o.num_files), (Format::Jpeg, 1_170_301));
+        assert_eq!((o.record_length, o.record_length_stdev), (322_957.0, 0.0));
+        assert_eq!((s.batch_size, s.read_threads, s.prefetch), (24, 8, 6));
+        assert_eq!((s.computation_time_s, s.au_target_percent), (0.04755, 85.0));
+        assert_eq!(s.epochs, 8);
+
+        // The Decisions: batch 32 / 0.0634 s.
+        let s = workload("retinanet_mi355", &[]).unwrap();
+        assert_eq!(
+            (s.batch_size, s.computation_time_s, s.prefetch),
+            (32, 0.0634, 8)
+        );
+
+        let s = workload("resnet50_h100", &[]).unwrap();
+        let o = s.objects.as_ref().unwrap();
+        assert_eq!(
+            (o.format, o.num_files, o.samples_per_file),
+            (Format::Tfrecord, 1024, 1251)
+        );
+        assert_eq!(o.record_length, 114_660.07);
+        assert_eq!(s.record_bytes, 114_660);
+        assert_eq!((s.batch_size, s.read_threads, s.prefetch), (400, 8, 2));
+        let ignored: Vec<&str> = s.ignored_keys.iter().map(|k| k.key.as_str()).collect();
+        assert!(
+            ignored.contains(&"reader.computation_threads"),
+            "{ignored:?}"
+        );
+
+        let s = workload("cosmoflow_h100", &[]).unwrap();
+        let o = s.objects.as_ref().unwrap();
+        assert_eq!((o.num_files, o.record_length_stdev), (524_288, 71_311.0));
+        assert_eq!((s.batch_size, s.read_threads, s.prefetch), (1, 4, 2));
+        assert_eq!(s.au_target_percent, 70.0);
+        let ignored: Vec<&str> = s.ignored_keys.iter().map(|k| k.key.as_str()).collect();
+        assert!(ignored.contains(&"reader.shuffle_size"), "{ignored:?}");
+
+        // An explicit prefetch_workers wins over the default.
+        let s = workload(
+            "retinanet_b200",
+            &["storage.storage_options.prefetch_workers=3"],
+        );
+        assert_eq!(s.unwrap().prefetch, 3);
+        // The Parquet workloads have none.
+        assert_eq!(flux_settings(&[]).objects, None);
+    }
+
+    #[test]
+    fn whole_object_settings_name_bad_values() {
+        let table: &[(&str, &str)] = &[
+            (
+                "dataset.record_length=5",
+                "dataset.record_length = 5 (override 'dataset.record_length=5'): disagrees \
+                 with dataset.record_length_bytes = 146600628; keep one",
+            ),
+            ("dataset.record_length_bytes=-1", "must be a number ≥ 0"),
+            (
+                "dataset.record_length_bytes=0.5",
+                "a sample needs at least 1 byte",
+            ),
+            (
+                "dataset.parquet.columns=[a]",
+                "describes Parquet columns, and dataset.format is npz",
+            ),
+            (
+                "dataset.num_subfolders_train=2",
+                "reads files directly under <data_folder>/train/",
+            ),
+        ];
+        for (o, expected) in table {
+            let err = workload("unet3d_b200", &[o]).unwrap_err().to_string();
+            assert!(err.contains(expected), "{o}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_default_prefetch_is_one_batch_ahead() {
+        // (B, RT, spf, prefetch_size) → GETs per reader.
+        assert_eq!(whole_object_prefetch(7, 4, 1, 2), 4);
+        assert_eq!(whole_object_prefetch(24, 8, 1, 2), 6);
+        assert_eq!(whole_object_prefetch(32, 8, 1, 2), 8);
+        assert_eq!(whole_object_prefetch(400, 8, 1251, 2), 2);
+        assert_eq!(whole_object_prefetch(1, 4, 1, 2), 2);
+        assert_eq!(whole_object_prefetch(1, 4, 1, 9), 9);
     }
 }

@@ -12,7 +12,7 @@
 use serde::Serialize;
 
 use super::TargetSummary;
-use crate::metrics::{Distribution, cpu_s_per_gib};
+use crate::metrics::{Distribution, cpu_s_per_gib, mean_stdev};
 use crate::rank::objects::{ObjectStats, Phase, PhaseRecord};
 
 const GIB: f64 = (1u64 << 30) as f64;
@@ -58,17 +58,6 @@ pub struct CheckpointRow {
     pub all_ranks_s: f64,
     /// `checkpoint_size_GB` ÷ `all_ranks_s`.
     pub all_ranks_gib_per_second: f64,
-}
-
-/// The mean and population standard deviation of `values` (numpy's `mean`, `std`).
-pub fn mean_stdev(values: &[f64]) -> Option<(f64, f64)> {
-    if values.is_empty() {
-        return None;
-    }
-    let n = values.len() as f64;
-    let mean = values.iter().sum::<f64>() / n;
-    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
-    Some((mean, var.sqrt()))
 }
 
 /// Rows of one phase from every rank's record (`records[r]` is rank r's, global order); `steps`

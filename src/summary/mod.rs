@@ -4,6 +4,7 @@
 //! people, `--output` and `--json` write it as is.
 
 pub mod checkpoint;
+pub mod dlio;
 
 use std::collections::BTreeMap;
 
@@ -252,6 +253,11 @@ pub struct RunSummary {
     pub samples_per_s_per_rank: Vec<Option<f64>>,
     /// DLIO's nominal "MB/s": samples/s × record_length, in MiB/s.
     pub io_mib_per_s: Option<f64>,
+    /// DLIO's own `metric` object, its names and per-epoch lists (`dlio::DlioTrainMetric`):
+    /// the same AU, samples/s and nominal MiB/s as above, averaged per epoch first. Absent when
+    /// AU is not defined or the ranks ran different numbers of epochs (a failed run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metric: Option<dlio::DlioTrainMetric>,
     /// Row-group bytes received by the ranks' last steps (`bytes_read_by_last_step`) over
     /// `wall_s`: the GETs past the last step that a rank takes in after its own last step (the
     /// dlio loader's overshoot) are not in it, those it took in before are.
@@ -401,6 +407,8 @@ impl RunSummary {
     pub fn build(plan: &Plan, measured: &RunMeasurements, context: RunContext) -> RunSummary {
         let settings = &plan.settings;
         let mut per_rank = Vec::with_capacity(measured.records.len());
+        // Each rank's epochs, for DLIO's metric; `None` once a rank has an epoch without figures.
+        let mut rank_epochs: Option<Vec<Vec<metrics::EpochMetrics>>> = Some(Vec::new());
         for (rank, (record, stats)) in measured.records.iter().zip(&measured.stats).enumerate() {
             let epochs: Vec<metrics::EpochMetrics> = record
                 .steps
@@ -414,6 +422,10 @@ impl RunSummary {
             let au: Vec<f64> = epochs.iter().map(|e| e.au_percent).collect();
             let sps: Vec<f64> = epochs.iter().map(|e| e.samples_per_s).collect();
             let mut waits: Vec<u64> = steady_steps(record).map(|s| s.wait_ns).collect();
+            rank_epochs = rank_epochs.filter(|_| complete).map(|mut all| {
+                all.push(epochs);
+                all
+            });
             per_rank.push(RankSummary {
                 rank,
                 au_percent: mean(&au).filter(|_| complete),
@@ -515,6 +527,17 @@ impl RunSummary {
             (Some(_), true) => Outcome::Interrupted,
             (Some(_), false) => Outcome::Failed,
         };
+        // DLIO writes no summary for a run that did not finish: none meets the expectation.
+        let metric = rank_epochs
+            .and_then(|r| {
+                dlio::DlioTrainMetric::of_ranks(&r, settings.record_bytes, au_target_percent)
+            })
+            .map(|mut m| {
+                if outcome != Outcome::Completed {
+                    m.train_au_meet_expectation = dlio::Expectation::Fail;
+                }
+                m
+            });
         RunSummary {
             outcome,
             failure: context.failure,
@@ -547,6 +570,7 @@ impl RunSummary {
             samples_per_s_per_rank: sps_per_rank,
             io_mib_per_s: samples_per_s
                 .map(|s| metrics::nominal_mib_per_s(s, settings.record_bytes)),
+            metric,
             measured_mib_per_s: bytes_read_by_last_step as f64
                 / crate::units::MIB
                 / measured.wall_s.max(1e-9),

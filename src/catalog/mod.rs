@@ -11,7 +11,13 @@
 //! now and over S3 later. A dataset that does not exist yet gets its footer from
 //! [`crate::datagen::probe_file`], which writes the file with the generator into a sink that
 //! keeps only its tail, and is then read by this same code.
+//!
+//! Whole-object datasets (npz, jpeg, tfrecord) have no footers: their catalog is a key and a size
+//! per object, held compactly, computed or listed ([`objects`]).
 
+pub mod objects;
+
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -52,6 +58,13 @@ pub enum CatalogError {
         found: usize,
         needed: usize,
     },
+    #[error("{}", not_enough_objects(location, extension, *found, *needed))]
+    NotEnoughObjects {
+        location: String,
+        extension: String,
+        found: usize,
+        needed: usize,
+    },
     #[error("{key} is not Parquet: {reason}")]
     NotParquet { key: String, reason: String },
     #[error("{key} has a truncated or corrupt footer: {reason}")]
@@ -79,6 +92,20 @@ fn not_enough_files(location: &str, found: usize, needed: usize) -> String {
     } else {
         format!(
             "found {found} Parquet files under {location}, the workload needs {needed} \
+             (dataset.num_files_train); generate more or pass --files {found}"
+        )
+    }
+}
+
+fn not_enough_objects(location: &str, extension: &str, found: usize, needed: usize) -> String {
+    if found == 0 {
+        format!(
+            "no .{extension} objects under {location}; write the dataset there with `ringload \
+             generate` (--output DIR, or --endpoint URL --bucket NAME), or fix dataset.data_folder"
+        )
+    } else {
+        format!(
+            "found {found} .{extension} objects under {location}, the workload needs {needed} \
              (dataset.num_files_train); generate more or pass --files {found}"
         )
     }
@@ -297,7 +324,12 @@ pub struct Catalog {
     pub source: String,
     /// Objects listed under the prefix that were `*.parquet` (before taking the first N).
     pub parquet_objects_listed: usize,
+    /// The Parquet files' layouts (empty for a whole-object dataset).
     pub files: Vec<FileLayout>,
+    /// A whole-object dataset's objects (`None` for Parquet, and then left out of the JSON, so
+    /// a Parquet plan's JSON is as before): one GET per object, compact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objects: Option<objects::ObjectCatalog>,
 }
 
 impl Catalog {
@@ -307,6 +339,7 @@ impl Catalog {
             source: String::new(),
             parquet_objects_listed: 0,
             files: Vec::new(),
+            objects: None,
         }
     }
 
@@ -332,6 +365,84 @@ impl Catalog {
 
     pub fn footer_fetch_bytes(&self) -> u64 {
         self.files.iter().map(|f| f.footer_fetch_bytes).sum()
+    }
+}
+
+/// The catalog of the first `files` objects of a whole-object `dataset`, computed from DLIO's
+/// names and size distribution: nothing is listed or read ([`objects::ObjectCatalog::computed`]).
+pub fn computed_objects(dataset: &crate::dataset::ObjectDataset, files: usize) -> Catalog {
+    Catalog {
+        source: format!(
+            "{} ({files} objects computed from DLIO's names and size distribution)",
+            dataset.train_prefix
+        ),
+        parquet_objects_listed: 0,
+        files: Vec::new(),
+        objects: Some(objects::ObjectCatalog::computed(dataset, files)),
+    }
+}
+
+/// The catalog of a whole-object `dataset` listed in `source`: the first `files` objects under
+/// its prefix, in key order, with the format's extension ([`objects::ObjectCatalog::listed`]).
+pub fn discover_objects(
+    source: &dyn ObjectSource,
+    dataset: &crate::dataset::ObjectDataset,
+    files: usize,
+) -> Result<Catalog, CatalogError> {
+    let prefix = &dataset.train_prefix;
+    let listing = source.list(prefix)?;
+    let objects = objects::ObjectCatalog::listed(listing, dataset, files).map_err(|found| {
+        CatalogError::NotEnoughObjects {
+            location: source.describe(prefix),
+            extension: dataset.format.extension().to_string(),
+            found,
+            needed: files,
+        }
+    })?;
+    Ok(Catalog {
+        source: source.describe(prefix),
+        parquet_objects_listed: 0,
+        files: Vec::new(),
+        objects: Some(objects),
+    })
+}
+
+impl Catalog {
+    /// Files (objects) in the catalog, Parquet or whole objects.
+    pub fn file_count(&self) -> usize {
+        match &self.objects {
+            Some(objects) => objects.len(),
+            None => self.files.len(),
+        }
+    }
+
+    /// File `file`'s key.
+    pub fn key(&self, file: usize) -> Cow<'_, str> {
+        match &self.objects {
+            Some(objects) => objects.key(file),
+            None => Cow::Borrowed(&self.files[file].key),
+        }
+    }
+
+    /// File `file`'s size in bytes.
+    pub fn size_bytes(&self, file: usize) -> u64 {
+        match &self.objects {
+            Some(objects) => objects.size(file),
+            None => self.files[file].size_bytes,
+        }
+    }
+
+    /// Row group `row_group` of file `file`: a whole object is one "row group" of all its
+    /// samples, spanning every byte.
+    pub fn span(&self, file: usize, row_group: usize) -> RowGroupSpan {
+        match &self.objects {
+            Some(objects) => RowGroupSpan {
+                rows: objects.samples_per_file,
+                offset: 0,
+                len_bytes: objects.size(file),
+            },
+            None => self.files[file].row_groups[row_group],
+        }
     }
 }
 
@@ -365,6 +476,7 @@ pub fn discover(
         source: source.describe(prefix),
         parquet_objects_listed: listed,
         files: layouts,
+        objects: None,
     })
 }
 
@@ -454,6 +566,7 @@ pub fn computed(
         source: source.describe(&spec.train_prefix),
         parquet_objects_listed: files,
         files: layouts,
+        objects: None,
     })
 }
 
