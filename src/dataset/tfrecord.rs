@@ -23,7 +23,7 @@
 //! carries a running CRC across calls; otherwise the record's data is generated once more
 //! (one record: d1·d2 bytes, not the file).
 
-use super::{copy, overlap};
+use super::span::{copy, overlap};
 use crate::content::Content;
 
 /// Bytes generated at once to compute a record's CRC.
@@ -238,7 +238,7 @@ mod tests {
 
     fn masked(data: &[u8]) -> u32 {
         let c = crc32c_bitwise(data);
-        ((c >> 15) | (c << 17)).wrapping_add(0xa282_ead8)
+        c.rotate_right(15).wrapping_add(0xa282_ead8)
     }
 
     fn dataset(record_length: f64, stdev: f64, samples: u64) -> ObjectDataset {
