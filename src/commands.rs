@@ -132,25 +132,56 @@ fn default_jobs(settings: &Settings) -> usize {
     }
 }
 
+/// What `generate` writes: Flux-schema Parquet, or a whole-object dataset (npz, jpeg, tfrecord).
+enum Generation {
+    Parquet(Box<Settings>),
+    Objects(crate::dataset::ObjectDataset),
+}
+
+impl Generation {
+    fn write<S: datagen::ObjectSink>(
+        &self,
+        sink: &S,
+        jobs: usize,
+        show_progress: bool,
+    ) -> Result<datagen::GenerateSummary, GenerateError> {
+        match self {
+            Generation::Parquet(s) => {
+                datagen::generate(&s.dataset, s.num_files, sink, jobs, show_progress)
+            }
+            Generation::Objects(d) => {
+                datagen::objects::generate_objects(d, sink, jobs, show_progress)
+            }
+        }
+    }
+}
+
 fn generate(args: &GenerateArgs) -> anyhow::Result<u8> {
     let cfg = load_config(&args.workload, None)?;
-    let settings = Settings::resolve(&cfg)?;
-    settings.check_generatable()?;
-    let jobs = args.jobs.unwrap_or_else(|| default_jobs(&settings));
+    let (generation, storage) = match cfg.text("dataset.format")? {
+        Some(format) if format != "parquet" => (
+            Generation::Objects(datagen::objects::object_dataset_of(&cfg)?),
+            crate::settings::storage_settings(&cfg)?,
+        ),
+        _ => {
+            let settings = Settings::resolve(&cfg)?;
+            settings.check_generatable()?;
+            let storage = settings.storage.clone();
+            (Generation::Parquet(Box::new(settings)), storage)
+        }
+    };
+    let jobs = args.jobs.unwrap_or_else(|| match &generation {
+        Generation::Parquet(settings) => default_jobs(settings),
+        Generation::Objects(_) => affinity::cores(),
+    });
     let show_progress = std::io::stderr().is_terminal();
     let summary = match (
         &args.out,
         args.s3.endpoint.is_some() || args.s3.bucket.is_some(),
     ) {
-        (Some(out), _) => datagen::generate(
-            &settings.dataset,
-            settings.num_files,
-            &DirSink::new(out),
-            jobs,
-            show_progress,
-        )?,
+        (Some(out), _) => generation.write(&DirSink::new(out), jobs, show_progress)?,
         (None, true) => {
-            let target = s3::target::resolve(&args.s3.target_flags(), &settings.storage, env)?
+            let target = s3::target::resolve(&args.s3.target_flags(), &storage, env)?
                 .ok_or_else(|| {
                     UsageError(
                         "--bucket without an endpoint: pass --endpoint URL (or set AWS_ENDPOINT_URL)"
@@ -160,13 +191,7 @@ fn generate(args: &GenerateArgs) -> anyhow::Result<u8> {
             let bucket = Bucket::new(target, args.s3.retry_policy())
                 .context("starting the S3 client")?
                 .with_signed_payloads(args.signed_payload);
-            datagen::generate(
-                &settings.dataset,
-                settings.num_files,
-                &bucket,
-                jobs,
-                show_progress,
-            )?
+            generation.write(&bucket, jobs, show_progress)?
         }
         (None, false) => {
             return Err(UsageError(

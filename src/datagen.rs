@@ -43,6 +43,8 @@ use crate::schema::{ColumnSpec, DatasetSpec, Dtype, ProbedFile};
 use crate::units;
 use crate::verify;
 
+pub mod objects;
+
 /// The most bytes of column values the generator builds at once.
 pub const GENERATION_BATCH_BYTES: u64 = 8 << 20;
 

@@ -84,6 +84,19 @@ impl<'a> Session<'a> {
             .into());
         }
         let settings = Settings::resolve(&load_config(&args.workload, Some(&shape))?)?;
+        if options.verify && settings.objects.is_some() {
+            // Never a verify that checks nothing.
+            return Err(UsageError(format!(
+                "--verify checks Parquet chunk hashes and checkpoint content; {} reads whole {} \
+                 objects, which it does not check yet: run without --verify",
+                settings.workload.name,
+                settings
+                    .objects
+                    .as_ref()
+                    .map_or("", |o| o.format.extension())
+            ))
+            .into());
+        }
         let mut notes = Vec::new();
         let (cpus, shared_cores) =
             affinity::choose_cpus(options.cpus.as_deref(), local.len() as u32)?;
@@ -380,7 +393,8 @@ fn dlio_footers(
     catalog: &Catalog,
     ranks: usize,
 ) -> anyhow::Result<Option<(u64, u64)>> {
-    if loader == Loader::Ringload {
+    // Whole objects have no footer: the dlio loader reads each one whole, nothing before.
+    if loader == Loader::Ringload || catalog.objects.is_some() {
         return Ok(None);
     }
     let objects: Vec<s3::ObjectMeta> = catalog

@@ -9,15 +9,13 @@ use anyhow::Context;
 use crate::catalog::{self, Catalog, CatalogError};
 use crate::checkpoint::CheckpointPlan;
 use crate::cli::{S3Args, WorkloadArgs, load_config};
-use crate::config::RawConfig;
-use crate::dataset::{DLIO_GENERATION_SEED, Format, ObjectDataset};
 use crate::exit::UsageError;
 use crate::s3::target::valid_bucket_name;
 use crate::s3::{self, Bucket, Target};
 use crate::server::faults::Faults;
 use crate::server::virtual_dataset::VirtualDataset;
 use crate::server::{self, Server, ServerConfig, Store};
-use crate::settings::{self, Settings};
+use crate::settings::Settings;
 use crate::{affinity, metrics};
 
 /// The process environment, as [`s3::target::resolve`] reads it.
@@ -84,81 +82,39 @@ pub fn serve_store(
     bucket: Option<&str>,
     show_progress: bool,
 ) -> anyhow::Result<Store> {
-    let cfg = load_config(workload, None)?;
-    if let Some(dataset) = object_dataset(&cfg)? {
-        let bucket = bucket
-            .map(String::from)
-            .or(cfg.text("storage.storage_root")?)
-            .unwrap_or_else(|| server::DEFAULT_BUCKET.to_string());
-        let bucket = checked_bucket(&bucket)?;
-        return Ok(Store::virtual_objects(
-            bucket,
-            dataset,
-            cfg.source.name.clone(),
-        ));
-    }
-    Ok(Store::Virtual(virtual_store(
-        workload,
-        bucket,
-        show_progress,
-    )?))
+    Ok(virtual_any(workload, bucket, show_progress)?.0)
 }
 
-/// The whole-object dataset a workload describes (`dataset.format` npz, jpeg or tfrecord), or
-/// `None` for any other format (Parquet's settings judge those). DLIO's defaults where a key is
-/// left out; sizes drawn with DLIO's generation seed, payloads random.
-// Settings will carry the ObjectDataset (issue 24); until then `serve` reads the keys here.
-pub fn object_dataset(cfg: &RawConfig) -> anyhow::Result<Option<ObjectDataset>> {
-    let Some(format) = cfg
-        .text("dataset.format")?
-        .as_deref()
-        .and_then(Format::parse)
-    else {
-        return Ok(None);
-    };
-    if cfg.count("dataset.num_subfolders_train", 0)?.unwrap_or(0) > 0 {
-        return Err(settings::invalid(
-            cfg,
-            "dataset.num_subfolders_train",
-            "ringload reads files directly under <data_folder>/train/; set it to 0",
-        )
-        .into());
+/// [`serve_store`]'s store, with its bucket and the bytes it holds (the Parquet templates; a
+/// whole-object store holds nothing per object).
+fn virtual_any(
+    workload: &WorkloadArgs,
+    bucket: Option<&str>,
+    show_progress: bool,
+) -> anyhow::Result<(Store, String, u64)> {
+    let cfg = load_config(workload, None)?;
+    let settings = Settings::resolve(&cfg)?;
+    if let Some(dataset) = settings.objects {
+        let bucket = bucket
+            .or(settings.storage.bucket.as_deref())
+            .unwrap_or(server::DEFAULT_BUCKET);
+        let bucket = checked_bucket(bucket)?;
+        if show_progress {
+            eprintln!(
+                "ringload: serving the virtual {} ({} {} object{}, each made from its index \
+                 when asked; nothing held per object)",
+                settings.workload.name,
+                dataset.num_files,
+                dataset.format,
+                if dataset.num_files == 1 { "" } else { "s" }
+            );
+        }
+        let store = Store::virtual_objects(bucket, dataset, settings.workload.name.clone());
+        return Ok((store, bucket.to_string(), 0));
     }
-    let folder = cfg
-        .text("dataset.data_folder")?
-        .unwrap_or_else(|| "./data/".to_string());
-    let folder = folder.trim_start_matches("./").trim_matches('/');
-    if folder.split('/').any(|part| part == "..") {
-        return Err(settings::invalid(
-            cfg,
-            "dataset.data_folder",
-            "must stay inside the dataset root; remove the '..'",
-        )
-        .into());
-    }
-    let train_prefix = if folder.is_empty() {
-        "train/".to_string()
-    } else {
-        format!("{folder}/train/")
-    };
-    let record_length = match cfg.number("dataset.record_length_bytes", 1.0, f64::INFINITY)? {
-        Some(l) => l,
-        None => cfg
-            .number("dataset.record_length", 1.0, f64::INFINITY)?
-            .unwrap_or(65_536.0),
-    };
-    Ok(Some(ObjectDataset {
-        format,
-        train_prefix,
-        num_files: cfg.count("dataset.num_files_train", 1)?.unwrap_or(8),
-        samples_per_file: cfg.count("dataset.num_samples_per_file", 1)?.unwrap_or(1),
-        record_length,
-        record_length_stdev: cfg
-            .number("dataset.record_length_bytes_stdev", 0.0, f64::INFINITY)?
-            .unwrap_or(0.0),
-        seed: DLIO_GENERATION_SEED,
-        randomize: true,
-    }))
+    let store = virtual_store(workload, bucket, show_progress)?;
+    let (bucket, resident) = (store.bucket.clone(), store.resident_bytes);
+    Ok((Store::Virtual(store), bucket, resident))
 }
 
 /// The store a run or sweep reads.
@@ -204,10 +160,8 @@ fn start_embedded(
     server_threads: Option<usize>,
 ) -> anyhow::Result<Storage> {
     let show = std::io::stderr().is_terminal();
-    let store = virtual_store(workload, bucket, show)?;
-    let bucket = store.bucket.clone();
-    let template_bytes = store.resident_bytes;
-    let (server, target) = start_loopback(Store::Virtual(store), &bucket, server_threads)?;
+    let (store, bucket, template_bytes) = virtual_any(workload, bucket, show)?;
+    let (server, target) = start_loopback(store, &bucket, server_threads)?;
     // What the process holds now — templates, and what laying them out left behind — is the
     // server's share of the memory budget.
     let server_bytes = metrics::rss_bytes().unwrap_or(0).max(template_bytes);
@@ -285,13 +239,17 @@ pub fn catalog_from(
 ) -> anyhow::Result<(Bucket, Catalog)> {
     let bucket = Bucket::new(target.clone(), policy).context("starting the S3 client")?;
     bucket.check().map_err(CatalogError::Request)?;
-    let catalog = catalog::discover(
-        &bucket,
-        &settings.dataset.train_prefix,
-        settings.num_files,
-        settings.columns_read.as_deref(),
-        with_chunks,
-    )?;
+    let catalog = match &settings.objects {
+        // Whole objects: a LIST, nothing read from inside them.
+        Some(dataset) => catalog::discover_objects(&bucket, dataset, settings.num_files)?,
+        None => catalog::discover(
+            &bucket,
+            &settings.dataset.train_prefix,
+            settings.num_files,
+            settings.columns_read.as_deref(),
+            with_chunks,
+        )?,
+    };
     Ok((bucket, catalog))
 }
 
