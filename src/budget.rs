@@ -306,6 +306,8 @@ pub struct MemoryBudget {
     pub overhead_bytes: u64,
     /// An in-process server's resident data.
     pub server_bytes: u64,
+    /// The catalog: what listing it held at its peak (a whole-object store's million keys).
+    pub catalog_bytes: u64,
     pub total_bytes: u64,
     pub checks: Vec<LimitCheck>,
     /// The limit with the least room, if any was checked.
@@ -321,6 +323,8 @@ pub struct BudgetShape {
     pub prefetch: u32,
     pub largest_get_bytes: u64,
     pub server_bytes: u64,
+    /// The catalog's memory at its peak ([`MemoryBudget::catalog_bytes`]).
+    pub catalog_bytes: u64,
     /// Buffers hold a TLS record beyond the GET ([`TLS_RECORD_SLACK_BYTES`]).
     pub tls: bool,
 }
@@ -363,6 +367,7 @@ fn budget_for(
     rt: u32,
     prefetch: u32,
     server_bytes: u64,
+    catalog_bytes: u64,
     tls: bool,
 ) -> MemoryBudget {
     let slack = if tls { TLS_RECORD_SLACK_BYTES } else { 0 };
@@ -379,7 +384,12 @@ fn budget_for(
         connection_bytes,
         overhead_bytes: PROCESS_OVERHEAD_BYTES,
         server_bytes,
-        total_bytes: pool_bytes + connection_bytes + PROCESS_OVERHEAD_BYTES + server_bytes,
+        catalog_bytes,
+        total_bytes: pool_bytes
+            + connection_bytes
+            + PROCESS_OVERHEAD_BYTES
+            + server_bytes
+            + catalog_bytes,
         checks: Vec::new(),
         binding: None,
     }
@@ -440,6 +450,7 @@ pub fn check(
             shape.read_threads,
             shape.prefetch,
             shape.server_bytes,
+            shape.catalog_bytes,
             shape.tls,
         ),
         &checks,
@@ -461,6 +472,7 @@ pub fn check(
                 rt,
                 pf,
                 shape.server_bytes,
+                shape.catalog_bytes,
                 shape.tls,
             ),
             &checks,
@@ -569,6 +581,7 @@ impl ObjectBudgetShape {
             connection_bytes,
             overhead_bytes: PROCESS_OVERHEAD_BYTES,
             server_bytes: self.server_bytes,
+            catalog_bytes: 0,
             total_bytes: pool_bytes + connection_bytes + PROCESS_OVERHEAD_BYTES + self.server_bytes,
             checks: Vec::new(),
             binding: None,
@@ -748,6 +761,12 @@ fn parts(budget: &MemoryBudget, pool: &str) -> String {
             bytes(budget.server_bytes)
         ));
     }
+    if budget.catalog_bytes > 0 {
+        text.push_str(&format!(
+            " + {} for the catalog's listing",
+            bytes(budget.catalog_bytes)
+        ));
+    }
     text
 }
 
@@ -855,10 +874,11 @@ mod tests {
             prefetch: 1,
             largest_get_bytes: 103_912_345,
             server_bytes: 147 * MIB + 12_345,
+            catalog_bytes: 0,
             tls: false,
         };
         let limits = MemoryLimits::unlimited();
-        let budget = budget_for(103_912_345, 2, 2, 1, shape.server_bytes, false);
+        let budget = budget_for(103_912_345, 2, 2, 1, shape.server_bytes, 0, false);
         for (shape, cap, applies_to) in [
             (shape, 470 * MIB, "total"),
             (

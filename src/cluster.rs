@@ -323,6 +323,7 @@ pub fn host_share(plan: &Plan, ranks: usize, tls: bool) -> BudgetShape {
         prefetch: plan.window_per_reader,
         largest_get_bytes: plan.largest_get_bytes,
         server_bytes: 0,
+        catalog_bytes: plan.memory.catalog_bytes,
         tls,
     }
 }

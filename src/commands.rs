@@ -158,17 +158,12 @@ impl Generation {
 
 fn generate(args: &GenerateArgs) -> anyhow::Result<u8> {
     let cfg = load_config(&args.workload, None)?;
-    let (generation, storage) = match cfg.text("dataset.format")? {
-        Some(format) if format != "parquet" => (
-            Generation::Objects(datagen::objects::object_dataset_of(&cfg)?),
-            crate::settings::storage_settings(&cfg)?,
-        ),
-        _ => {
-            let settings = Settings::resolve(&cfg)?;
-            settings.check_generatable()?;
-            let storage = settings.storage.clone();
-            (Generation::Parquet(Box::new(settings)), storage)
-        }
+    let settings = Settings::resolve(&cfg)?;
+    settings.check_generatable()?;
+    let storage = settings.storage.clone();
+    let generation = match settings.objects.clone() {
+        Some(dataset) => Generation::Objects(dataset),
+        None => Generation::Parquet(Box::new(settings)),
     };
     let jobs = args.jobs.unwrap_or_else(|| match &generation {
         Generation::Parquet(settings) => default_jobs(settings),

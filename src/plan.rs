@@ -395,6 +395,7 @@ impl Plan {
                 prefetch: window,
                 largest_get_bytes,
                 server_bytes: options.server_bytes,
+                catalog_bytes: catalog.listing_bytes(),
                 tls: options.tls,
             },
             limits,

@@ -226,7 +226,13 @@ fn generate_refuses_what_it_cannot_write() {
             "choose another --output",
         ),
         (
-            &["generate", "flux_small", "--out", out, "dataset.format=hdf5"],
+            &[
+                "generate",
+                "flux_small",
+                "--out",
+                out,
+                "dataset.format=hdf5",
+            ],
             "ringload generates npz, jpeg, tfrecord or parquet; set one of them",
         ),
     ];

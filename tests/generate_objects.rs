@@ -94,7 +94,10 @@ fn workload(dir: &Path, name: &str, dataset: &str) -> String {
 
 /// The dataset ringload computes for a workload file (its sizes are what `generate` writes).
 fn dataset_of(path: &str) -> ObjectDataset {
-    ringload::datagen::objects::object_dataset_of(&RawConfig::load(path).unwrap()).unwrap()
+    ringload::settings::Settings::resolve(&RawConfig::load(path).unwrap())
+        .unwrap()
+        .objects
+        .expect("a whole-object workload")
 }
 
 #[test]
@@ -224,7 +227,7 @@ fn a_bad_format_names_the_key_and_the_fix() {
     assert_eq!(code, 2, "{stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(
-        stderr.contains("dataset.format = 'hdf5'") && stderr.contains("set one of them"),
+        stderr.contains("dataset.format = 'hdf5'") && stderr.contains("one of them"),
         "{stderr}"
     );
     assert!(!out.exists(), "nothing written");

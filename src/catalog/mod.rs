@@ -408,6 +408,14 @@ pub fn discover_objects(
 }
 
 impl Catalog {
+    /// The memory the catalog held at its peak, for the budget: a whole-object catalog's
+    /// listing and its compact form; 0 for Parquet, whose footers the process overhead covers.
+    pub fn listing_bytes(&self) -> u64 {
+        self.objects
+            .as_ref()
+            .map_or(0, |o| o.listing_bytes + o.heap_bytes() as u64)
+    }
+
     /// Files (objects) in the catalog, Parquet or whole objects.
     pub fn file_count(&self) -> usize {
         match &self.objects {

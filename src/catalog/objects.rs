@@ -51,6 +51,11 @@ pub struct ObjectCatalog {
     pub listed: usize,
     keys: ObjectKeys,
     sizes: Vec<u64>,
+    /// What the listing held before it was compacted: every object listed under the prefix,
+    /// an `ObjectMeta` and its key each (0 for a computed catalog). Transient, but the run's
+    /// memory budget counts it, as the process's peak includes it.
+    #[serde(default)]
+    pub listing_bytes: u64,
 }
 
 impl ObjectCatalog {
@@ -145,6 +150,7 @@ impl ObjectCatalog {
                 names_of: dataset.num_files,
             },
             sizes: (0..files as u64).map(|i| dataset.object_bytes(i)).collect(),
+            listing_bytes: 0,
         }
     }
 
@@ -159,6 +165,10 @@ impl ObjectCatalog {
         let prefix = &dataset.train_prefix;
         let extension = dataset.format.extension();
         let suffix = format!(".{extension}");
+        let listing_bytes = objects
+            .iter()
+            .map(|o| (std::mem::size_of::<ObjectMeta>() + o.key.capacity()) as u64)
+            .sum();
         objects.retain(|o| o.key.ends_with(&suffix));
         objects.sort_unstable_by(|a, b| a.key.cmp(&b.key));
         let listed = objects.len();
@@ -197,6 +207,7 @@ impl ObjectCatalog {
             listed,
             keys,
             sizes,
+            listing_bytes,
         })
     }
 }

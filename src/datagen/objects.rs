@@ -15,115 +15,11 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::{GenerateError, GenerateSummary, ObjectSink};
-use crate::config::RawConfig;
-use crate::dataset::{DLIO_GENERATION_SEED, Format, ObjectDataset};
-use crate::exit::UsageError;
+use crate::dataset::ObjectDataset;
 use crate::units;
 
 /// The most bytes of one object a job holds at once.
 pub const OBJECT_CHUNK_BYTES: usize = 4 << 20;
-
-/// DLIO's defaults for the keys a whole-object dataset reads.
-const DEFAULT_DATA_FOLDER: &str = "./data/";
-const DEFAULT_NUM_FILES: u64 = 8;
-const DEFAULT_SAMPLES_PER_FILE: u64 = 1;
-const DEFAULT_RECORD_LENGTH: f64 = 65_536.0;
-
-/// The whole-object dataset a workload describes, from its `dataset.*` keys: `format` (npz,
-/// jpeg or tfrecord), `num_files_train`, `num_samples_per_file`, `record_length_bytes` (or
-/// `record_length`), `record_length_bytes_stdev` (or `record_length_stdev`) and `data_folder`;
-/// DLIO's defaults where a key is absent. Content is random, as DLIO's generators write it.
-pub fn object_dataset_of(cfg: &RawConfig) -> anyhow::Result<ObjectDataset> {
-    let bad = |key: &str, value: String, fix: &str| -> anyhow::Error {
-        UsageError(format!("{key} = {value}: {fix}")).into()
-    };
-    let name = cfg.text("dataset.format")?.unwrap_or_default();
-    let format = Format::parse(&name).ok_or_else(|| {
-        bad(
-            "dataset.format",
-            format!("'{name}'"),
-            "ringload generates npz, jpeg, tfrecord or parquet; set one of them",
-        )
-    })?;
-    let compression = cfg.text("dataset.compression")?.unwrap_or_default();
-    if !matches!(
-        compression.to_ascii_lowercase().as_str(),
-        "" | "none" | "null"
-    ) {
-        return Err(bad(
-            "dataset.compression",
-            format!("'{compression}'"),
-            "ringload writes uncompressed objects, as DLIO does by default; set dataset.compression=none",
-        ));
-    }
-    if let Some(n) = cfg.count("dataset.num_subfolders_train", 0)?
-        && n > 0
-    {
-        return Err(bad(
-            "dataset.num_subfolders_train",
-            n.to_string(),
-            "ringload writes files directly under <data_folder>/train/; set it to 0",
-        ));
-    }
-    let folder = cfg
-        .text("dataset.data_folder")?
-        .unwrap_or_else(|| DEFAULT_DATA_FOLDER.to_string());
-    let trimmed = folder.trim_start_matches("./").trim_matches('/');
-    if trimmed.split('/').any(|part| part == "..") {
-        return Err(bad(
-            "dataset.data_folder",
-            format!("'{folder}'"),
-            "must stay inside the dataset root; remove the '..'",
-        ));
-    }
-    let train_prefix = if trimmed.is_empty() {
-        "train/".to_string()
-    } else {
-        format!("{trimmed}/train/")
-    };
-    let record_length = one_of(
-        cfg,
-        "dataset.record_length_bytes",
-        "dataset.record_length",
-        f64::MIN_POSITIVE,
-    )?
-    .unwrap_or(DEFAULT_RECORD_LENGTH);
-    let record_length_stdev = one_of(
-        cfg,
-        "dataset.record_length_bytes_stdev",
-        "dataset.record_length_stdev",
-        0.0,
-    )?
-    .unwrap_or(0.0);
-    Ok(ObjectDataset {
-        format,
-        train_prefix,
-        num_files: cfg
-            .count("dataset.num_files_train", 1)?
-            .unwrap_or(DEFAULT_NUM_FILES),
-        samples_per_file: cfg
-            .count("dataset.num_samples_per_file", 1)?
-            .unwrap_or(DEFAULT_SAMPLES_PER_FILE),
-        record_length,
-        record_length_stdev,
-        seed: DLIO_GENERATION_SEED,
-        randomize: true,
-    })
-}
-
-/// A number ≥ `min` under DLIO's current name or its older one; both set, they must agree.
-fn one_of(cfg: &RawConfig, key: &str, old: &str, min: f64) -> anyhow::Result<Option<f64>> {
-    let (a, b) = (
-        cfg.number(key, min, f64::INFINITY)?,
-        cfg.number(old, min, f64::INFINITY)?,
-    );
-    match (a, b) {
-        (Some(a), Some(b)) if a != b => {
-            Err(UsageError(format!("{old} = {b}: disagrees with {key} = {a}; keep one")).into())
-        }
-        (a, b) => Ok(a.or(b)),
-    }
-}
 
 /// Writes objects `0..dataset.num_files` into `sink` with `jobs` threads, each streaming whole
 /// objects through a buffer of [`OBJECT_CHUNK_BYTES`]. Shows a progress bar on a terminal. The
@@ -241,76 +137,25 @@ fn write_object<S: ObjectSink>(
 mod tests {
     use super::*;
     use crate::datagen::DirSink;
+    use crate::dataset::Format;
 
-    fn cfg(yaml: &str, overrides: &[&str]) -> RawConfig {
-        let mut cfg = RawConfig::parse("t", "t.yaml", yaml).unwrap();
-        for o in overrides {
-            cfg.apply_override(o).unwrap();
+    fn unet() -> ObjectDataset {
+        ObjectDataset {
+            format: Format::Npz,
+            train_prefix: "data/unet3d/train/".into(),
+            num_files: 4,
+            samples_per_file: 1,
+            record_length: 10_000.0,
+            record_length_stdev: 3_000.0,
+            seed: crate::dataset::DLIO_GENERATION_SEED,
+            randomize: true,
         }
-        cfg
-    }
-
-    const UNET: &str = "dataset:\n  format: npz\n  data_folder: data/unet3d/\n  num_files_train: 4\n  \
-                        record_length_bytes: 10000\n  record_length_bytes_stdev: 3000\n";
-
-    #[test]
-    fn the_dataset_comes_from_dlios_keys() {
-        let d = object_dataset_of(&cfg(UNET, &[])).unwrap();
-        assert_eq!(d.format, Format::Npz);
-        assert_eq!(d.train_prefix, "data/unet3d/train/");
-        assert_eq!((d.num_files, d.samples_per_file), (4, 1));
-        assert_eq!(
-            (d.record_length, d.record_length_stdev),
-            (10_000.0, 3_000.0)
-        );
-        let d = object_dataset_of(&cfg(
-            "dataset:\n  format: tfrecord\n  record_length: 114660.07\n  num_samples_per_file: 1251\n",
-            &[],
-        ))
-        .unwrap();
-        assert_eq!(d.train_prefix, "data/train/");
-        assert_eq!((d.num_files, d.samples_per_file), (8, 1251));
-        assert_eq!(d.record_length, 114_660.07);
-    }
-
-    #[test]
-    fn bad_values_name_the_key_and_the_fix() {
-        for (over, want) in [
-            (
-                "dataset.format=hdf5",
-                "dataset.format = 'hdf5': ringload generates npz, jpeg, tfrecord or parquet; set one of them",
-            ),
-            (
-                "dataset.num_subfolders_train=2",
-                "dataset.num_subfolders_train = 2: ringload writes files directly under <data_folder>/train/; set it to 0",
-            ),
-            (
-                "dataset.data_folder=../x",
-                "dataset.data_folder = '../x': must stay inside the dataset root; remove the '..'",
-            ),
-            (
-                "dataset.record_length=7",
-                "dataset.record_length = 7: disagrees with dataset.record_length_bytes = 10000; keep one",
-            ),
-            (
-                "dataset.compression=zip",
-                "dataset.compression = 'zip': ringload writes uncompressed objects, as DLIO does by default; set dataset.compression=none",
-            ),
-        ] {
-            let err = object_dataset_of(&cfg(UNET, &[over])).unwrap_err();
-            assert_eq!(err.to_string(), want);
-            assert!(!err.to_string().contains('\n'));
-        }
-        let err = object_dataset_of(&cfg(UNET, &["dataset.record_length_bytes_stdev=-1"]))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("dataset.record_length_bytes_stdev"), "{err}");
     }
 
     #[test]
     fn written_objects_are_the_datasets_bytes() {
         let root = tempfile::tempdir().unwrap();
-        let d = object_dataset_of(&cfg(UNET, &[])).unwrap();
+        let d = unet();
         let summary = generate_objects(&d, &DirSink::new(root.path()), 2, false).unwrap();
         assert_eq!(summary.files, 4);
         let mut total = 0;

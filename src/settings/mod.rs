@@ -390,7 +390,7 @@ impl Settings {
         match self.compression.to_ascii_lowercase().as_str() {
             "none" | "null" | "" => Ok(()),
             other => Err(SettingsError::Unsatisfiable(format!(
-                "dataset.compression = '{other}': ringload writes uncompressed Parquet, as the Flux dataset is; set dataset.compression=none"
+                "dataset.compression = '{other}': ringload writes uncompressed Parquet and whole objects, as the Flux dataset and DLIO's defaults are; set dataset.compression=none"
             ))),
         }
     }

@@ -21,7 +21,7 @@ endpoint, bucket, key, secret, prefix, fmt = sys.argv[1:7]
 files, record_length, stdev, spf = (int(sys.argv[7]), float(sys.argv[8]),
                                     float(sys.argv[9]), int(sys.argv[10]))
 s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=key,
-                  aws_secret_access_key=secret, region_name="garage",
+                  aws_secret_access_key=secret, region_name="us-east-1",
                   config=Config(retries={"total_max_attempts": 3}))
 np.random.seed(10)
 d = int(math.sqrt(record_length))

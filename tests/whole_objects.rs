@@ -1,0 +1,253 @@
+//! Whole-object training workloads (npz, jpeg, tfrecord) end to end: both engines against the
+//! embedded virtual store (`ringload serve` of the workload, its listing summed by boto3) and
+//! against garage (a third-party S3 server) holding a dataset written by numpy and boto3 as
+//! DLIO's generators write it (tests/py/dlio_objects.py): every planned byte read, one GET per
+//! object, steps as DLIO computes them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{output, ringload, run};
+use serde_json::Value;
+
+const WRITER: &str = include_str!("py/dlio_objects.py");
+
+/// `ringload run ARGS --json` with `env`: its summary (exit 0, or 1 for a missed AU target,
+/// which a loaded 2-core machine may give; the summary says which).
+fn run_json_env(args: &[&str], env: &[(&str, &str)]) -> Value {
+    let mut cmd = ringload();
+    cmd.arg("run").args(args).arg("--json");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let (code, stdout, stderr) = output(&mut cmd);
+    assert!(
+        code == 0 || code == 1,
+        "run {args:?} failed ({code}): {stderr}"
+    );
+    let s: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(
+        s["au_target_met"],
+        code == 0,
+        "exit {code} says the AU target: {stderr}"
+    );
+    s
+}
+
+/// (key, size) of every object under `prefix`, listed by boto3.
+const LIST: &str = r#"
+import json, sys, boto3
+endpoint, bucket, prefix = sys.argv[1:4]
+s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="x", aws_secret_access_key="y",
+                  region_name="us-east-1")
+out = []
+for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+    out += [[o["Key"], o["Size"]] for o in page.get("Contents", [])]
+print(json.dumps(out))
+"#;
+
+/// Checks a completed run read each of the first `files` objects once, whole: the bytes the
+/// listing gives them, one GET each, and DLIO's steps.
+fn assert_read_whole(s: &Value, sizes: &[u64], batch: u64, np: u64, spf: u64, what: &str) {
+    assert_eq!(s["outcome"], "completed", "{what}");
+    let steps = sizes.len() as u64 * spf / (batch * np);
+    assert_eq!(s["steps_per_rank"], steps, "{what}: ⌊spf·N/(B·P)⌋");
+    // Every object of the share is read whole: with rank sharding the shares are the first
+    // steps·B·P samples' objects.
+    let objects = (steps * batch * np).div_ceil(spf) as usize;
+    let bytes: u64 = sizes[..objects].iter().sum();
+    assert_eq!(s["requests"], objects as u64, "{what}: one GET per object");
+    assert_eq!(
+        s["bytes_read"], bytes,
+        "{what}: the listed sizes of the objects read"
+    );
+    assert_eq!(s["bytes_planned"], bytes, "{what}");
+    assert_eq!(s["errors"], 0, "{what}");
+    assert!(
+        s["metric"]["train_au_mean_percentage"].as_f64().is_some(),
+        "{what}: DLIO's metric"
+    );
+}
+
+#[test]
+fn both_engines_read_every_object_whole_from_the_virtual_store() {
+    // (workload, overrides, batch, np, samples per file)
+    let cases: [(&str, &[&str], u64, u64, u64); 3] = [
+        (
+            "retinanet_b200",
+            &["dataset.num_files_train=480", "train.epochs=1"],
+            24,
+            2,
+            1,
+        ),
+        (
+            // unet3d's npz with a smaller record (and spread) so the test stays quick.
+            "unet3d_b200",
+            &[
+                "dataset.num_files_train=28",
+                "dataset.record_length_bytes=2000000",
+                "dataset.record_length_bytes_stdev=900000",
+                "train.epochs=1",
+            ],
+            7,
+            2,
+            1,
+        ),
+        (
+            // resnet50's TFRecord files: one GET per file of 40 records.
+            "resnet50_h100",
+            &[
+                "dataset.num_files_train=6",
+                "dataset.num_samples_per_file=40",
+                "reader.batch_size=20",
+                "train.epochs=1",
+            ],
+            20,
+            2,
+            40,
+        ),
+    ];
+    for (workload, overrides, batch, np, spf) in cases {
+        let mut serve_args = vec![workload];
+        serve_args.extend_from_slice(overrides);
+        let served = common::spawn_serve(&serve_args);
+        let listed = common::python_json(LIST, &[&served.endpoint, "ringload", "data/"]);
+        let sizes: Vec<u64> = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o[1].as_u64().unwrap())
+            .collect();
+        let files: usize = overrides
+            .iter()
+            .find_map(|o| o.strip_prefix("dataset.num_files_train="))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(
+            sizes.len(),
+            files,
+            "{workload}: the server lists the dataset"
+        );
+        let np_text = np.to_string();
+        for engine in ["uring", "baseline"] {
+            let mut args = vec![
+                workload,
+                "--np",
+                &np_text,
+                "--engine",
+                engine,
+                "--endpoint",
+                &served.endpoint,
+                "--bucket",
+                "ringload",
+            ];
+            args.extend_from_slice(overrides);
+            let s = run_json_env(&args, &[]);
+            assert_read_whole(&s, &sizes, batch, np, spf, &format!("{workload} {engine}"));
+        }
+    }
+}
+
+#[test]
+fn the_embedded_default_runs_unet3d_and_retinanet_with_their_au_targets() {
+    for (workload, files, target) in [
+        ("unet3d_b200", "dataset.num_files_train=14", 90.0),
+        ("retinanet_b200", "dataset.num_files_train=480", 85.0),
+    ] {
+        let mut cmd = ringload();
+        cmd.args(["run", workload, files, "train.epochs=1", "--np", "1"]);
+        if workload == "unet3d_b200" {
+            // Small objects keep the test quick; the AU target is the workload's.
+            cmd.args([
+                "dataset.record_length_bytes=1000000",
+                "dataset.record_length_bytes_stdev=300000",
+            ]);
+        }
+        let (code, stdout, stderr) = output(&mut cmd);
+        // Exit 1 is a missed AU target, which a loaded 2-core machine may give.
+        assert!(code == 0 || code == 1, "{workload}: {stderr}");
+        assert!(
+            stdout.contains(&format!("(target {target}%")),
+            "{workload}: {stdout}"
+        );
+        assert!(stdout.contains("train_au_mean_percentage"), "{stdout}");
+    }
+}
+
+#[test]
+fn verify_is_refused_for_whole_objects_rather_than_checking_nothing() {
+    let (code, _, stderr) = run(&[
+        "run",
+        "retinanet_b200",
+        "dataset.num_files_train=48",
+        "--verify",
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("--verify") && stderr.contains("run without --verify"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn both_engines_read_a_dlio_style_dataset_written_by_numpy_into_garage() {
+    let Some(g) = common::garage() else { return };
+    let env = [
+        ("AWS_ENDPOINT_URL", g.endpoint.as_str()),
+        ("AWS_ACCESS_KEY_ID", g.key.as_str()),
+        ("AWS_SECRET_ACCESS_KEY", g.secret.as_str()),
+        ("AWS_REGION", "us-east-1"),
+    ];
+    // (workload, format, files, record length, stdev, batch)
+    for (workload, format, files, length, stdev, batch) in [
+        ("unet3d_b200", "npz", 42u64, "1000000", "300000", 7u64),
+        ("retinanet_b200", "jpeg", 96, "322957", "0", 24),
+    ] {
+        let folder = format!("whole/{workload}");
+        let written = common::python_json(
+            WRITER,
+            &[
+                &g.endpoint,
+                &g.bucket,
+                &g.key,
+                &g.secret,
+                &format!("{folder}/train/"),
+                format,
+                &files.to_string(),
+                length,
+                stdev,
+                "1",
+            ],
+        );
+        let objects = written["objects"].as_array().unwrap();
+        let sizes: Vec<u64> = objects.iter().map(|o| o[1].as_u64().unwrap()).collect();
+        if format == "jpeg" {
+            assert!(sizes.iter().all(|&s| s == 568 * 568), "raw 568² bytes");
+        }
+        let overrides = [
+            format!("dataset.data_folder={folder}"),
+            format!("dataset.num_files_train={files}"),
+            format!("dataset.record_length_bytes={length}"),
+            format!("dataset.record_length_bytes_stdev={stdev}"),
+            "train.epochs=1".to_string(),
+        ];
+        for engine in ["uring", "baseline"] {
+            let mut args = vec![
+                workload, "--np", "2", "--engine", engine, "--bucket", &g.bucket,
+            ];
+            args.extend(overrides.iter().map(String::as_str));
+            let s = run_json_env(&args, &env);
+            assert_read_whole(
+                &s,
+                &sizes,
+                batch,
+                2,
+                1,
+                &format!("garage {workload} {engine}"),
+            );
+        }
+    }
+}
