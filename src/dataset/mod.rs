@@ -335,6 +335,18 @@ mod tests {
             (sd - 2822.2).abs() < 3.0 * 2822.2 / (2.0 * (2.0 * n)).sqrt(),
             "sd {sd}"
         );
+        // The payloads d1 · d2 of 7,200 files: DLIO's computed mean 146.8 MB and spread
+        // 48.9 MB (reference B2; the configured 68.3 MB stdev is not what the two-normal draw
+        // gives), each within three standard errors.
+        let payloads: Vec<f64> = (0..7200).map(|i| d.payload_bytes(i) as f64).collect();
+        let pm = payloads.iter().sum::<f64>() / n;
+        let psd = (payloads.iter().map(|p| (p - pm).powi(2)).sum::<f64>() / n).sqrt();
+        let want_sd = 48.9e6;
+        assert!((pm - 146.8e6).abs() < 3.0 * want_sd / n.sqrt(), "payload mean {pm}");
+        assert!(
+            (psd - want_sd).abs() < 3.0 * want_sd / (2.0 * n).sqrt() + 0.1e6,
+            "payload sd {psd}"
+        );
         // The same index gives the same size, whatever else was drawn.
         assert_eq!(d.dims(1234), unet3d(7200).dims(1234));
     }
