@@ -233,7 +233,7 @@ fn generate_refuses_what_it_cannot_write() {
                 out,
                 "dataset.format=hdf5",
             ],
-            "ringload generates npz, jpeg, tfrecord or parquet; set one of them",
+            "or whole objects (npz, jpeg, tfrecord); set dataset.format to one of them",
         ),
     ];
     for (args, expected) in table {
