@@ -342,7 +342,10 @@ mod tests {
         let pm = payloads.iter().sum::<f64>() / n;
         let psd = (payloads.iter().map(|p| (p - pm).powi(2)).sum::<f64>() / n).sqrt();
         let want_sd = 48.9e6;
-        assert!((pm - 146.8e6).abs() < 3.0 * want_sd / n.sqrt(), "payload mean {pm}");
+        assert!(
+            (pm - 146.8e6).abs() < 3.0 * want_sd / n.sqrt(),
+            "payload mean {pm}"
+        );
         assert!(
             (psd - want_sd).abs() < 3.0 * want_sd / (2.0 * n).sqrt() + 0.1e6,
             "payload sd {psd}"
