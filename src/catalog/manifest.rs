@@ -163,8 +163,8 @@ mod tests {
         let catalog = manifest_objects(&path, &ds, 3).unwrap();
         let objects = catalog.objects.as_ref().unwrap();
         assert_eq!((objects.len(), objects.listed), (3, 4));
-        for i in 0..3 {
-            assert_eq!(catalog.key(i), keys[i]);
+        for (i, key) in keys.iter().enumerate().take(3) {
+            assert_eq!(catalog.key(i), *key);
             assert_eq!(catalog.size_bytes(i), 11 + i as u64);
         }
         // DLIO's names are kept as indices, as a listing's are.
