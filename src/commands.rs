@@ -58,7 +58,9 @@ fn catalog_for(
 ) -> anyhow::Result<Catalog> {
     if let Some(objects) = &settings.objects {
         return Ok(match (manifest, dir) {
-            (Some(file), _) => catalog::manifest_objects(file, objects, settings.num_files)?,
+            (Some(file), _) => {
+                catalog::manifest::manifest_objects(file, objects, settings.num_files)?
+            }
             (None, Some(dir)) => {
                 catalog::discover_objects(&DirSource::new(dir), objects, settings.num_files)?
             }

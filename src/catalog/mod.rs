@@ -390,8 +390,6 @@ pub fn computed_objects(dataset: &crate::dataset::ObjectDataset, files: usize) -
     }
 }
 
-pub use manifest::manifest_objects;
-
 /// The catalog of a whole-object `dataset` listed in `source`: the first `files` objects under
 /// its prefix, in key order, with the format's extension ([`objects::ObjectCatalog::listed`]).
 pub fn discover_objects(

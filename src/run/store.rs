@@ -266,7 +266,7 @@ pub fn catalog_from(
     let bucket = Bucket::new(target.clone(), policy).context("starting the S3 client")?;
     let catalog = match (&settings.objects, manifest) {
         (Some(dataset), Some(file)) => {
-            catalog::manifest_objects(file, dataset, settings.num_files)?
+            catalog::manifest::manifest_objects(file, dataset, settings.num_files)?
         }
         (None, Some(file)) => return Err(parquet_manifest(file).into()),
         _ => {
