@@ -20,7 +20,9 @@ use crate::datagen::{self, DirSink, GenerateError};
 use crate::exit::{ExitClass, UsageError};
 use crate::plan::{Plan, PlanError};
 use crate::run::session::{RunFailed, RunInterrupted, Session};
-use crate::run::store::{checked_bucket, checkpoint_sink_objects, env};
+use crate::run::store::{
+    checked_bucket, checkpoint_sink_objects, env, parquet_manifest, refuse_checkpoint_manifest,
+};
 use crate::s3::{self, Bucket, RequestError};
 use crate::server::dir::DirStore;
 use crate::server::faults::Faults;
@@ -47,15 +49,26 @@ pub fn dispatch(command: Command) -> anyhow::Result<u8> {
 }
 
 /// The catalog of the workload's files: from footers under `dir`, or computed from the schema.
-/// A whole-object dataset's: listed under `dir`, or computed from DLIO's names and sizes.
-fn catalog_for(settings: &Settings, dir: Option<&std::path::Path>) -> anyhow::Result<Catalog> {
+/// A whole-object dataset's: from `manifest`, listed under `dir`, or computed from DLIO's
+/// names and sizes.
+fn catalog_for(
+    settings: &Settings,
+    dir: Option<&std::path::Path>,
+    manifest: Option<&std::path::Path>,
+) -> anyhow::Result<Catalog> {
     if let Some(objects) = &settings.objects {
-        return Ok(match dir {
-            Some(dir) => {
+        return Ok(match (manifest, dir) {
+            (Some(file), _) => {
+                catalog::manifest::manifest_objects(file, objects, settings.num_files)?
+            }
+            (None, Some(dir)) => {
                 catalog::discover_objects(&DirSource::new(dir), objects, settings.num_files)?
             }
-            None => catalog::computed_objects(objects, settings.num_files),
+            (None, None) => catalog::computed_objects(objects, settings.num_files),
         });
+    }
+    if let Some(file) = manifest {
+        return Err(parquet_manifest(file).into());
     }
     let columns = settings.columns_read.as_deref();
     match dir {
@@ -83,10 +96,11 @@ fn catalog_for(settings: &Settings, dir: Option<&std::path::Path>) -> anyhow::Re
 fn plan(args: &PlanArgs) -> anyhow::Result<u8> {
     let cfg = load_config(&args.workload, Some(&args.shape))?;
     if checkpoint::is_checkpoint_workload(&cfg)? {
+        refuse_checkpoint_manifest(args.manifest.as_deref())?;
         return checkpoint_plan(args, &cfg);
     }
     let settings = Settings::resolve(&cfg)?;
-    let catalog = catalog_for(&settings, args.dir.as_deref())?;
+    let catalog = catalog_for(&settings, args.dir.as_deref(), args.manifest.as_deref())?;
     let options = args.shape.plan_options(&args.shape_options, 0);
     let plan = Plan::resolve(&settings, &catalog, &options, &budget::probe())?;
     let mut stdout = std::io::stdout().lock();
@@ -447,7 +461,9 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let cluster = Cluster::start(&env).map_err(UsageError)?;
     let result =
         if checkpoint::is_checkpoint_workload(&load_config(&args.workload, Some(&args.shape))?)? {
-            crate::run::checkpoint::run(args, &cluster)
+            refuse_checkpoint_manifest(args.options.manifest.as_deref())
+                .map_err(anyhow::Error::from)
+                .and_then(|()| crate::run::checkpoint::run(args, &cluster))
         } else {
             Session::prepare(args, &cluster).and_then(Session::execute)
         };

@@ -251,3 +251,97 @@ fn both_engines_read_a_dlio_style_dataset_written_by_numpy_into_garage() {
         }
     }
 }
+
+/// The 96 keys of retinanet's dataset of 96 files (DLIO's names) and their size, as `KEY SIZE`
+/// lines, with a comment and a blank line; `wrong` gives object 5 one byte more.
+fn retinanet_manifest(dir: &std::path::Path, name: &str, wrong: bool) -> std::path::PathBuf {
+    let mut text = String::from("# key size\n\n");
+    // In reverse: the manifest's order is not the run's, key order is.
+    for i in (0..96).rev() {
+        let size = if wrong && i == 5 { 322_625 } else { 322_624 };
+        text.push_str(&format!(
+            "data/retinanet/train/img_{i:02}_of_96.jpeg {size}\n"
+        ));
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn a_manifest_replaces_the_listing_for_both_engines() {
+    let served = common::spawn_serve(&["retinanet_b200", "dataset.num_files_train=96"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let good = retinanet_manifest(tmp.path(), "good.txt", false);
+    let wrong = retinanet_manifest(tmp.path(), "wrong.txt", true);
+    let base = |manifest: &std::path::Path, engine: &'static str| -> Vec<String> {
+        [
+            "retinanet_b200",
+            "dataset.num_files_train=96",
+            "train.epochs=1",
+            "--np",
+            "1",
+            "--engine",
+            engine,
+            "--endpoint",
+            &served.endpoint,
+            "--bucket",
+            "ringload",
+            "--manifest",
+            manifest.to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    for engine in ["uring", "baseline"] {
+        let args = base(&good, engine);
+        let s = run_json_env(&args.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
+        assert_eq!(s["outcome"], "completed", "{engine}");
+        assert_eq!(s["requests"], 96, "{engine}: one GET per object");
+        assert_eq!(s["bytes_read"], 96 * 322_624, "{engine}");
+        assert_eq!(s["errors"], 0, "{engine}");
+        // The manifest's sizes are the ones checked: one byte off fails the run.
+        let mut cmd = ringload();
+        cmd.arg("run")
+            .args(base(&wrong, engine))
+            .args(["--retries", "0"]);
+        let (code, _, stderr) = output(&mut cmd);
+        assert!(code != 0 && code != 1, "{engine}: {code} {stderr}");
+        assert!(
+            stderr.contains("img_05_of_96.jpeg")
+                && stderr.contains("Content-Length")
+                && stderr.contains("the catalog says 322625"),
+            "{engine}: {stderr}"
+        );
+    }
+    // Parquet needs its footers, a checkpoint writes its own objects: refused in one line.
+    let good_path = good.to_str().unwrap();
+    for (command, workload, why) in [
+        ("run", "flux_small", "footer"),
+        ("plan", "flux_small", "footer"),
+        ("run", "llama3_8b", "writes its own objects"),
+    ] {
+        let (code, _, stderr) = run(&[command, workload, "--manifest", good_path]);
+        assert_eq!(code, 2, "{command} {workload}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains("--manifest") && stderr.contains(why) && !stderr.contains("  "),
+            "{stderr}"
+        );
+    }
+    // `plan` takes the manifest's catalog too.
+    let (code, stdout, stderr) = run(&[
+        "plan",
+        "retinanet_b200",
+        "dataset.num_files_train=96",
+        "--manifest",
+        wrong.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("--manifest") && stdout.contains("322625"),
+        "{stdout}"
+    );
+}

@@ -13,8 +13,10 @@
 //! keeps only its tail, and is then read by this same code.
 //!
 //! Whole-object datasets (npz, jpeg, tfrecord) have no footers: their catalog is a key and a size
-//! per object, held compactly, computed or listed ([`objects`]).
+//! per object, held compactly, computed, listed ([`objects`]) or read from a manifest
+//! ([`manifest`]).
 
+pub mod manifest;
 pub mod objects;
 
 use std::borrow::Cow;
@@ -64,6 +66,12 @@ pub enum CatalogError {
         extension: String,
         found: usize,
         needed: usize,
+    },
+    #[error("--manifest {path}:{line}: {reason}")]
+    BadManifest {
+        path: String,
+        line: usize,
+        reason: String,
     },
     #[error("{key} is not Parquet: {reason}")]
     NotParquet { key: String, reason: String },

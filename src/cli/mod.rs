@@ -266,6 +266,12 @@ pub struct RunOptions {
     /// use]
     #[arg(long, value_name = "N", value_parser = parse_threads)]
     pub engine_threads: Option<usize>,
+
+    /// Whole-object workloads (npz, jpeg, tfrecord): read the objects' keys and sizes from
+    /// FILE, one `KEY SIZE` per line (`#` comments), instead of listing the bucket; the
+    /// objects are still fetched from the target
+    #[arg(long, value_name = "FILE")]
+    pub manifest: Option<PathBuf>,
 }
 
 impl RunOptions {
@@ -282,6 +288,9 @@ impl RunOptions {
         }
         if let Some(n) = self.engine_threads {
             args.extend(["--engine-threads".to_string(), n.to_string()]);
+        }
+        if let Some(file) = &self.manifest {
+            args.extend(["--manifest".to_string(), file.display().to_string()]);
         }
         args
     }
@@ -305,6 +314,11 @@ pub struct PlanArgs {
     /// wrote it) instead of computing them
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+
+    /// Whole-object workloads: the objects' keys and sizes from FILE, one `KEY SIZE` per line,
+    /// instead of computing them (see `run --manifest`)
+    #[arg(long, value_name = "FILE", conflicts_with = "dir")]
+    pub manifest: Option<PathBuf>,
 
     /// Print the plan as JSON
     #[arg(long)]
@@ -920,6 +934,8 @@ mod tests {
             "off",
             "--after",
             "/tmp/write-run",
+            "--manifest",
+            "/tmp/objects.txt",
         ];
         for given in [&[][..], &["--verify"][..], full] {
             let parsed = run_args(given);
@@ -956,6 +972,7 @@ mod tests {
             crate::checkpoint::SendZc::Off
         );
         assert!(parsed.options.checkpoint.after.is_some());
+        assert!(parsed.options.manifest.is_some());
         assert_eq!(parsed.shape.loader, Loader::Dlio);
         assert_ne!(parsed, run_args(&[]));
     }

@@ -127,7 +127,13 @@ impl<'a> Session<'a> {
         let target = &storage.target;
         // Process 0 lists and reads the footers; the others get its catalog.
         let (bucket, catalog) = if cluster.process() == 0 {
-            catalog_from(target, policy, &settings, options.verify)?
+            catalog_from(
+                target,
+                policy,
+                &settings,
+                options.verify,
+                options.manifest.as_deref(),
+            )?
         } else {
             let bucket = Bucket::new(target.clone(), policy).context("starting the S3 client")?;
             (bucket, Catalog::empty())

@@ -3,6 +3,7 @@
 //! dataset; the bucket checked and its catalog read; `--output` checked writable.
 
 use std::io::IsTerminal;
+use std::path::Path;
 
 use anyhow::Context;
 
@@ -228,29 +229,71 @@ pub fn checkpoint_sink_objects(plan: &CheckpointPlan) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// `--manifest` with a checkpoint workload: refused in one line.
+pub fn refuse_checkpoint_manifest(manifest: Option<&Path>) -> Result<(), UsageError> {
+    match manifest {
+        None => Ok(()),
+        Some(file) => Err(UsageError(format!(
+            "--manifest {}: a checkpoint workload writes its own objects and lists nothing; \
+             drop --manifest (it is for npz, jpeg and tfrecord workloads)",
+            file.display()
+        ))),
+    }
+}
+
+/// `--manifest` with a Parquet workload: refused in one line.
+pub fn parquet_manifest(file: &Path) -> UsageError {
+    UsageError(format!(
+        "--manifest {}: a Parquet workload reads each file's footer for its row groups, which \
+         a key and a size do not give; drop --manifest (it is for npz, jpeg and tfrecord \
+         workloads)",
+        file.display()
+    ))
+}
+
 /// The catalog of the workload's files in `target`'s bucket (with chunk hashes for
-/// `--verify` when `with_chunks`), and the bucket handle that read it. Set-up: a failure here
-/// is exit 2, as the catalog's are.
+/// `--verify` when `with_chunks`), and the bucket handle that read it; a whole-object
+/// workload's from `manifest` when given, with no LIST at all (not even the bucket check's:
+/// the first GET finds a wrong bucket or endpoint). Set-up: a failure here is exit 2, as the
+/// catalog's are.
 pub fn catalog_from(
     target: &Target,
     policy: s3::RetryPolicy,
     settings: &Settings,
     with_chunks: bool,
+    manifest: Option<&Path>,
 ) -> anyhow::Result<(Bucket, Catalog)> {
     let bucket = Bucket::new(target.clone(), policy).context("starting the S3 client")?;
-    bucket.check().map_err(CatalogError::Request)?;
-    let catalog = match &settings.objects {
+    let catalog = match (&settings.objects, manifest) {
+        (Some(dataset), Some(file)) => {
+            catalog::manifest::manifest_objects(file, dataset, settings.num_files)?
+        }
+        (None, Some(file)) => return Err(parquet_manifest(file).into()),
+        _ => {
+            bucket.check().map_err(CatalogError::Request)?;
+            listed_catalog(&bucket, settings, with_chunks)?
+        }
+    };
+    Ok((bucket, catalog))
+}
+
+/// The workload's catalog listed in `bucket`.
+fn listed_catalog(
+    bucket: &Bucket,
+    settings: &Settings,
+    with_chunks: bool,
+) -> Result<Catalog, CatalogError> {
+    Ok(match &settings.objects {
         // Whole objects: a LIST, nothing read from inside them.
-        Some(dataset) => catalog::discover_objects(&bucket, dataset, settings.num_files)?,
+        Some(dataset) => catalog::discover_objects(bucket, dataset, settings.num_files)?,
         None => catalog::discover(
-            &bucket,
+            bucket,
             &settings.dataset.train_prefix,
             settings.num_files,
             settings.columns_read.as_deref(),
             with_chunks,
         )?,
-    };
-    Ok((bucket, catalog))
+    })
 }
 
 /// Creates `--output DIR` and checks that files can be written in it, before anything runs.

@@ -30,6 +30,7 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
     exit_if_stopped_in_setup(Arc::clone(&interrupt), Arc::clone(&setup_done), "sweep")?;
     let cfg = load_config(&args.workload, None)?;
     if crate::checkpoint::is_checkpoint_workload(&cfg)? {
+        crate::run::store::refuse_checkpoint_manifest(args.options.manifest.as_deref())?;
         return run_checkpoint(args, &cfg, interrupt, setup_done);
     }
     let settings = Settings::resolve(&cfg)?;
@@ -330,6 +331,7 @@ fn plan_points(
         args.options.s3.retry_policy(),
         settings,
         false,
+        args.options.manifest.as_deref(),
     )?;
     let limits = budget::MemoryLimits {
         memlock_bytes: None,
