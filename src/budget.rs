@@ -327,6 +327,20 @@ pub struct BudgetShape {
     pub catalog_bytes: u64,
     /// Buffers hold a TLS record beyond the GET ([`TLS_RECORD_SLACK_BYTES`]).
     pub tls: bool,
+    /// Whole objects dealt over readers: `(batch, samples per object)`. A reader then holds
+    /// ⌈⌈batch ÷ RT⌉ ÷ spf⌉ GETs per step, so a suggested read_threads or prefetch must leave
+    /// prefetch at least that (`None`: no such rule, Parquet).
+    pub batch_hold: Option<(u64, u64)>,
+}
+
+impl BudgetShape {
+    /// Whether a reader with `prefetch` GETs can hold its share of a batch at `read_threads`.
+    fn holds_batch(&self, read_threads: u32, prefetch: u32) -> bool {
+        self.batch_hold.is_none_or(|(batch, spf)| {
+            let per_reader = batch.div_ceil(u64::from(read_threads.max(1)));
+            u64::from(prefetch) >= per_reader.div_ceil(spf.max(1))
+        })
+    }
 }
 
 /// A run's memory is over a limit; the message names the budget, the limit that binds and the
@@ -465,18 +479,19 @@ pub fn check(
         .cloned()
         .unwrap_or_else(|| budget.checks[0].clone());
     let try_fit = |rt: u32, pf: u32| {
-        fits(
-            &budget_for(
-                shape.largest_get_bytes,
-                shape.np,
-                rt,
-                pf,
-                shape.server_bytes,
-                shape.catalog_bytes,
-                shape.tls,
-            ),
-            &checks,
-        )
+        shape.holds_batch(rt, pf)
+            && fits(
+                &budget_for(
+                    shape.largest_get_bytes,
+                    shape.np,
+                    rt,
+                    pf,
+                    shape.server_bytes,
+                    shape.catalog_bytes,
+                    shape.tls,
+                ),
+                &checks,
+            )
     };
     let best_rt = (1..shape.read_threads)
         .rev()
@@ -497,6 +512,11 @@ pub fn check(
             "largest that fits: --prefetch {pf} (at --read-threads {}); no --read-threads fits at --prefetch {}",
             shape.read_threads, shape.prefetch
         ),
+        (None, None) if shape.batch_hold.is_some() => {
+            "no fewer --read-threads or --prefetch that still holds a reader's share of a batch \
+             fits: lower --np"
+                .to_string()
+        }
         (None, None) => {
             if try_fit(1, 1) {
                 "lower --read-threads and --prefetch together, or --np".to_string()
@@ -864,6 +884,41 @@ mod tests {
     /// rounding), with an in-process server's share among them; the pool alone for the
     /// memlock limit.
     #[test]
+    fn suggestions_for_whole_objects_still_hold_a_readers_share_of_a_batch() {
+        const GIB: u64 = 1 << 30;
+        // unet3d_b200 at NP 8: batch 7 over 4 readers, prefetch 4, its largest object.
+        let shape = BudgetShape {
+            np: 8,
+            read_threads: 4,
+            prefetch: 4,
+            largest_get_bytes: 468_662_272,
+            server_bytes: 0,
+            catalog_bytes: 0,
+            tls: false,
+            batch_hold: Some((7, 1)),
+        };
+        let limits = MemoryLimits::unlimited();
+        // RT 2 holds ⌈7 ÷ 2⌉ = 4 (fits prefetch 4), prefetch 2 holds ⌈7 ÷ 4⌉ = 2; prefetch 1 or
+        // RT 1 would fit the memory but not the batch, so neither is offered.
+        let line = check(&shape, &limits, Some(30 * GIB)).unwrap_err().0;
+        assert!(
+            line.contains("--read-threads 2 (at --prefetch 4)")
+                && line.contains("--prefetch 2 (at --read-threads 4)"),
+            "{line}"
+        );
+        let line = check(&shape, &limits, Some(21 * GIB)).unwrap_err().0;
+        assert!(line.ends_with("fits: lower --np"), "{line}");
+        assert!(!line.contains("--prefetch 1"), "{line}");
+        // Without the rule (Parquet), the smaller values are offered as before.
+        let parquet = BudgetShape {
+            batch_hold: None,
+            ..shape
+        };
+        let line = check(&parquet, &limits, Some(21 * GIB)).unwrap_err().0;
+        assert!(line.contains("--prefetch 1"), "{line}");
+    }
+
+    #[test]
     fn a_refusal_prints_parts_that_add_up_to_its_total() {
         const MIB: u64 = 1 << 20;
         // The issue's case: flux_b200, NP 2, RT 2, prefetch 1, one row group per GET, with
@@ -876,6 +931,7 @@ mod tests {
             server_bytes: 147 * MIB + 12_345,
             catalog_bytes: 0,
             tls: false,
+            batch_hold: None,
         };
         let limits = MemoryLimits::unlimited();
         let budget = budget_for(103_912_345, 2, 2, 1, shape.server_bytes, 0, false);

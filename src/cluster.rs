@@ -325,6 +325,11 @@ pub fn host_share(plan: &Plan, ranks: usize, tls: bool) -> BudgetShape {
         server_bytes: 0,
         catalog_bytes: plan.memory.catalog_bytes,
         tls,
+        batch_hold: plan
+            .catalog
+            .objects
+            .is_some()
+            .then_some((plan.settings.batch_size, plan.settings.samples_per_file)),
     }
 }
 

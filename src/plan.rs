@@ -397,6 +397,8 @@ impl Plan {
                 server_bytes: options.server_bytes,
                 catalog_bytes: catalog.listing_bytes(),
                 tls: options.tls,
+                batch_hold: whole_objects
+                    .then_some((settings.batch_size, settings.samples_per_file)),
             },
             limits,
             options.memory_cap_bytes,
