@@ -345,3 +345,31 @@ fn a_manifest_replaces_the_listing_for_both_engines() {
         "{stdout}"
     );
 }
+
+#[test]
+fn retinanets_full_listing_stays_within_the_budget_the_plan_states() {
+    // All 1,170,301 objects listed from the embedded virtual store (1,171 LIST pages), then two
+    // steps: the budget counts the listing's peak, and the process's peak RSS (from before the
+    // listing: `peak_rss_since_setup`) stays inside it.
+    let (code, stdout, stderr) = run(&[
+        "run",
+        "retinanet_b200",
+        "train.total_training_steps=2",
+        "train.epochs=1",
+        "--np",
+        "1",
+        "--json",
+    ]);
+    assert!(code == 0 || code == 1, "{stderr}");
+    let s: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(s["outcome"], "completed");
+    assert_eq!(s["requests"], 48, "two steps of 24 whole objects");
+    assert_eq!(s["peak_rss_since_setup"], true);
+    let peak = s["peak_rss_bytes"].as_u64().unwrap();
+    let budget = s["memory_budget_bytes"].as_u64().unwrap();
+    assert!(
+        peak <= budget,
+        "peak RSS {peak} over the budget {budget}: {stderr}"
+    );
+    assert!(!stderr.contains("exceeded the memory budget"), "{stderr}");
+}
