@@ -173,6 +173,20 @@ fn the_embedded_default_runs_unet3d_and_retinanet_with_their_au_targets() {
             "{workload}: {stdout}"
         );
         assert!(stdout.contains("train_au_mean_percentage"), "{stdout}");
+        // The header says what a GET is: a whole object, nothing coalesced, no footer.
+        let format = if workload == "unet3d_b200" {
+            "npz"
+        } else {
+            "jpeg"
+        };
+        assert!(
+            stdout.contains(&format!("whole {format} objects")),
+            "{stdout}"
+        );
+        assert!(
+            !stdout.contains("coalesce_rgs") && !stdout.contains("footers"),
+            "{stdout}"
+        );
     }
 }
 

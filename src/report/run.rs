@@ -119,14 +119,20 @@ pub fn render(s: &RunSummary) -> String {
     } else {
         format!("s3://{} at {}", s.target.bucket, s.target.endpoint)
     };
+    // Whole objects are one GET each: nothing to coalesce, no footer.
+    let parquet = s.format == "parquet";
+    let gets = if parquet {
+        format!("coalesce_rgs {}", s.coalesce_rgs)
+    } else {
+        format!("whole {} objects", s.format)
+    };
     let _ = writeln!(
         w,
-        "ringload run: {} on {where_}; engine {}, prefetch {}, coalesce_rgs {}, computation_time \
-         {}, {} epoch{}, sharding {}",
+        "ringload run: {} on {where_}; engine {}, prefetch {}, {gets}, computation_time {}, {} \
+         epoch{}, sharding {}",
         s.workload,
         s.engine,
         s.prefetch,
-        s.coalesce_rgs,
         seconds(s.computation_time_s),
         s.epochs,
         if s.epochs == 1 { "" } else { "s" },
@@ -167,14 +173,17 @@ pub fn render(s: &RunSummary) -> String {
     );
     let _ = writeln!(
         w,
-        "read {} ({} bytes) in {} at {:.0} MiB/s on the wire ({} nominal); footers {} once; \
-         {}, {}",
+        "read {} ({} bytes) in {} at {:.0} MiB/s on the wire ({} nominal); {}{}, {}",
         bytes(s.bytes_read),
         count(s.bytes_read),
         counted(s.requests, "GET"),
         s.measured_mib_per_s,
         or_dash(s.io_mib_per_s, |v| format!("{} MiB/s", whole(v))),
-        bytes(s.footer_bytes),
+        if parquet {
+            format!("footers {} once; ", bytes(s.footer_bytes))
+        } else {
+            String::new()
+        },
         counted(s.retries, "retry"),
         counted(s.errors, "error")
     );

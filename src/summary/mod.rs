@@ -232,6 +232,9 @@ pub struct RunSummary {
     pub read_threads: u32,
     pub prefetch: u32,
     pub coalesce_rgs: u32,
+    /// The dataset's format: `parquet` (ranged GETs of row groups, coalesced) or `npz`, `jpeg`,
+    /// `tfrecord` (one whole-object GET per object; `coalesce_rgs` does not apply).
+    pub format: String,
     pub computation_time_s: f64,
     /// The workload file's own computation_time.
     pub workload_computation_time_s: f64,
@@ -544,6 +547,11 @@ impl RunSummary {
             engine: context.engine,
             loader: plan.options.loader,
             workload: settings.workload.name.clone(),
+            format: settings
+                .objects
+                .as_ref()
+                .map_or("parquet", |o| o.format.extension())
+                .to_string(),
             np: plan.options.np,
             read_threads: settings.read_threads,
             prefetch: settings.prefetch,
