@@ -184,7 +184,7 @@ fn the_embedded_default_runs_unet3d_and_retinanet_with_their_au_targets() {
             "{stdout}"
         );
         assert!(
-            !stdout.contains("coalesce_rgs") && !stdout.contains("footers"),
+            !stdout.contains("coalesce_rgs") && !stdout.contains("footers 0 B once"),
             "{stdout}"
         );
     }
