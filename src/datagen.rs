@@ -20,7 +20,7 @@
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -589,59 +589,94 @@ pub fn generate<S: ObjectSink>(
         });
     }
     let jobs = jobs.clamp(1, files.max(1));
-    let progress = if show_progress {
-        let bar = ProgressBar::new(rows_bytes);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} {msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
-        bar.set_message(format!("generating {files} files"));
-        bar.enable_steady_tick(Duration::from_millis(200));
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
-    let next = AtomicUsize::new(0);
-    let failed = AtomicBool::new(false);
-    let first_error: Mutex<Option<GenerateError>> = Mutex::new(None);
+    let progress = progress_bar(
+        show_progress,
+        rows_bytes,
+        format!("generating {files} files"),
+    );
     let bytes_written = AtomicU64::new(0);
     let started = Instant::now();
     let record_bytes = spec.record_bytes();
+    on_jobs(
+        files as u64,
+        jobs,
+        || (),
+        |(), index| {
+            let index = index as usize;
+            let key = spec.file_key(index);
+            let writer = sink.create(&key)?;
+            let counted = Counted {
+                inner: writer,
+                bytes: 0,
+            };
+            let counted = write_file(spec, Fill::for_file(spec.seed, index), counted, |rows| {
+                progress.inc(rows * record_bytes)
+            })
+            .map_err(|source| match source {
+                ParquetError::External(e) => GenerateError::Write {
+                    key: key.clone(),
+                    source: io::Error::other(e),
+                },
+                source => GenerateError::Encode {
+                    key: key.clone(),
+                    source,
+                },
+            })?;
+            bytes_written.fetch_add(counted.bytes, Ordering::Relaxed);
+            sink.commit(&key, counted.inner)
+        },
+    )
+    .inspect_err(|_| progress.finish_and_clear())?;
+    progress.finish_and_clear();
+    Ok(GenerateSummary {
+        destination: format!("{}/{}", sink.describe(), spec.train_prefix),
+        files,
+        bytes_written: bytes_written.into_inner(),
+        elapsed_s: started.elapsed().as_secs_f64(),
+        jobs,
+    })
+}
+
+/// A progress bar of `total` bytes with `message` on a terminal (`show`), else a hidden one.
+pub(crate) fn progress_bar(show: bool, total: u64, message: String) -> ProgressBar {
+    if !show {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} {msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    bar.set_message(message);
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+/// Runs `work(state, index)` for every index in `0..files` on `jobs` threads, each with its
+/// own `init()` state, taking the next index as it finishes one. The first failure stops the
+/// others (a file already started is finished or fails on its own) and is returned.
+pub(crate) fn on_jobs<T>(
+    files: u64,
+    jobs: usize,
+    init: impl Fn() -> T + Sync,
+    work: impl Fn(&mut T, u64) -> Result<(), GenerateError> + Sync,
+) -> Result<(), GenerateError> {
+    let next = AtomicU64::new(0);
+    let failed = AtomicBool::new(false);
+    let first_error: Mutex<Option<GenerateError>> = Mutex::new(None);
     std::thread::scope(|scope| {
         for _ in 0..jobs {
             scope.spawn(|| {
+                let mut state = init();
                 while !failed.load(Ordering::Relaxed) {
                     let index = next.fetch_add(1, Ordering::Relaxed);
                     if index >= files {
                         break;
                     }
-                    let key = spec.file_key(index);
-                    let result = sink.create(&key).and_then(|writer| {
-                        let counted = Counted {
-                            inner: writer,
-                            bytes: 0,
-                        };
-                        let counted =
-                            write_file(spec, Fill::for_file(spec.seed, index), counted, |rows| {
-                                progress.inc(rows * record_bytes)
-                            })
-                            .map_err(|source| match source {
-                                ParquetError::External(e) => GenerateError::Write {
-                                    key: key.clone(),
-                                    source: io::Error::other(e),
-                                },
-                                source => GenerateError::Encode {
-                                    key: key.clone(),
-                                    source,
-                                },
-                            })?;
-                        bytes_written.fetch_add(counted.bytes, Ordering::Relaxed);
-                        sink.commit(&key, counted.inner)
-                    });
-                    if let Err(e) = result {
+                    if let Err(e) = work(&mut state, index) {
                         failed.store(true, Ordering::Relaxed);
                         let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
                         slot.get_or_insert(e);
@@ -650,17 +685,10 @@ pub fn generate<S: ObjectSink>(
             });
         }
     });
-    progress.finish_and_clear();
-    if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        return Err(e);
+    match first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
-    Ok(GenerateSummary {
-        destination: format!("{}/{}", sink.describe(), spec.train_prefix),
-        files,
-        bytes_written: bytes_written.into_inner(),
-        elapsed_s: started.elapsed().as_secs_f64(),
-        jobs,
-    })
 }
 
 #[cfg(test)]

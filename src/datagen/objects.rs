@@ -8,13 +8,10 @@
 //! payload (its CRC precedes it in the zip; see `dataset::npz`), a TFRecord one.
 
 use std::io::Write;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
-use indicatif::{ProgressBar, ProgressStyle};
-
-use super::{GenerateError, GenerateSummary, ObjectSink};
+use super::{GenerateError, GenerateSummary, ObjectSink, on_jobs, progress_bar};
 use crate::dataset::ObjectDataset;
 use crate::units;
 
@@ -50,52 +47,26 @@ pub fn generate_objects<S: ObjectSink>(
         });
     }
     let jobs = jobs.clamp(1, files.clamp(1, usize::MAX as u64) as usize);
-    let progress = if show_progress {
-        let bar = ProgressBar::new(total);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} {msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
-        bar.set_message(format!("generating {files} {} files", dataset.format));
-        bar.enable_steady_tick(Duration::from_millis(200));
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
-    let next = AtomicU64::new(0);
-    let failed = AtomicBool::new(false);
-    let first_error: Mutex<Option<GenerateError>> = Mutex::new(None);
+    let progress = progress_bar(
+        show_progress,
+        total,
+        format!("generating {files} {} files", dataset.format),
+    );
     let bytes_written = AtomicU64::new(0);
     let started = Instant::now();
-    std::thread::scope(|scope| {
-        for _ in 0..jobs {
-            scope.spawn(|| {
-                let mut buf = vec![0u8; OBJECT_CHUNK_BYTES];
-                while !failed.load(Ordering::Relaxed) {
-                    let index = next.fetch_add(1, Ordering::Relaxed);
-                    if index >= files {
-                        break;
-                    }
-                    let result = write_object(dataset, index, sink, &mut buf, |n| {
-                        progress.inc(n);
-                        bytes_written.fetch_add(n, Ordering::Relaxed);
-                    });
-                    if let Err(e) = result {
-                        failed.store(true, Ordering::Relaxed);
-                        let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
-                        slot.get_or_insert(e);
-                    }
-                }
-            });
-        }
-    });
+    on_jobs(
+        files,
+        jobs,
+        || vec![0u8; OBJECT_CHUNK_BYTES],
+        |buf, index| {
+            write_object(dataset, index, sink, buf, |n| {
+                progress.inc(n);
+                bytes_written.fetch_add(n, Ordering::Relaxed);
+            })
+        },
+    )
+    .inspect_err(|_| progress.finish_and_clear())?;
     progress.finish_and_clear();
-    if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        return Err(e);
-    }
     Ok(GenerateSummary {
         destination: format!("{}/{}", sink.describe(), dataset.train_prefix),
         files: files as usize,
