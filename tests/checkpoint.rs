@@ -346,16 +346,20 @@ fn part_faults_are_retried_and_a_fatal_one_aborts_the_upload() {
     }
 }
 
-/// Polls `list_multipart_uploads` until an upload is open under PREFIX, then prints.
+/// Polls `list_multipart_uploads` until an upload of a key under PREFIX ending in SUFFIX is
+/// open, then prints. The suffix picks the rank's largest object (33 parts, one in flight), so
+/// the kill that follows lands mid-upload: waiting for any upload raced with the small object's
+/// upload completing before the large one's began.
 const WAIT_FOR_UPLOAD: &str = r#"
 import json, sys, time, boto3
-endpoint, bucket, key, secret, prefix = sys.argv[1:6]
+endpoint, bucket, key, secret, prefix, suffix = sys.argv[1:7]
 s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=key,
                   aws_secret_access_key=secret, region_name="us-east-1")
 deadline = time.time() + 60
 n = 0
 while time.time() < deadline:
-    n = len(s3.list_multipart_uploads(Bucket=bucket, Prefix=prefix).get("Uploads", []))
+    uploads = s3.list_multipart_uploads(Bucket=bucket, Prefix=prefix).get("Uploads", [])
+    n = sum(1 for u in uploads if u["Key"].endswith(suffix))
     if n:
         break
     time.sleep(0.02)
@@ -402,6 +406,7 @@ fn a_killed_writer_leaves_uploads_that_the_next_run_aborts_and_says_so() {
             &g.key,
             &g.secret,
             &format!("{folder}/"),
+            "optim_states.pt",
         ],
     );
     child.kill().unwrap(); // SIGKILL: nothing runs after it.
