@@ -6,7 +6,8 @@
 //! Probing never fails: a limit that cannot be read is `None` and a note says why.
 //!
 //! The budget: a run needs `NP × RT × prefetch` buffers of the largest GET (rounded up to a
-//! page), plus [`CONNECTION_OVERHEAD_BYTES`] per connection (one per buffer),
+//! page) — or, for whole objects of spread sizes that would not fit so, two size classes per
+//! reader ([`SmallBuffers`]: as many large buffers as a step needs, the rest smaller) — plus [`CONNECTION_OVERHEAD_BYTES`] per connection (one per buffer),
 //! [`PROCESS_OVERHEAD_BYTES`] and an in-process server's resident data. [`check`] compares that
 //! with MemAvailable, the cgroup's room, RLIMIT_MEMLOCK (the pool only, without CAP_IPC_LOCK)
 //! and `--memory-budget`, and over any names the largest `read_threads` and `prefetch` that fit.
@@ -291,6 +292,22 @@ pub struct LimitCheck {
     pub fits: bool,
 }
 
+/// The smaller of a reader's two buffer size classes. Whole objects of spread sizes (unet3d:
+/// 21–382 MB) would otherwise pin `prefetch` buffers of the largest object per reader. With
+/// classes a reader has `prefetch − per_reader` buffers of the largest GET (at least the GETs
+/// one step needs of it, so a step can always be served) and `per_reader` of `get_bytes`; a GET
+/// larger than `get_bytes` waits for a large buffer, so the reader prefetches large objects
+/// less deep and the pool's size is a bound it keeps, whatever the order of sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SmallBuffers {
+    /// Small buffers per reader.
+    pub per_reader: u32,
+    /// The largest GET a small buffer holds.
+    pub get_bytes: u64,
+    /// One small buffer as registered: `get_bytes` (and a TLS record) rounded up to a page.
+    pub buffer_bytes: u64,
+}
+
 /// The memory a run needs, computed before anything is allocated.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MemoryBudget {
@@ -298,7 +315,11 @@ pub struct MemoryBudget {
     pub buffer_bytes: u64,
     /// RT × prefetch.
     pub buffers_per_rank: u64,
-    /// NP × RT × prefetch × buffer_bytes: the registered, locked buffer pool.
+    /// With size classes, how many of each reader's buffers are small, and their size; the
+    /// others are `buffer_bytes`.
+    pub small_buffers: Option<SmallBuffers>,
+    /// NP × RT × prefetch × buffer_bytes (less what small buffers save): the registered,
+    /// locked buffer pool.
     pub pool_bytes: u64,
     /// NP × RT × prefetch keep-alive connections.
     pub connections: u64,
@@ -331,6 +352,9 @@ pub struct BudgetShape {
     /// ⌈⌈batch ÷ RT⌉ ÷ spf⌉ GETs per step, so a suggested read_threads or prefetch must leave
     /// prefetch at least that (`None`: no such rule, Parquet).
     pub batch_hold: Option<(u64, u64)>,
+    /// Size classes: `(small buffers per reader, the largest GET they hold)`; `None`: every
+    /// buffer holds the largest GET.
+    pub small_class: Option<(u32, u64)>,
 }
 
 impl BudgetShape {
@@ -375,6 +399,7 @@ fn round_up(x: u64, to: u64) -> u64 {
 
 /// The memory of a run with `np × rt × prefetch` buffers of the largest GET (and a TLS record,
 /// with `tls`).
+#[allow(clippy::too_many_arguments)]
 fn budget_for(
     largest_get_bytes: u64,
     np: u32,
@@ -383,16 +408,32 @@ fn budget_for(
     server_bytes: u64,
     catalog_bytes: u64,
     tls: bool,
+    small_class: Option<(u32, u64)>,
 ) -> MemoryBudget {
     let slack = if tls { TLS_RECORD_SLACK_BYTES } else { 0 };
     let buffer_bytes = round_up(largest_get_bytes + slack, BUFFER_ALIGN_BYTES);
     let buffers_per_rank = u64::from(rt) * u64::from(prefetch);
-    let pool_bytes = u64::from(np) * buffers_per_rank * buffer_bytes;
+    let small_buffers = small_class
+        .filter(|&(n, get_bytes)| n > 0 && n < prefetch && get_bytes < largest_get_bytes)
+        .map(|(per_reader, get_bytes)| SmallBuffers {
+            per_reader,
+            get_bytes,
+            buffer_bytes: round_up(get_bytes + slack, BUFFER_ALIGN_BYTES),
+        });
+    let reader_bytes = match small_buffers {
+        Some(s) => {
+            u64::from(prefetch - s.per_reader) * buffer_bytes
+                + u64::from(s.per_reader) * s.buffer_bytes
+        }
+        None => u64::from(prefetch) * buffer_bytes,
+    };
+    let pool_bytes = u64::from(np) * u64::from(rt) * reader_bytes;
     let connections = u64::from(np) * buffers_per_rank;
     let connection_bytes = connections * CONNECTION_OVERHEAD_BYTES;
     MemoryBudget {
         buffer_bytes,
         buffers_per_rank,
+        small_buffers,
         pool_bytes,
         connections,
         connection_bytes,
@@ -466,6 +507,7 @@ pub fn check(
             shape.server_bytes,
             shape.catalog_bytes,
             shape.tls,
+            shape.small_class,
         ),
         &checks,
     );
@@ -489,6 +531,7 @@ pub fn check(
                     shape.server_bytes,
                     shape.catalog_bytes,
                     shape.tls,
+                    None,
                 ),
                 &checks,
             )
@@ -526,13 +569,7 @@ pub fn check(
             }
         }
     };
-    let pool = format!(
-        "NP {} × RT {} × prefetch {} × {} buffers",
-        shape.np,
-        shape.read_threads,
-        shape.prefetch,
-        bytes(budget.buffer_bytes),
-    );
+    let pool = pool_formula(shape.np, shape.read_threads, shape.prefetch, &budget);
     // Every figure printed adds up to the one it explains (to its rounding).
     let (need, fix) = if over.applies_to == "pool" {
         (
@@ -596,6 +633,7 @@ impl ObjectBudgetShape {
                 BUFFER_ALIGN_BYTES,
             ),
             buffers_per_rank,
+            small_buffers: None,
             pool_bytes,
             connections,
             connection_bytes,
@@ -766,6 +804,66 @@ fn with_checks(mut budget: MemoryBudget, checks: &[(String, u64, bool)]) -> Memo
 
 /// The parts of `budget`'s total, each with its figure: `pool` (how the buffers multiply up)
 /// `= pool bytes, + connections + the process [+ the in-process server]`.
+/// When `shape` (every buffer the largest GET) is over a limit: the budget with two size
+/// classes per reader ([`SmallBuffers`]), `hold` large buffers (the most GETs one step needs
+/// of a reader) and the rest small, each small buffer as large as fits — at most one byte below
+/// the largest GET, at least `smallest_get_bytes`. `None` when no reader has buffers to spare
+/// beyond `hold`, or even the smallest GETs do not fit.
+pub fn size_classes(
+    shape: &BudgetShape,
+    hold: u32,
+    smallest_get_bytes: u64,
+    limits: &MemoryLimits,
+    cap: Option<u64>,
+) -> Option<MemoryBudget> {
+    if hold == 0 || hold >= shape.prefetch || smallest_get_bytes >= shape.largest_get_bytes {
+        return None;
+    }
+    let with = |get_bytes: u64| {
+        check(
+            &BudgetShape {
+                small_class: Some((shape.prefetch - hold, get_bytes)),
+                ..*shape
+            },
+            limits,
+            cap,
+        )
+        .ok()
+    };
+    // The pool grows with the small size: the largest that fits, by bisection.
+    let (mut lo, mut hi) = (smallest_get_bytes, shape.largest_get_bytes - 1);
+    let mut best = with(lo)?;
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        match with(mid) {
+            Some(budget) => {
+                best = budget;
+                lo = mid;
+            }
+            None => hi = mid - 1,
+        }
+    }
+    Some(best)
+}
+
+/// How the pool adds up: `NP n × RT r × prefetch p × B buffers`, or with size classes
+/// `NP n × RT r × (l × B + s × b) buffers`.
+pub fn pool_formula(np: u32, rt: u32, prefetch: u32, budget: &MemoryBudget) -> String {
+    match budget.small_buffers {
+        Some(small) => format!(
+            "NP {np} × RT {rt} × ({} × {} + {} × {}) buffers",
+            prefetch - small.per_reader,
+            bytes(budget.buffer_bytes),
+            small.per_reader,
+            bytes(small.buffer_bytes),
+        ),
+        None => format!(
+            "NP {np} × RT {rt} × prefetch {prefetch} × {} buffers",
+            bytes(budget.buffer_bytes)
+        ),
+    }
+}
+
 fn parts(budget: &MemoryBudget, pool: &str) -> String {
     let mut text = format!(
         "{pool} = {}, + {} for {} connection{} + {} for the process",
@@ -896,6 +994,7 @@ mod tests {
             catalog_bytes: 0,
             tls: false,
             batch_hold: Some((7, 1)),
+            small_class: None,
         };
         let limits = MemoryLimits::unlimited();
         // RT 2 holds ⌈7 ÷ 2⌉ = 4 (fits prefetch 4), prefetch 2 holds ⌈7 ÷ 4⌉ = 2; prefetch 1 or
@@ -912,10 +1011,58 @@ mod tests {
         // Without the rule (Parquet), the smaller values are offered as before.
         let parquet = BudgetShape {
             batch_hold: None,
+            small_class: None,
             ..shape
         };
         let line = check(&parquet, &limits, Some(21 * GIB)).unwrap_err().0;
         assert!(line.contains("--prefetch 1"), "{line}");
+    }
+
+    #[test]
+    fn size_classes_take_the_largest_small_buffer_that_fits_or_none() {
+        const MIB: u64 = 1 << 20;
+        // unet3d_b200 at NP 4: 4 readers each holding 2 objects of a step, prefetch 4; 447 MiB
+        // its largest object.
+        let shape = BudgetShape {
+            np: 4,
+            read_threads: 4,
+            prefetch: 4,
+            largest_get_bytes: 468_662_272,
+            server_bytes: 0,
+            catalog_bytes: 0,
+            tls: false,
+            batch_hold: Some((7, 1)),
+            small_class: None,
+        };
+        let limits = MemoryLimits::unlimited();
+        let cap = Some(20 << 30);
+        assert!(
+            check(&shape, &limits, cap).is_err(),
+            "uniform: 16 × 4 × 447 MiB"
+        );
+        let budget = size_classes(&shape, 2, 20 * MIB, &limits, cap).unwrap();
+        let small = budget.small_buffers.unwrap();
+        assert_eq!(small.per_reader, 2);
+        // 16 readers × (2 × 447 MiB + 2 × S) + the rest ≤ 20 GiB, and S one page more would not.
+        assert!(budget.total_bytes <= 20 << 30);
+        let larger = BudgetShape {
+            small_class: Some((2, small.buffer_bytes + 1)),
+            ..shape
+        };
+        assert!(check(&larger, &limits, cap).is_err(), "{small:?}");
+        assert_eq!(
+            budget.pool_bytes,
+            16 * (2 * budget.buffer_bytes + 2 * small.buffer_bytes)
+        );
+        assert!(
+            pool_formula(4, 4, 4, &budget)
+                .starts_with("NP 4 × RT 4 × (2 × 446.95 MiB + 2 × 190.55 MiB) buffers"),
+            "{}",
+            pool_formula(4, 4, 4, &budget)
+        );
+        // No buffers beyond a step's share, or not even the smallest objects fit: none.
+        assert!(size_classes(&shape, 4, 20 * MIB, &limits, cap).is_none());
+        assert!(size_classes(&shape, 2, 20 * MIB, &limits, Some(14 << 30)).is_none());
     }
 
     #[test]
@@ -932,9 +1079,10 @@ mod tests {
             catalog_bytes: 0,
             tls: false,
             batch_hold: None,
+            small_class: None,
         };
         let limits = MemoryLimits::unlimited();
-        let budget = budget_for(103_912_345, 2, 2, 1, shape.server_bytes, 0, false);
+        let budget = budget_for(103_912_345, 2, 2, 1, shape.server_bytes, 0, false, None);
         for (shape, cap, applies_to) in [
             (shape, 470 * MIB, "total"),
             (

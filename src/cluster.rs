@@ -330,6 +330,10 @@ pub fn host_share(plan: &Plan, ranks: usize, tls: bool) -> BudgetShape {
             .objects
             .is_some()
             .then_some((plan.settings.batch_size, plan.settings.samples_per_file)),
+        small_class: plan
+            .memory
+            .small_buffers
+            .map(|s| (s.per_reader, s.get_bytes)),
     }
 }
 

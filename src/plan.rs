@@ -388,40 +388,53 @@ impl Plan {
                 .flat_map(|r| r.readers.iter().flat_map(|rd| &rd.gets))
         };
         let largest_get_bytes = all_gets().map(|g| g.len_bytes).max().unwrap_or(0);
-        let memory = budget::check(
-            &BudgetShape {
-                np,
-                read_threads: settings.read_threads,
-                prefetch: window,
-                largest_get_bytes,
-                server_bytes: options.server_bytes,
-                catalog_bytes: catalog.listing_bytes(),
-                tls: options.tls,
-                batch_hold: whole_objects
-                    .then_some((settings.batch_size, settings.samples_per_file)),
-            },
-            limits,
-            options.memory_cap_bytes,
-        )
-        .map_err(|over| {
-            // The study read one row group per GET; the built-in default coalesces 8. Say so
-            // when that alone would make the run fit.
-            if settings.coalesce_rgs <= 1 || whole_objects {
-                return over;
-            }
-            let single = Settings {
-                coalesce_rgs: 1,
-                ..settings.clone()
-            };
-            match Plan::resolve(&single, catalog, options, limits) {
-                Ok(plan) => over.with_single_row_group_gets(
-                    settings.coalesce_rgs,
-                    largest_get_bytes,
-                    plan.largest_get_bytes,
-                ),
-                Err(_) => over,
-            }
-        })?;
+        let shape = BudgetShape {
+            np,
+            read_threads: settings.read_threads,
+            prefetch: window,
+            largest_get_bytes,
+            server_bytes: options.server_bytes,
+            catalog_bytes: catalog.listing_bytes(),
+            tls: options.tls,
+            batch_hold: whole_objects.then_some((settings.batch_size, settings.samples_per_file)),
+            small_class: None,
+        };
+        let cap = options.memory_cap_bytes;
+        let memory = budget::check(&shape, limits, cap)
+            .or_else(|over| {
+                // Whole objects of spread sizes: two buffer size classes before refusing.
+                let hold = ranks.iter().map(|r| r.max_gets_held_per_reader).max();
+                let smallest = all_gets().map(|g| g.len_bytes).min().unwrap_or(0);
+                let classes =
+                    |hold: usize| budget::size_classes(&shape, hold as u32, smallest, limits, cap);
+                let hold = hold.filter(|&h| whole_objects && h < window as usize);
+                hold.and_then(classes).ok_or_else(|| match hold {
+                    Some(h) => budget::OverBudget(format!(
+                        "{over}; size classes do not fit either: each reader still needs {h} \
+                         buffers of the largest GET (a step's share of it)"
+                    )),
+                    None => over,
+                })
+            })
+            .map_err(|over| {
+                // The study read one row group per GET; the built-in default coalesces 8. Say so
+                // when that alone would make the run fit.
+                if settings.coalesce_rgs <= 1 || whole_objects {
+                    return over;
+                }
+                let single = Settings {
+                    coalesce_rgs: 1,
+                    ..settings.clone()
+                };
+                match Plan::resolve(&single, catalog, options, limits) {
+                    Ok(plan) => over.with_single_row_group_gets(
+                        settings.coalesce_rgs,
+                        largest_get_bytes,
+                        plan.largest_get_bytes,
+                    ),
+                    Err(_) => over,
+                }
+            })?;
         let mut notes = Vec::new();
         if (settings.computation_time_s - settings.workload_computation_time_s).abs() > 1e-12 {
             notes.push(format!(

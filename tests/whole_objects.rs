@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{output, ringload, run};
+use common::{output, ringload, run, run_json};
 use serde_json::Value;
 
 const WRITER: &str = include_str!("py/dlio_objects.py");
@@ -186,6 +186,74 @@ fn the_embedded_default_runs_unet3d_and_retinanet_with_their_au_targets() {
         assert!(
             !stdout.contains("coalesce_rgs") && !stdout.contains("footers 0 B once"),
             "{stdout}"
+        );
+    }
+}
+
+#[test]
+fn size_classes_keep_both_engines_within_a_budget_that_largest_object_buffers_exceed() {
+    // unet3d's spread sizes, scaled down (mean 20 MB, stdev 10 MB) to keep the test quick.
+    let workload = [
+        "unet3d_b200",
+        "dataset.num_files_train=56",
+        "dataset.record_length_bytes=20000000",
+        "dataset.record_length_bytes_stdev=10000000",
+        "train.epochs=1",
+        "--np",
+        "2",
+    ];
+    let plan = |cap: Option<&str>| {
+        let mut args = vec!["plan"];
+        args.extend(workload);
+        args.push("--json");
+        if let Some(cap) = cap {
+            args.extend(["--memory-budget", cap]);
+        }
+        run_json(&args)
+    };
+    // Every buffer the largest object: prefetch 4 × the largest per reader.
+    let uniform = plan(None);
+    assert!(
+        uniform["memory"]["small_buffers"].is_null(),
+        "{}",
+        uniform["memory"]
+    );
+    let uniform_total = uniform["memory"]["total_bytes"].as_u64().unwrap();
+    let cap = (uniform_total * 3 / 4).to_string();
+    let classes = plan(Some(&cap));
+    let small = &classes["memory"]["small_buffers"];
+    assert_eq!(small["per_reader"], 2, "{}", classes["memory"]);
+    let largest = classes["largest_get_bytes"].as_u64().unwrap();
+    assert!(small["get_bytes"].as_u64().unwrap() < largest, "{small}");
+    let budget = classes["memory"]["total_bytes"].as_u64().unwrap();
+    assert!(budget <= uniform_total * 3 / 4, "{budget} {uniform_total}");
+    let bytes_per_epoch = classes["bytes_per_epoch"].as_u64().unwrap();
+    for engine in ["uring", "baseline"] {
+        let mut args = vec!["run"];
+        args.extend(workload);
+        args.extend(["--engine", engine, "--memory-budget", &cap, "--json"]);
+        let (code, stdout, stderr) = run(&args);
+        assert!(code == 0 || code == 1, "{engine}: {stderr}");
+        let s: Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(s["outcome"], "completed", "{engine}: {stderr}");
+        // 4 steps × 7 samples × 2 ranks, every planned byte read.
+        assert_eq!(s["requests"], 56, "{engine}");
+        assert_eq!(
+            s["bytes_read"].as_u64().unwrap(),
+            bytes_per_epoch,
+            "{engine}"
+        );
+        assert_eq!(s["peak_rss_since_setup"], true);
+        let peak = s["peak_rss_bytes"].as_u64().unwrap();
+        // The run's budget also counts the in-process server's few KiB.
+        let run_budget = s["memory_budget_bytes"].as_u64().unwrap();
+        assert!(
+            run_budget.abs_diff(budget) < 1 << 20,
+            "{engine}: {run_budget} {budget}"
+        );
+        assert!(
+            peak <= run_budget && run_budget <= uniform_total * 3 / 4,
+            "{engine}: peak RSS {peak} over the budget {run_budget}"
         );
     }
 }

@@ -97,21 +97,29 @@ impl Engine {
     ) -> Result<Box<dyn RankIo + 'a>, RankError> {
         let prefetch = plan.window_per_reader as usize;
         let epochs = plan.settings.epochs;
+        let small = plan.memory.small_buffers;
         // Readers are numbered over every rank, for spreading connections over endpoints.
         let first_reader = rank * gets.len();
         Ok(match self {
             Engine::Uring(uring) => Box::new(uring.rank(
                 gets,
                 prefetch,
+                small,
                 epochs,
                 first_reader,
                 plan.memory.buffer_bytes as usize,
                 barrier,
                 progress,
             )?),
-            Engine::Baseline(baseline) => {
-                Box::new(baseline.rank(gets, prefetch, epochs, first_reader, barrier, progress))
-            }
+            Engine::Baseline(baseline) => Box::new(baseline.rank(
+                gets,
+                prefetch,
+                small,
+                epochs,
+                first_reader,
+                barrier,
+                progress,
+            )),
         })
     }
 

@@ -10,6 +10,11 @@
 //! ```
 //!
 //! - **start of epoch**: every GET is `NotIssued`; each reader issues its first `prefetch`.
+//! - **size classes** (whole objects of spread sizes, when the plan's budget chose them:
+//!   [`SmallBuffers`]): of a reader's `prefetch` buffers, `per_reader` are small; a GET takes a
+//!   small one if it fits and one is free, else a large one, and waits (is not issued yet)
+//!   while none is free. A reader has as many large buffers as one step needs of it, and its
+//!   GETs are issued and released in order, so the GETs a step waits for always get theirs.
 //! - **release**: the step loop consumed a GET's last row; its buffer goes back to the
 //!   transport and the reader issues its next GET at once (one for one).
 //! - **end of epoch**: every GET was issued; what is still in flight is waited for; a partly
@@ -26,6 +31,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
+use crate::budget::SmallBuffers;
 use crate::metrics::{self, GetRecord, RequestStats};
 use crate::plan::RangedGet;
 use crate::rank::{RankError, RankIo, StepBarrier};
@@ -59,6 +65,14 @@ impl<F, H> Slot<F, H> {
     }
 }
 
+impl<F, H> Reader<F, H> {
+    /// GET `get` no longer holds its buffer (released, or failed).
+    fn let_go(&mut self, get: usize) {
+        self.held -= 1;
+        self.free[usize::from(self.class[get])] += 1;
+    }
+}
+
 #[derive(Debug)]
 struct Reader<F, H> {
     gets: Vec<RangedGet>,
@@ -67,7 +81,16 @@ struct Reader<F, H> {
     issued: usize,
     /// GETs in flight or arrived and not released.
     held: usize,
+    /// Free buffers of each size class ([`LARGE`], [`SMALL`]).
+    free: [usize; 2],
+    /// `class[get]`: the size class of the buffer GET `get` holds (while held).
+    class: Vec<u8>,
 }
+
+/// The size class of a reader's buffers that holds any GET.
+pub const LARGE: usize = 0;
+/// The size class of a reader's smaller buffers ([`SmallBuffers`]).
+pub const SMALL: usize = 1;
 
 /// What fetching a GET that arrived whole took.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +110,8 @@ pub struct Fetched {
 pub struct Window<F, H> {
     readers: Vec<Reader<F, H>>,
     prefetch: usize,
+    /// Size classes, if the plan chose them.
+    small: Option<SmallBuffers>,
     epochs_started: u32,
     stats: RequestStats,
     /// The first GET that failed past its retries.
@@ -96,15 +121,19 @@ pub struct Window<F, H> {
 }
 
 impl<F, H> Window<F, H> {
-    /// The window over `gets[reader]`, `prefetch` held per reader, for `epochs` epochs: the
-    /// trace is reserved for every GET of every epoch here, so recording never allocates.
-    /// `location` (`s3://bucket/`) names the GETs' objects in errors.
+    /// The window over `gets[reader]`, `prefetch` held per reader (of them `small`'s
+    /// `per_reader` in small buffers), for `epochs` epochs: the trace is reserved for every GET
+    /// of every epoch here, so recording never allocates. `location` (`s3://bucket/`) names the
+    /// GETs' objects in errors.
     pub fn new(
         gets: Vec<Vec<RangedGet>>,
         prefetch: usize,
+        small: Option<SmallBuffers>,
         epochs: u32,
         location: String,
     ) -> Window<F, H> {
+        let prefetch = prefetch.max(1);
+        let small = small.filter(|s| (s.per_reader as usize) < prefetch);
         let per_epoch: usize = gets.iter().map(Vec::len).sum();
         let mut stats = RequestStats::default();
         stats
@@ -115,12 +144,15 @@ impl<F, H> Window<F, H> {
                 .into_iter()
                 .map(|gets| Reader {
                     slots: gets.iter().map(|_| Slot::NotIssued).collect(),
+                    class: vec![LARGE as u8; gets.len()],
                     gets,
                     issued: 0,
                     held: 0,
+                    free: [0, 0],
                 })
                 .collect(),
-            prefetch: prefetch.max(1),
+            prefetch,
+            small,
             epochs_started: 0,
             stats,
             failure: None,
@@ -159,26 +191,50 @@ impl<F, H> Window<F, H> {
         self.failure.as_ref()
     }
 
+    /// Buffers per reader of each size class: `[large, small]`.
+    pub fn buffers_per_reader(&self) -> [usize; 2] {
+        let small = self.small.map_or(0, |s| s.per_reader as usize);
+        [self.prefetch - small, small]
+    }
+
     fn begin_epoch(&mut self) {
         self.epochs_started += 1;
+        let free = self.buffers_per_reader();
         for reader in &mut self.readers {
             reader.issued = 0;
             reader.held = 0;
+            reader.free = free;
             reader.slots.iter_mut().for_each(|s| *s = Slot::NotIssued);
         }
     }
 
-    /// The next GET of `reader` to issue, if it has one and room in its window.
-    fn next_to_issue(&self, reader: usize) -> Option<usize> {
+    /// The next GET of `reader` to issue and the size class of the buffer it takes, if it has
+    /// one, room in its window and a free buffer it fits.
+    fn next_to_issue(&self, reader: usize) -> Option<(usize, usize)> {
         let r = &self.readers[reader];
-        (r.issued < r.gets.len() && r.held < self.prefetch).then_some(r.issued)
+        if r.issued >= r.gets.len() || r.held >= self.prefetch {
+            return None;
+        }
+        let fits_small = self
+            .small
+            .is_some_and(|s| r.gets[r.issued].len_bytes <= s.get_bytes);
+        let class = if fits_small && r.free[SMALL] > 0 {
+            SMALL
+        } else if r.free[LARGE] > 0 {
+            LARGE
+        } else {
+            return None;
+        };
+        Some((r.issued, class))
     }
 
-    fn mark_issued(&mut self, reader: usize, get: usize, in_flight: F) {
+    fn mark_issued(&mut self, reader: usize, get: usize, class: usize, in_flight: F) {
         let r = &mut self.readers[reader];
         debug_assert_eq!(r.issued, get, "GETs are issued in order");
         r.issued += 1;
         r.held += 1;
+        r.free[class] -= 1;
+        r.class[get] = class as u8;
         r.slots[get] = Slot::InFlight(in_flight);
         debug_assert_eq!(
             r.held,
@@ -265,7 +321,7 @@ impl<F, H> Window<F, H> {
                 };
                 let r = &mut self.readers[reader];
                 r.slots[get] = Slot::Failed;
-                r.held -= 1;
+                r.let_go(get);
                 self.stats.errors += 1;
                 self.stats.endpoint(endpoint).errors += 1;
                 *self.stats.errors_by_cause.entry(error.cause()).or_default() += 1;
@@ -292,7 +348,7 @@ impl<F, H> Window<F, H> {
             r.slots[get] = slot;
             return Err(schedule_bug("a failure of", reader, get, state));
         };
-        r.held -= 1;
+        r.let_go(get);
         self.stats.retries += u64::from(retries);
         self.stats.errors += 1;
         self.stats.endpoint(endpoint).errors += 1;
@@ -322,7 +378,7 @@ impl<F, H> Window<F, H> {
         let slot = std::mem::replace(&mut r.slots[get], Slot::Released);
         match slot {
             Slot::Arrived(held) => {
-                r.held -= 1;
+                r.let_go(get);
                 Ok(held)
             }
             other => {
@@ -359,12 +415,14 @@ pub trait Transport {
     /// What an arrived GET holds until the step loop releases it (its buffer).
     type Held: fmt::Debug;
 
-    /// Starts GET `get` of `reader`. The window has room for it.
+    /// Starts GET `get` of `reader` into a buffer of size class `class` ([`LARGE`] or
+    /// [`SMALL`]). The window has room for it.
     fn start(
         &mut self,
         window: &Window<Self::InFlight, Self::Held>,
         reader: usize,
         get: usize,
+        class: usize,
     ) -> Result<Self::InFlight, RankError>;
 
     /// Moves I/O forward: returns once something completed, or at `until` at the latest
@@ -429,9 +487,9 @@ impl<'a, T: Transport> WindowedRank<'a, T> {
 
     /// Issues GETs of `reader` while its window has room.
     fn fill(&mut self, reader: usize) -> Result<(), RankError> {
-        while let Some(get) = self.window.next_to_issue(reader) {
-            let in_flight = self.transport.start(&self.window, reader, get)?;
-            self.window.mark_issued(reader, get, in_flight);
+        while let Some((get, class)) = self.window.next_to_issue(reader) {
+            let in_flight = self.transport.start(&self.window, reader, get, class)?;
+            self.window.mark_issued(reader, get, class, in_flight);
         }
         Ok(())
     }
@@ -544,6 +602,8 @@ mod tests {
         most_held: usize,
         /// How often the window asked the transport to check its own accounting.
         idle_checks: std::cell::Cell<usize>,
+        /// The size class of every start, in order.
+        classes: Vec<usize>,
     }
 
     fn body(reader: usize, get: usize) -> Vec<u8> {
@@ -570,7 +630,9 @@ mod tests {
             window: &Window<u32, (usize, usize)>,
             reader: usize,
             get: usize,
+            class: usize,
         ) -> Result<u32, RankError> {
+            self.classes.push(class);
             self.most_held = self.most_held.max(window.readers[reader].held + 1);
             self.started.push((reader, get));
             let token = self.started.len() as u32;
@@ -654,7 +716,7 @@ mod tests {
         epochs: u32,
         barrier: &'a StepBarrier,
     ) -> WindowedRank<'a, Fake> {
-        let window = Window::new(gets, prefetch, epochs, "s3://b/".into());
+        let window = Window::new(gets, prefetch, None, epochs, "s3://b/".into());
         WindowedRank::new(window, Fake::default(), barrier, Duration::from_secs(5))
     }
 
@@ -725,6 +787,47 @@ mod tests {
         let mut io = rank(gets(&[3, 3]), 0, 1, &barrier);
         io.start_epoch().unwrap();
         assert_eq!(io.transport.started, [(0, 0), (1, 0)]);
+    }
+
+    #[test]
+    fn with_size_classes_a_large_get_waits_for_a_large_buffer_and_the_epoch_still_ends() {
+        let barrier = barrier();
+        let sizes = [300, 100, 100, 300, 300, 100, 300];
+        let mut reader = gets(&[sizes.len()]);
+        for (get, len) in reader[0].iter_mut().zip(sizes) {
+            get.len_bytes = len;
+        }
+        // Three buffers: one large, two that hold GETs up to 150 bytes.
+        let small = SmallBuffers {
+            per_reader: 2,
+            get_bytes: 150,
+            buffer_bytes: 4096,
+        };
+        let window = Window::new(reader, 3, Some(small), 1, "s3://b/".into());
+        let mut io = WindowedRank::new(window, Fake::default(), &barrier, Duration::from_secs(5));
+        assert_eq!(io.window.buffers_per_reader(), [1, 2]);
+        io.start_epoch().unwrap();
+        assert_eq!(io.transport.classes, [LARGE, SMALL, SMALL]);
+        for get in 0..sizes.len() {
+            io.wait_for(0, get).unwrap();
+            io.release(0, get).unwrap();
+            // Never more large GETs held than large buffers, nor small ones in small buffers.
+            let r = &io.window.readers[0];
+            assert!(r.free[LARGE] <= 1 && r.free[SMALL] <= 2);
+            if get == 1 {
+                // GET 4 (300 bytes) waits for GET 3's large buffer though a small one is free.
+                assert!(matches!(io.window.slot(0, 4), Slot::NotIssued));
+                assert_eq!(r.held, 2);
+            }
+        }
+        io.end_epoch().unwrap();
+        let started: Vec<usize> = io.transport.started.iter().map(|&(_, g)| g).collect();
+        assert_eq!(started, [0, 1, 2, 3, 4, 5, 6]);
+        assert_eq!(
+            io.transport.classes,
+            [LARGE, SMALL, SMALL, LARGE, LARGE, SMALL, LARGE]
+        );
+        assert_eq!(io.window.held(), 0);
     }
 
     #[test]
@@ -866,7 +969,7 @@ mod tests {
     #[test]
     fn a_get_that_never_comes_stalls_the_rank_and_an_abort_stops_the_wait() {
         let barrier = barrier();
-        let window = Window::new(gets(&[2]), 1, 1, "s3://b/".into());
+        let window = Window::new(gets(&[2]), 1, None, 1, "s3://b/".into());
         let stalled = Fake {
             stall: true,
             ..Fake::default()
@@ -928,7 +1031,7 @@ mod tests {
 
     #[test]
     fn retries_and_stray_connections_are_counted_by_cause_and_endpoint() {
-        let mut window: Window<u32, ()> = Window::new(gets(&[1]), 1, 1, "s3://b/".into());
+        let mut window: Window<u32, ()> = Window::new(gets(&[1]), 1, None, 1, "s3://b/".into());
         window.retrying("503", 2);
         window.retrying("503", 2);
         window.retrying("timeout", 0);

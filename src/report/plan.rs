@@ -219,13 +219,24 @@ pub fn render(plan: &Plan, full: bool) -> String {
     let _ = writeln!(w, "\nMemory (checked before anything is allocated)");
     let _ = writeln!(
         w,
-        "  buffers     {} ranks × {} readers × {} × {} = {} (pre-faulted, locked, registered)",
-        o.np,
-        s.read_threads,
-        plan.window_per_reader,
-        bytes(m.buffer_bytes),
+        "  buffers     {} = {} (pre-faulted, locked, registered)",
+        crate::budget::pool_formula(o.np, s.read_threads, plan.window_per_reader, m),
         bytes(m.pool_bytes)
     );
+    if let Some(small) = m.small_buffers {
+        let large = plan.window_per_reader - small.per_reader;
+        let _ = writeln!(
+            w,
+            "  classes     {} × the largest GET per reader would not fit: each reader has \
+             {large} buffer{} of the largest object (what a step needs of it) and {} of {}; a \
+             GET over {} waits for a large buffer, so large objects are prefetched less deep",
+            plan.window_per_reader,
+            if large == 1 { "" } else { "s" },
+            small.per_reader,
+            bytes(small.buffer_bytes),
+            bytes(small.get_bytes),
+        );
+    }
     let _ = writeln!(
         w,
         "  other       {} connections × {} = {}; process {}",
@@ -466,7 +477,7 @@ mod tests {
             "steps       4 per rank per epoch: floor(1 × 56 / 7 / 2) = 4",
             "GETs        56 (28 per rank), largest ",
             "no footers: whole objects",
-            "buffers     2 ranks × 4 readers × 4 × ",
+            "buffers     NP 2 × RT 4 × prefetch 4 × ",
             "img_00_of_56.npz  whole    bytes=0-",
         ] {
             assert!(out.contains(expected), "missing {expected:?} in\n{out}");
@@ -478,7 +489,7 @@ mod tests {
             "size mean 315.06 KiB, min 315.06 KiB, max 315.06 KiB",
             "at most 3 of each reader per step (⌈24 ÷ 8⌉ samples), 24.00 GETs per step per rank",
             "steps       125 per rank per epoch",
-            "buffers     8 ranks × 8 readers × 6 × ",
+            "buffers     NP 8 × RT 8 × prefetch 6 × ",
         ] {
             assert!(out.contains(expected), "missing {expected:?} in\n{out}");
         }

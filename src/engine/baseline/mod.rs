@@ -25,6 +25,7 @@ use tokio::runtime::Runtime;
 
 use super::common::{check_partial_content, check_whole_object};
 use super::window::{Fetched, Transport, Window, WindowedRank};
+use crate::budget::SmallBuffers;
 use crate::plan::RangedGet;
 use crate::rank::{Progress, RankError, StepBarrier};
 use crate::s3::client::{RequestSpec, transport_error, with_retries};
@@ -64,6 +65,7 @@ impl Baseline {
         &self,
         gets: Vec<Vec<RangedGet>>,
         prefetch: usize,
+        small: Option<SmallBuffers>,
         epochs: u32,
         first_reader: usize,
         barrier: &'a StepBarrier,
@@ -86,7 +88,7 @@ impl Baseline {
             ),
         };
         WindowedRank::new(
-            Window::new(gets, prefetch, epochs, self.client.location()),
+            Window::new(gets, prefetch, small, epochs, self.client.location()),
             transport,
             barrier,
             wait_limit,
@@ -228,6 +230,9 @@ impl Transport for Tasks<'_> {
         window: &Window<(), Vec<u8>>,
         reader: usize,
         index: usize,
+        // The body gets a buffer of its own size: the window's size classes bound how many
+        // large ones a reader holds, as they bound the io_uring engine's registered buffers.
+        _class: usize,
     ) -> Result<(), RankError> {
         let get = window.get(reader, index).clone();
         let client = self.client.clone();
@@ -499,7 +504,7 @@ mod tests {
                 check: None,
             })
             .collect();
-        let mut rank = baseline.rank(vec![gets], 1, 1, 0, &barrier, &progress);
+        let mut rank = baseline.rank(vec![gets], 1, None, 1, 0, &barrier, &progress);
         rank.start_epoch().unwrap();
         for i in 0..2 {
             rank.wait_for(0, i).unwrap();

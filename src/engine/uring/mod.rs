@@ -70,6 +70,7 @@ use self::conn::{Conn, Job, Op};
 use self::pool::{BufIndex, BufferPool};
 use self::ring::{Completion, Ring};
 use super::window::{Transport, Window, WindowedRank};
+use crate::budget::SmallBuffers;
 use crate::plan::RangedGet;
 use crate::rank::{Progress, RankError, StepBarrier};
 use crate::s3::sign::Signer;
@@ -175,6 +176,7 @@ impl UringEngine {
         &self,
         gets: Vec<Vec<RangedGet>>,
         prefetch: usize,
+        small: Option<SmallBuffers>,
         epochs: u32,
         first_reader: usize,
         buffer_bytes: usize,
@@ -204,8 +206,18 @@ impl UringEngine {
                  {buffer_bytes}-byte buffers (a bug)"
             )));
         }
-        let pool = BufferPool::new(buffers, buffer_bytes)
-            .map_err(|e| engine("cannot set up the buffer pool", e))?;
+        // With size classes each reader has `per_reader` small buffers among its `prefetch`:
+        // class 0 (large) then class 1 (small), as the window hands them out.
+        let small_per_reader = small.map_or(0, |s| s.per_reader as usize).min(prefetch);
+        let small_buffers = gets.len() * small_per_reader;
+        let pool = BufferPool::with_classes(&[
+            (buffers - small_buffers, buffer_bytes),
+            (
+                small_buffers,
+                small.map_or(4096, |s| s.buffer_bytes as usize),
+            ),
+        ])
+        .map_err(|e| engine("cannot set up the buffer pool", e))?;
         let stage_bytes = if self.tls.is_some() {
             tls::STAGE_BYTES
         } else {
@@ -291,7 +303,7 @@ impl UringEngine {
             }
         }
         Ok(WindowedRank::new(
-            Window::new(gets, prefetch, epochs, self.client.location()),
+            Window::new(gets, prefetch, small, epochs, self.client.location()),
             transport,
             barrier,
             policy.longest_request(),
@@ -402,12 +414,13 @@ impl Transport for RingIo<'_> {
         window: &UringWindow,
         reader: usize,
         get: usize,
+        class: usize,
     ) -> Result<usize, RankError> {
         let c = self.free_conn(reader).ok_or_else(|| {
             RankError::Engine("no idle connection inside the window (a bug)".into())
         })?;
         // The window makes both impossible to miss: see the pool's docs.
-        let buf = self.ring.take_buffer().ok_or_else(|| {
+        let buf = self.ring.take_buffer_of(class).ok_or_else(|| {
             RankError::Engine("the buffer pool ran dry inside the prefetch window (a bug)".into())
         })?;
         let now = Instant::now();

@@ -1,5 +1,6 @@
-//! The buffer pool of one rank: one anonymous mapping cut into equal buffers, each the size of
-//! the rank's largest GET, handed out by index.
+//! The buffer pool of one rank: one anonymous mapping cut into buffers, each the size of the
+//! rank's largest GET — or, with size classes, a second class of smaller buffers for whole
+//! objects of spread sizes (`budget::SmallBuffers`) — handed out by index.
 //!
 //! Everything happens before the clock starts: the mapping is advised to use transparent huge
 //! pages (fewer page-table entries to walk and pin), pre-faulted (first touch costs the kernel
@@ -22,13 +23,21 @@ use rustix::mm::{Advice, MapFlags, ProtFlags};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct BufIndex(pub u16);
 
-/// `count` buffers of `buffer_bytes` each, in one locked mapping.
+/// Buffers in classes (`(count, bytes)` each), in one locked mapping: class 0's buffers first,
+/// then class 1's.
 #[derive(Debug)]
 pub struct BufferPool {
     base: NonNull<u8>,
-    buffer_bytes: usize,
-    count: usize,
-    free: Vec<BufIndex>,
+    /// The mapping's length.
+    len: usize,
+    /// `classes[c]`: the size of class `c`'s buffers.
+    classes: Vec<usize>,
+    /// `class_of[i]`: buffer `i`'s class.
+    class_of: Vec<u8>,
+    /// `offsets[i]`: buffer `i`'s start in the mapping.
+    offsets: Vec<usize>,
+    /// `free[c]`: class `c`'s buffers not handed out.
+    free: Vec<Vec<BufIndex>>,
 }
 
 // SAFETY: the pool owns its mapping outright; nothing else holds the pointer except the ring
@@ -45,24 +54,42 @@ impl BufferPool {
     /// Maps, advises, pre-faults and locks `count` buffers of `buffer_bytes` (a multiple of the
     /// page size). Fails with the step that failed.
     pub fn new(count: usize, buffer_bytes: usize) -> io::Result<BufferPool> {
+        BufferPool::with_classes(&[(count, buffer_bytes)])
+    }
+
+    /// [`BufferPool::new`] with buffers in classes: `(count, bytes)` for class 0, 1, …; a
+    /// class may have no buffers, the pool must have some.
+    pub fn with_classes(classes: &[(usize, usize)]) -> io::Result<BufferPool> {
         let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidInput, what);
+        let count: usize = classes.iter().map(|&(n, _)| n).sum();
         if count == 0 || count > MAX_BUFFERS {
             return Err(invalid(format!(
                 "{count} buffers: a ring registers 1 to {MAX_BUFFERS}"
             )));
         }
-        if buffer_bytes == 0
-            || buffer_bytes > MAX_BUFFER_BYTES
-            || !buffer_bytes.is_multiple_of(4096)
-        {
-            return Err(invalid(format!(
-                "buffers of {buffer_bytes} bytes: a registered buffer is whole pages, at most 1 GiB \
-                 (lower --coalesce-rgs)"
-            )));
+        for &(_, buffer_bytes) in classes {
+            if buffer_bytes == 0
+                || buffer_bytes > MAX_BUFFER_BYTES
+                || !buffer_bytes.is_multiple_of(4096)
+            {
+                return Err(invalid(format!(
+                    "buffers of {buffer_bytes} bytes: a registered buffer is whole pages, at most \
+                     1 GiB (lower --coalesce-rgs)"
+                )));
+            }
         }
-        let len = count
-            .checked_mul(buffer_bytes)
-            .ok_or_else(|| invalid("the pool's size overflows".into()))?;
+        let mut offsets = Vec::with_capacity(count);
+        let mut class_of = Vec::with_capacity(count);
+        let mut len = 0usize;
+        for (class, &(n, buffer_bytes)) in classes.iter().enumerate() {
+            for _ in 0..n {
+                offsets.push(len);
+                class_of.push(class as u8);
+                len = len
+                    .checked_add(buffer_bytes)
+                    .ok_or_else(|| invalid("the pool's size overflows".into()))?;
+            }
+        }
         // SAFETY: a fresh private anonymous mapping aliases nothing; the pointer is checked for
         // null and owned by the pool until `Drop` unmaps it.
         let base = unsafe {
@@ -78,10 +105,20 @@ impl BufferPool {
             .ok_or_else(|| io::Error::other("mmap returned a null mapping"))?;
         let pool = BufferPool {
             base,
-            buffer_bytes,
-            count,
-            // Handed out from the end: buffer 0 first.
-            free: (0..count as u16).rev().map(BufIndex).collect(),
+            len,
+            classes: classes.iter().map(|&(_, bytes)| bytes).collect(),
+            // Handed out from the end: each class's lowest-numbered buffer first.
+            free: (0..classes.len())
+                .map(|c| {
+                    (0..count as u16)
+                        .rev()
+                        .filter(|&i| usize::from(class_of[usize::from(i)]) == c)
+                        .map(BufIndex)
+                        .collect()
+                })
+                .collect(),
+            class_of,
+            offsets,
         };
         let region = pool.base.as_ptr().cast::<c_void>();
         // SAFETY (all three): `region..region + len` is exactly the mapping this pool owns, and
@@ -109,48 +146,52 @@ impl BufferPool {
         Ok(pool)
     }
 
-    pub fn buffer_bytes(&self) -> usize {
-        self.buffer_bytes
+    /// The size of buffer `index`.
+    pub fn buffer_len(&self, index: BufIndex) -> usize {
+        self.classes[usize::from(self.class_of[usize::from(index.0)])]
     }
 
     pub fn count(&self) -> usize {
-        self.count
+        self.offsets.len()
     }
 
     /// Buffers not handed out.
     pub fn free_count(&self) -> usize {
-        self.free.len()
+        self.free.iter().map(Vec::len).sum()
     }
 
-    /// A free buffer, or `None` when all are out (which the window makes impossible).
+    /// A free buffer of class 0, or `None` when all are out (which the window makes
+    /// impossible).
     pub fn take(&mut self) -> Option<BufIndex> {
-        self.free.pop()
+        self.take_class(0)
+    }
+
+    /// A free buffer of class `class`, or `None` when all are out (or it has none).
+    pub fn take_class(&mut self, class: usize) -> Option<BufIndex> {
+        self.free.get_mut(class)?.pop()
     }
 
     /// Returns a buffer. Giving back one that is free already is a bug, caught here.
     pub fn give(&mut self, index: BufIndex) {
+        let i = usize::from(index.0);
         assert!(
-            usize::from(index.0) < self.count && !self.free.contains(&index),
+            i < self.count() && !self.free.iter().any(|f| f.contains(&index)),
             "buffer {} given back twice or out of range (a bug)",
             index.0
         );
-        self.free.push(index);
+        self.free[usize::from(self.class_of[i])].push(index);
     }
 
     /// The start of buffer `index`. The kernel writes through it; Rust code only reads it
     /// through [`BufferPool::bytes`] once the write is complete (`Ring::filled` checks that).
     pub fn ptr(&self, index: BufIndex) -> *mut u8 {
         assert!(
-            usize::from(index.0) < self.count,
+            usize::from(index.0) < self.count(),
             "buffer {} out of range",
             index.0
         );
         // SAFETY: `index < count`, so the offset is inside the mapping.
-        unsafe {
-            self.base
-                .as_ptr()
-                .add(usize::from(index.0) * self.buffer_bytes)
-        }
+        unsafe { self.base.as_ptr().add(self.offsets[usize::from(index.0)]) }
     }
 
     /// The first `len` bytes of buffer `index`, to read what the kernel wrote.
@@ -161,7 +202,7 @@ impl BufferPool {
     /// kernel writes through registered buffers behind Rust's back. Use `Ring::filled`, which
     /// knows which buffers its reads fill.
     pub unsafe fn bytes(&self, index: BufIndex, len: usize) -> &[u8] {
-        assert!(len <= self.buffer_bytes);
+        assert!(len <= self.buffer_len(index));
         // SAFETY: inside the mapping (asserted); the mapping lives as long as `self`; no write
         // into the buffer is in flight (the caller's obligation above).
         unsafe { std::slice::from_raw_parts(self.ptr(index), len) }
@@ -169,10 +210,10 @@ impl BufferPool {
 
     /// One iovec per buffer, in index order, for `register_buffers`.
     pub fn iovecs(&self) -> Vec<libc::iovec> {
-        (0..self.count as u16)
+        (0..self.count() as u16)
             .map(|i| libc::iovec {
                 iov_base: self.ptr(BufIndex(i)).cast(),
-                iov_len: self.buffer_bytes,
+                iov_len: self.buffer_len(BufIndex(i)),
             })
             .collect()
     }
@@ -182,9 +223,7 @@ impl Drop for BufferPool {
     fn drop(&mut self) {
         // SAFETY: the mapping is this pool's; the ring that registered it unregisters it first
         // (see `Ring`'s `Drop`), or leaks the pool if operations are still in flight.
-        let _ = unsafe {
-            rustix::mm::munmap(self.base.as_ptr().cast(), self.count * self.buffer_bytes)
-        };
+        let _ = unsafe { rustix::mm::munmap(self.base.as_ptr().cast(), self.len) };
     }
 }
 
@@ -209,6 +248,39 @@ mod tests {
         // SAFETY: no ring exists, so nothing writes into the pool.
         assert!(unsafe { pool.bytes(c, 8192) }.iter().all(|&x| x == 0));
         assert_eq!(pool.iovecs().len(), 3);
+    }
+
+    #[test]
+    fn classes_hand_out_their_own_buffers_back_to_back_in_one_mapping() {
+        let mut pool = BufferPool::with_classes(&[(2, 8192), (3, 4096)]).unwrap();
+        assert_eq!(pool.count(), 5);
+        let large = pool.take_class(0).unwrap();
+        let small = pool.take_class(1).unwrap();
+        assert_eq!(
+            (pool.buffer_len(large), pool.buffer_len(small)),
+            (8192, 4096)
+        );
+        // Class 0 first, then class 1, each buffer right after the one before.
+        assert_eq!(
+            pool.ptr(small) as usize - pool.ptr(large) as usize,
+            2 * 8192
+        );
+        assert_eq!(pool.take_class(0).map(|b| b.0), Some(1));
+        assert_eq!(pool.take_class(0), None);
+        assert_eq!(pool.take_class(2), None);
+        pool.give(small);
+        assert_eq!(
+            pool.take_class(1),
+            Some(small),
+            "a buffer goes back to its class"
+        );
+        let iov = pool.iovecs();
+        assert_eq!(
+            iov.iter().map(|v| v.iov_len).sum::<usize>(),
+            2 * 8192 + 3 * 4096
+        );
+        assert!(BufferPool::with_classes(&[(0, 8192), (0, 4096)]).is_err());
+        assert!(BufferPool::with_classes(&[(1, 8192), (1, 4095)]).is_err());
     }
 
     #[test]

@@ -37,7 +37,7 @@ impl RingIo<'_> {
         }
         self.set_rcvlowat(c, lowat)?;
         self.tls_read[c] = Some(op);
-        let len = self.ring.buffer_bytes() - at;
+        let len = self.ring.buffer_len(buf) - at;
         let (ring, fd) = self.ring_and_socket(c)?;
         ring.read_fixed(c, fd, buf, at, len)
             .map_err(|e| Self::engine_error("queueing an operation", e))

@@ -287,15 +287,20 @@ impl Ring {
         self.pool.take()
     }
 
+    /// A free pool buffer of size class `class` (see [`BufferPool::with_classes`]).
+    pub fn take_buffer_of(&mut self, class: usize) -> Option<BufIndex> {
+        self.pool.take_class(class)
+    }
+
     /// Returns pool buffer `buf`. Giving back one that is free already is a bug, caught by the
     /// pool.
     pub fn give_buffer(&mut self, buf: BufIndex) {
         self.pool.give(buf);
     }
 
-    /// The size of each pool buffer.
-    pub fn buffer_bytes(&self) -> usize {
-        self.pool.buffer_bytes()
+    /// The size of pool buffer `buf`.
+    pub fn buffer_len(&self, buf: BufIndex) -> usize {
+        self.pool.buffer_len(buf)
     }
 
     /// The pool's buffers, and how many of them are free.
@@ -344,7 +349,7 @@ impl Ring {
         let io = &self.conns[conn];
         assert!(!io.pending, "connection {conn} has a receive in flight");
         let source = &io.stage[from];
-        assert!(offset + source.len() <= self.pool.buffer_bytes());
+        assert!(offset + source.len() <= self.pool.buffer_len(buf));
         // SAFETY: inside buffer `buf` (asserted); no kernel write into it is in flight
         // (asserted) nor can start while this runs (`&mut self`); the source is the
         // connection's own staging area, which is not in the pool.
@@ -452,7 +457,7 @@ impl Ring {
     /// if a read into `buf` is in flight.
     pub fn buffer_from_mut(&mut self, buf: BufIndex, from: usize) -> &mut [u8] {
         self.assert_untouched(buf);
-        let len = self.pool.buffer_bytes();
+        let len = self.pool.buffer_len(buf);
         assert!(from <= len);
         // SAFETY: inside buffer `buf`; no kernel write into it is in flight (asserted) nor can
         // one start while the slice lives (queueing takes `&mut self`).
@@ -484,7 +489,7 @@ impl Ring {
         offset: usize,
         len: usize,
     ) -> io::Result<()> {
-        let buffer_bytes = self.pool.buffer_bytes();
+        let buffer_bytes = self.pool.buffer_len(buf);
         assert!(len > 0 && offset + len <= buffer_bytes && len <= u32::MAX as usize);
         assert!(
             !self.buffer_sending(buf),
@@ -514,7 +519,7 @@ impl Ring {
         len: usize,
         zc: bool,
     ) -> io::Result<()> {
-        let buffer_bytes = self.pool.buffer_bytes();
+        let buffer_bytes = self.pool.buffer_len(buf);
         assert!(len > 0 && offset + len <= buffer_bytes && len <= u32::MAX as usize);
         assert!(
             self.conns.iter().all(|io| io.filling != Some(buf)),

@@ -169,6 +169,7 @@ pub(super) fn fetch_all(
         .rank(
             vec![gets],
             1,
+            None,
             1,
             0,
             (largest + slack).next_multiple_of(4096),
@@ -463,7 +464,7 @@ fn the_pool_never_runs_dry_inside_the_window() {
     let barrier = StepBarrier::new(1, Duration::from_secs(10));
     let progress = Progress::default();
     let mut rank = uring
-        .rank(readers.clone(), 2, 2, 0, 4096, &barrier, &progress)
+        .rank(readers.clone(), 2, None, 2, 0, 4096, &barrier, &progress)
         .unwrap();
     assert_eq!(rank.transport.ring.buffers().0, 4);
     for _ in 0..2 {
