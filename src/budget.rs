@@ -355,6 +355,9 @@ pub struct BudgetShape {
     /// Size classes: `(small buffers per reader, the largest GET they hold)`; `None`: every
     /// buffer holds the largest GET.
     pub small_class: Option<(u32, u64)>,
+    /// Connections a buffer's GET may use at once (1; s3dlio's ranged chunks of one object
+    /// use more).
+    pub slot_connections: u32,
 }
 
 impl BudgetShape {
@@ -409,6 +412,7 @@ fn budget_for(
     catalog_bytes: u64,
     tls: bool,
     small_class: Option<(u32, u64)>,
+    slot_connections: u32,
 ) -> MemoryBudget {
     let slack = if tls { TLS_RECORD_SLACK_BYTES } else { 0 };
     let buffer_bytes = round_up(largest_get_bytes + slack, BUFFER_ALIGN_BYTES);
@@ -428,7 +432,7 @@ fn budget_for(
         None => u64::from(prefetch) * buffer_bytes,
     };
     let pool_bytes = u64::from(np) * u64::from(rt) * reader_bytes;
-    let connections = u64::from(np) * buffers_per_rank;
+    let connections = u64::from(np) * buffers_per_rank * u64::from(slot_connections.max(1));
     let connection_bytes = connections * CONNECTION_OVERHEAD_BYTES;
     MemoryBudget {
         buffer_bytes,
@@ -508,6 +512,7 @@ pub fn check(
             shape.catalog_bytes,
             shape.tls,
             shape.small_class,
+            shape.slot_connections,
         ),
         &checks,
     );
@@ -532,6 +537,7 @@ pub fn check(
                     shape.catalog_bytes,
                     shape.tls,
                     None,
+                    shape.slot_connections,
                 ),
                 &checks,
             )
@@ -804,6 +810,52 @@ fn with_checks(mut budget: MemoryBudget, checks: &[(String, u64, bool)]) -> Memo
 
 /// The parts of `budget`'s total, each with its figure: `pool` (how the buffers multiply up)
 /// `= pool bytes, + connections + the process [+ the in-process server]`.
+/// [`check`] for a loader whose window is a workload key (`key`, s3dlio's `prefetch_window`):
+/// over a limit, the refusal names the largest window that fits (at least the GETs a step
+/// needs of a reader), or says that none does.
+pub fn check_window(
+    shape: &BudgetShape,
+    key: &str,
+    limits: &MemoryLimits,
+    cap: Option<u64>,
+) -> Result<MemoryBudget, OverBudget> {
+    let over = match check(shape, limits, cap) {
+        Ok(budget) => return Ok(budget),
+        Err(over) => over,
+    };
+    // What was over, without check's suggestions (they name --read-threads and --prefetch).
+    let head = over
+        .0
+        .split_once("; ")
+        .map_or(over.0.as_str(), |(head, _)| head);
+    let floor = (1..=shape.prefetch)
+        .find(|&w| shape.holds_batch(shape.read_threads, w))
+        .unwrap_or(1);
+    let fits = |w: u32| {
+        check(
+            &BudgetShape {
+                prefetch: w,
+                ..*shape
+            },
+            limits,
+            cap,
+        )
+        .is_ok()
+    };
+    let largest = (floor..shape.prefetch).rev().find(|&w| fits(w));
+    Err(OverBudget(match largest {
+        Some(w) => format!(
+            "{head}; a window of {} objects per reader does not fit: the largest that fits is \
+             {key}={w}",
+            shape.prefetch
+        ),
+        None => format!(
+            "{head}; not even a window of {floor} objects per reader (what a step needs) fits: \
+             lower --np or --read-threads"
+        ),
+    }))
+}
+
 /// When `shape` (every buffer the largest GET) is over a limit: the budget with two size
 /// classes per reader ([`SmallBuffers`]), `hold` large buffers (the most GETs one step needs
 /// of a reader) and the rest small, each small buffer as large as fits — at most one byte below
@@ -995,6 +1047,7 @@ mod tests {
             tls: false,
             batch_hold: Some((7, 1)),
             small_class: None,
+            slot_connections: 1,
         };
         let limits = MemoryLimits::unlimited();
         // RT 2 holds ⌈7 ÷ 2⌉ = 4 (fits prefetch 4), prefetch 2 holds ⌈7 ÷ 4⌉ = 2; prefetch 1 or
@@ -1012,6 +1065,7 @@ mod tests {
         let parquet = BudgetShape {
             batch_hold: None,
             small_class: None,
+            slot_connections: 1,
             ..shape
         };
         let line = check(&parquet, &limits, Some(21 * GIB)).unwrap_err().0;
@@ -1033,6 +1087,7 @@ mod tests {
             tls: false,
             batch_hold: Some((7, 1)),
             small_class: None,
+            slot_connections: 1,
         };
         let limits = MemoryLimits::unlimited();
         let cap = Some(20 << 30);
@@ -1080,9 +1135,10 @@ mod tests {
             tls: false,
             batch_hold: None,
             small_class: None,
+            slot_connections: 1,
         };
         let limits = MemoryLimits::unlimited();
-        let budget = budget_for(103_912_345, 2, 2, 1, shape.server_bytes, 0, false, None);
+        let budget = budget_for(103_912_345, 2, 2, 1, shape.server_bytes, 0, false, None, 1);
         for (shape, cap, applies_to) in [
             (shape, 470 * MIB, "total"),
             (

@@ -198,6 +198,7 @@ const LISTING: &[u8] = br#"<?xml version="1.0" encoding="UTF-8"?>
 fn get() -> RangedGet {
     RangedGet {
         whole: false,
+        fetch: None,
         key: "k".into(),
         offset: 0,
         len_bytes: 100,

@@ -28,6 +28,7 @@ pub mod engine;
 pub mod exit;
 #[cfg(test)]
 mod fuzz;
+pub mod loader;
 pub mod metrics;
 pub mod plan;
 pub mod rank;

@@ -43,6 +43,8 @@ use crate::exit::{self, ExitClass};
 use crate::settings::Settings;
 use crate::verify::Check;
 
+pub use crate::loader::{Loader, ObjectFetch, dlio_prefetch_factor};
+
 /// Errors found while resolving a plan. All are usage or environment errors (exit 2).
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
@@ -79,39 +81,6 @@ impl fmt::Display for Sharding {
     }
 }
 
-/// Which loader's behaviour a run reproduces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Loader {
-    /// ringload's own: disjoint shares, `prefetch` GETs per reader, nothing read past the last
-    /// step, footers read once.
-    Ringload,
-    /// What DLIO's PyTorch loader does to the storage: every rank walks the whole file list
-    /// (so the plan's sharding is `dlio`, whatever `--sharding` says), each reader keeps
-    /// `prefetch` GETs in flight plus the DataLoader's prefetch factor of finished ones queued
-    /// ([`dlio_prefetch_factor`], or `--prefetch-factor`), reads on past its last step until
-    /// that window is full (GETs no step uses, which land after the clock stopped), and every
-    /// rank reads every file's footer itself.
-    Dlio,
-}
-
-impl fmt::Display for Loader {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Loader::Ringload => "ringload",
-            Loader::Dlio => "dlio",
-        })
-    }
-}
-
-/// The prefetch factor DLIO's PyTorch data loader gives its DataLoader (finished batches
-/// queued per worker): `⌈prefetch_size ÷ read_threads⌉` (`reader.prefetch_size`, DLIO's default
-/// 2), so 2 at RT=1 and 1 at RT=2, not PyTorch's own default of 2. `read_threads` below 1 is
-/// taken as 1 (ringload needs a reader).
-pub fn dlio_prefetch_factor(prefetch_size: u32, read_threads: u32) -> u32 {
-    prefetch_size.div_ceil(read_threads.max(1))
-}
-
 /// Options of a run that are not workload keys.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PlanOptions {
@@ -137,9 +106,11 @@ pub struct PlanOptions {
 impl PlanOptions {
     /// With the dlio loader, the prefetch factor in use: `--prefetch-factor`, else DLIO's
     /// [`dlio_prefetch_factor`]. `None` for ringload's loader, which queues nothing.
+    /// Whole objects have none: the fork's s3dlio loader keeps a window of objects instead.
     pub fn prefetch_factor(&self, settings: &Settings) -> Option<u32> {
         match self.loader {
             Loader::Ringload => None,
+            Loader::Dlio if settings.objects.is_some() => None,
             Loader::Dlio => Some(self.prefetch_factor.unwrap_or_else(|| {
                 dlio_prefetch_factor(settings.prefetch_size, settings.read_threads)
             })),
@@ -147,8 +118,11 @@ impl PlanOptions {
     }
 
     /// GETs one reader may hold: `prefetch`, plus the prefetch factor's queue for the dlio
-    /// loader.
+    /// loader; with the dlio loader on whole objects, s3dlio's `prefetch_window` objects.
     pub fn window(&self, settings: &Settings) -> u32 {
+        if self.loader == Loader::Dlio && settings.objects.is_some() {
+            return settings.prefetch_window;
+        }
         settings.prefetch + self.prefetch_factor(settings).unwrap_or(0)
     }
 
@@ -185,6 +159,9 @@ pub struct RangedGet {
     /// A whole-object GET, as DLIO reads npz, jpeg and TFRecord objects: no `Range` header,
     /// answered `200 OK` with exactly `len_bytes` (the object's size; `offset` is 0).
     pub whole: bool,
+    /// With the dlio loader on whole objects: fetched as s3dlio fetches it (a HEAD, ranged
+    /// chunks) rather than one GET.
+    pub fetch: Option<ObjectFetch>,
 }
 
 impl RangedGet {
@@ -261,6 +238,8 @@ pub struct Plan {
     pub window_per_reader: u32,
     /// With the dlio loader: the prefetch factor in use ([`PlanOptions::prefetch_factor`]).
     pub prefetch_factor: Option<u32>,
+    /// With the dlio loader on whole objects: how s3dlio fetches each object.
+    pub object_fetch: Option<ObjectFetch>,
     /// GETs and bytes per epoch, all ranks.
     pub get_count: usize,
     pub bytes_per_epoch: u64,
@@ -334,6 +313,13 @@ impl Plan {
                 .collect(),
         };
         let window = options.window(settings);
+        let object_fetch = match (options.loader, &settings.objects) {
+            (Loader::Dlio, Some(_)) => Some(
+                ObjectFetch::for_record_length(settings.record_bytes)
+                    .map_err(PlanError::Unsatisfiable)?,
+            ),
+            _ => None,
+        };
         let whole_objects = catalog.objects.is_some();
         let (shares, overshoot) = match (options.loader, options.sharding) {
             // Whole objects: the DLIO fork's sharding, with the dlio loader's read-ahead.
@@ -398,43 +384,55 @@ impl Plan {
             tls: options.tls,
             batch_hold: whole_objects.then_some((settings.batch_size, settings.samples_per_file)),
             small_class: None,
+            // s3dlio's ranged chunks of one object go over connections of their own.
+            slot_connections: object_fetch.map_or(1, |f| f.most_in_flight(largest_get_bytes)),
         };
         let cap = options.memory_cap_bytes;
-        let memory = budget::check(&shape, limits, cap)
-            .or_else(|over| {
-                // Whole objects of spread sizes: two buffer size classes before refusing.
-                let hold = ranks.iter().map(|r| r.max_gets_held_per_reader).max();
-                let smallest = all_gets().map(|g| g.len_bytes).min().unwrap_or(0);
-                let classes =
-                    |hold: usize| budget::size_classes(&shape, hold as u32, smallest, limits, cap);
-                let hold = hold.filter(|&h| whole_objects && h < window as usize);
-                hold.and_then(classes).ok_or_else(|| match hold {
-                    Some(h) => budget::OverBudget(format!(
-                        "{over}; size classes do not fit either: each reader still needs {h} \
+        let memory = match object_fetch {
+            // s3dlio's window of objects: refused with the largest window that fits.
+            Some(_) => budget::check_window(
+                &shape,
+                "storage.storage_options.prefetch_window",
+                limits,
+                cap,
+            )?,
+            None => budget::check(&shape, limits, cap)
+                .or_else(|over| {
+                    // Whole objects of spread sizes: two buffer size classes before refusing.
+                    let hold = ranks.iter().map(|r| r.max_gets_held_per_reader).max();
+                    let smallest = all_gets().map(|g| g.len_bytes).min().unwrap_or(0);
+                    let classes = |hold: usize| {
+                        budget::size_classes(&shape, hold as u32, smallest, limits, cap)
+                    };
+                    let hold = hold.filter(|&h| whole_objects && h < window as usize);
+                    hold.and_then(classes).ok_or_else(|| match hold {
+                        Some(h) => budget::OverBudget(format!(
+                            "{over}; size classes do not fit either: each reader still needs {h} \
                          buffers of the largest GET (a step's share of it)"
-                    )),
-                    None => over,
+                        )),
+                        None => over,
+                    })
                 })
-            })
-            .map_err(|over| {
-                // The study read one row group per GET; the built-in default coalesces 8. Say so
-                // when that alone would make the run fit.
-                if settings.coalesce_rgs <= 1 || whole_objects {
-                    return over;
-                }
-                let single = Settings {
-                    coalesce_rgs: 1,
-                    ..settings.clone()
-                };
-                match Plan::resolve(&single, catalog, options, limits) {
-                    Ok(plan) => over.with_single_row_group_gets(
-                        settings.coalesce_rgs,
-                        largest_get_bytes,
-                        plan.largest_get_bytes,
-                    ),
-                    Err(_) => over,
-                }
-            })?;
+                .map_err(|over| {
+                    // The study read one row group per GET; the built-in default coalesces 8. Say so
+                    // when that alone would make the run fit.
+                    if settings.coalesce_rgs <= 1 || whole_objects {
+                        return over;
+                    }
+                    let single = Settings {
+                        coalesce_rgs: 1,
+                        ..settings.clone()
+                    };
+                    match Plan::resolve(&single, catalog, options, limits) {
+                        Ok(plan) => over.with_single_row_group_gets(
+                            settings.coalesce_rgs,
+                            largest_get_bytes,
+                            plan.largest_get_bytes,
+                        ),
+                        Err(_) => over,
+                    }
+                })?,
+        };
         let mut notes = Vec::new();
         if (settings.computation_time_s - settings.workload_computation_time_s).abs() > 1e-12 {
             notes.push(format!(
@@ -503,6 +501,7 @@ impl Plan {
             ranks,
             window_per_reader: window,
             prefetch_factor: options.prefetch_factor(settings),
+            object_fetch,
             memory,
             limits: limits.clone(),
             notes,
@@ -526,6 +525,7 @@ impl Plan {
             offset: get.offset,
             len_bytes: get.len_bytes,
             check: chunks.map(|chunks| Check::within(chunks, get.offset, get.len_bytes)),
+            fetch: self.object_fetch,
         }
     }
 

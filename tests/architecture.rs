@@ -32,6 +32,8 @@ const LAYERS: &[(&str, u32)] = &[
     ("budget", 1),
     ("dataset", 1),
     ("affinity", 1),
+    // Which loader a run reproduces, and s3dlio's rules for fetching an object.
+    ("loader", 1),
     // The S3 client.
     ("s3", 2),
     // Datasets: writing them, reading their footers.

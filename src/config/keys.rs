@@ -38,6 +38,7 @@ pub const STORAGE_OPTIONS_READ: &[&str] = &[
     "region",
     "coalesce_rgs",
     "prefetch_workers",
+    "prefetch_window",
 ];
 
 /// Keys `CheckpointSettings::resolve` reads besides [`READ`]'s `model.name` and the storage

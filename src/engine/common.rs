@@ -105,6 +105,7 @@ mod tests {
     fn partial_content_checks() {
         let get = RangedGet {
             whole: false,
+            fetch: None,
             key: "k".into(),
             offset: 4,
             len_bytes: 10,
@@ -127,6 +128,7 @@ mod tests {
     fn whole_object_checks() {
         let get = RangedGet {
             whole: true,
+            fetch: None,
             key: "k".into(),
             offset: 0,
             len_bytes: 10,

@@ -700,6 +700,7 @@ mod tests {
                 (0..n as u64)
                     .map(|g| RangedGet {
                         whole: false,
+                        fetch: None,
                         key: format!("train/f{r}.parquet"),
                         offset: g * LEN,
                         len_bytes: LEN,

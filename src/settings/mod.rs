@@ -81,6 +81,10 @@ pub struct Settings {
     /// DataLoader's prefetch factor from ([`crate::plan::dlio_prefetch_factor`]); only the
     /// dlio loader reads it.
     pub prefetch_size: u32,
+    /// `storage.storage_options.prefetch_window` (s3dlio's default 64): objects in flight per
+    /// reader with the dlio loader on a whole-object dataset, as the DLIO fork's s3dlio loader
+    /// keeps them ([`crate::loader::ObjectFetch`]).
+    pub prefetch_window: u32,
     pub coalesce_rgs: u32,
     pub epochs: u32,
     pub computation_time_s: f64,
@@ -279,6 +283,12 @@ impl Settings {
                 read_threads: small("reader.read_threads", read_threads, 1024)?,
                 prefetch: small("storage.storage_options.prefetch_workers", prefetch, 1024)?,
                 prefetch_size: small("reader.prefetch_size", prefetch_size, 1024)?,
+                prefetch_window: small(
+                    "storage.storage_options.prefetch_window",
+                    cfg.count("storage.storage_options.prefetch_window", 1)?
+                        .unwrap_or(u64::from(crate::loader::S3DLIO_PREFETCH_WINDOW)),
+                    1024,
+                )?,
                 coalesce_rgs: small(
                     "storage.storage_options.coalesce_rgs",
                     coalesce_rgs,

@@ -498,6 +498,7 @@ mod tests {
         let gets = (0..2)
             .map(|i| RangedGet {
                 whole: false,
+                fetch: None,
                 key: "f".into(),
                 offset: i * 100,
                 len_bytes: 100,

@@ -674,6 +674,7 @@ mod tests {
     fn range(len_bytes: usize) -> RangedGet {
         RangedGet {
             whole: false,
+            fetch: None,
             key: "k".into(),
             offset: 0,
             len_bytes: len_bytes as u64,

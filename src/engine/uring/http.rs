@@ -228,6 +228,7 @@ mod tests {
     fn get() -> RangedGet {
         RangedGet {
             whole: false,
+            fetch: None,
             key: "train/f.parquet".into(),
             offset: 100,
             len_bytes: 10,
@@ -433,6 +434,7 @@ mod tests {
         // A whole-object GET: no Range, and its 200 of the object's size is what it expects.
         let whole = RangedGet {
             whole: true,
+            fetch: None,
             offset: 0,
             ..get()
         };

@@ -120,6 +120,7 @@ fn answer(mut stream: TcpStream, script: &Script<Piece>) {
 pub(super) fn get(offset: u64, len_bytes: u64) -> RangedGet {
     RangedGet {
         whole: false,
+        fetch: None,
         key: "train/f.parquet".into(),
         offset,
         len_bytes,

@@ -75,6 +75,7 @@ impl Request {
             inline_body: Vec::new(),
             get: RangedGet {
                 whole: false,
+                fetch: None,
                 key: key.to_string(),
                 offset: 0,
                 len_bytes: 0,
@@ -88,6 +89,7 @@ impl Request {
         Request {
             get: RangedGet {
                 whole: false,
+                fetch: None,
                 key: key.to_string(),
                 offset: range.start,
                 len_bytes: range.end - range.start,
