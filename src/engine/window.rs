@@ -159,6 +159,28 @@ impl<F, H> Window<F, H> {
         self.failure.as_ref()
     }
 
+    /// Takes `gets[reader]` as the GETs of the epoch about to start, in place of the last
+    /// epoch's (a reshuffled epoch: [`RankIo::load_epoch`]). Between epochs only, when nothing
+    /// is held; the trace gets room for every GET of the epoch now, so recording still never
+    /// allocates.
+    fn load(&mut self, gets: Vec<Vec<RangedGet>>) -> Result<(), RankError> {
+        if gets.len() != self.readers.len() || self.held() != 0 {
+            return Err(RankError::Engine(format!(
+                "an epoch's GETs for {} readers handed to a window of {} readers holding {} GETs \
+                 (a bug)",
+                gets.len(),
+                self.readers.len(),
+                self.held()
+            )));
+        }
+        self.stats.trace.reserve(gets.iter().map(Vec::len).sum());
+        for (reader, gets) in self.readers.iter_mut().zip(gets) {
+            reader.slots = gets.iter().map(|_| Slot::NotIssued).collect();
+            reader.gets = gets;
+        }
+        Ok(())
+    }
+
     fn begin_epoch(&mut self) {
         self.epochs_started += 1;
         for reader in &mut self.readers {
@@ -396,6 +418,12 @@ pub trait Transport {
     /// Takes back what a released (or never consumed) GET held.
     fn give_back(&mut self, held: Self::Held);
 
+    /// Takes the GETs `window` now holds for the epoch about to start (a reshuffled epoch),
+    /// before its barrier: what the transport prepares per GET is prepared again here.
+    fn load(&mut self, _window: &Window<Self::InFlight, Self::Held>) -> Result<(), RankError> {
+        Ok(())
+    }
+
     /// Checks the transport's own accounting at the end of an epoch, when nothing is held.
     fn check_idle(&self) -> Result<(), RankError> {
         Ok(())
@@ -444,6 +472,11 @@ impl<T: Transport> RankIo for WindowedRank<'_, T> {
             self.fill(reader)?;
         }
         Ok(())
+    }
+
+    fn load_epoch(&mut self, gets: Vec<Vec<RangedGet>>) -> Result<(), RankError> {
+        self.window.load(gets)?;
+        self.transport.load(&self.window)
     }
 
     fn wait_for(&mut self, reader: usize, get: usize) -> Result<(), RankError> {

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use crate::affinity;
 use crate::engine::{Engine, EngineKind};
 use crate::metrics::{CpuReading, RequestStats};
-use crate::plan::Plan;
+use crate::plan::{Plan, RangedGet, RankPlan};
 use crate::rank::{Progress, RankError, RankRecord, RunMeasurements, StepBarrier, run_rank};
 use crate::s3::Client;
 
@@ -133,6 +133,7 @@ pub fn run_ranks(
                             ready.get_or_init(|| (Instant::now(), CpuReading::now(server_cpu_s())));
                             run_rank(
                                 &plan.ranks[rank],
+                                &|epoch| reshuffled(plan, epoch, rank),
                                 epochs,
                                 computation_time,
                                 io.as_mut(),
@@ -301,4 +302,20 @@ fn show_progress(
         let _ = stderr.flush();
     }
     let _ = write!(stderr, "\r\x1b[2K");
+}
+
+/// Rank `rank`'s own plan and GETs for `epoch` when the plan reshuffles it
+/// ([`Plan::reshuffled`]), made in the rank's thread before the epoch's barrier.
+fn reshuffled(
+    plan: &Plan,
+    epoch: u32,
+    rank: usize,
+) -> Result<Option<(RankPlan, Vec<Vec<RangedGet>>)>, RankError> {
+    let own = plan
+        .reshuffled(epoch, rank)
+        .map_err(|e| RankError::Engine(format!("planning epoch {epoch}: {e}")))?;
+    Ok(own.map(|own| {
+        let gets = plan.ranged_gets_of(&own);
+        (own, gets)
+    }))
 }
