@@ -712,6 +712,37 @@ mod tests {
     }
 
     #[test]
+    fn a_reshuffled_epochs_gets_replace_the_last_ones_between_epochs() {
+        let barrier = barrier();
+        let per_reader = [3, 2];
+        let mut io = rank(gets(&per_reader), 2, 2, &barrier);
+        consume_epoch(&mut io, &per_reader);
+        let mut next = gets(&per_reader);
+        for (r, reader) in next.iter_mut().enumerate() {
+            for get in reader.iter_mut() {
+                get.key = format!("train/epoch1_{r}.npz");
+            }
+        }
+        io.load_epoch(next).unwrap();
+        assert_eq!(io.window.get(1, 1).key, "train/epoch1_1.npz");
+        consume_epoch(&mut io, &per_reader);
+        let stats = io.stats();
+        assert_eq!((stats.requests, stats.trace.len()), (10, 10));
+        // As many GETs as epoch 0's: the room reserved at set-up was enough.
+        assert_eq!(stats.trace.capacity(), 10);
+        // Another reader count, or GETs still held, is a bug, not a hand-over.
+        assert!(matches!(
+            io.load_epoch(gets(&[1])),
+            Err(RankError::Engine(_))
+        ));
+        io.start_epoch().unwrap();
+        assert!(matches!(
+            io.load_epoch(gets(&per_reader)),
+            Err(RankError::Engine(_))
+        ));
+    }
+
+    #[test]
     fn an_epoch_starts_with_the_first_prefetch_gets_of_each_reader_in_order() {
         let barrier = barrier();
         let mut io = rank(gets(&[5, 5, 1]), 2, 1, &barrier);
