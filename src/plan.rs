@@ -155,6 +155,11 @@ impl PlanOptions {
         settings.prefetch + self.prefetch_factor(settings).unwrap_or(0)
     }
 
+    /// Whether later epochs of a whole-object plan read other files ([`Plan::reshuffled`]).
+    pub fn reshuffles(&self, epochs: u32) -> bool {
+        self.effective_sharding() == Sharding::Dlio && epochs > 1
+    }
+
     /// The sharding the plan follows: `dlio` with the dlio loader, else `--sharding`'s.
     pub fn effective_sharding(&self) -> Sharding {
         match self.loader {
@@ -391,11 +396,11 @@ impl Plan {
                 .flat_map(|r| r.readers.iter().flat_map(|rd| &rd.gets))
         };
         let mut largest_get_bytes = all_gets().map(|g| g.len_bytes).max().unwrap_or(0);
-        if let Some(objects) = catalog.objects.as_ref() {
-            if reshard::applies(whole_objects, options, settings) {
-                // Later epochs read other objects (reshard.rs): any of them, at most the largest.
-                largest_get_bytes = objects.sizes().iter().copied().max().unwrap_or(0);
-            }
+        if let Some(objects) = catalog.objects.as_ref()
+            && options.reshuffles(settings.epochs)
+        {
+            // Later epochs read other objects (reshard.rs): any of them, at most the largest.
+            largest_get_bytes = objects.sizes().iter().copied().max().unwrap_or(0);
         }
         let memory = budget::check(
             &BudgetShape {
@@ -525,9 +530,14 @@ impl Plan {
         }
     }
 
-    /// The GETs of each reader of rank `rank`, in the order the reader issues them.
-    pub fn ranged_gets(&self, rank: usize) -> Vec<Vec<RangedGet>> {
-        self.ranged_gets_of(&self.ranks[rank])
+    /// The GETs of each reader of `rank_plan` (epoch 0's `ranks[r]`, or a reshuffled epoch's),
+    /// in the order the reader issues them.
+    pub fn ranged_gets(&self, rank_plan: &RankPlan) -> Vec<Vec<RangedGet>> {
+        rank_plan
+            .readers
+            .iter()
+            .map(|reader| reader.gets.iter().map(|g| self.ranged(g)).collect())
+            .collect()
     }
 }
 

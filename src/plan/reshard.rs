@@ -24,11 +24,8 @@
 //! GETs per reader and the most a reader holds are epoch 0's; only which objects, and their
 //! sizes, differ (the budget's buffers are sized for the catalog's largest object then).
 
-use super::{
-    Loader, Plan, PlanError, PlanOptions, RangedGet, RankPlan, RowGroupRef, Sharding, plan_rank,
-};
+use super::{Loader, Plan, PlanError, RankPlan, RowGroupRef, plan_rank};
 use crate::content;
-use crate::settings::Settings;
 
 /// The fork's base seed: epoch e's global shuffle is seeded `SEED + e`.
 pub const SEED: u64 = 123;
@@ -45,11 +42,6 @@ pub fn rank_seed(epoch: u32, rank: usize) -> u64 {
     global_seed(epoch).wrapping_add(RANK_SEED_STRIDE.wrapping_mul(rank as u64))
 }
 
-/// Whether a plan of these options reshuffles ([`Plan::reshuffles`]).
-pub(super) fn applies(whole_objects: bool, options: &PlanOptions, settings: &Settings) -> bool {
-    whole_objects && options.effective_sharding() == Sharding::Dlio && settings.epochs > 1
-}
-
 /// Shuffles `items` in place (Fisher–Yates), the k-th draw from `content::word(seed, k)`.
 pub fn shuffle<T>(items: &mut [T], seed: u64) {
     for (k, i) in (1..items.len()).rev().enumerate() {
@@ -61,7 +53,7 @@ pub fn shuffle<T>(items: &mut [T], seed: u64) {
 }
 
 /// The files (catalog indices) rank `rank` of `ranks` reads in epoch `epoch` ≥ 1, in the order
-/// it reads them: ⌊files ÷ ranks⌋ of them. `files` is below 2³² (the plan checks).
+/// it reads them: ⌊files ÷ ranks⌋ of them. `files` is below 2³² ([`Plan::reshuffled`] checks).
 pub fn epoch_files(files: usize, ranks: usize, rank: usize, epoch: u32) -> Vec<usize> {
     debug_assert!(rank < ranks, "rank {rank} of {ranks}");
     debug_assert!(u32::try_from(files).is_ok(), "{files} files");
@@ -82,11 +74,7 @@ impl Plan {
     /// Whether epochs after the first read their own files: a whole-object dataset sharded
     /// as the DLIO fork does (`--sharding dlio` or `--loader dlio`), for more than one epoch.
     pub fn reshuffles(&self) -> bool {
-        applies(
-            self.catalog.objects.is_some(),
-            &self.options,
-            &self.settings,
-        )
+        self.catalog.objects.is_some() && self.options.reshuffles(self.settings.epochs)
     }
 
     /// Rank `rank`'s plan for epoch `epoch` when that epoch reads other files than epoch 0
@@ -100,6 +88,13 @@ impl Plan {
         };
         if !self.reshuffles() {
             return Ok(None);
+        }
+        if u32::try_from(objects.len()).is_err() {
+            return Err(PlanError::Unsatisfiable(format!(
+                "--sharding dlio reshuffles at most 2³² objects per epoch and the dataset has \
+                 {}; use --sharding rank or train.epochs=1",
+                objects.len()
+            )));
         }
         let files = epoch_files(objects.len(), self.ranks.len(), rank, epoch);
         let share: Vec<RowGroupRef> = files
@@ -123,16 +118,6 @@ impl Plan {
             overshoot,
         )
         .map(Some)
-    }
-
-    /// The GETs of each reader of `rank_plan` (any epoch's), in the order the reader issues
-    /// them.
-    pub fn ranged_gets_of(&self, rank_plan: &RankPlan) -> Vec<Vec<RangedGet>> {
-        rank_plan
-            .readers
-            .iter()
-            .map(|reader| reader.gets.iter().map(|g| self.ranged(g)).collect())
-            .collect()
     }
 }
 

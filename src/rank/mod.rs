@@ -354,10 +354,12 @@ fn ns(d: Duration) -> u64 {
     d.as_nanos().min(u128::from(u64::MAX)) as u64
 }
 
-/// A later epoch's own plan and readers' GETs, when it reads other files than epoch 0
+/// An epoch's own plan and its readers' GETs.
+pub type EpochPlan = (RankPlan, Vec<Vec<RangedGet>>);
+
+/// A later epoch's [`EpochPlan`], when it reads other files than epoch 0
 /// ([`crate::plan::Plan::reshuffled`]): `later(e)` for epoch e ≥ 1, `None` to walk epoch 0's.
-pub type LaterEpochs<'a> =
-    &'a dyn Fn(u32) -> Result<Option<(RankPlan, Vec<Vec<RangedGet>>)>, RankError>;
+pub type LaterEpochs<'a> = &'a dyn Fn(u32) -> Result<Option<EpochPlan>, RankError>;
 
 /// Runs one rank's epochs into `record`, each step kept as it completes, so that a failed run
 /// still has its figures up to the failure. Epoch 0 walks `plan`, each later one `later`'s
@@ -590,7 +592,7 @@ mod tests {
         // engine before the epoch's barrier (outside its clock), and its steps are walked.
         let barrier = StepBarrier::new(1, Duration::from_secs(5));
         let mut io = Recorder::default();
-        let later = |epoch: u32| -> Result<Option<(RankPlan, Vec<Vec<RangedGet>>)>, RankError> {
+        let later = |epoch: u32| -> Result<Option<EpochPlan>, RankError> {
             assert_eq!(epoch, 1, "epoch 0 walks the plan it was given");
             let own = RankPlan {
                 steps: vec![vec![take(1, 2, true)]],

@@ -313,7 +313,7 @@ pub fn requests_csv(plan: &Plan, stats: &[RequestStats]) -> String {
         "rank,epoch,reader,get,key,offset,len_bytes,attempts,first_byte_us,total_us\n",
     );
     for (rank, stats) in stats.iter().enumerate() {
-        let first = plan.ranged_gets(rank);
+        let first = plan.ranged_gets(&plan.ranks[rank]);
         // A reshuffled epoch's own GETs (Plan::reshuffled), made once per epoch listed.
         let mut own: Option<(u32, Vec<Vec<crate::plan::RangedGet>>)> = None;
         let mut trace = stats.trace.clone();
@@ -324,7 +324,7 @@ pub fn requests_csv(plan: &Plan, stats: &[RequestStats]) -> String {
                     .reshuffled(r.epoch, rank)
                     .ok()
                     .flatten()
-                    .map(|p| (r.epoch, plan.ranged_gets_of(&p)));
+                    .map(|p| (r.epoch, plan.ranged_gets(&p)));
             }
             let gets = own.as_ref().map_or(&first, |(_, gets)| gets);
             let get = &gets[r.reader][r.get];
