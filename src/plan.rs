@@ -1575,6 +1575,24 @@ mod tests {
             plan.reshuffled(2, 0).unwrap(),
             "each epoch its own lists"
         );
+        // Each epoch's bytes are its own objects' sizes (cosmoflow's vary).
+        let sizes = |e: u32| -> u64 {
+            (0..4)
+                .flat_map(|r| reshard::epoch_files(103, 4, r, e))
+                .map(|f| plan.catalog.objects.as_ref().unwrap().size(f))
+                .sum()
+        };
+        assert_eq!(
+            plan.bytes_per_epoch,
+            (0..100)
+                .map(|f| plan.catalog.objects.as_ref().unwrap().size(f))
+                .sum::<u64>()
+        );
+        assert_eq!(
+            plan.bytes_planned(),
+            plan.bytes_per_epoch + sizes(1) + sizes(2)
+        );
+        assert_ne!(plan.bytes_planned(), plan.bytes_per_epoch * 3);
         // Any object may be read in some epoch: the buffers fit the largest.
         let objects = plan.catalog.objects.as_ref().unwrap();
         assert_eq!(

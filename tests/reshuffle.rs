@@ -77,6 +77,11 @@ fn dlio_sharding_reads_each_later_epochs_reshuffled_files_with_both_engines() {
         ]);
         // Exit 1: no compute gives no AU, a missed target; the run completed.
         assert!(code == 0 || code == 1, "{engine}: {stderr}");
+        let summary = std::fs::read_to_string(results.path().join("summary.json")).unwrap();
+        let summary: serde_json::Value = serde_json::from_str(&summary).unwrap();
+        assert_eq!(summary["outcome"], "completed", "{engine}");
+        assert_eq!(summary["requests"], 2 * FILES as u64, "{engine}");
+        assert_eq!(summary["bytes_read"], summary["bytes_planned"], "{engine}");
         let csv = std::fs::read_to_string(results.path().join("requests.csv")).unwrap();
         // (rank, epoch) → (reader, get) → object index.
         let mut read: BTreeMap<(usize, u64), BTreeMap<(usize, usize), usize>> = BTreeMap::new();

@@ -77,6 +77,21 @@ impl Plan {
         self.catalog.objects.is_some() && self.options.reshuffles(self.settings.epochs)
     }
 
+    /// Bytes the plan asks for over every epoch, all ranks: epoch 0's for each epoch, or, when
+    /// later epochs are reshuffled, each epoch's own (their objects' sizes differ).
+    pub fn bytes_planned(&self) -> u64 {
+        let epochs = self.settings.epochs;
+        if !self.reshuffles() {
+            return self.bytes_per_epoch * u64::from(epochs);
+        }
+        let later = (1..epochs).flat_map(|e| (0..self.ranks.len()).map(move |r| (e, r)));
+        let later_bytes: u64 = later
+            .filter_map(|(e, r)| self.reshuffled(e, r).ok().flatten())
+            .map(|p| p.bytes)
+            .sum();
+        self.bytes_per_epoch + later_bytes
+    }
+
     /// Rank `rank`'s plan for epoch `epoch` when that epoch reads other files than epoch 0
     /// ([`Plan::reshuffles`], `epoch` ≥ 1): [`epoch_files`]'s list, read as epoch 0
     /// reads its share (readers take files[k::RT], the same steps and schedule). `None`: the
