@@ -19,6 +19,27 @@ use std::fmt;
 
 use serde::Serialize;
 
+/// How ranks share the dataset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Sharding {
+    /// Disjoint contiguous shares of the row-group sequence, one per rank.
+    Rank,
+    /// Every rank reads the same share, as DLIO's PyTorch data loader does (Parquet). For a
+    /// whole-object dataset, as the DLIO fork of MLPerf Storage v3.0 shards files
+    /// (`plan::v3_shares`): file i to rank i mod NP, ⌊N ÷ NP⌋ files per rank.
+    Dlio,
+}
+
+impl fmt::Display for Sharding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Sharding::Rank => "rank",
+            Sharding::Dlio => "dlio",
+        })
+    }
+}
+
 /// Which loader's behaviour a run reproduces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]

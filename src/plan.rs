@@ -31,9 +31,8 @@
 //! straddles two objects) whatever B is. The default prefetch is one batch ahead
 //! ([`crate::settings::whole_object_prefetch`]); the same check refuses a plan whose reader
 //! must hold more GETs than its window. `--sharding dlio` deals files as the DLIO fork of MLPerf
-//! Storage v3.0 does ([`v3_shares`]). The budget sizes buffers for the largest object planned.
-
-use std::fmt;
+//! Storage v3.0 does ([`v3_shares`]), and deals them again before each later epoch
+//! ([`reshard`]). The budget sizes buffers for the largest object planned (any object, then).
 
 use serde::Serialize;
 
@@ -43,7 +42,8 @@ use crate::exit::{self, ExitClass};
 use crate::settings::Settings;
 use crate::verify::Check;
 
-pub use crate::loader::{Loader, ObjectFetch, dlio_prefetch_factor};
+pub use crate::loader::{Loader, ObjectFetch, Sharding, dlio_prefetch_factor};
+mod reshard;
 
 /// Errors found while resolving a plan. All are usage or environment errors (exit 2).
 #[derive(Debug, thiserror::Error)]
@@ -57,27 +57,6 @@ pub enum PlanError {
 impl ExitClass for PlanError {
     fn exit_code(&self) -> u8 {
         exit::USAGE
-    }
-}
-
-/// How ranks share the dataset.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Sharding {
-    /// Disjoint contiguous shares of the row-group sequence, one per rank.
-    Rank,
-    /// Every rank reads the same share, as DLIO's PyTorch data loader does (Parquet). For a
-    /// whole-object dataset, as the DLIO fork of MLPerf Storage v3.0 shards files
-    /// ([`v3_shares`]): file i to rank i mod NP, ⌊N ÷ NP⌋ files per rank.
-    Dlio,
-}
-
-impl fmt::Display for Sharding {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Sharding::Rank => "rank",
-            Sharding::Dlio => "dlio",
-        })
     }
 }
 
@@ -124,6 +103,11 @@ impl PlanOptions {
             return settings.prefetch_window;
         }
         settings.prefetch + self.prefetch_factor(settings).unwrap_or(0)
+    }
+
+    /// Whether later epochs of a whole-object plan read other files ([`Plan::reshuffled`]).
+    pub fn reshuffles(&self, epochs: u32) -> bool {
+        self.effective_sharding() == Sharding::Dlio && epochs > 1
     }
 
     /// The sharding the plan follows: `dlio` with the dlio loader, else `--sharding`'s.
@@ -373,7 +357,13 @@ impl Plan {
                 .iter()
                 .flat_map(|r| r.readers.iter().flat_map(|rd| &rd.gets))
         };
-        let largest_get_bytes = all_gets().map(|g| g.len_bytes).max().unwrap_or(0);
+        let mut largest_get_bytes = all_gets().map(|g| g.len_bytes).max().unwrap_or(0);
+        if let Some(objects) = catalog.objects.as_ref()
+            && options.reshuffles(settings.epochs)
+        {
+            // Later epochs read other objects (reshard.rs): any of them, at most the largest.
+            largest_get_bytes = objects.sizes().iter().copied().max().unwrap_or(0);
+        }
         let shape = BudgetShape {
             np,
             read_threads: settings.read_threads,
@@ -529,9 +519,10 @@ impl Plan {
         }
     }
 
-    /// The GETs of each reader of rank `rank`, in the order the reader issues them.
-    pub fn ranged_gets(&self, rank: usize) -> Vec<Vec<RangedGet>> {
-        self.ranks[rank]
+    /// The GETs of each reader of `rank_plan` (epoch 0's `ranks[r]`, or a reshuffled epoch's),
+    /// in the order the reader issues them.
+    pub fn ranged_gets(&self, rank_plan: &RankPlan) -> Vec<Vec<RangedGet>> {
+        rank_plan
             .readers
             .iter()
             .map(|reader| reader.gets.iter().map(|g| self.ranged(g)).collect())
@@ -573,9 +564,8 @@ fn split_shares(
 ///
 /// This is epoch 0's sharding. Before each later epoch the fork redistributes the files (an
 /// alltoall shuffled with seed 123 + epoch) and shuffles each rank's list locally (seed
-/// 123 + epoch + 31 · rank) with numpy's generator. A plan here is one schedule that every
-/// epoch repeats, so later epochs read epoch 0's lists again: the same files per rank and the
-/// same GETs, in the same order.
+/// 123 + epoch + 31 · rank): [`Plan::reshuffled`] plans those epochs with the same seeds
+/// ([`reshard`]; not numpy's random stream, so not DLIO's very lists).
 fn v3_shares(
     units: &[RowGroupRef],
     parts: usize,
@@ -1500,6 +1490,113 @@ mod tests {
             err.contains("--sharding dlio gives each of 3 ranks 3 files (⌊10 ÷ 3⌋), 3753 samples, and its steps need 4000"),
             "{err}"
         );
+    }
+
+    /// The files a rank reads, in its order: reader k took files[k::RT] of the list.
+    fn rank_files(rank: &RankPlan) -> Vec<usize> {
+        let rt = rank.readers.len();
+        let total: usize = rank.readers.iter().map(|r| r.files.len()).sum();
+        (0..total)
+            .map(|i| rank.readers[i % rt].files[i / rt])
+            .collect()
+    }
+
+    #[test]
+    fn dlio_sharding_reshuffles_whole_objects_before_each_later_epoch() {
+        // 103 files over 4 ranks, B 1, one sample per file: 25 steps, 25 files per rank.
+        let s = object_settings(
+            "cosmoflow_h100",
+            &[
+                "dataset.num_files_train=103",
+                "reader.read_threads=2",
+                "train.epochs=3",
+            ],
+        );
+        let plan = object_plan(&s, 4, Sharding::Dlio).unwrap();
+        assert!(plan.reshuffles());
+        assert_eq!(plan.steps_per_rank, 25);
+        for rank in 0..4 {
+            assert_eq!(
+                plan.reshuffled(0, rank).unwrap(),
+                None,
+                "epoch 0 is v3_shares'"
+            );
+        }
+        for epoch in 1..3u32 {
+            // The global permutation seeded 123 + e, dealt round-robin.
+            let mut global: Vec<u32> = (0..103).collect();
+            reshard::shuffle(&mut global, 123 + u64::from(epoch));
+            let mut seen = std::collections::BTreeSet::new();
+            for rank in 0..4 {
+                let own = plan.reshuffled(epoch, rank).unwrap().unwrap();
+                assert_eq!(
+                    Some(&own),
+                    plan.reshuffled(epoch, rank).unwrap().as_ref(),
+                    "the same N, P and epoch give the same plan"
+                );
+                let files = rank_files(&own);
+                assert_eq!(files.len(), 103 / 4);
+                // Rank r's share of the deal, in the order its own seed 123 + e + 31r gives.
+                let mut dealt: Vec<usize> =
+                    (0..25).map(|j| global[rank + 4 * j] as usize).collect();
+                reshard::shuffle(&mut dealt, 123 + u64::from(epoch) + 31 * rank as u64);
+                assert_eq!(files, dealt, "epoch {epoch} rank {rank}");
+                assert_ne!(
+                    files,
+                    rank_files(&plan.ranks[rank]),
+                    "epoch {epoch} rank {rank}"
+                );
+                for f in &files {
+                    assert!(seen.insert(*f), "file {f} on two ranks in epoch {epoch}");
+                }
+                // Only which objects differ: the steps and their shape are epoch 0's.
+                assert_eq!(own.steps, plan.ranks[rank].steps);
+                assert_eq!(own.get_count, plan.ranks[rank].get_count);
+                let get = own.readers[0].gets[0];
+                assert_eq!(
+                    get.len_bytes,
+                    plan.catalog.objects.as_ref().unwrap().size(get.file)
+                );
+            }
+        }
+        assert_ne!(
+            plan.reshuffled(1, 0).unwrap(),
+            plan.reshuffled(2, 0).unwrap(),
+            "each epoch its own lists"
+        );
+        // Each epoch's bytes are its own objects' sizes (cosmoflow's vary).
+        let sizes = |e: u32| -> u64 {
+            (0..4)
+                .flat_map(|r| reshard::epoch_files(103, 4, r, e))
+                .map(|f| plan.catalog.objects.as_ref().unwrap().size(f))
+                .sum()
+        };
+        assert_eq!(
+            plan.bytes_per_epoch,
+            (0..100)
+                .map(|f| plan.catalog.objects.as_ref().unwrap().size(f))
+                .sum::<u64>()
+        );
+        assert_eq!(
+            plan.bytes_planned(),
+            plan.bytes_per_epoch + sizes(1) + sizes(2)
+        );
+        assert_ne!(plan.bytes_planned(), plan.bytes_per_epoch * 3);
+        // Any object may be read in some epoch: the buffers fit the largest.
+        let objects = plan.catalog.objects.as_ref().unwrap();
+        assert_eq!(
+            plan.largest_get_bytes,
+            objects.sizes().iter().copied().max().unwrap()
+        );
+        // ringload's own sharding, and one epoch, replay one schedule.
+        let once = object_plan(&s, 4, Sharding::Rank).unwrap();
+        assert!(!once.reshuffles());
+        assert_eq!(once.reshuffled(1, 0).unwrap(), None);
+        let one = object_settings(
+            "cosmoflow_h100",
+            &["dataset.num_files_train=103", "train.epochs=1"],
+        );
+        assert!(!object_plan(&one, 4, Sharding::Dlio).unwrap().reshuffles());
     }
 
     #[test]

@@ -197,6 +197,29 @@ impl<F, H> Window<F, H> {
         [self.prefetch - small, small]
     }
 
+    /// Takes `gets[reader]` as the GETs of the epoch about to start, in place of the last
+    /// epoch's (a reshuffled epoch: [`RankIo::load_epoch`]). Between epochs only, when nothing
+    /// is held; the trace gets room for every GET of the epoch now, so recording still never
+    /// allocates.
+    fn load(&mut self, gets: Vec<Vec<RangedGet>>) -> Result<(), RankError> {
+        if gets.len() != self.readers.len() || self.held() != 0 {
+            return Err(RankError::Engine(format!(
+                "an epoch's GETs for {} readers handed to a window of {} readers holding {} GETs \
+                 (a bug)",
+                gets.len(),
+                self.readers.len(),
+                self.held()
+            )));
+        }
+        self.stats.trace.reserve(gets.iter().map(Vec::len).sum());
+        for (reader, gets) in self.readers.iter_mut().zip(gets) {
+            reader.slots = gets.iter().map(|_| Slot::NotIssued).collect();
+            reader.class = vec![LARGE as u8; gets.len()];
+            reader.gets = gets;
+        }
+        Ok(())
+    }
+
     fn begin_epoch(&mut self) {
         self.epochs_started += 1;
         let free = self.buffers_per_reader();
@@ -454,6 +477,12 @@ pub trait Transport {
     /// Takes back what a released (or never consumed) GET held.
     fn give_back(&mut self, held: Self::Held);
 
+    /// Takes the GETs `window` now holds for the epoch about to start (a reshuffled epoch),
+    /// before its barrier: what the transport prepares per GET is prepared again here.
+    fn load(&mut self, _window: &Window<Self::InFlight, Self::Held>) -> Result<(), RankError> {
+        Ok(())
+    }
+
     /// Checks the transport's own accounting at the end of an epoch, when nothing is held.
     fn check_idle(&self) -> Result<(), RankError> {
         Ok(())
@@ -502,6 +531,11 @@ impl<T: Transport> RankIo for WindowedRank<'_, T> {
             self.fill(reader)?;
         }
         Ok(())
+    }
+
+    fn load_epoch(&mut self, gets: Vec<Vec<RangedGet>>) -> Result<(), RankError> {
+        self.window.load(gets)?;
+        self.transport.load(&self.window)
     }
 
     fn wait_for(&mut self, reader: usize, get: usize) -> Result<(), RankError> {
@@ -739,6 +773,37 @@ mod tests {
             }
         }
         io.end_epoch().unwrap();
+    }
+
+    #[test]
+    fn a_reshuffled_epochs_gets_replace_the_last_ones_between_epochs() {
+        let barrier = barrier();
+        let per_reader = [3, 2];
+        let mut io = rank(gets(&per_reader), 2, 2, &barrier);
+        consume_epoch(&mut io, &per_reader);
+        let mut next = gets(&per_reader);
+        for (r, reader) in next.iter_mut().enumerate() {
+            for get in reader.iter_mut() {
+                get.key = format!("train/epoch1_{r}.npz");
+            }
+        }
+        io.load_epoch(next).unwrap();
+        assert_eq!(io.window.get(1, 1).key, "train/epoch1_1.npz");
+        consume_epoch(&mut io, &per_reader);
+        let stats = io.stats();
+        assert_eq!((stats.requests, stats.trace.len()), (10, 10));
+        // As many GETs as epoch 0's: the room reserved at set-up was enough.
+        assert_eq!(stats.trace.capacity(), 10);
+        // Another reader count, or GETs still held, is a bug, not a hand-over.
+        assert!(matches!(
+            io.load_epoch(gets(&[1])),
+            Err(RankError::Engine(_))
+        ));
+        io.start_epoch().unwrap();
+        assert!(matches!(
+            io.load_epoch(gets(&per_reader)),
+            Err(RankError::Engine(_))
+        ));
     }
 
     #[test]

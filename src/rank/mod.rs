@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 pub mod objects;
 
 use crate::metrics::{CpuReading, RequestStats, StepTimes};
-use crate::plan::RankPlan;
+use crate::plan::{RangedGet, RankPlan};
 
 /// A GET that failed for good (past its retries, or with a failure retrying cannot mend), as
 /// the step loop sees it: what kind of failure, and the line a user reads. The rank loop names
@@ -81,6 +81,11 @@ pub enum RankError {
 /// A rank's I/O, as the step loop sees it. One engine object per rank, used only by that
 /// rank's thread.
 pub trait RankIo {
+    /// Takes `gets[reader]` as the GETs of the next epoch in place of the last one's (an epoch
+    /// that reads other files: [`crate::plan::Plan::reshuffled`]). Called between epochs,
+    /// before the epoch's barrier: whatever the engine prepares per GET is prepared here,
+    /// outside the epoch's clock.
+    fn load_epoch(&mut self, gets: Vec<Vec<RangedGet>>) -> Result<(), RankError>;
     /// Issues the epoch's first GETs: up to `prefetch` per reader.
     fn start_epoch(&mut self) -> Result<(), RankError>;
     /// Returns when GET `get` of reader `reader` has arrived whole and checked.
@@ -349,11 +354,21 @@ fn ns(d: Duration) -> u64 {
     d.as_nanos().min(u128::from(u64::MAX)) as u64
 }
 
+/// An epoch's own plan and its readers' GETs.
+pub type EpochPlan = (RankPlan, Vec<Vec<RangedGet>>);
+
+/// A later epoch's [`EpochPlan`], when it reads other files than epoch 0
+/// ([`crate::plan::Plan::reshuffled`]): `later(e)` for epoch e ≥ 1, `None` to walk epoch 0's.
+pub type LaterEpochs<'a> = &'a dyn Fn(u32) -> Result<Option<EpochPlan>, RankError>;
+
 /// Runs one rank's epochs into `record`, each step kept as it completes, so that a failed run
-/// still has its figures up to the failure. On error the barrier is aborted, so the other ranks
-/// stop too.
+/// still has its figures up to the failure. Epoch 0 walks `plan`, each later one `later`'s
+/// plan if it has one, handed to the engine before the epoch's barrier. On error the barrier
+/// is aborted, so the other ranks stop too.
+#[allow(clippy::too_many_arguments)]
 pub fn run_rank(
     plan: &RankPlan,
+    later: LaterEpochs<'_>,
     epochs: u32,
     computation_time: Duration,
     io: &mut dyn RankIo,
@@ -361,9 +376,19 @@ pub fn run_rank(
     progress: &Progress,
     record: &mut RankRecord,
 ) -> Result<(), RankError> {
-    for _ in 0..epochs {
-        run_epoch(plan, computation_time, io, barrier, progress, record)
-            .inspect_err(|_| barrier.abort())?;
+    for epoch in 0..epochs {
+        let mut run = || {
+            let own = if epoch == 0 { None } else { later(epoch)? };
+            let walked = match own {
+                Some((own, gets)) => {
+                    io.load_epoch(gets)?;
+                    std::borrow::Cow::Owned(own)
+                }
+                None => std::borrow::Cow::Borrowed(plan),
+            };
+            run_epoch(&walked, computation_time, io, barrier, progress, record)
+        };
+        run().inspect_err(|_| barrier.abort())?;
     }
     Ok(())
 }
@@ -453,6 +478,11 @@ mod tests {
     }
 
     impl RankIo for Recorder {
+        fn load_epoch(&mut self, gets: Vec<Vec<RangedGet>>) -> Result<(), RankError> {
+            let counts: Vec<usize> = gets.iter().map(Vec::len).collect();
+            self.calls.push(format!("load {counts:?}"));
+            Ok(())
+        }
         fn start_epoch(&mut self) -> Result<(), RankError> {
             self.calls.push("start".into());
             Ok(())
@@ -527,6 +557,7 @@ mod tests {
         let mut record = RankRecord::default();
         run_rank(
             &two_steps(),
+            &|_| Ok(None),
             2,
             Duration::ZERO,
             &mut io,
@@ -556,6 +587,54 @@ mod tests {
     }
 
     #[test]
+    fn a_reshuffled_epoch_is_handed_over_before_its_barrier_and_walked() {
+        // Epoch 1 has its own plan: one step over GET 2 of reader 1. Its GETs reach the
+        // engine before the epoch's barrier (outside its clock), and its steps are walked.
+        let barrier = StepBarrier::new(1, Duration::from_secs(5));
+        let mut io = Recorder::default();
+        let later = |epoch: u32| -> Result<Option<EpochPlan>, RankError> {
+            assert_eq!(epoch, 1, "epoch 0 walks the plan it was given");
+            let own = RankPlan {
+                steps: vec![vec![take(1, 2, true)]],
+                ..two_steps()
+            };
+            Ok(Some((own, vec![Vec::new(), Vec::new()])))
+        };
+        let mut record = RankRecord::default();
+        run_rank(
+            &two_steps(),
+            &later,
+            2,
+            Duration::ZERO,
+            &mut io,
+            &barrier,
+            &Progress::default(),
+            &mut record,
+        )
+        .unwrap();
+        let epoch_1 = &io.calls[io.calls.len() - 8..];
+        assert_eq!(
+            epoch_1,
+            [
+                "load [0, 0]",
+                "barrier",
+                "start",
+                "wait 1.2",
+                "compute",
+                "barrier",
+                "release 1.2",
+                "end"
+            ]
+        );
+        assert_eq!(
+            io.calls[..2],
+            ["barrier", "start"],
+            "no hand-over for epoch 0"
+        );
+        assert_eq!(record.steps[1].len(), 1);
+    }
+
+    #[test]
     fn the_progress_au_is_the_results_au_first_step_excluded() {
         // A slow first batch (the study's 91.6% against 99.97%): AU counted from the start
         // would be about 100 × 80 / 180 = 44%; both figures exclude it.
@@ -573,6 +652,7 @@ mod tests {
         let mut record = RankRecord::default();
         run_rank(
             &plan,
+            &|_| Ok(None),
             1,
             Duration::ZERO,
             &mut io,
@@ -603,6 +683,7 @@ mod tests {
         let started = Instant::now();
         run_rank(
             &two_steps(),
+            &|_| Ok(None),
             2,
             Duration::ZERO,
             &mut io,
@@ -637,6 +718,7 @@ mod tests {
                 let mut io = Recorder::default();
                 run_rank(
                     &two_steps(),
+                    &|_| Ok(None),
                     1,
                     Duration::ZERO,
                     &mut io,
@@ -652,6 +734,7 @@ mod tests {
             let mut record = RankRecord::default();
             let mine = run_rank(
                 &two_steps(),
+                &|_| Ok(None),
                 1,
                 Duration::ZERO,
                 &mut failing,

@@ -126,9 +126,13 @@ pub fn render(plan: &Plan, full: bool) -> String {
             o.sharding,
             match o.sharding {
                 crate::plan::Sharding::Rank => " (disjoint contiguous shares)",
+                crate::plan::Sharding::Dlio if plan.reshuffles() => {
+                    " (the v3.0 fork's: file i to rank i mod NP, ⌊N ÷ NP⌋ each; before each \
+                     later epoch e dealt again from a permutation seeded 123 + e, each rank's \
+                     list shuffled with 123 + e + 31·rank; the lists below are epoch 0's)"
+                }
                 crate::plan::Sharding::Dlio => {
-                    " (the v3.0 fork's: file i to rank i mod NP, ⌊N ÷ NP⌋ each; every epoch \
-                     repeats epoch 0's lists)"
+                    " (the v3.0 fork's: file i to rank i mod NP, ⌊N ÷ NP⌋ each)"
                 }
             }
         );

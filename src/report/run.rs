@@ -313,10 +313,20 @@ pub fn requests_csv(plan: &Plan, stats: &[RequestStats]) -> String {
         "rank,epoch,reader,get,key,offset,len_bytes,attempts,first_byte_us,total_us\n",
     );
     for (rank, stats) in stats.iter().enumerate() {
-        let gets = plan.ranged_gets(rank);
+        let first = plan.ranged_gets(&plan.ranks[rank]);
+        // A reshuffled epoch's own GETs (Plan::reshuffled), made once per epoch listed.
+        let mut own: Option<(u32, Vec<Vec<crate::plan::RangedGet>>)> = None;
         let mut trace = stats.trace.clone();
         trace.sort_by_key(|r| (r.epoch, r.reader, r.get));
         for r in trace {
+            if own.as_ref().is_none_or(|(epoch, _)| *epoch != r.epoch) {
+                own = plan
+                    .reshuffled(r.epoch, rank)
+                    .ok()
+                    .flatten()
+                    .map(|p| (r.epoch, plan.ranged_gets(&p)));
+            }
+            let gets = own.as_ref().map_or(&first, |(_, gets)| gets);
             let get = &gets[r.reader][r.get];
             let _ = writeln!(
                 out,

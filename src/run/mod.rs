@@ -26,7 +26,9 @@ use crate::affinity;
 use crate::engine::{Engine, EngineKind};
 use crate::metrics::{CpuReading, RequestStats};
 use crate::plan::Plan;
-use crate::rank::{Progress, RankError, RankRecord, RunMeasurements, StepBarrier, run_rank};
+use crate::rank::{
+    EpochPlan, Progress, RankError, RankRecord, RunMeasurements, StepBarrier, run_rank,
+};
 use crate::s3::Client;
 
 /// How a run is carried out, beyond its plan.
@@ -107,7 +109,7 @@ pub fn run_ranks(
             .ranks
             .clone()
             .map(|rank| {
-                let gets = plan.ranged_gets(rank);
+                let gets = plan.ranged_gets(&plan.ranks[rank]);
                 let (engine, barrier, progress, ready) = (&engine, &barrier, &progress, &ready);
                 let local = rank - config.ranks.start;
                 let cpu = (!config.cpus.is_empty()).then(|| config.cpus[local % config.cpus.len()]);
@@ -133,6 +135,7 @@ pub fn run_ranks(
                             ready.get_or_init(|| (Instant::now(), CpuReading::now(server_cpu_s())));
                             run_rank(
                                 &plan.ranks[rank],
+                                &|epoch| reshuffled(plan, epoch, rank),
                                 epochs,
                                 computation_time,
                                 io.as_mut(),
@@ -301,4 +304,16 @@ fn show_progress(
         let _ = stderr.flush();
     }
     let _ = write!(stderr, "\r\x1b[2K");
+}
+
+/// Rank `rank`'s own plan and GETs for `epoch` when the plan reshuffles it
+/// ([`Plan::reshuffled`]), made in the rank's thread before the epoch's barrier.
+fn reshuffled(plan: &Plan, epoch: u32, rank: usize) -> Result<Option<EpochPlan>, RankError> {
+    let own = plan
+        .reshuffled(epoch, rank)
+        .map_err(|e| RankError::Engine(format!("planning epoch {epoch}: {e}")))?;
+    Ok(own.map(|own| {
+        let gets = plan.ranged_gets(&own);
+        (own, gets)
+    }))
 }

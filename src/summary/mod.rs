@@ -584,7 +584,7 @@ impl RunSummary {
                 / measured.wall_s.max(1e-9),
             bytes_read: all.bytes_read,
             bytes_read_by_last_step,
-            bytes_planned: plan.bytes_per_epoch * u64::from(settings.epochs),
+            bytes_planned: plan.bytes_planned(),
             footer_bytes,
             dlio_footer_requests: context.loader_footers.map(|(r, _)| r),
             dlio_footer_bytes: context.loader_footers.map(|(_, b)| b),

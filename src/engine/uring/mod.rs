@@ -74,7 +74,7 @@ use crate::budget::SmallBuffers;
 use crate::plan::RangedGet;
 use crate::rank::{Progress, RankError, StepBarrier};
 use crate::s3::sign::Signer;
-use crate::s3::{Client, RequestError, RetryPolicy};
+use crate::s3::{Client, RequestError, RetryPolicy, Target};
 
 /// Response heads (and error documents) are read into this much scratch per connection.
 pub const SCRATCH_BYTES: usize = 16 << 10;
@@ -184,28 +184,9 @@ impl UringEngine {
         progress: &'a Progress,
     ) -> Result<UringRank<'a>, RankError> {
         let buffers = (gets.len() * prefetch).max(1);
-        let largest = gets
-            .iter()
-            .flatten()
-            .map(|g| g.len_bytes)
-            .max()
-            .unwrap_or(0);
-        if largest as usize > buffer_bytes {
-            return Err(RankError::Engine(format!(
-                "a GET of {largest} bytes does not fit the plan's {buffer_bytes}-byte buffers (a bug)"
-            )));
-        }
+        let readers: Vec<&[RangedGet]> = gets.iter().map(Vec::as_slice).collect();
+        self.check_fit(&readers, buffer_bytes)?;
         let engine = |what: &str, e: std::io::Error| RankError::Engine(format!("{what}: {e}"));
-        // TLS bodies are decrypted in their buffer: it holds a record beyond the body (the
-        // plan's budget counts it).
-        if self.tls.is_some()
-            && (largest + crate::budget::TLS_RECORD_SLACK_BYTES) as usize > buffer_bytes
-        {
-            return Err(RankError::Engine(format!(
-                "a GET of {largest} bytes and a TLS record do not fit the plan's \
-                 {buffer_bytes}-byte buffers (a bug)"
-            )));
-        }
         // With size classes each reader has `per_reader` small buffers among its `prefetch`:
         // class 0 (large) then class 1 (small), as the window hands them out.
         let small_per_reader = small.map_or(0, |s| s.per_reader as usize).min(prefetch);
@@ -237,15 +218,7 @@ impl UringEngine {
             .map_err(|e| engine("cannot watch the barrier's eventfd", e))?;
         let policy = *self.client.policy();
         let target = self.client.target();
-        let paths = gets
-            .iter()
-            .map(|reader| {
-                reader
-                    .iter()
-                    .map(|g| target.request_path(Some(&g.key)))
-                    .collect()
-            })
-            .collect();
+        let paths = request_paths(target, &readers);
         let prefetch = prefetch.max(1);
         let mut conn_endpoint = super::common::slot_endpoints(
             target,
@@ -309,6 +282,39 @@ impl UringEngine {
             policy.longest_request(),
         ))
     }
+}
+
+impl UringEngine {
+    /// Whether every GET of `gets` fits a buffer of `buffer_bytes` (with a TLS record beside
+    /// it when TLS bodies are decrypted in place): the plan sized them so.
+    fn check_fit(&self, gets: &[&[RangedGet]], buffer_bytes: usize) -> Result<(), RankError> {
+        let largest = gets.iter().copied().flatten().map(|g| g.len_bytes).max();
+        let largest = largest.unwrap_or(0);
+        if largest as usize > buffer_bytes {
+            return Err(RankError::Engine(format!(
+                "a GET of {largest} bytes does not fit the plan's {buffer_bytes}-byte buffers (a bug)"
+            )));
+        }
+        // TLS bodies are decrypted in their buffer: it holds a record beyond the body (the
+        // plan's budget counts it).
+        if self.tls.is_some()
+            && (largest + crate::budget::TLS_RECORD_SLACK_BYTES) as usize > buffer_bytes
+        {
+            return Err(RankError::Engine(format!(
+                "a GET of {largest} bytes and a TLS record do not fit the plan's \
+                 {buffer_bytes}-byte buffers (a bug)"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// `paths[reader][get]`: each GET's request path, formatted before the clock.
+fn request_paths(target: &Target, gets: &[&[RangedGet]]) -> Vec<Vec<String>> {
+    let path = |g: &RangedGet| target.request_path(Some(&g.key));
+    gets.iter()
+        .map(|reader| reader.iter().map(path).collect())
+        .collect()
 }
 
 /// One rank's I/O on the io_uring engine.
@@ -466,6 +472,15 @@ impl Transport for RingIo<'_> {
 
     fn give_back(&mut self, buf: BufIndex) {
         self.ring.give_buffer(buf);
+    }
+
+    /// A reshuffled epoch's GETs: checked against the buffers, their paths formatted now,
+    /// before the epoch's barrier.
+    fn load(&mut self, window: &UringWindow) -> Result<(), RankError> {
+        let gets: Vec<&[RangedGet]> = (0..window.readers()).map(|r| window.gets(r)).collect();
+        self.engine.check_fit(&gets, self.ring.largest_buffer())?;
+        self.paths = request_paths(self.engine.client.target(), &gets);
+        Ok(())
     }
 
     fn check_idle(&self) -> Result<(), RankError> {

@@ -155,6 +155,11 @@ impl BufferPool {
         self.offsets.len()
     }
 
+    /// The size of the largest class's buffers (the largest GET they hold).
+    pub fn largest_buffer(&self) -> usize {
+        self.classes.iter().copied().max().unwrap_or(0)
+    }
+
     /// Buffers not handed out.
     pub fn free_count(&self) -> usize {
         self.free.iter().map(Vec::len).sum()

@@ -298,6 +298,11 @@ impl Ring {
         self.pool.give(buf);
     }
 
+    /// The size of the pool's largest buffers.
+    pub fn largest_buffer(&self) -> usize {
+        self.pool.largest_buffer()
+    }
+
     /// The size of pool buffer `buf`.
     pub fn buffer_len(&self, buf: BufIndex) -> usize {
         self.pool.buffer_len(buf)
