@@ -144,7 +144,31 @@ pub fn render(plan: &Plan, full: bool) -> String {
             o.np, s.read_threads, s.prefetch, s.coalesce_rgs, s.batch_size, o.sharding
         );
     }
-    if o.loader == crate::plan::Loader::Dlio {
+    if let Some(fetch) = plan.object_fetch {
+        let overshoot: usize = plan.ranks.iter().map(|r| r.overshoot_gets).sum();
+        let largest = plan.largest_get_bytes;
+        let how = if fetch.head {
+            format!(
+                "a HEAD, then objects of {} or more as ranged GETs of {} ({} for the largest), \
+                 {} in flight per object (cores {}), smaller ones whole",
+                bytes(fetch.range_threshold_bytes),
+                bytes(fetch.chunk_bytes_for(fetch.range_threshold_bytes)),
+                bytes(fetch.chunk_bytes_for(largest)),
+                fetch.concurrency_for(largest),
+                fetch.cores,
+            )
+        } else {
+            "one plain GET (no HEAD below 16 MiB records, so s3dlio never splits)".to_string()
+        };
+        let _ = writeln!(
+            w,
+            "  loader      dlio (the v3.0 fork's s3dlio loader): the fork's shares (file i to \
+             rank i mod NP); a window of {} objects per reader (storage_options.prefetch_window); \
+             each object: {how}; {overshoot} objects per epoch past the last steps, landing \
+             after the clock stops",
+            plan.window_per_reader,
+        );
+    } else if o.loader == crate::plan::Loader::Dlio {
         let overshoot: usize = plan.ranks.iter().map(|r| r.overshoot_gets).sum();
         let (shares, footers) = if s.objects.is_some() {
             ("the v3.0 fork's shares (file i to rank i mod NP)", "")

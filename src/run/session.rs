@@ -434,17 +434,26 @@ fn choose_engine(
         return Ok(EngineKind::Baseline);
     }
     let pool = plan.memory.pool_bytes;
-    let cause = crate::engine::uring::unavailable_cause().or_else(|| {
-        let memlock = limits
-            .memlock_bytes
-            .filter(|&m| !limits.cap_ipc_lock && m < pool)?;
-        Some(format!(
-            "RLIMIT_MEMLOCK {} is smaller than the buffer pool {} (its buffers are locked and \
-             registered; raise it with `ulimit -l unlimited` or grant CAP_IPC_LOCK)",
-            units::bytes(memlock),
-            units::bytes(pool)
-        ))
+    // The DLIO fork's s3dlio object loader: its HEAD and concurrent ranged chunks per object
+    // are sent by the baseline engine only.
+    let s3dlio = plan.object_fetch.filter(|f| f.head).map(|_| {
+        "--loader dlio fetches these objects as the DLIO fork's s3dlio loader does (a HEAD, then \
+         concurrent 4/8 MiB ranged GETs per object), which only the baseline engine sends"
+            .to_string()
     });
+    let cause = s3dlio
+        .or_else(crate::engine::uring::unavailable_cause)
+        .or_else(|| {
+            let memlock = limits
+                .memlock_bytes
+                .filter(|&m| !limits.cap_ipc_lock && m < pool)?;
+            Some(format!(
+                "RLIMIT_MEMLOCK {} is smaller than the buffer pool {} (its buffers are locked and \
+             registered; raise it with `ulimit -l unlimited` or grant CAP_IPC_LOCK)",
+                units::bytes(memlock),
+                units::bytes(pool)
+            ))
+        });
     match (asked, cause) {
         (_, None) => Ok(EngineKind::Uring),
         (Some(_), Some(cause)) => Err(UsageError(format!(

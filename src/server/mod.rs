@@ -121,6 +121,10 @@ impl ExitClass for ServerError {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ServerStats {
     pub requests: u64,
+    /// HEADs among `requests`.
+    pub heads: u64,
+    /// GETs with a `Range` header among `requests`.
+    pub ranged_gets: u64,
     /// Response body bytes handed to connections.
     pub bytes_sent: u64,
     pub bytes_received: u64,
@@ -294,6 +298,8 @@ impl Server {
             |bytes: u64| (bytes > 0).then(|| cpu_s / (bytes as f64 / (1u64 << 30) as f64));
         ServerStats {
             requests: c.requests.load(Ordering::Relaxed),
+            heads: c.heads.load(Ordering::Relaxed),
+            ranged_gets: c.ranged_gets.load(Ordering::Relaxed),
             bytes_sent,
             bytes_received,
             errors: c.errors.load(Ordering::Relaxed),

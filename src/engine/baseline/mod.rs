@@ -13,6 +13,7 @@
 //! `Content-Length`, and exactly that many body bytes.
 
 pub mod objects;
+mod s3dlio;
 
 use std::ops::Range;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -246,14 +247,23 @@ impl Transport for Tasks<'_> {
         let endpoint = self.slot_endpoints[reader * prefetch + slot];
         self.runtime.spawn(async move {
             let started = Instant::now();
-            let operation = client.operation("GET", Some(&get.key));
-            let (result, retry_causes) = with_retries(client.policy(), &operation, || {
-                fetch(&client, &get, endpoint)
-            })
-            .await;
-            let (result, first_byte) = match result {
-                Ok((body, first_byte)) => (Ok(body), first_byte),
-                Err(e) => (Err(e), Duration::ZERO),
+            let (result, retry_causes, first_byte) = match get.fetch {
+                // The DLIO fork's s3dlio loader: a HEAD, ranged chunks.
+                Some(rules) => {
+                    let done = s3dlio::fetch_object(&client, &get, rules, endpoint).await;
+                    (done.result, done.retry_causes, done.first_byte)
+                }
+                None => {
+                    let operation = client.operation("GET", Some(&get.key));
+                    let (result, causes) = with_retries(client.policy(), &operation, || {
+                        fetch(&client, &get, endpoint)
+                    })
+                    .await;
+                    match result {
+                        Ok((body, first_byte)) => (Ok(body), causes, first_byte),
+                        Err(e) => (Err(e), causes, Duration::ZERO),
+                    }
+                }
             };
             // The rank may have stopped after another failure; then nobody listens.
             let _ = sender.send(Outcome {

@@ -96,6 +96,11 @@ pub async fn respond(
     let request_id = format!("{:016X}", n + 1);
     let method = request.method().clone();
     let resource = request.uri().path().to_string();
+    if method == Method::HEAD {
+        state.counters.heads.fetch_add(1, Ordering::Relaxed);
+    } else if method == Method::GET && request.headers().contains_key(http::header::RANGE) {
+        state.counters.ranged_gets.fetch_add(1, Ordering::Relaxed);
+    }
     // A GET of a bucket (no key) is a listing, for fault injection.
     let listing = method == Method::GET && !resource.trim_matches('/').contains('/');
     let trailing = request.extensions().get::<Arc<Trailing>>().cloned();

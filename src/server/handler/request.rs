@@ -22,6 +22,9 @@ fn ignored_param(name: &str) -> bool {
 #[derive(Debug, Default)]
 pub struct Counters {
     pub requests: AtomicU64,
+    /// HEADs of objects, and GETs with a `Range` header, among `requests`.
+    pub heads: AtomicU64,
+    pub ranged_gets: AtomicU64,
     /// Response body bytes handed to the connection.
     pub bytes_sent: Arc<AtomicU64>,
     /// Upload body bytes received.

@@ -1,0 +1,162 @@
+//! `--loader dlio` on whole objects: what the DLIO fork's s3dlio loader does to the store — a
+//! window of objects per reader, a HEAD before each object when the records are 16 MiB or
+//! more, and objects of 32 MiB or more fetched as concurrent 4/8 MiB ranged GETs — counted by
+//! the embedded server over real sockets, and the budget's refusal of s3dlio's default window
+//! of unet3d objects.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{run, run_json};
+use ringload::loader::ObjectFetch;
+use ringload::server::Server;
+use serde_json::Value;
+
+/// unet3d with smaller objects (mean 40 MB: some over s3dlio's 32 MiB range threshold, some
+/// under) so that the test stays quick.
+const OVERRIDES: [&str; 4] = [
+    "dataset.num_files_train=28",
+    "dataset.record_length_bytes=40000000",
+    "dataset.record_length_bytes_stdev=10000000",
+    "train.epochs=1",
+];
+
+#[test]
+fn the_dlio_loader_heads_then_splits_unet3d_objects_as_s3dlio_does() {
+    let workload = ringload::cli::WorkloadArgs {
+        workload: Some("unet3d_b200".into()),
+        overrides: OVERRIDES.iter().map(|o| o.to_string()).collect(),
+        files: None,
+    };
+    let store = ringload::commands::serve_store(&workload, None, false).unwrap();
+    let server = Server::start(common::server_config(store)).unwrap();
+    let endpoint = server.endpoint_url();
+    let mut args = vec!["unet3d_b200", "--loader", "dlio", "--np", "1"];
+    args.extend(OVERRIDES);
+    args.push("storage.storage_options.prefetch_window=4");
+    // The plan: every object it reads, with its size.
+    let mut plan_args = vec!["plan"];
+    plan_args.extend(&args);
+    plan_args.push("--json");
+    let plan = run_json(&plan_args);
+    assert_eq!(
+        plan["window_per_reader"], 4,
+        "s3dlio's window, from prefetch_window"
+    );
+    assert_eq!(
+        plan["object_fetch"]["head"], true,
+        "40 MB records: DLIO turns the HEAD on"
+    );
+    let sizes: Vec<u64> = plan["ranks"][0]["readers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["gets"].as_array().unwrap().clone())
+        .map(|g| g["len_bytes"].as_u64().unwrap())
+        .collect();
+    let rules = ObjectFetch::for_record_length(40_000_000).unwrap();
+    let split = sizes.iter().filter(|&&s| rules.splits(s)).count();
+    assert!(
+        split > 0 && split < sizes.len(),
+        "some objects over 32 MiB, some under: {sizes:?}"
+    );
+    let ranged: u64 = sizes
+        .iter()
+        .filter(|&&s| rules.splits(s))
+        .map(|&s| rules.chunks(s).len() as u64)
+        .sum();
+
+    let before = server.stats();
+    let mut run_args = vec!["run"];
+    run_args.extend(&args);
+    run_args.extend(["--endpoint", &endpoint, "--bucket", "ringload", "--json"]);
+    let (code, stdout, stderr) = run(&run_args);
+    assert!(code == 0 || code == 1, "{stderr}");
+    let s: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(s["outcome"], "completed", "{stderr}");
+    assert_eq!(
+        s["engine"], "baseline",
+        "the default falls back, saying why: {stderr}"
+    );
+    assert!(
+        stderr.contains("only the baseline engine sends"),
+        "{stderr}"
+    );
+    assert_eq!(
+        s["requests"].as_u64().unwrap(),
+        sizes.len() as u64,
+        "objects"
+    );
+    assert_eq!(s["bytes_read"].as_u64().unwrap(), sizes.iter().sum::<u64>());
+    let after = server.stats();
+    // One HEAD per object; a ranged GET per 4 MiB chunk of each split object, a plain GET of
+    // each other one; and the run's listing (one page, one bucket check).
+    assert_eq!(after.heads - before.heads, sizes.len() as u64);
+    assert_eq!(after.ranged_gets - before.ranged_gets, ranged);
+    let plain = (sizes.len() - split) as u64;
+    let listing = after.requests - before.requests - (after.heads - before.heads) - ranged - plain;
+    assert!(listing <= 2, "{after:?} {before:?}");
+    // Every byte read came from the server (and the listing's XML besides).
+    assert!(after.bytes_sent - before.bytes_sent >= s["bytes_read"].as_u64().unwrap());
+
+    // --engine uring is a usage error naming the fix.
+    let mut uring = run_args.clone();
+    uring.extend(["--engine", "uring"]);
+    let (code, _, stderr) = run(&uring);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--engine baseline"), "{stderr}");
+
+    // retinanet's 323 KB records: no HEAD, one plain GET per object, on either engine.
+    let plan = run_json(&[
+        "plan",
+        "retinanet_b200",
+        "--loader",
+        "dlio",
+        "dataset.num_files_train=480",
+        "--json",
+    ]);
+    assert_eq!(plan["object_fetch"]["head"], false);
+    assert_eq!(plan["window_per_reader"], 64);
+}
+
+#[test]
+fn s3dlios_default_window_of_unet3d_objects_is_refused_naming_the_largest_that_fits() {
+    // The full unet3d_b200 dataset at one rank: 4 readers × 64 objects of up to 447 MiB.
+    let (code, _, stderr) = run(&[
+        "plan",
+        "unet3d_b200",
+        "--loader",
+        "dlio",
+        "--np",
+        "1",
+        "--memory-budget",
+        "20GiB",
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    let largest: u32 = stderr
+        .split("storage.storage_options.prefetch_window=")
+        .nth(1)
+        .and_then(|rest| rest.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(
+        stderr.contains("a window of 64 objects per reader does not fit"),
+        "{stderr}"
+    );
+    // The window it names fits; one more does not.
+    for (window, fits) in [(largest, true), (largest + 1, false)] {
+        let (code, _, stderr) = run(&[
+            "plan",
+            "unet3d_b200",
+            "--loader",
+            "dlio",
+            "--np",
+            "1",
+            "--memory-budget",
+            "20GiB",
+            &format!("storage.storage_options.prefetch_window={window}"),
+        ]);
+        assert_eq!(code == 0, fits, "window {window}: {stderr}");
+    }
+}
