@@ -359,7 +359,10 @@ fn both_engines_read_a_dlio_style_dataset_written_by_numpy_into_garage() {
             assert_eq!(s["errors"], 0);
             assert_eq!(s["bytes_read"], s["bytes_planned"]);
             // ⌊42 ÷ 2⌋ objects per rank: 3 steps of 7 each consume them all.
-            assert_eq!(s["requests"], 42, "every object of both ranks' shares, once");
+            assert_eq!(
+                s["requests"], 42,
+                "every object of both ranks' shares, once"
+            );
         }
     }
 }

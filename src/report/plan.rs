@@ -20,9 +20,9 @@ fn file_name(plan: &Plan, file: usize) -> String {
 fn get_line(plan: &Plan, get: &RowGroupGet) -> String {
     if plan.catalog.objects.is_some() {
         return format!(
-            "{}  whole    {}  ({}, {} sample{})",
+            "{}  GET {}  ({}, {} sample{})",
             file_name(plan, get.file),
-            plan.ranged(get).range_header(),
+            plan.ranged(get).describe(),
             bytes(get.len_bytes),
             get.rows,
             if get.rows == 1 { "" } else { "s" }
@@ -506,7 +506,7 @@ mod tests {
             "GETs        56 (28 per rank), largest ",
             "no footers: whole objects",
             "buffers     NP 2 × RT 4 × prefetch 4 × ",
-            "img_00_of_56.npz  whole    bytes=0-",
+            "img_00_of_56.npz  GET whole object, ",
         ] {
             assert!(out.contains(expected), "missing {expected:?} in\n{out}");
         }

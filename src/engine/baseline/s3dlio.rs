@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use http::Method;
 use http::header::CONTENT_LENGTH;
 
-use super::fetch;
+use super::get::fetch;
 use crate::loader::ObjectFetch;
 use crate::plan::RangedGet;
 use crate::s3::client::{RequestSpec, with_retries};
