@@ -364,6 +364,10 @@ impl Plan {
             // Later epochs read other objects (reshard.rs): any of them, at most the largest.
             largest_get_bytes = objects.sizes().iter().copied().max().unwrap_or(0);
         }
+        // s3dlio's window never holds more objects than its reader has.
+        let readers = ranks.iter().flat_map(|r| &r.readers);
+        let most = readers.map(|r| r.gets.len() as u32).max().unwrap_or(1);
+        let window = object_fetch.map_or(window, |_| window.min(most.max(1)));
         let shape = BudgetShape {
             np,
             read_threads: settings.read_threads,

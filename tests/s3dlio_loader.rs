@@ -113,7 +113,7 @@ fn the_dlio_loader_heads_then_splits_unet3d_objects_as_s3dlio_does() {
         "retinanet_b200",
         "--loader",
         "dlio",
-        "dataset.num_files_train=480",
+        "dataset.num_files_train=24000",
         "--json",
     ]);
     assert_eq!(plan["object_fetch"]["head"], false);
@@ -159,4 +159,19 @@ fn s3dlios_default_window_of_unet3d_objects_is_refused_naming_the_largest_that_f
         ]);
         assert_eq!(code == 0, fits, "window {window}: {stderr}");
     }
+    // With 8 files a reader has 2 objects: the window holds those, whatever 64 says, and fits.
+    let plan = run_json(&[
+        "plan",
+        "unet3d_b200",
+        "--loader",
+        "dlio",
+        "--np",
+        "1",
+        "--memory-budget",
+        "20GiB",
+        "dataset.num_files_train=8",
+        "--json",
+    ]);
+    assert_eq!(plan["window_per_reader"], 2);
+    assert_eq!(plan["settings"]["prefetch_window"], 64);
 }

@@ -163,10 +163,10 @@ pub fn render(plan: &Plan, full: bool) -> String {
         let _ = writeln!(
             w,
             "  loader      dlio (the v3.0 fork's s3dlio loader): the fork's shares (file i to \
-             rank i mod NP); a window of {} objects per reader (storage_options.prefetch_window); \
-             each object: {how}; {overshoot} objects per epoch past the last steps, landing \
-             after the clock stops",
-            plan.window_per_reader,
+             rank i mod NP); a window of {} objects per reader (storage_options.prefetch_window \
+             {}, at most the objects a reader has); each object: {how}; {overshoot} objects per \
+             epoch past the last steps, landing after the clock stops",
+            plan.window_per_reader, s.prefetch_window,
         );
     } else if o.loader == crate::plan::Loader::Dlio {
         let overshoot: usize = plan.ranks.iter().map(|r| r.overshoot_gets).sum();
