@@ -38,7 +38,7 @@ use serde::Serialize;
 
 use crate::budget::{self, BudgetShape, MemoryBudget, MemoryLimits, OverBudget};
 use crate::catalog::Catalog;
-use crate::dataset::ObjectRef;
+use crate::dataset::check::ObjectRef;
 use crate::exit::{self, ExitClass};
 use crate::settings::Settings;
 use crate::verify::Check;

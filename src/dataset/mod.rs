@@ -21,12 +21,10 @@
 
 use std::fmt;
 
-mod check;
+pub mod check;
 mod npz;
 mod span;
 mod tfrecord;
-
-pub use check::{ObjectMismatch, ObjectRef};
 
 /// The generation seed DLIO's generators use (`np.random.seed(10)`).
 pub const DLIO_GENERATION_SEED: u64 = 10;

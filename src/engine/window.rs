@@ -313,7 +313,7 @@ impl<F, H> Window<F, H> {
     /// Checks the body of GET `get` of `reader`, landed and not yet [`arrived`]
     /// (Window::arrived), when the GET has a check (`--verify`): a Parquet range against what
     /// the file's footer says, a whole object byte for byte against what `ringload generate`
-    /// writes for it ([`crate::dataset::ObjectRef::compare`], in the window's reused scratch buffer). Every
+    /// writes for it ([`crate::dataset::check::ObjectRef::compare`], in the window's reused scratch buffer). Every
     /// transport calls it on each body before reporting the arrival, so the step loop never
     /// consumes unchecked bytes. A mismatch fails the GET and ends the rank.
     pub fn verify(
