@@ -38,7 +38,6 @@ use serde::Serialize;
 
 use crate::budget::{self, BudgetShape, MemoryBudget, MemoryLimits, OverBudget};
 use crate::catalog::Catalog;
-use crate::dataset::check::ObjectRef;
 use crate::exit::{self, ExitClass};
 use crate::settings::Settings;
 use crate::verify::Check;
@@ -148,7 +147,7 @@ pub struct RangedGet {
     /// chunks) rather than one GET.
     pub fetch: Option<ObjectFetch>,
     /// Under `--verify`, the whole object the body must be, byte for byte (`None` otherwise).
-    pub object: Option<ObjectRef>,
+    pub object: Option<crate::dataset::check::ObjectRef>,
 }
 
 impl RangedGet {
@@ -229,7 +228,7 @@ pub struct Plan {
     pub object_fetch: Option<ObjectFetch>,
     /// `--verify` on whole objects: their dataset (object i is catalog file i); set by the run.
     #[serde(skip)]
-    pub verify_objects: Option<ObjectRef>,
+    pub verify_objects: Option<crate::dataset::check::ObjectRef>,
     /// GETs and bytes per epoch, all ranks.
     pub get_count: usize,
     pub bytes_per_epoch: u64,
