@@ -199,6 +199,7 @@ fn get() -> RangedGet {
     RangedGet {
         whole: false,
         fetch: None,
+        object: None,
         key: "k".into(),
         offset: 0,
         len_bytes: 100,

@@ -146,6 +146,8 @@ pub struct RangedGet {
     /// With the dlio loader on whole objects: fetched as s3dlio fetches it (a HEAD, ranged
     /// chunks) rather than one GET.
     pub fetch: Option<ObjectFetch>,
+    /// Under `--verify`, the whole object the body must be, byte for byte (`None` otherwise).
+    pub object: Option<crate::dataset::check::ObjectRef>,
 }
 
 impl RangedGet {
@@ -224,6 +226,9 @@ pub struct Plan {
     pub prefetch_factor: Option<u32>,
     /// With the dlio loader on whole objects: how s3dlio fetches each object.
     pub object_fetch: Option<ObjectFetch>,
+    /// `--verify` on whole objects: their dataset (object i is catalog file i); set by the run.
+    #[serde(skip)]
+    pub verify_objects: Option<crate::dataset::check::ObjectRef>,
     /// GETs and bytes per epoch, all ranks.
     pub get_count: usize,
     pub bytes_per_epoch: u64,
@@ -496,6 +501,7 @@ impl Plan {
             window_per_reader: window,
             prefetch_factor: options.prefetch_factor(settings),
             object_fetch,
+            verify_objects: None,
             memory,
             limits: limits.clone(),
             notes,
@@ -520,6 +526,7 @@ impl Plan {
             len_bytes: get.len_bytes,
             check: chunks.map(|chunks| Check::within(chunks, get.offset, get.len_bytes)),
             fetch: self.object_fetch,
+            object: self.verify_objects.as_ref().map(|o| o.at(get.file as u64)),
         }
     }
 

@@ -21,6 +21,7 @@
 
 use std::fmt;
 
+pub mod check;
 mod npz;
 mod span;
 mod tfrecord;

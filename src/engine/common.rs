@@ -106,6 +106,7 @@ mod tests {
         let get = RangedGet {
             whole: false,
             fetch: None,
+            object: None,
             key: "k".into(),
             offset: 4,
             len_bytes: 10,
@@ -129,6 +130,7 @@ mod tests {
         let get = RangedGet {
             whole: true,
             fetch: None,
+            object: None,
             key: "k".into(),
             offset: 0,
             len_bytes: 10,

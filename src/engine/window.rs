@@ -36,7 +36,7 @@ use crate::metrics::{self, GetRecord, RequestStats};
 use crate::plan::RangedGet;
 use crate::rank::{RankError, RankIo, StepBarrier};
 use crate::s3::RequestError;
-use crate::verify;
+use crate::verify::{self, Verified};
 
 /// Where a GET is. `F` is what the transport keeps for a GET in flight, `H` what an arrived GET
 /// holds until the step loop releases it.
@@ -118,6 +118,9 @@ pub struct Window<F, H> {
     failure: Option<RequestError>,
     /// `s3://bucket/`, to name a GET in errors.
     location: String,
+    /// Where `--verify` makes a whole object's expected bytes, a piece at a time: grown once,
+    /// reused by every GET.
+    scratch: Vec<u8>,
 }
 
 impl<F, H> Window<F, H> {
@@ -157,6 +160,7 @@ impl<F, H> Window<F, H> {
             stats,
             failure: None,
             location,
+            scratch: Vec::new(),
         }
     }
 
@@ -307,10 +311,11 @@ impl<F, H> Window<F, H> {
     }
 
     /// Checks the body of GET `get` of `reader`, landed and not yet [`arrived`]
-    /// (Window::arrived), against what the file's footer says, when the GET has a check
-    /// (`--verify`). Every transport calls it on each body before reporting the arrival, so
-    /// the step loop never consumes unchecked bytes. A mismatch fails the GET and ends the
-    /// rank.
+    /// (Window::arrived), when the GET has a check (`--verify`): a Parquet range against what
+    /// the file's footer says, a whole object byte for byte against what `ringload generate`
+    /// writes for it ([`crate::dataset::check::ObjectRef::compare`], in the window's reused scratch buffer). Every
+    /// transport calls it on each body before reporting the arrival, so the step loop never
+    /// consumes unchecked bytes. A mismatch fails the GET and ends the rank.
     pub fn verify(
         &mut self,
         reader: usize,
@@ -319,11 +324,24 @@ impl<F, H> Window<F, H> {
         body: &[u8],
     ) -> Result<(), RankError> {
         let ranged = &self.readers[reader].gets[get];
-        let Some(check) = &ranged.check else {
+        if ranged.check.is_none() && ranged.object.is_none() {
             return Ok(());
-        };
+        }
         let started = metrics::thread_cpu();
-        let result = verify::verify(check, ranged.offset, body);
+        let result = match (&ranged.check, &ranged.object) {
+            (Some(check), _) => {
+                verify::verify(check, ranged.offset, body).map_err(|m| m.to_string())
+            }
+            (None, Some(object)) => object
+                .compare(body, &mut self.scratch)
+                .map(|bytes| Verified {
+                    objects: 1,
+                    object_bytes: bytes,
+                    ..Verified::default()
+                })
+                .map_err(|m| m.to_string()),
+            (None, None) => Ok(Verified::default()),
+        };
         let stats = &mut self.stats.verify;
         stats.cpu += metrics::thread_cpu().saturating_sub(started);
         match result {
@@ -332,7 +350,7 @@ impl<F, H> Window<F, H> {
                 stats.verified.add(verified);
                 Ok(())
             }
-            Err(mismatch) => {
+            Err(reason) => {
                 let error = RequestError::Corrupt {
                     operation: format!(
                         "GET {}{} ({})",
@@ -340,7 +358,7 @@ impl<F, H> Window<F, H> {
                         ranged.key,
                         ranged.describe()
                     ),
-                    reason: mismatch.to_string(),
+                    reason,
                 };
                 let r = &mut self.readers[reader];
                 r.slots[get] = Slot::Failed;
@@ -735,6 +753,7 @@ mod tests {
                     .map(|g| RangedGet {
                         whole: false,
                         fetch: None,
+                        object: None,
                         key: format!("train/f{r}.parquet"),
                         offset: g * LEN,
                         len_bytes: LEN,

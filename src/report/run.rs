@@ -200,7 +200,18 @@ pub fn render(s: &RunSummary) -> String {
             s.drain_s
         );
     }
-    if let Some(v) = &s.verify {
+    if let Some(v) = s.verify.as_ref().filter(|v| v.objects > 0) {
+        let _ = writeln!(
+            w,
+            "verified {} in {} whole objects ({} GETs), byte for byte against what `ringload \
+             generate` writes: {:.3} CPU-s ({})",
+            bytes(v.object_bytes),
+            count(v.objects),
+            count(v.gets),
+            v.cpu_s,
+            or_dash(v.cpu_s_per_gib, |x| format!("{x:.3} CPU-s per GiB"))
+        );
+    } else if let Some(v) = &s.verify {
         let checked = v.hashed_bytes + v.page_checked_bytes;
         let unchecked = match v.unchecked_bytes {
             0 => String::new(),

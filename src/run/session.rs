@@ -13,9 +13,12 @@ use anyhow::Context;
 
 use super::store::{Storage, catalog_from, prepare_output, resolve_target};
 use super::{RunConfig, RunFailure, run_ranks};
+use crate::catalog::objects::ObjectKeys;
 use crate::catalog::{Catalog, CatalogError};
 use crate::cli::{RunArgs, load_config};
 use crate::cluster::{Cluster, HostReport, Merged};
+use crate::dataset::ObjectDataset;
+use crate::dataset::check::ObjectRef;
 use crate::engine::EngineKind;
 use crate::exit::{self, ExitClass, UsageError};
 use crate::metrics::{self, CpuCosts, CpuReading};
@@ -84,19 +87,6 @@ impl<'a> Session<'a> {
             .into());
         }
         let settings = Settings::resolve(&load_config(&args.workload, Some(&shape))?)?;
-        if options.verify && settings.objects.is_some() {
-            // Never a verify that checks nothing.
-            return Err(UsageError(format!(
-                "--verify checks Parquet chunk hashes and checkpoint content; {} reads whole {} \
-                 objects, which it does not check yet: run without --verify",
-                settings.workload.name,
-                settings
-                    .objects
-                    .as_ref()
-                    .map_or("", |o| o.format.extension())
-            ))
-            .into());
-        }
         let mut notes = Vec::new();
         let (cpus, shared_cores) =
             affinity::choose_cpus(options.cpus.as_deref(), local.len() as u32)?;
@@ -143,6 +133,11 @@ impl<'a> Session<'a> {
         } else {
             catalog
         };
+        // Whole objects under --verify: each compared with what `generate` writes for its name.
+        let verify_objects = match &settings.objects {
+            Some(dataset) if options.verify => Some(objects_to_verify(dataset, &catalog)?),
+            _ => None,
+        };
         let loader_footers = dlio_footers(args.shape.loader, &bucket, &catalog, local.len())?;
         drop(bucket);
         let plan_options = PlanOptions {
@@ -150,7 +145,7 @@ impl<'a> Session<'a> {
             ..shape.plan_options(&options.shape, storage.server_bytes)
         };
         let limits = budget::probe();
-        let plan = plan(
+        let mut plan = plan(
             &settings,
             &catalog,
             &plan_options,
@@ -158,6 +153,7 @@ impl<'a> Session<'a> {
             cluster,
             local.len(),
         )?;
+        plan.verify_objects = verify_objects;
         // Warned only for a plan that will run.
         if let Some(note) = shared_cores {
             eprintln!("ringload run: WARNING: {note}");
@@ -393,6 +389,38 @@ fn plan(
 
 /// The dlio loader: every rank reads every file's footer itself (a HEAD and a 4 MiB tail),
 /// before the clock as DLIO's ranks do while their datasets open.
+/// The dataset whose objects a whole-object `--verify` compares the bodies with: `dataset` as
+/// the catalog names it (its N is the one in the names, which `--files` may exceed), object i
+/// being catalog file i. Objects with other names than DLIO's cannot be checked: refused, never
+/// skipped.
+fn objects_to_verify(dataset: &ObjectDataset, catalog: &Catalog) -> Result<ObjectRef, UsageError> {
+    match catalog.objects.as_ref().map(|o| o.keys()) {
+        Some(ObjectKeys::Dlio {
+            train_prefix,
+            names_of,
+        }) => Ok(ObjectRef {
+            dataset: Arc::new(ObjectDataset {
+                train_prefix: train_prefix.clone(),
+                num_files: *names_of,
+                ..dataset.clone()
+            }),
+            index: 0,
+        }),
+        _ => Err(UsageError(format!(
+            "--verify compares each {} object with what `ringload generate` writes under its \
+             DLIO name ({}img_<i>_of_<N>.{}, i = 0, 1, … in order); the objects read here are \
+             named otherwise ({}), so their bytes are not known: run without --verify",
+            dataset.format,
+            dataset.train_prefix,
+            dataset.format,
+            match catalog.file_count() {
+                0 => "none listed".to_string(),
+                _ => format!("the first: {}", catalog.key(0)),
+            }
+        ))),
+    }
+}
+
 fn dlio_footers(
     loader: Loader,
     bucket: &Bucket,

@@ -386,6 +386,7 @@ mod tests {
             .map(|i| RangedGet {
                 whole: false,
                 fetch: None,
+                object: None,
                 key: "f".into(),
                 offset: i * 100,
                 len_bytes: 100,

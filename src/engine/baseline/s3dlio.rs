@@ -75,6 +75,7 @@ pub(super) async fn fetch_object(
                         check: None,
                         whole: false,
                         fetch: None,
+                        object: None,
                     }
                 };
                 let operation = client.operation("GET", Some(&request.key));

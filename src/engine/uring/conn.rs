@@ -675,6 +675,7 @@ mod tests {
         RangedGet {
             whole: false,
             fetch: None,
+            object: None,
             key: "k".into(),
             offset: 0,
             len_bytes: len_bytes as u64,

@@ -229,6 +229,7 @@ mod tests {
         RangedGet {
             whole: false,
             fetch: None,
+            object: None,
             key: "train/f.parquet".into(),
             offset: 100,
             len_bytes: 10,
@@ -435,6 +436,7 @@ mod tests {
         let whole = RangedGet {
             whole: true,
             fetch: None,
+            object: None,
             offset: 0,
             ..get()
         };

@@ -121,6 +121,7 @@ pub(super) fn get(offset: u64, len_bytes: u64) -> RangedGet {
     RangedGet {
         whole: false,
         fetch: None,
+        object: None,
         key: "train/f.parquet".into(),
         offset,
         len_bytes,

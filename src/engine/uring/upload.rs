@@ -76,6 +76,7 @@ impl Request {
             get: RangedGet {
                 whole: false,
                 fetch: None,
+                object: None,
                 key: key.to_string(),
                 offset: 0,
                 len_bytes: 0,
@@ -90,6 +91,7 @@ impl Request {
             get: RangedGet {
                 whole: false,
                 fetch: None,
+                object: None,
                 key: key.to_string(),
                 offset: range.start,
                 len_bytes: range.end - range.start,
