@@ -31,6 +31,7 @@ mod fuzz;
 pub mod loader;
 pub mod metrics;
 pub mod plan;
+pub mod ranged;
 pub mod rank;
 pub mod report;
 pub mod run;

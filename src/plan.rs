@@ -43,6 +43,7 @@ use crate::settings::Settings;
 use crate::verify::Check;
 
 pub use crate::loader::{Loader, ObjectFetch, Sharding, dlio_prefetch_factor};
+pub use crate::ranged::RangedGet;
 mod reshard;
 
 /// Errors found while resolving a plan. All are usage or environment errors (exit 2).
@@ -130,45 +131,6 @@ pub struct RowGroupGet {
     pub offset: u64,
     pub len_bytes: u64,
     pub rows: u64,
-}
-
-/// One ranged GET as it goes on the wire: the object's key and the byte range.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RangedGet {
-    pub key: String,
-    pub offset: u64,
-    pub len_bytes: u64,
-    /// What `--verify` checks the landed bytes against (`None` without it).
-    pub check: Option<Check>,
-    /// A whole-object GET, as DLIO reads npz, jpeg and TFRecord objects: no `Range` header,
-    /// answered `200 OK` with exactly `len_bytes` (the object's size; `offset` is 0).
-    pub whole: bool,
-    /// With the dlio loader on whole objects: fetched as s3dlio fetches it (a HEAD, ranged
-    /// chunks) rather than one GET.
-    pub fetch: Option<ObjectFetch>,
-    /// Under `--verify`, the whole object the body must be, byte for byte (`None` otherwise).
-    pub object: Option<crate::dataset::check::ObjectRef>,
-}
-
-impl RangedGet {
-    /// What the GET asks for, in messages: `bytes=a-b`, or `whole object, N bytes`.
-    pub fn describe(&self) -> String {
-        if self.whole {
-            format!("whole object, {} bytes", self.len_bytes)
-        } else {
-            self.range_header()
-        }
-    }
-
-    /// The inclusive last byte, as `Range: bytes=offset-last` states it.
-    pub fn last_byte(&self) -> u64 {
-        self.offset + self.len_bytes - 1
-    }
-
-    /// The `Range` header value: `bytes=first-last`.
-    pub fn range_header(&self) -> String {
-        format!("bytes={}-{}", self.offset, self.last_byte())
-    }
 }
 
 /// One reader of a rank.

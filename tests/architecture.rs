@@ -34,6 +34,8 @@ const LAYERS: &[(&str, u32)] = &[
     ("affinity", 1),
     // Which loader a run reproduces, and s3dlio's rules for fetching an object.
     ("loader", 1),
+    // One GET as an engine sends it.
+    ("ranged", 1),
     // The S3 client.
     ("s3", 2),
     // Datasets: writing them, reading their footers.
