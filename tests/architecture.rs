@@ -34,10 +34,9 @@ const LAYERS: &[(&str, u32)] = &[
     ("affinity", 1),
     // Which loader a run reproduces, and s3dlio's rules for fetching an object.
     ("loader", 1),
-    // One GET as an engine sends it.
-    ("ranged", 1),
-    // The S3 client.
+    // The S3 client; one GET as an engine sends it.
     ("s3", 2),
+    ("ranged", 2),
     // Datasets: writing them, reading their footers.
     ("datagen", 3),
     ("catalog", 3),
