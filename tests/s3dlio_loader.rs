@@ -67,45 +67,42 @@ fn the_dlio_loader_heads_then_splits_unet3d_objects_as_s3dlio_does() {
         .map(|&s| rules.chunks(s).len() as u64)
         .sum();
 
-    let before = server.stats();
-    let mut run_args = vec!["run"];
-    run_args.extend(&args);
-    run_args.extend(["--endpoint", &endpoint, "--bucket", "ringload", "--json"]);
-    let (code, stdout, stderr) = run(&run_args);
-    assert!(code == 0 || code == 1, "{stderr}");
-    let s: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(s["outcome"], "completed", "{stderr}");
-    assert_eq!(
-        s["engine"], "baseline",
-        "the default falls back, saying why: {stderr}"
-    );
-    assert!(
-        stderr.contains("only the baseline engine sends"),
-        "{stderr}"
-    );
-    assert_eq!(
-        s["requests"].as_u64().unwrap(),
-        sizes.len() as u64,
-        "objects"
-    );
-    assert_eq!(s["bytes_read"].as_u64().unwrap(), sizes.iter().sum::<u64>());
-    let after = server.stats();
-    // One HEAD per object; a ranged GET per 4 MiB chunk of each split object, a plain GET of
-    // each other one; and the run's listing (one page, one bucket check).
-    assert_eq!(after.heads - before.heads, sizes.len() as u64);
-    assert_eq!(after.ranged_gets - before.ranged_gets, ranged);
-    let plain = (sizes.len() - split) as u64;
-    let listing = after.requests - before.requests - (after.heads - before.heads) - ranged - plain;
-    assert!(listing <= 2, "{after:?} {before:?}");
-    // Every byte read came from the server (and the listing's XML besides).
-    assert!(after.bytes_sent - before.bytes_sent >= s["bytes_read"].as_u64().unwrap());
-
-    // --engine uring is a usage error naming the fix.
-    let mut uring = run_args.clone();
-    uring.extend(["--engine", "uring"]);
-    let (code, _, stderr) = run(&uring);
-    assert_eq!(code, 2, "{stderr}");
-    assert!(stderr.contains("--engine baseline"), "{stderr}");
+    for engine in ["uring", "baseline"] {
+        let before = server.stats();
+        let mut run_args = vec!["run"];
+        run_args.extend(&args);
+        run_args.extend([
+            "--endpoint",
+            &endpoint,
+            "--bucket",
+            "ringload",
+            "--engine",
+            engine,
+            "--json",
+        ]);
+        let (code, stdout, stderr) = run(&run_args);
+        assert!(code == 0 || code == 1, "{engine}: {stderr}");
+        let s: Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(s["outcome"], "completed", "{engine}: {stderr}");
+        assert_eq!(s["engine"], engine);
+        assert_eq!(
+            s["requests"].as_u64().unwrap(),
+            sizes.len() as u64,
+            "objects"
+        );
+        assert_eq!(s["bytes_read"].as_u64().unwrap(), sizes.iter().sum::<u64>());
+        let after = server.stats();
+        // One HEAD per object; a ranged GET per 4 MiB chunk of each split object, a plain GET
+        // of each other one; and the run's listing (one page, one bucket check).
+        assert_eq!(after.heads - before.heads, sizes.len() as u64, "{engine}");
+        assert_eq!(after.ranged_gets - before.ranged_gets, ranged, "{engine}");
+        let plain = (sizes.len() - split) as u64;
+        let listing =
+            after.requests - before.requests - (after.heads - before.heads) - ranged - plain;
+        assert!(listing <= 2, "{engine}: {after:?} {before:?}");
+        // Every byte read came from the server (and the listing's XML besides).
+        assert!(after.bytes_sent - before.bytes_sent >= s["bytes_read"].as_u64().unwrap());
+    }
 
     // retinanet's 323 KB records: no HEAD, one plain GET per object, on either engine.
     let plan = run_json(&[
@@ -174,4 +171,70 @@ fn s3dlios_default_window_of_unet3d_objects_is_refused_naming_the_largest_that_f
     ]);
     assert_eq!(plan["window_per_reader"], 2);
     assert_eq!(plan["settings"]["prefetch_window"], 64);
+}
+
+#[test]
+fn a_failed_range_is_retried_and_one_past_its_retries_fails_the_object_on_both_engines() {
+    let workload = ringload::cli::WorkloadArgs {
+        workload: Some("unet3d_b200".into()),
+        overrides: OVERRIDES.iter().map(|o| o.to_string()).collect(),
+        files: None,
+    };
+    let faulty = |spec: &str| {
+        let store = ringload::commands::serve_store(&workload, None, false).unwrap();
+        Server::start(ringload::server::ServerConfig {
+            faults: ringload::server::faults::Faults::parse(spec, 1).unwrap(),
+            ..common::server_config(store)
+        })
+        .unwrap()
+    };
+    // Every 25th request a 503 (HEADs and ranges alike), the 5th range cut short: retried.
+    let server = faulty("503@any/every=25,cut=200000@rg/nth=5");
+    let endpoint = server.endpoint_url();
+    for engine in ["uring", "baseline"] {
+        let mut args = vec!["run", "unet3d_b200", "--loader", "dlio", "--np", "1"];
+        args.extend(OVERRIDES);
+        args.extend([
+            "storage.storage_options.prefetch_window=4",
+            "--endpoint",
+            &endpoint,
+            "--bucket",
+            "ringload",
+            "--engine",
+            engine,
+            "--json",
+        ]);
+        let (code, stdout, stderr) = run(&args);
+        assert!(code == 0 || code == 1, "{engine}: {stderr}");
+        let s: Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(s["outcome"], "completed", "{engine}: {stderr}");
+        assert!(
+            s["retries"].as_u64().unwrap() >= 2,
+            "{engine}: {}",
+            s["retries"]
+        );
+        assert_eq!(s["errors"], 0, "{engine}");
+        assert_eq!(s["bytes_read"], s["bytes_planned"], "{engine}");
+    }
+    // Every range but each object's last answered 503, no retry: the run fails, saying so.
+    let server = faulty("503@rg/every=1");
+    let endpoint = server.endpoint_url();
+    for engine in ["uring", "baseline"] {
+        let mut args = vec!["run", "unet3d_b200", "--loader", "dlio", "--np", "1"];
+        args.extend(OVERRIDES);
+        args.extend([
+            "storage.storage_options.prefetch_window=4",
+            "--endpoint",
+            &endpoint,
+            "--bucket",
+            "ringload",
+            "--engine",
+            engine,
+            "--retries",
+            "0",
+        ]);
+        let (code, _, stderr) = run(&args);
+        assert_eq!(code, 3, "{engine}: {stderr}");
+        assert!(stderr.contains("503"), "{engine}: {stderr}");
+    }
 }

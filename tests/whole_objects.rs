@@ -555,16 +555,20 @@ fn both_engines_read_a_dlio_style_dataset_written_by_numpy_into_garage() {
                 ("S3DLIO_RANGE_THRESHOLD_MB", "1"),
                 ("S3DLIO_CHUNK_SIZE", "262144"),
             ]);
-            let s = run_json_env(&args, &env);
-            assert_eq!(s["outcome"], "completed", "garage s3dlio loader");
-            assert_eq!(s["engine"], "baseline");
-            assert_eq!(s["errors"], 0);
-            assert_eq!(s["bytes_read"], s["bytes_planned"]);
-            // ⌊42 ÷ 2⌋ objects per rank: 3 steps of 7 each consume them all.
-            assert_eq!(
-                s["requests"], 42,
-                "every object of both ranks' shares, once"
-            );
+            for engine in ["uring", "baseline"] {
+                let mut args = args.clone();
+                args.extend(["--engine", engine]);
+                let s = run_json_env(&args, &env);
+                assert_eq!(s["outcome"], "completed", "garage s3dlio loader {engine}");
+                assert_eq!(s["engine"], engine);
+                assert_eq!(s["errors"], 0, "{engine}");
+                assert_eq!(s["bytes_read"], s["bytes_planned"], "{engine}");
+                // ⌊42 ÷ 2⌋ objects per rank: 3 steps of 7 each consume them all.
+                assert_eq!(
+                    s["requests"], 42,
+                    "{engine}: every object of both shares, once"
+                );
+            }
         }
     }
 }

@@ -101,16 +101,22 @@ impl Engine {
         // Readers are numbered over every rank, for spreading connections over endpoints.
         let first_reader = rank * gets.len();
         Ok(match self {
-            Engine::Uring(uring) => Box::new(uring.rank(
-                gets,
-                prefetch,
-                small,
-                epochs,
-                first_reader,
-                plan.memory.buffer_bytes as usize,
-                barrier,
-                progress,
-            )?),
+            Engine::Uring(uring) => Box::new(
+                uring.rank(
+                    gets,
+                    prefetch,
+                    small,
+                    // An object fetched as s3dlio does keeps this many ranges in flight.
+                    plan.object_fetch
+                        .filter(|f| f.head)
+                        .map_or(1, |f| f.most_in_flight(plan.largest_get_bytes) as usize),
+                    epochs,
+                    first_reader,
+                    plan.memory.buffer_bytes as usize,
+                    barrier,
+                    progress,
+                )?,
+            ),
             Engine::Baseline(baseline) => Box::new(baseline.rank(
                 gets,
                 prefetch,

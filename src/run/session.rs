@@ -462,11 +462,12 @@ fn choose_engine(
         return Ok(EngineKind::Baseline);
     }
     let pool = plan.memory.pool_bytes;
-    // The DLIO fork's s3dlio object loader: its HEAD and concurrent ranged chunks per object
-    // are sent by the baseline engine only.
-    let s3dlio = plan.object_fetch.filter(|f| f.head).map(|_| {
+    // The DLIO fork's s3dlio object loader: over https, its ranged chunks per object are sent
+    // by the baseline engine only (the io_uring engine decrypts a body in place).
+    let s3dlio = plan.object_fetch.filter(|f| f.head && plan.options.tls).map(|_| {
         "--loader dlio fetches these objects as the DLIO fork's s3dlio loader does (a HEAD, then \
-         concurrent 4/8 MiB ranged GETs per object), which only the baseline engine sends"
+         concurrent 4/8 MiB ranged GETs per object), which over https only the baseline engine \
+         sends"
             .to_string()
     });
     let cause = s3dlio

@@ -53,6 +53,38 @@ pub struct Job {
     pub body_sent: Option<Instant>,
     /// What answer the request waits for.
     pub expect: Expect,
+    /// One request of an object fetched as s3dlio fetches it (its HEAD, or one range), instead
+    /// of the GET itself.
+    pub part: Option<Part>,
+}
+
+/// One request of an object fetched as the DLIO fork's s3dlio loader fetches it
+/// ([`crate::loader::ObjectFetch`]): its HEAD, a ranged GET of `len` bytes at `offset` (into the
+/// object's buffer at that offset), or, for an object not split, its plain GET.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Part {
+    pub offset: u64,
+    pub len: u64,
+    /// A HEAD: answered `200` with the object's size, no body.
+    pub head: bool,
+    /// No `Range` (the HEAD, or the whole object).
+    pub whole: bool,
+}
+
+impl Part {
+    /// The request as the connection checks its answer: the range, or the whole object (the
+    /// key is not needed there, so none is allocated).
+    pub fn as_get(&self) -> RangedGet {
+        RangedGet {
+            key: String::new(),
+            offset: self.offset,
+            len_bytes: self.len,
+            check: None,
+            whole: self.whole,
+            fetch: None,
+            object: None,
+        }
+    }
 }
 
 /// The answer a job waits for.
@@ -81,6 +113,7 @@ impl Job {
             body_bytes: 0,
             body_sent: None,
             expect: Expect::Partial,
+            part: None,
         }
     }
 
@@ -454,7 +487,10 @@ impl Conn {
         // a 200 of exactly the object's size for a whole-object GET. Any other success is
         // never read into a buffer sized for the GET.
         if (200..300).contains(&head.status) && !document {
+            let head_only = self.job.is_some_and(|j| j.part.is_some_and(|p| p.head));
             return match head.partial {
+                // A HEAD's answer has no body.
+                Ok(()) if head_only => Step::Arrived,
                 Ok(()) => self.body(0, body_len),
                 Err(reason) => Step::Failed(Failure::BadResponse(reason)),
             };

@@ -149,7 +149,10 @@ impl RingIo<'_> {
                 .bytes_received
                 .fetch_add(result as u64, Ordering::Relaxed);
         }
-        let get = window.get(job.reader, job.get);
+        let object = window.get(job.reader, job.get);
+        // A request of an s3dlio fetch is checked as what it asked for: its range.
+        let part = job.part.map(|p| p.as_get());
+        let get = part.as_ref().unwrap_or(object);
         let request_len = self.ring.request_len(c);
         let step = self.conns[c]
             .on_completion(
@@ -166,6 +169,9 @@ impl RingIo<'_> {
                 let job = self.conns[c]
                     .finish()
                     .ok_or_else(|| RankError::Engine("an arrival without a GET (a bug)".into()))?;
+                if job.part.is_some() {
+                    return self.part_arrived(window, c, job);
+                }
                 let endpoint = self.conn_endpoint[c];
                 let arrival = Fetched {
                     retries: job.retries,
@@ -187,7 +193,7 @@ impl RingIo<'_> {
                 "a GET answered {status} as a document (a bug)"
             ))),
             Step::Failed(failure) => {
-                let error = self.request_error(window, c, get, failure);
+                let error = self.request_error(window, c, object, failure);
                 self.attempt_failed(window, c, job.retries, error)
             }
         }
@@ -218,6 +224,9 @@ impl RingIo<'_> {
             self.tls_read[c] = None;
         }
         if let Some(job) = failed {
+            if job.part.is_some() {
+                return self.part_failed(window, endpoint, job, error);
+            }
             window.failed(job.reader, job.get, endpoint, job.retries, error)?;
             self.ring.give_buffer(job.buf);
         }

@@ -25,6 +25,7 @@ const MAX_HEADERS: usize = 32;
 /// Formats a GET request head into `out` (cleared first; its capacity is kept).
 pub fn request_head(
     out: &mut Vec<u8>,
+    method: &str,
     path: &str,
     host: &str,
     range: &RangedGet,
@@ -32,7 +33,7 @@ pub fn request_head(
 ) {
     out.clear();
     // Writing into a Vec cannot fail.
-    let _ = write!(out, "GET {path} HTTP/1.1\r\nHost: {host}\r\n");
+    let _ = write!(out, "{method} {path} HTTP/1.1\r\nHost: {host}\r\n");
     if !range.whole {
         let _ = write!(
             out,
@@ -422,6 +423,7 @@ mod tests {
         let signed = vec![("authorization", "AWS4-HMAC-SHA256 x".to_string())];
         request_head(
             &mut out,
+            "GET",
             "/b/train/f.parquet",
             "127.0.0.1:9000",
             &get(),
@@ -440,10 +442,16 @@ mod tests {
             offset: 0,
             ..get()
         };
-        request_head(&mut out, "/b/train/f.npz", "h", &whole, &[]);
+        request_head(&mut out, "GET", "/b/train/f.npz", "h", &whole, &[]);
         assert_eq!(
             String::from_utf8(out.clone()).unwrap(),
             "GET /b/train/f.npz HTTP/1.1\r\nHost: h\r\n\r\n"
+        );
+        // s3dlio's HEAD before an object's ranges: no Range either.
+        request_head(&mut out, "HEAD", "/b/train/f.npz", "h", &whole, &[]);
+        assert_eq!(
+            String::from_utf8(out.clone()).unwrap(),
+            "HEAD /b/train/f.npz HTTP/1.1\r\nHost: h\r\n\r\n"
         );
         let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n";
         let head = |get: &RangedGet| match HeadReader::new().on_peek(answer, answer.len(), get) {

@@ -56,7 +56,10 @@ impl RingIo<'_> {
                     let (_, fd) = self.ring_and_socket(c)?;
                     ring::quickack(fd).map_err(|e| Self::engine_error("TCP_QUICKACK", e))?;
                 }
-                let buf = self.job(c)?.buf;
+                let job = self.job(c)?;
+                // A range of an s3dlio fetch lands at its offset in the object's buffer.
+                let (buf, base) = (job.buf, job.part.map_or(0, |p| p.offset as usize));
+                let offset = base + offset;
                 let (ring, fd) = self.ring_and_socket(c)?;
                 ring.read_fixed(c, fd, buf, offset, len).map_err(queued)
             }
@@ -139,7 +142,14 @@ impl RingIo<'_> {
         c: usize,
     ) -> Result<(), RankError> {
         let job = self.job(c)?;
-        let get = window.get(job.reader, job.get);
+        // One request of an s3dlio fetch: its HEAD or one range of the object.
+        let part = job.part.map(|p| p.as_get());
+        let get = part.as_ref().unwrap_or(window.get(job.reader, job.get));
+        let method = if job.part.is_some_and(|p| p.head) {
+            "HEAD"
+        } else {
+            "GET"
+        };
         let path = &self.paths[job.reader][job.get];
         let gateway = &self.engine.endpoints[self.conn_endpoint[c]];
         let signed = if self.signer.signs() {
@@ -153,13 +163,14 @@ impl RingIo<'_> {
                 &with_range[..]
             };
             self.signer
-                .headers("GET", &url, to_sign, Payload::Unsigned, SystemTime::now())
+                .headers(method, &url, to_sign, Payload::Unsigned, SystemTime::now())
                 .map_err(RankError::Engine)?
         } else {
             Vec::new()
         };
         http::request_head(
             self.ring.request_buffer(c),
+            method,
             path,
             &gateway.host,
             get,

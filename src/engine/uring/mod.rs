@@ -49,6 +49,7 @@
 pub mod conn;
 mod connect;
 mod dispatch;
+mod fetch;
 pub mod http;
 mod issue;
 pub mod objects;
@@ -56,6 +57,7 @@ pub mod pool;
 pub mod probe;
 mod read;
 pub mod ring;
+mod s3dlio;
 pub mod tls;
 mod upload;
 
@@ -168,8 +170,9 @@ impl UringEngine {
     /// locked and registered, its connections' buffers allocated. Call it in the rank's own
     /// thread.
     ///
-    /// Each reader has `prefetch` connections of its own; connection `j` of reader `g`
-    /// (`g = first_reader + reader`, counting every rank's readers) goes to endpoint
+    /// Each reader has `prefetch` connections of its own (× `slot_conns`, the most requests
+    /// an object fetched as s3dlio fetches it keeps in flight; else 1); connection `j` of
+    /// reader `g` (`g = first_reader + reader`, counting every rank's readers) goes to endpoint
     /// `(g × prefetch + j) mod E`, as the baseline assigns its slots.
     #[allow(clippy::too_many_arguments)]
     pub fn rank<'a>(
@@ -177,6 +180,7 @@ impl UringEngine {
         gets: Vec<Vec<RangedGet>>,
         prefetch: usize,
         small: Option<SmallBuffers>,
+        slot_conns: usize,
         epochs: u32,
         first_reader: usize,
         buffer_bytes: usize,
@@ -184,8 +188,20 @@ impl UringEngine {
         progress: &'a Progress,
     ) -> Result<UringRank<'a>, RankError> {
         let buffers = (gets.len() * prefetch).max(1);
+        let conns = buffers * slot_conns.max(1);
         let readers: Vec<&[RangedGet]> = gets.iter().map(Vec::as_slice).collect();
         self.check_fit(&readers, buffer_bytes)?;
+        // An s3dlio fetch's ranges land at their offsets in the object's buffer; over TLS the
+        // body is decrypted in place from the buffer's start, which ranges would overwrite.
+        let heads = readers
+            .iter()
+            .flat_map(|r| r.iter())
+            .any(|g| g.fetch.is_some_and(|f| f.head));
+        if heads && self.tls.is_some() {
+            return Err(RankError::Engine(
+                "--loader dlio's HEAD and ranged GETs over https run on --engine baseline".into(),
+            ));
+        }
         let engine = |what: &str, e: std::io::Error| RankError::Engine(format!("{what}: {e}"));
         // With size classes each reader has `per_reader` small buffers among its `prefetch`:
         // class 0 (large) then class 1 (small), as the window hands them out.
@@ -204,7 +220,7 @@ impl UringEngine {
         } else {
             0
         };
-        let mut ring = Ring::new(buffers, SCRATCH_BYTES, stage_bytes, pool)
+        let mut ring = Ring::new(conns, SCRATCH_BYTES, stage_bytes, pool)
             .map_err(|e| engine("cannot set up the ring", e))?;
         let wake = rustix::event::eventfd(
             0,
@@ -219,27 +235,28 @@ impl UringEngine {
         let policy = *self.client.policy();
         let target = self.client.target();
         let paths = request_paths(target, &readers);
-        let prefetch = prefetch.max(1);
+        let per_reader = prefetch.max(1) * slot_conns.max(1);
         let mut conn_endpoint = super::common::slot_endpoints(
             target,
             first_reader..first_reader + gets.len().max(1),
-            prefetch,
+            per_reader,
         );
         // Without readers the ring still has one (idle) connection.
-        conn_endpoint.truncate(buffers);
+        conn_endpoint.truncate(conns);
         let mut transport = RingIo {
             ring,
-            // One connection per buffer, `prefetch` per reader: every GET the window holds
-            // can be in flight.
-            conns: (0..buffers).map(|_| Conn::default()).collect(),
+            // A connection per buffer (× an s3dlio fetch's ranges in flight), `per_reader` per
+            // reader: every request the window holds can be in flight.
+            conns: (0..conns).map(|_| Conn::default()).collect(),
             conn_endpoint,
-            prefetch,
-            tls: (0..buffers).map(|_| None).collect(),
-            tls_read: vec![None; buffers],
-            tls_failure: vec![None; buffers],
-            ready: std::collections::VecDeque::with_capacity(buffers),
+            prefetch: per_reader,
+            objects: vec![None; buffers],
+            tls: (0..conns).map(|_| None).collect(),
+            tls_read: vec![None; conns],
+            tls_failure: vec![None; conns],
+            ready: std::collections::VecDeque::with_capacity(conns),
             paths,
-            completions: Vec::with_capacity(buffers + 8),
+            completions: Vec::with_capacity(conns + 8),
             engine: self.clone(),
             signer: self.client.signer().clone(),
             policy,
@@ -249,7 +266,7 @@ impl UringEngine {
         };
         // TLS connections are opened and handshaken now, before the clock.
         if self.tls.is_some() {
-            let tls_conns: Vec<usize> = (0..buffers)
+            let tls_conns: Vec<usize> = (0..conns)
                 .filter(|&c| transport.gateway(c).server_name.is_some())
                 .collect();
             for c in tls_conns {
@@ -330,6 +347,8 @@ pub struct RingIo<'a> {
     conn_endpoint: Vec<usize>,
     /// Connections per reader: reader `r` owns `r × prefetch ..`.
     prefetch: usize,
+    /// `objects[buf]`: where the object fetched into buffer `buf` as s3dlio fetches it is.
+    objects: Vec<Option<fetch::ObjectState>>,
     /// Each TLS connection's session (`None`: plain, or not open).
     tls: Vec<Option<tls::Session>>,
     /// The operation a TLS connection's ciphertext receive in flight is for.
@@ -422,6 +441,10 @@ impl Transport for RingIo<'_> {
         get: usize,
         class: usize,
     ) -> Result<usize, RankError> {
+        // The dlio loader on whole objects: a HEAD, then the object's ranges.
+        if let Some(rules) = window.get(reader, get).fetch.filter(|f| f.head) {
+            return self.start_object(window, reader, get, class, rules);
+        }
         let c = self.free_conn(reader).ok_or_else(|| {
             RankError::Engine("no idle connection inside the window (a bug)".into())
         })?;

@@ -173,6 +173,7 @@ pub(super) fn fetch_all(
             1,
             None,
             1,
+            1,
             0,
             (largest + slack).next_multiple_of(4096),
             &barrier,
@@ -466,7 +467,7 @@ fn the_pool_never_runs_dry_inside_the_window() {
     let barrier = StepBarrier::new(1, Duration::from_secs(10));
     let progress = Progress::default();
     let mut rank = uring
-        .rank(readers.clone(), 2, None, 2, 0, 4096, &barrier, &progress)
+        .rank(readers.clone(), 2, None, 1, 2, 0, 4096, &barrier, &progress)
         .unwrap();
     assert_eq!(rank.transport.ring.buffers().0, 4);
     for _ in 0..2 {

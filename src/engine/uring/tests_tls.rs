@@ -97,6 +97,7 @@ fn over_64_kib_after_a_tls_body_are_stray_bytes_not_a_panic() {
             1,
             None,
             1,
+            1,
             0,
             buffer.next_multiple_of(4096),
             &barrier,
