@@ -192,19 +192,7 @@ fn a_failed_range_is_retried_and_one_past_its_retries_fails_the_object_on_both_e
     let server = faulty("503@any/every=25,cut=200000@rg/nth=5");
     let endpoint = server.endpoint_url();
     for engine in ["uring", "baseline"] {
-        let mut args = vec!["run", "unet3d_b200", "--loader", "dlio", "--np", "1"];
-        args.extend(OVERRIDES);
-        args.extend([
-            "storage.storage_options.prefetch_window=4",
-            "--endpoint",
-            &endpoint,
-            "--bucket",
-            "ringload",
-            "--engine",
-            engine,
-            "--json",
-        ]);
-        let (code, stdout, stderr) = run(&args);
+        let (code, stdout, stderr) = run(&dlio_run(&endpoint, engine, &["--json"]));
         assert!(code == 0 || code == 1, "{engine}: {stderr}");
         let s: Value = serde_json::from_str(&stdout).unwrap();
         assert_eq!(s["outcome"], "completed", "{engine}: {stderr}");
@@ -220,21 +208,26 @@ fn a_failed_range_is_retried_and_one_past_its_retries_fails_the_object_on_both_e
     let server = faulty("503@rg/every=1");
     let endpoint = server.endpoint_url();
     for engine in ["uring", "baseline"] {
-        let mut args = vec!["run", "unet3d_b200", "--loader", "dlio", "--np", "1"];
-        args.extend(OVERRIDES);
-        args.extend([
-            "storage.storage_options.prefetch_window=4",
-            "--endpoint",
-            &endpoint,
-            "--bucket",
-            "ringload",
-            "--engine",
-            engine,
-            "--retries",
-            "0",
-        ]);
-        let (code, _, stderr) = run(&args);
+        let (code, _, stderr) = run(&dlio_run(&endpoint, engine, &["--retries", "0"]));
         assert_eq!(code, 3, "{engine}: {stderr}");
         assert!(stderr.contains("503"), "{engine}: {stderr}");
     }
+}
+
+/// `ringload run` of the small unet3d with `--loader dlio` (window 4) against `endpoint` on
+/// `engine`, then `extra`.
+fn dlio_run<'a>(endpoint: &'a str, engine: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["run", "unet3d_b200", "--loader", "dlio", "--np", "1"];
+    args.extend(OVERRIDES);
+    args.extend([
+        "storage.storage_options.prefetch_window=4",
+        "--endpoint",
+        endpoint,
+        "--bucket",
+        "ringload",
+        "--engine",
+        engine,
+    ]);
+    args.extend(extra);
+    args
 }

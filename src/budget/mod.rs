@@ -329,27 +329,7 @@ pub fn check(
         }
     };
     let pool = pool_formula(shape.np, shape.read_threads, shape.prefetch, &budget);
-    // Every figure printed adds up to the one it explains (to its rounding).
-    let (need, fix) = if over.applies_to == "pool" {
-        (
-            format!("buffer pool {} ({pool})", bytes(budget.pool_bytes)),
-            " (raise it with `ulimit -l unlimited` or grant CAP_IPC_LOCK)",
-        )
-    } else {
-        (
-            format!(
-                "memory budget {} ({})",
-                bytes(budget.total_bytes),
-                parts(&budget, &pool)
-            ),
-            "",
-        )
-    };
-    Err(OverBudget(format!(
-        "{need} exceeds {} {}{fix}; {suggestion}",
-        over.name,
-        bytes(over.limit_bytes),
-    )))
+    Err(refusal(&budget, &over, &pool, &suggestion))
 }
 
 /// The numbers that size one host's memory in a checkpoint run: each of `ranks` holds, at
@@ -506,6 +486,13 @@ pub fn check_objects(
         bytes(shape.part_bytes),
         bytes(shape.read_range_bytes)
     );
+    Err(refusal(&budget, &over, &pool, &suggestion))
+}
+
+/// The one line of a refusal: what is over (`pool` explains the buffer pool's figure), the
+/// limit it exceeds, and `suggestion`. Every figure printed adds up to the one it explains (to
+/// its rounding).
+fn refusal(budget: &MemoryBudget, over: &LimitCheck, pool: &str, suggestion: &str) -> OverBudget {
     let (need, fix) = if over.applies_to == "pool" {
         (
             format!("buffer pool {} ({pool})", bytes(budget.pool_bytes)),
@@ -516,16 +503,16 @@ pub fn check_objects(
             format!(
                 "memory budget {} ({})",
                 bytes(budget.total_bytes),
-                parts(&budget, &pool)
+                parts(budget, pool)
             ),
             "",
         )
     };
-    Err(OverBudget(format!(
+    OverBudget(format!(
         "{need} exceeds {} {}{fix}; {suggestion}",
         over.name,
         bytes(over.limit_bytes),
-    )))
+    ))
 }
 
 /// `budget` with each limit's check and the binding one (the least room left) filled in.
