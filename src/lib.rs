@@ -30,6 +30,7 @@ pub mod exit;
 mod fuzz;
 pub mod loader;
 pub mod metrics;
+pub mod mlperf;
 pub mod plan;
 pub mod ranged;
 pub mod rank;
