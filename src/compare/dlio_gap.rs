@@ -56,6 +56,8 @@ pub enum Origin {
         loader: String,
         /// Measured I/O wait per step, mean (ms), where the input has it.
         io_wait_per_step_ms: Option<f64>,
+        /// It read ringload's embedded server (not a store DLIO could have read).
+        embedded: bool,
     },
 }
 
@@ -185,6 +187,7 @@ fn attribute(dlio: &Entry, ours: &Entry) -> Gap {
             workload,
             loader,
             io_wait_per_step_ms,
+            embedded,
         },
     ) = (&dlio.origin, &ours.origin)
     else {
@@ -240,6 +243,13 @@ fn attribute(dlio: &Entry, ours: &Entry) -> Gap {
         lines.push(format!(
             "{} ran ringload's own loader, not `--loader dlio`: it reads ahead differently from \
              DLIO's loader, so the storage's share is what that profile loses",
+            ours.group
+        ));
+    }
+    if *embedded {
+        lines.push(format!(
+            "{} read ringload's embedded server, not the store DLIO read: the storage's share \
+             is that server's; for DLIO's store, run ringload against DLIO's endpoint",
             ours.group
         ));
     }
@@ -748,6 +758,7 @@ mod tests {
                 workload: workload.into(),
                 loader: "dlio".into(),
                 io_wait_per_step_ms: Some(0.01),
+                embedded: false,
             },
         }
     }

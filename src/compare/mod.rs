@@ -150,6 +150,11 @@ pub fn read(path: &Path, letter: char) -> Result<Vec<Entry>, CompareError> {
                     workload: sweep.workload.clone(),
                     loader: r.loader.clone(),
                     io_wait_per_step_ms: None,
+                    embedded: sweep.points.iter().any(|p| {
+                        p.summary
+                            .as_ref()
+                            .is_some_and(|s| s["target"]["embedded"] == true)
+                    }),
                 },
             })
             .collect());
@@ -190,6 +195,7 @@ pub fn read(path: &Path, letter: char) -> Result<Vec<Entry>, CompareError> {
                 workload: json["workload"].as_str().unwrap_or_default().to_string(),
                 loader: json["loader"].as_str().unwrap_or("ringload").to_string(),
                 io_wait_per_step_ms: json["io_wait_per_step_ms"]["mean"].as_f64(),
+                embedded: json["target"]["embedded"] == true,
             },
         }]);
     }
