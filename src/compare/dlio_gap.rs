@@ -33,7 +33,17 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::Entry;
+/// What the attribution reads of one entry of the table.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// The input's letter and what ran: `A: dlio`, `B: uring (dlio loader)`.
+    pub group: String,
+    pub np: u32,
+    pub read_threads: Option<u64>,
+    pub computation_time_s: Option<f64>,
+    pub au_percent: Option<f64>,
+    pub origin: Origin,
+}
 
 /// Where an entry came from, as the attribution needs it (not part of the table).
 #[derive(Debug, Clone, Default)]
@@ -110,16 +120,16 @@ fn workload_key(name: &str) -> String {
 
 /// The attributions of the DLIO entries that have a ringload entry at their (NP, RT), and a
 /// line for each DLIO entry that has none while ringload entries were given.
-pub fn gaps(entries: &[Entry]) -> Vec<Gap> {
-    let is_dlio = |e: &&Entry| matches!(e.origin, Origin::Dlio { .. });
-    let is_ours = |e: &&Entry| matches!(e.origin, Origin::Ringload { .. });
-    let ours: Vec<&Entry> = entries.iter().filter(is_ours).collect();
+pub fn gaps(entries: &[Run]) -> Vec<Gap> {
+    let is_dlio = |e: &&Run| matches!(e.origin, Origin::Dlio { .. });
+    let is_ours = |e: &&Run| matches!(e.origin, Origin::Ringload { .. });
+    let ours: Vec<&Run> = entries.iter().filter(is_ours).collect();
     if ours.is_empty() {
         return Vec::new();
     }
     let mut out = Vec::new();
     for dlio in entries.iter().filter(is_dlio) {
-        let here: Vec<&&Entry> = ours
+        let here: Vec<&&Run> = ours
             .iter()
             .filter(|e| e.np == dlio.np && e.read_threads == dlio.read_threads)
             .collect();
@@ -157,7 +167,7 @@ fn rt(r: Option<u64>) -> String {
     r.map_or_else(|| "unknown".into(), |r| r.to_string())
 }
 
-fn refused(dlio: &Entry, ours: Option<&Entry>, why: String) -> Gap {
+fn refused(dlio: &Run, ours: Option<&Run>, why: String) -> Gap {
     Gap {
         np: dlio.np,
         read_threads: dlio.read_threads,
@@ -175,7 +185,7 @@ fn refused(dlio: &Entry, ours: Option<&Entry>, why: String) -> Gap {
 }
 
 /// DLIO's entry `dlio` against ringload's `ours` at the same (NP, RT).
-fn attribute(dlio: &Entry, ours: &Entry) -> Gap {
+fn attribute(dlio: &Run, ours: &Run) -> Gap {
     let (
         Origin::Dlio {
             folder,
@@ -739,21 +749,14 @@ mod tests {
         assert!((a - b).abs() < 5e-4, "{what}: {a} against {b}");
     }
 
-    /// A ringload entry at (NP, RT) with AU `au` on the fixtures' workload.
-    fn ours(np: u32, rt: u64, au: f64, workload: &str, ct: f64) -> Entry {
-        Entry {
+    /// A ringload run at (NP, RT) with AU `au` on the fixtures' workload.
+    fn ours(np: u32, rt: u64, au: f64, workload: &str, ct: f64) -> Run {
+        Run {
             group: "B: uring (dlio loader)".into(),
-            source: "b".into(),
             np,
             read_threads: Some(rt),
             computation_time_s: Some(ct),
             au_percent: Some(au),
-            samples_per_s: None,
-            io_mib_per_s: None,
-            wire_mib_per_s: None,
-            cpu_s_per_gib: None,
-            latency_p50_ms: None,
-            latency_p99_ms: None,
             origin: Origin::Ringload {
                 workload: workload.into(),
                 loader: "dlio".into(),
@@ -763,8 +766,26 @@ mod tests {
         }
     }
 
-    fn dlio(run: &str) -> Entry {
-        super::super::read(&fixture(run), 'A').unwrap().remove(0)
+    /// DLIO's run in `folder`, as `compare` reads np2rt2's summary.json and dlio_config
+    /// (NP 2, RT 2, computation_time 0.05, AU 87.940081445401, workload=flux_tiny).
+    fn dlio_in(folder: &Path) -> Run {
+        Run {
+            group: "A: dlio".into(),
+            np: 2,
+            read_threads: Some(2),
+            computation_time_s: Some(0.05),
+            au_percent: Some(87.940081445401),
+            origin: Origin::Dlio {
+                folder: folder.to_path_buf(),
+                workloads: vec!["flux_tiny".into(), "flux".into()],
+                exclude_start_steps: 1,
+                exclude_end_steps: 0,
+            },
+        }
+    }
+
+    fn dlio(run: &str) -> Run {
+        dlio_in(&fixture(run))
     }
 
     #[test]
@@ -851,7 +872,7 @@ mod tests {
 
     #[test]
     fn mismatched_inputs_say_why_there_is_no_attribution() {
-        let why = |b: Entry| {
+        let why = |b: Run| {
             gaps(&[dlio("np2rt2"), b])[0]
                 .no_attribution
                 .clone()
@@ -870,18 +891,14 @@ mod tests {
 
     #[test]
     fn without_per_rank_files_the_client_share_stays_unattributed() {
+        // np2rt2's summary alone: no N_output.json beside it.
         let dir = tempfile::tempdir().unwrap();
-        let from = fixture("np2rt2");
-        std::fs::copy(from.join("summary.json"), dir.path().join("summary.json")).unwrap();
-        std::fs::create_dir(dir.path().join("dlio_config")).unwrap();
-        for f in ["config.yaml", "overrides.yaml"] {
-            std::fs::copy(
-                from.join("dlio_config").join(f),
-                dir.path().join("dlio_config").join(f),
-            )
-            .unwrap();
-        }
-        let a = super::super::read(dir.path(), 'A').unwrap().remove(0);
+        std::fs::copy(
+            fixture("np2rt2").join("summary.json"),
+            dir.path().join("summary.json"),
+        )
+        .unwrap();
+        let a = dlio_in(dir.path());
         let g = gaps(&[a, ours(2, 2, 99.0, "flux_tiny", 0.05)]).remove(0);
         let keys: Vec<_> = g.parts.iter().map(|p| p.key).collect();
         assert_eq!(keys, ["storage", "not_attributed"]);

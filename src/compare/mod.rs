@@ -313,7 +313,18 @@ pub struct Comparison {
 }
 
 pub fn compare(entries: Vec<Entry>) -> Comparison {
-    let dlio_gaps = dlio_gap::gaps(&entries);
+    let runs: Vec<dlio_gap::Run> = entries
+        .iter()
+        .map(|e| dlio_gap::Run {
+            group: e.group.clone(),
+            np: e.np,
+            read_threads: e.read_threads,
+            computation_time_s: e.computation_time_s,
+            au_percent: e.au_percent,
+            origin: e.origin.clone(),
+        })
+        .collect();
+    let dlio_gaps = dlio_gap::gaps(&runs);
     let mut groups: Vec<String> = Vec::new();
     for e in &entries {
         if !groups.contains(&e.group) {
