@@ -186,7 +186,7 @@ pub fn dlio(json: &Value, file: &Path, letter: char) -> Result<CheckpointEntry, 
 }
 
 /// `model.name` (under `workload:` as DLIO's hydra writes it, or at the top) of a DLIO config.
-fn config_model_name(path: &Path) -> Option<String> {
+pub(super) fn config_model_name(path: &Path) -> Option<String> {
     use saphyr::{LoadableYamlNode, SafelyIndex};
     let text = std::fs::read_to_string(path).ok()?;
     let docs = saphyr::YamlOwned::load_from_str(&text).ok()?;

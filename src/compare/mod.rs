@@ -16,6 +16,7 @@
 //! NP): [`checkpoint`]. Training and checkpoint results are not mixed.
 
 pub mod checkpoint;
+pub mod dlio_gap;
 mod error;
 
 pub use error::CompareError;
@@ -49,6 +50,9 @@ pub struct Entry {
     /// GET latency, first byte sent to last byte received: median and 99th percentile.
     pub latency_p50_ms: Option<f64>,
     pub latency_p99_ms: Option<f64>,
+    /// Where it came from, for the attribution of DLIO's AU loss ([`dlio_gap`]).
+    #[serde(skip)]
+    pub origin: dlio_gap::Origin,
 }
 
 const EXPECTED: &str = "expected a ringload summary.json or --output folder, a sweep folder \
@@ -142,6 +146,16 @@ pub fn read(path: &Path, letter: char) -> Result<Vec<Entry>, CompareError> {
                 cpu_s_per_gib: r.cpu_s_per_gib.map(|s| s.median),
                 latency_p50_ms: r.latency_p50_ms.map(|s| s.median),
                 latency_p99_ms: r.latency_p99_ms.map(|s| s.median),
+                origin: dlio_gap::Origin::Ringload {
+                    workload: sweep.workload.clone(),
+                    loader: r.loader.clone(),
+                    io_wait_per_step_ms: None,
+                    embedded: sweep.points.iter().any(|p| {
+                        p.summary
+                            .as_ref()
+                            .is_some_and(|s| s["target"]["embedded"] == true)
+                    }),
+                },
             })
             .collect());
     }
@@ -177,6 +191,12 @@ pub fn read(path: &Path, letter: char) -> Result<Vec<Entry>, CompareError> {
             cpu_s_per_gib: json["cpu_s_per_gib"].as_f64(),
             latency_p50_ms: json["request_latency_ms"]["total"]["p50"].as_f64(),
             latency_p99_ms: json["request_latency_ms"]["total"]["p99"].as_f64(),
+            origin: dlio_gap::Origin::Ringload {
+                workload: json["workload"].as_str().unwrap_or_default().to_string(),
+                loader: json["loader"].as_str().unwrap_or("ringload").to_string(),
+                io_wait_per_step_ms: json["io_wait_per_step_ms"]["mean"].as_f64(),
+                embedded: json["target"]["embedded"] == true,
+            },
         }]);
     }
     if json["metric"]["train_au_mean_percentage"].is_number() {
@@ -224,6 +244,29 @@ fn dlio(json: &serde_json::Value, file: &Path, letter: char) -> Result<Entry, Co
         .map(|v| v as u64);
     let computation_time_s = number(&["workload", "train", "computation_time"])
         .or_else(|| from_overrides("train.computation_time"));
+    let exclude = |name: &str, default: usize| {
+        number(&["workload", "output", "metric", name])
+            .or_else(|| from_overrides(&format!("output.metric.{name}")))
+            .map_or(default, |v| v as usize)
+    };
+    // The workload's names: the one DLIO was run with (`workload=` of its overrides) and its
+    // model's.
+    let workloads: Vec<String> = overrides
+        .as_deref()
+        .and_then(|o| {
+            o.lines().find_map(|l| {
+                let value = l
+                    .trim()
+                    .trim_start_matches("- ")
+                    .strip_prefix("workload=")?;
+                Some(value.trim().to_string())
+            })
+        })
+        .into_iter()
+        .chain(checkpoint::config_model_name(
+            &folder.join("dlio_config/config.yaml"),
+        ))
+        .collect();
     Ok(Entry {
         group: format!("{letter}: dlio"),
         source: file.display().to_string(),
@@ -237,6 +280,12 @@ fn dlio(json: &serde_json::Value, file: &Path, letter: char) -> Result<Entry, Co
         cpu_s_per_gib: None,
         latency_p50_ms: None,
         latency_p99_ms: None,
+        origin: dlio_gap::Origin::Dlio {
+            folder: folder.to_path_buf(),
+            workloads,
+            exclude_start_steps: exclude("exclude_start_steps", 1),
+            exclude_end_steps: exclude("exclude_end_steps", 0),
+        },
     })
 }
 
@@ -257,9 +306,25 @@ pub struct Comparison {
     pub groups: Vec<String>,
     pub lines: Vec<Line>,
     pub notes: Vec<String>,
+    /// Where a DLIO run and a ringload run of the same workload meet at an (NP, RT): how much
+    /// of DLIO's AU loss the storage explains and how much is DLIO's client.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dlio_gaps: Vec<dlio_gap::Gap>,
 }
 
 pub fn compare(entries: Vec<Entry>) -> Comparison {
+    let runs: Vec<dlio_gap::Run> = entries
+        .iter()
+        .map(|e| dlio_gap::Run {
+            group: e.group.clone(),
+            np: e.np,
+            read_threads: e.read_threads,
+            computation_time_s: e.computation_time_s,
+            au_percent: e.au_percent,
+            origin: e.origin.clone(),
+        })
+        .collect();
+    let dlio_gaps = dlio_gap::gaps(&runs);
     let mut groups: Vec<String> = Vec::new();
     for e in &entries {
         if !groups.contains(&e.group) {
@@ -328,6 +393,7 @@ pub fn compare(entries: Vec<Entry>) -> Comparison {
         groups,
         lines,
         notes,
+        dlio_gaps,
     }
 }
 
@@ -425,6 +491,7 @@ pub fn markdown(c: &Comparison) -> String {
     for note in &c.notes {
         let _ = writeln!(out, "\nnote: {note}");
     }
+    out.push_str(&dlio_gap::markdown(&c.dlio_gaps));
     out
 }
 
