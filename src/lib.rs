@@ -42,5 +42,6 @@ pub mod settings;
 pub mod signals;
 pub mod summary;
 pub mod sweep;
+pub mod timeseries;
 pub mod units;
 pub mod verify;
