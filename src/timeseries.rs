@@ -486,13 +486,28 @@ mod tests {
     #[test]
     fn buckets_are_ordered_and_fine() {
         let mut previous = 0;
-        for us in [0u64, 1, 63, 64, 65, 127, 128, 1000, 65_432, 1 << 30, u64::MAX] {
+        for us in [
+            0u64,
+            1,
+            63,
+            64,
+            65,
+            127,
+            128,
+            1000,
+            65_432,
+            1 << 30,
+            u64::MAX,
+        ] {
             let b = bucket(us);
             assert!(b >= previous && b < BUCKETS, "{us} µs → {b}");
             previous = b;
             if (1..(1 << TOP_BIT)).contains(&us) {
                 let value = bucket_value_us(b);
-                assert!((value - us as f64).abs() / us as f64 <= 0.016, "{us} → {value}");
+                assert!(
+                    (value - us as f64).abs() / us as f64 <= 0.016,
+                    "{us} → {value}"
+                );
             }
         }
         assert_eq!(bucket(1 << 40), BUCKETS - 1);
@@ -531,7 +546,8 @@ mod tests {
         let series = |samples: &[(u64, u64)]| {
             let live = Arc::new(Live::new(1));
             let c = Counter::of(&live, 0);
-            let mut sampler = Sampler::new(Arc::clone(&live), Duration::from_secs(1), Instant::now());
+            let mut sampler =
+                Sampler::new(Arc::clone(&live), Duration::from_secs(1), Instant::now());
             for &(ms, n) in samples {
                 for _ in 0..n {
                     c.issued();
@@ -542,10 +558,16 @@ mod tests {
             sampler.series
         };
         // Process 0: two samples of fast requests; process 1: three of slow ones.
-        let merged = Series::merge(&[series(&[(1, 99), (1, 1)]), series(&[(1000, 1), (5, 1), (7, 3)])]);
+        let merged = Series::merge(&[
+            series(&[(1, 99), (1, 1)]),
+            series(&[(1000, 1), (5, 1), (7, 3)]),
+        ]);
         assert_eq!(merged.samples.len(), 3);
         let s = &merged.samples[0];
-        assert_eq!((s.bytes_read, s.bytes_written, s.requests_completed), (100, 200, 100));
+        assert_eq!(
+            (s.bytes_read, s.bytes_written, s.requests_completed),
+            (100, 200, 100)
+        );
         // 99 at 1 ms and 1 at 1 s: p50 1 ms, p99 still 1 ms (the 99th of 100), on one clock.
         assert!((s.latency_p50_ms.unwrap() - 1.0).abs() < 0.02);
         assert!((s.latency_p99_ms.unwrap() - 1.0).abs() < 0.02);

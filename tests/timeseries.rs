@@ -124,8 +124,14 @@ fn a_pause_of_the_whole_server_shows_as_samples_without_bytes() {
     assert!(best >= 2, "no stall of 2 samples or more: {table:?}");
     // 3 s at 0.5 s a sample: at most 7 samples touch it.
     assert!(best <= 7, "{table:?}");
-    assert!(bytes[..at].iter().any(|&b| b > 0), "nothing before: {table:?}");
-    assert!(bytes[at + best..].iter().any(|&b| b > 0), "nothing after: {table:?}");
+    assert!(
+        bytes[..at].iter().any(|&b| b > 0),
+        "nothing before: {table:?}"
+    );
+    assert!(
+        bytes[at + best..].iter().any(|&b| b > 0),
+        "nothing after: {table:?}"
+    );
     // The GET held through the pause completed after it: its latency is above 3 s.
     let p99_max = samples
         .iter()

@@ -17,6 +17,9 @@ const P50: RGBColor = RGBColor(148, 103, 189);
 const P99: RGBColor = RGBColor(214, 39, 40);
 const RETRIES: RGBColor = RGBColor(127, 127, 127);
 
+/// A value of each sample (`None`: nothing to draw there).
+type PerSample<'a> = &'a dyn Fn(usize) -> Option<f64>;
+
 fn failed<E: std::fmt::Debug>(what: &str) -> impl Fn(E) -> String + '_ {
     move |e| format!("drawing {what}: {e:?}")
 }
@@ -36,7 +39,7 @@ pub fn plots(series: &Series) -> Result<Vec<(String, String)>, String> {
 }
 
 /// Each sample as (start, end, value) of its interval: the step drawn over it.
-fn steps(series: &Series, value: &dyn Fn(usize) -> Option<f64>) -> Vec<Vec<(f64, f64)>> {
+fn steps(series: &Series, value: PerSample<'_>) -> Vec<Vec<(f64, f64)>> {
     let mut runs: Vec<Vec<(f64, f64)>> = Vec::new();
     let mut open = false;
     let mut start = 0.0;
@@ -93,7 +96,12 @@ fn throughput(series: &Series, title: &str) -> Result<String, String> {
         .flat_map(|i| [read(i), written(i)])
         .flatten()
         .fold(0.0f64, f64::max);
-    let in_flight_top = series.samples.iter().map(|s| s.in_flight).max().unwrap_or(0);
+    let in_flight_top = series
+        .samples
+        .iter()
+        .map(|s| s.in_flight)
+        .max()
+        .unwrap_or(0);
     let x_end = x_end(series);
     let mut svg = String::new();
     {
@@ -107,7 +115,10 @@ fn throughput(series: &Series, title: &str) -> Result<String, String> {
             .right_y_label_area_size(60)
             .build_cartesian_2d(0.0f64..x_end, 0.0f64..(top * 1.15).max(1.0))
             .map_err(failed(title))?
-            .set_secondary_coord(0.0f64..x_end, 0.0f64..(in_flight_top as f64 * 1.15).max(1.0));
+            .set_secondary_coord(
+                0.0f64..x_end,
+                0.0f64..(in_flight_top as f64 * 1.15).max(1.0),
+            );
         chart
             .configure_mesh()
             .x_desc("time since the clock started (s)")
@@ -119,7 +130,7 @@ fn throughput(series: &Series, title: &str) -> Result<String, String> {
             .y_desc("requests in flight")
             .draw()
             .map_err(failed(title))?;
-        let lines: [(&str, RGBColor, &dyn Fn(usize) -> Option<f64>, bool); 2] = [
+        let lines: [(&str, RGBColor, PerSample<'_>, bool); 2] = [
             ("read MiB/s", READ, &read, reads),
             ("written MiB/s", WRITE, &written, writes),
         ];
@@ -149,7 +160,11 @@ fn throughput(series: &Series, title: &str) -> Result<String, String> {
             .label("in flight (right axis)")
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], IN_FLIGHT));
         chart
-            .draw_secondary_series(points.iter().map(|&p| Circle::new(p, 2, IN_FLIGHT.filled())))
+            .draw_secondary_series(
+                points
+                    .iter()
+                    .map(|&p| Circle::new(p, 2, IN_FLIGHT.filled())),
+            )
             .map_err(failed(title))?;
         chart
             .configure_series_labels()
@@ -216,9 +231,10 @@ fn latency(series: &Series, title: &str) -> Result<String, String> {
             .draw_secondary_series(bars)
             .map_err(failed(title))?
             .label("retries (right axis)")
-            .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 20, y + 5)], RETRIES.mix(0.5).filled()));
-        let lines: [(&str, RGBColor, &dyn Fn(usize) -> Option<f64>); 2] =
-            [("p50", P50, &p50), ("p99", P99, &p99)];
+            .legend(|(x, y)| {
+                Rectangle::new([(x, y - 5), (x + 20, y + 5)], RETRIES.mix(0.5).filled())
+            });
+        let lines: [(&str, RGBColor, PerSample<'_>); 2] = [("p50", P50, &p50), ("p99", P99, &p99)];
         for (label, color, value) in lines {
             for (k, run) in steps(series, value).into_iter().enumerate() {
                 let drawn = chart

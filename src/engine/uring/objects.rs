@@ -524,7 +524,8 @@ impl RingObjects {
         write.parts += 1;
         write.bytes_written += len as u64;
         write.part_latency.record(job.first_started.elapsed());
-        self.live.counted(0, len as u64, job.first_started.elapsed());
+        self.live
+            .counted(0, len as u64, job.first_started.elapsed());
     }
 
     fn single_put(&mut self, object: &ObjectSpec) -> Result<(), RankError> {
