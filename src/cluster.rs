@@ -365,6 +365,10 @@ pub struct HostReport {
     pub peak_rss_bytes: Option<u64>,
     /// Its share of the job's memory budget.
     pub memory_budget_bytes: u64,
+    /// Its time series, on its own clock (from its ranks' ready instant, after the global
+    /// barrier), each sample's latency histogram included.
+    #[serde(default)]
+    pub timeseries: crate::timeseries::Series,
 }
 
 /// The job's measurements, from every host's report.
@@ -380,6 +384,8 @@ pub struct Merged {
     pub setup_cpu_s: f64,
     /// The largest host's.
     pub peak_rss_bytes: Option<u64>,
+    /// Every host's samples summed by index, on process 0's clock.
+    pub timeseries: crate::timeseries::Series,
 }
 
 impl Merged {
@@ -394,6 +400,12 @@ impl Merged {
             client_cpu_s: reports.iter().map(|r| r.client_cpu_s).sum(),
             setup_cpu_s: reports.iter().map(|r| r.setup_cpu_s).sum(),
             peak_rss_bytes: reports.iter().filter_map(|r| r.peak_rss_bytes).max(),
+            timeseries: crate::timeseries::Series::merge(
+                &reports
+                    .iter()
+                    .map(|r| r.timeseries.clone())
+                    .collect::<Vec<_>>(),
+            ),
         }
     }
 }
@@ -461,6 +473,7 @@ mod tests {
             setup_cpu_s: cpu_s / 10.0,
             peak_rss_bytes: rss,
             memory_budget_bytes: 1,
+            timeseries: Default::default(),
         };
         let merged = Merged::of(&[
             report(0, 2.0, 1.0, Some(5)),

@@ -43,5 +43,6 @@ pub mod settings;
 pub mod signals;
 pub mod summary;
 pub mod sweep;
+pub mod timeseries;
 pub mod units;
 pub mod verify;

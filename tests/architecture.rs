@@ -34,6 +34,8 @@ const LAYERS: &[(&str, u32)] = &[
     ("budget", 1),
     ("dataset", 1),
     ("affinity", 1),
+    // A run's live counters and their samples over time.
+    ("timeseries", 1),
     // Which loader a run reproduces, and s3dlio's rules for fetching an object.
     ("loader", 1),
     // The S3 client; one GET as an engine sends it.

@@ -51,6 +51,7 @@ const SUMMARY_FIELDS: &[&str] = &[
     "memory_budget_bytes",
     "projected_au_percent",
     "notes",
+    "timeseries",
 ];
 
 /// Runs `ringload run ARGS --json`; returns (exit code, summary, stderr).

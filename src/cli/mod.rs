@@ -272,6 +272,10 @@ pub struct RunOptions {
     /// objects are still fetched from the target
     #[arg(long, value_name = "FILE")]
     pub manifest: Option<PathBuf>,
+
+    /// Seconds between the samples of timeseries.csv [default: 1]
+    #[arg(long, value_name = "SECONDS", value_parser = values::parse_sample_interval)]
+    pub sample_interval: Option<f64>,
 }
 
 impl RunOptions {
@@ -291,6 +295,9 @@ impl RunOptions {
         }
         if let Some(file) = &self.manifest {
             args.extend(["--manifest".to_string(), file.display().to_string()]);
+        }
+        if let Some(s) = self.sample_interval {
+            args.extend(["--sample-interval".to_string(), s.to_string()]);
         }
         args
     }

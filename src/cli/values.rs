@@ -10,6 +10,16 @@ pub fn parse_threads(text: &str) -> Result<usize, String> {
     }
 }
 
+/// Parses the time series' sample interval in seconds: 0.05 to 3600.
+pub fn parse_sample_interval(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(s) if (0.05..=3600.0).contains(&s) => Ok(s),
+        _ => Err(format!(
+            "'{text}' is not a sample interval; write seconds from 0.05 to 3600, e.g. 1 or 0.5"
+        )),
+    }
+}
+
 /// Parses a connection count: 1 or more.
 pub fn parse_connections(text: &str) -> Result<usize, String> {
     match text.trim().parse::<usize>() {

@@ -100,9 +100,10 @@ impl Engine {
         let small = plan.memory.small_buffers;
         // Readers are numbered over every rank, for spreading connections over endpoints.
         let first_reader = rank * gets.len();
+        let counter = progress.counter(rank);
         Ok(match self {
-            Engine::Uring(uring) => Box::new(
-                uring.rank(
+            Engine::Uring(uring) => Box::new({
+                let mut io = uring.rank(
                     gets,
                     prefetch,
                     small,
@@ -115,17 +116,23 @@ impl Engine {
                     plan.memory.buffer_bytes as usize,
                     barrier,
                     progress,
-                )?,
-            ),
-            Engine::Baseline(baseline) => Box::new(baseline.rank(
-                gets,
-                prefetch,
-                small,
-                epochs,
-                first_reader,
-                barrier,
-                progress,
-            )),
+                )?;
+                io.window.count_into(counter);
+                io
+            }),
+            Engine::Baseline(baseline) => Box::new({
+                let mut io = baseline.rank(
+                    gets,
+                    prefetch,
+                    small,
+                    epochs,
+                    first_reader,
+                    barrier,
+                    progress,
+                );
+                io.window.count_into(counter);
+                io
+            }),
         })
     }
 

@@ -121,6 +121,8 @@ pub struct Window<F, H> {
     /// Where `--verify` makes a whole object's expected bytes, a piece at a time: grown once,
     /// reused by every GET.
     scratch: Vec<u8>,
+    /// The time series' counters of the rank ([`Window::count_into`]).
+    live: Option<crate::timeseries::Counter>,
 }
 
 impl<F, H> Window<F, H> {
@@ -161,7 +163,14 @@ impl<F, H> Window<F, H> {
             failure: None,
             location,
             scratch: Vec::new(),
+            live: None,
         }
+    }
+
+    /// Counts each GET issued, arrived (bytes, latency), failed and retried into `counter`,
+    /// the time series' live counters of the rank.
+    pub fn count_into(&mut self, counter: crate::timeseries::Counter) {
+        self.live = Some(counter);
     }
 
     pub fn readers(&self) -> usize {
@@ -263,6 +272,9 @@ impl<F, H> Window<F, H> {
         r.free[class] -= 1;
         r.class[get] = class as u8;
         r.slots[get] = Slot::InFlight(in_flight);
+        if let Some(live) = &self.live {
+            live.issued();
+        }
         debug_assert_eq!(
             r.held,
             r.slots.iter().filter(|s| s.is_held()).count(),
@@ -286,6 +298,9 @@ impl<F, H> Window<F, H> {
             return Err(schedule_bug("an arrival of", reader, get, state));
         };
         let len_bytes = self.readers[reader].gets[get].len_bytes;
+        if let Some(live) = &self.live {
+            live.completed(len_bytes, 0, arrival.total);
+        }
         let stats = &mut self.stats;
         stats.requests += 1;
         stats.retries += u64::from(arrival.retries);
@@ -363,6 +378,9 @@ impl<F, H> Window<F, H> {
                 let r = &mut self.readers[reader];
                 r.slots[get] = Slot::Failed;
                 r.let_go(get);
+                if let Some(live) = &self.live {
+                    live.ended();
+                }
                 self.stats.errors += 1;
                 self.stats.endpoint(endpoint).errors += 1;
                 *self.stats.errors_by_cause.entry(error.cause()).or_default() += 1;
@@ -390,6 +408,9 @@ impl<F, H> Window<F, H> {
             return Err(schedule_bug("a failure of", reader, get, state));
         };
         r.let_go(get);
+        if let Some(live) = &self.live {
+            live.ended();
+        }
         self.stats.retries += u64::from(retries);
         self.stats.errors += 1;
         self.stats.endpoint(endpoint).errors += 1;
@@ -411,6 +432,9 @@ impl<F, H> Window<F, H> {
     pub fn retrying(&mut self, cause: &'static str, endpoint: usize) {
         *self.stats.retries_by_cause.entry(cause).or_default() += 1;
         self.stats.endpoint(endpoint).retries += 1;
+        if let Some(live) = &self.live {
+            live.retried();
+        }
     }
 
     /// The step loop is done with GET `get` of `reader`: what it held, to give back.

@@ -303,9 +303,24 @@ pub struct Progress {
     /// the denominator of [`crate::metrics::au_percent`], as [`epoch_metrics`](crate::metrics::epoch_metrics) takes it.
     pub measured_ns: AtomicU64,
     pub bytes_received: AtomicU64,
+    /// The time series' live counters, a shard per local rank ([`crate::timeseries`]).
+    pub live: std::sync::Arc<crate::timeseries::Live>,
 }
 
 impl Progress {
+    /// Counters for `ranks` local ranks.
+    pub fn new(ranks: usize) -> Progress {
+        Progress {
+            live: std::sync::Arc::new(crate::timeseries::Live::new(ranks)),
+            ..Progress::default()
+        }
+    }
+
+    /// Local rank `index`'s handle on the time series' counters.
+    pub fn counter(&self, index: usize) -> crate::timeseries::Counter {
+        crate::timeseries::Counter::of(&self.live, index)
+    }
+
     /// AU so far, by the result's definition ([`crate::metrics::au_percent`], each epoch's
     /// first step excluded): the progress line's figure.
     pub fn au_percent(&self) -> Option<f64> {
@@ -329,6 +344,8 @@ pub struct RunMeasurements {
     pub ready_cpu: CpuReading,
     /// When every rank was ready.
     pub ready_at: Instant,
+    /// One sample per interval from `ready_at` to the ranks' end.
+    pub timeseries: crate::timeseries::Series,
 }
 
 /// What one rank measured.
@@ -446,6 +463,7 @@ fn run_epoch(
         };
         last_end = end;
         progress.steps_done.fetch_add(1, Ordering::Relaxed);
+        progress.live.waited(step.wait_ns);
         progress.compute_ns.fetch_add(compute_ns, Ordering::Relaxed);
         progress
             .measured_ns

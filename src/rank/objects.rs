@@ -34,6 +34,9 @@ pub trait ObjectIo {
     /// new part or ranged GET starts and `put` or `get` ends with [`RankError::Aborted`] (an
     /// upload in hand aborted), so a rank never finishes a many-GiB object nobody waits for.
     fn set_stop(&mut self, stop: std::sync::Arc<std::sync::atomic::AtomicBool>);
+    /// Counts each request sent, ended (bytes, latency) and retried into `counter`, the time
+    /// series' live counters of the rank.
+    fn count_into(&mut self, counter: crate::timeseries::Counter);
     /// Aborts the uploads this rank has open (after a failure elsewhere, or an interrupt), so
     /// none is left behind. Best effort; returns how many it aborted.
     fn abort_open(&mut self) -> usize;

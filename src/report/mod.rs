@@ -5,6 +5,7 @@ pub mod checkpoint;
 pub mod checkpoint_run;
 pub mod plan;
 pub mod run;
+pub mod timeseries;
 
 use crate::units::{bytes, count};
 

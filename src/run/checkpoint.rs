@@ -185,6 +185,7 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
         interrupt: Arc::clone(&interrupt),
         ranks: local.clone(),
         hosts,
+        sample_interval: Duration::from_secs_f64(args.options.sample_interval.unwrap_or(1.0)),
     };
     let sleep = Duration::from_secs_f64(s.time_between_checkpoints_s.max(0.0));
     let barrier_timeout = client.policy().longest_request() * 4 + sleep + Duration::from_secs(600);
@@ -214,6 +215,7 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
     };
     let mut failure: Option<(String, bool)> = None;
     let mut results: Vec<PhaseResult> = Vec::new();
+    let run_clock = std::time::Instant::now();
     let run_phase = |phase: Phase,
                      steps: Vec<u32>|
      -> Result<PhaseResult, Box<(RankError, Option<PhaseResult>)>> {
@@ -241,6 +243,11 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
                 wall_s: measured.wall_s,
                 client_cpu_s: costs.client_cpu_s,
                 server_cpu_s: server.as_ref().map(|_| costs.server_cpu_s),
+                started_s: measured
+                    .ready_at
+                    .saturating_duration_since(run_clock)
+                    .as_secs_f64(),
+                timeseries: measured.timeseries,
             }
         };
         match result {
@@ -414,6 +421,7 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
         stale_uploads_aborted: stale,
         notes,
         failure: failure.as_ref().map(|(line, _)| line.clone()),
+        timeseries: phases_series(&results),
     };
     write_report(args, &summary)?;
     let code = match failure {
@@ -427,9 +435,33 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
     Ok(code)
 }
 
+/// The run's time series: each phase's, placed after the first phase's clock start (the time
+/// between phases, the LIST among it, has no samples).
+fn phases_series(results: &[PhaseResult]) -> crate::timeseries::Series {
+    let Some(first) = results.first() else {
+        return crate::timeseries::Series::default();
+    };
+    results[1..]
+        .iter()
+        .fold(first.timeseries.clone(), |run, p| {
+            run.then(p.timeseries.clone(), p.started_s - first.started_s)
+        })
+        .without_histograms()
+}
+
 /// summary.json into --output, the summary on stdout with --json, and the report.
 fn write_report(args: &RunArgs, summary: &CheckpointSummary) -> anyhow::Result<()> {
     if let Some(dir) = &args.output {
+        let heading = format!(
+            "ringload run: {} checkpoints, NP {}, {} engine",
+            summary.workload, summary.np, summary.engine
+        );
+        let series = &summary.timeseries;
+        let html = report::timeseries::html(&heading, series).map_err(|e| anyhow::anyhow!(e))?;
+        for (name, text) in [("timeseries.csv", series.csv()), ("timeseries.html", html)] {
+            std::fs::write(dir.join(name), text)
+                .with_context(|| format!("writing {}", dir.join(name).display()))?;
+        }
         let path = dir.join("summary.json");
         let tmp = dir.join(".summary.json.tmp");
         let text = serde_json::to_string_pretty(summary)?;

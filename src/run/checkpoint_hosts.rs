@@ -54,6 +54,11 @@ pub struct PhaseResult {
     /// The embedded server's CPU over the phase (one process only: under mpirun the server
     /// is a process of its own).
     pub server_cpu_s: Option<f64>,
+    /// The phase's time series, its samples from the phase's clock start.
+    pub timeseries: crate::timeseries::Series,
+    /// When the phase's clock started, in seconds after the run's start (its series' place
+    /// in the run's).
+    pub started_s: f64,
 }
 
 /// What one process sends process 0.
@@ -71,6 +76,10 @@ struct WirePhase {
     stats: Vec<WireObjectStats>,
     wall_s: f64,
     client_cpu_s: f64,
+    #[serde(default)]
+    timeseries: crate::timeseries::Series,
+    #[serde(default)]
+    started_s: f64,
 }
 
 /// [`ObjectStats`] as they travel.
@@ -156,6 +165,8 @@ impl HostCheckpoint {
                     stats: p.stats.iter().map(WireObjectStats::of).collect(),
                     wall_s: p.wall_s,
                     client_cpu_s: p.client_cpu_s,
+                    timeseries: p.timeseries.clone(),
+                    started_s: p.started_s,
                 })
                 .collect(),
         }
@@ -209,6 +220,11 @@ fn merge(reports: Vec<HostCheckpoint>) -> anyhow::Result<(Vec<PhaseResult>, Vec<
                     job.stats.extend(stats);
                     job.wall_s = job.wall_s.max(wire.wall_s);
                     job.client_cpu_s += wire.client_cpu_s;
+                    // Summed by sample index on process 0's clock.
+                    job.timeseries = crate::timeseries::Series::merge(&[
+                        std::mem::take(&mut job.timeseries),
+                        wire.timeseries,
+                    ]);
                 }
                 None => phases.push(PhaseResult {
                     phase: wire.phase,
@@ -218,6 +234,8 @@ fn merge(reports: Vec<HostCheckpoint>) -> anyhow::Result<(Vec<PhaseResult>, Vec<
                     wall_s: wire.wall_s,
                     client_cpu_s: wire.client_cpu_s,
                     server_cpu_s: None,
+                    timeseries: wire.timeseries,
+                    started_s: wire.started_s,
                 }),
             }
         }
@@ -255,6 +273,8 @@ mod tests {
             wall_s: 1.0 + process as f64,
             client_cpu_s: 0.5,
             server_cpu_s: None,
+            timeseries: Default::default(),
+            started_s: 0.0,
         };
         let volume = HostVolume {
             host: format!("h{process}"),

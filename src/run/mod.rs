@@ -49,6 +49,8 @@ pub struct RunConfig {
     /// Other processes run the other ranks: each step barrier also meets them
     /// (`crate::cluster`).
     pub hosts: bool,
+    /// The time series' interval (`--sample-interval`).
+    pub sample_interval: Duration,
 }
 
 /// How often the run looks at [`RunConfig::interrupt`].
@@ -88,7 +90,7 @@ pub fn run_ranks(
     if config.hosts {
         barrier.link_hosts(to_coordinator);
     }
-    let progress = Progress::default();
+    let progress = Progress::new(np);
     let engine = Engine::prepare(
         config.engine,
         client,
@@ -104,7 +106,8 @@ pub fn run_ranks(
     let ready: OnceLock<(Instant, CpuReading)> = OnceLock::new();
     // Each rank's record and request stats so far, and how it ended.
     type RankResult = RankOutcome<RankRecord, RequestStats>;
-    let results: Vec<RankResult> = std::thread::scope(|scope| {
+    let (results, timeseries) = std::thread::scope(|scope| {
+        let sampler = spawn_sampler(scope, config, &progress, &ready, &done);
         let ranks: Vec<_> = config
             .ranks
             .clone()
@@ -153,9 +156,9 @@ pub fn run_ranks(
             scope.spawn(move || show_progress(progress, done, total_steps, ready));
         }
         spawn_watchers(scope, config, &barrier, &done, coordinator);
-        let results = join_ranks(ranks, &barrier);
+        let results: Vec<RankResult> = join_ranks(ranks, &barrier);
         done.store(true, Ordering::Relaxed);
-        results
+        (results, sampler.join().unwrap_or_default())
     });
     let ended = Instant::now();
     engine.shutdown();
@@ -180,6 +183,7 @@ pub fn run_ranks(
             wall_s: clock_stop.saturating_duration_since(ready_at).as_secs_f64(),
             ready_cpu,
             ready_at,
+            timeseries,
         });
     match (error, partial) {
         (None, Some(measured)) => Ok(measured),
@@ -271,6 +275,31 @@ pub(crate) fn spawn_watchers<'scope>(
             std::thread::sleep(INTERRUPT_POLL);
         }
     });
+}
+
+/// The thread that samples the time series ([`crate::timeseries::Sampler`]) from the clock's
+/// start (`ready`) until `done`: an empty series if the clock never started.
+pub(crate) fn spawn_sampler<'scope, T: Sync + Send>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    config: &RunConfig,
+    progress: &'scope Progress,
+    ready: &'scope OnceLock<(Instant, T)>,
+    done: &'scope AtomicBool,
+) -> std::thread::ScopedJoinHandle<'scope, crate::timeseries::Series> {
+    let interval = config.sample_interval;
+    scope.spawn(move || {
+        let start = loop {
+            if let Some((start, _)) = ready.get() {
+                break *start;
+            }
+            if done.load(Ordering::Relaxed) {
+                return crate::timeseries::Series::default();
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let sampler = crate::timeseries::Sampler::new(Arc::clone(&progress.live), interval, start);
+        sampler.run(&|| done.load(Ordering::Relaxed))
+    })
 }
 
 /// Rewrites one stderr line twice a second: steps done, AU so far, MiB/s.

@@ -27,6 +27,8 @@ pub struct PhaseMeasurements {
     /// The process's (and the embedded server's) CPU when the clock started.
     pub ready_cpu: CpuReading,
     pub ready_at: Instant,
+    /// One sample per interval from `ready_at` to the phase's end.
+    pub timeseries: crate::timeseries::Series,
 }
 
 /// A phase that failed: the root cause, and what was measured up to it once the clock started.
@@ -60,7 +62,7 @@ pub fn run_objects_phase(
     if config.hosts {
         barrier.link_hosts(to_coordinator);
     }
-    let progress = Progress::default();
+    let progress = Progress::new(np);
     let done = AtomicBool::new(false);
     // Raised when the barrier is aborted (a rank failed, an interrupt): every rank's engine
     // stops between parts and GETs instead of finishing its object.
@@ -79,7 +81,8 @@ pub fn run_objects_phase(
         })
         .collect();
     type RankResult = super::RankOutcome<PhaseRecord, ObjectStats>;
-    let results: Vec<RankResult> = std::thread::scope(|scope| {
+    let (results, timeseries) = std::thread::scope(|scope| {
+        let sampler = super::spawn_sampler(scope, config, &progress, &ready, &done);
         let ranks: Vec<_> = config
             .ranks
             .clone()
@@ -107,6 +110,7 @@ pub fn run_objects_phase(
                             }
                         };
                         io.set_stop(stop);
+                        io.count_into(progress.counter(local));
                         let spec = PhaseSpec {
                             phase,
                             checkpoints,
@@ -144,9 +148,9 @@ pub fn run_objects_phase(
                 std::thread::sleep(super::INTERRUPT_POLL);
             }
         });
-        let results = join_ranks(ranks, &barrier);
+        let results: Vec<RankResult> = join_ranks(ranks, &barrier);
         done.store(true, Ordering::Relaxed);
-        results
+        (results, sampler.join().unwrap_or_default())
     });
     let ended = Instant::now();
     let error = root_cause(&results, config.interrupt.load(Ordering::Relaxed));
@@ -170,6 +174,7 @@ pub fn run_objects_phase(
             wall_s,
             ready_cpu,
             ready_at,
+            timeseries,
         }
     });
     match (error, partial) {

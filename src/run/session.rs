@@ -200,6 +200,9 @@ impl<'a> Session<'a> {
                 interrupt: Arc::clone(&self.interrupt),
                 ranks: self.local.clone(),
                 hosts,
+                sample_interval: std::time::Duration::from_secs_f64(
+                    self.args.options.sample_interval.unwrap_or(1.0),
+                ),
             };
             // From here Ctrl-C and SIGTERM stop the run and keep what it measured.
             self.setup_done
@@ -249,6 +252,7 @@ impl<'a> Session<'a> {
                 setup_cpu_s: costs.setup_cpu_s,
                 peak_rss_bytes,
                 memory_budget_bytes: cluster::host_budget_bytes(&self.plan, self.local.len(), tls),
+                timeseries: measured.timeseries.clone(),
             };
             let Some(reports) = self.cluster.gather_reports(&mine)? else {
                 // Process 0 reports for the job; its exit code is everyone's.
@@ -259,6 +263,7 @@ impl<'a> Session<'a> {
             measured.records = merged.records;
             measured.stats = merged.stats;
             measured.wall_s = merged.wall_s;
+            measured.timeseries = merged.timeseries;
             costs.client_cpu_s = merged.client_cpu_s;
             costs.setup_cpu_s = merged.setup_cpu_s;
             peak_rss_bytes = merged.peak_rss_bytes;
@@ -543,8 +548,16 @@ fn write_output(
     };
     std::fs::create_dir_all(dir).map_err(|e| fail("results", e))?;
     let json = serde_json::to_string_pretty(summary)? + "\n";
+    let heading = format!(
+        "ringload run: {}, NP {}, RT {}, {} engine",
+        summary.workload, summary.np, summary.read_threads, summary.engine
+    );
+    let series = &summary.timeseries;
+    let html = report::timeseries::html(&heading, series).map_err(|e| anyhow::anyhow!(e))?;
     let files = [
         ("summary.json", json),
+        ("timeseries.csv", series.csv()),
+        ("timeseries.html", html),
         ("steps.csv", report::run::steps_csv(&measured.records)),
         (
             "requests.csv",

@@ -22,6 +22,7 @@
 //! | `hang` | the request is read and never answered |
 //! | `key-update` | over TLS 1.3, after this answer the server updates its keys and asks for the client's (a KeyUpdate, as rustls sends after 2^23 records); nothing over HTTP or TLS 1.2 |
 //! | `200-error` | (`@complete` only) `200 OK` whose body is an `<Error>` document (`InternalError`), as S3 may answer a CompleteMultipartUpload that failed |
+//! | `pause=MS` | the whole server pauses for MS milliseconds: this answer and every other one that is ready meanwhile, on every connection, is held until the pause ends (bodies already being sent go on); on a write target the write goes to the store and its answer is held |
 //!
 //! `TARGET` is what the fault applies to: `rg` (ranged GETs of row groups: every ranged GET
 //! whose range ends before the object's last byte), `footer` (ranged GETs that reach the
@@ -78,6 +79,8 @@ pub enum FaultKind {
     KeyUpdate,
     /// `200 OK` with an `<Error>` document (a failed CompleteMultipartUpload, as S3 answers).
     ErrorIn200,
+    /// Every answer of the server held for this many milliseconds from now.
+    Pause(u64),
 }
 
 /// What a request is, for matching faults.
@@ -140,6 +143,9 @@ pub struct Fault {
 pub struct Faults {
     faults: Vec<Fault>,
     rng: Mutex<u64>,
+    /// The end of the pause under way (`pause=MS`), in ns after `since`; 0: none yet.
+    paused_until_ns: AtomicU64,
+    since: Option<std::time::Instant>,
 }
 
 fn parse_one(text: &str) -> Result<Fault, String> {
@@ -198,6 +204,10 @@ fn parse_one(text: &str) -> Result<Fault, String> {
         "hang" => FaultKind::Hang,
         "key-update" => FaultKind::KeyUpdate,
         "200-error" => FaultKind::ErrorIn200,
+        "pause" => match number("milliseconds")? {
+            0 => return Err(bad("pause needs milliseconds above 0")),
+            ms => FaultKind::Pause(ms),
+        },
         _ => return Err(bad("unknown kind")),
     };
     let target = match (target_text, kind) {
@@ -224,12 +234,15 @@ fn parse_one(text: &str) -> Result<Fault, String> {
                 "this kind applies to CompleteMultipartUpload only: @complete",
             ));
         }
-        (FaultKind::Status { .. } | FaultKind::Cut(_) | FaultKind::Hang, _) => {}
+        (
+            FaultKind::Status { .. } | FaultKind::Cut(_) | FaultKind::Hang | FaultKind::Pause(_),
+            _,
+        ) => {}
         (FaultKind::ErrorIn200, _) => {}
         (_, t) if t.is_write() => {
             return Err(bad(
                 "on part, complete and put only an error status (503, 500, 403, their -chunked \
-                 forms, 503-retry-after=S, 200-error), cut=N or hang apply",
+                 forms, 503-retry-after=S, 200-error), cut=N, hang or pause=MS apply",
             ));
         }
         _ => {}
@@ -290,6 +303,8 @@ impl Faults {
         Ok(Faults {
             faults,
             rng: Mutex::new(seed),
+            paused_until_ns: AtomicU64::new(0),
+            since: Some(std::time::Instant::now()),
         })
     }
 
@@ -319,11 +334,38 @@ impl Faults {
     /// store sees it; only faults aimed at that target count it (`@any` faults act on the
     /// answer, as for every request).
     pub fn pick_write(&self, target: Target) -> Option<WriteFault> {
-        self.pick_among(target, false).map(|kind| match kind {
-            FaultKind::Cut(n) => WriteFault::Cut(n),
-            FaultKind::Hang => WriteFault::Hang,
-            kind => WriteFault::Answer(kind),
+        self.pick_among(target, false).and_then(|kind| match kind {
+            FaultKind::Cut(n) => Some(WriteFault::Cut(n)),
+            FaultKind::Hang => Some(WriteFault::Hang),
+            // The write is stored; its answer is held with every other one ([`Faults::apply`]).
+            FaultKind::Pause(ms) => {
+                self.pause(ms);
+                None
+            }
+            kind => Some(WriteFault::Answer(kind)),
         })
+    }
+
+    /// Starts a pause of the whole server: every answer is held until `ms` from now (a pause
+    /// under way is extended, never shortened).
+    fn pause(&self, ms: u64) {
+        let Some(since) = self.since else { return };
+        let until = since.elapsed() + Duration::from_millis(ms);
+        let until_ns = until.as_nanos().min(u128::from(u64::MAX)) as u64;
+        self.paused_until_ns.fetch_max(until_ns, Ordering::Relaxed);
+    }
+
+    /// Waits out the pause under way, if any.
+    async fn hold(&self) {
+        let Some(since) = self.since else { return };
+        loop {
+            let until = Duration::from_nanos(self.paused_until_ns.load(Ordering::Relaxed));
+            let now = since.elapsed();
+            if until <= now {
+                return;
+            }
+            tokio::time::sleep(until - now).await;
+        }
     }
 
     /// The first fault that fires for a request of `target`, counted as injected.
@@ -368,10 +410,15 @@ impl Faults {
                 None => Target::Any,
             }
         };
-        let Some(kind) = self.pick(target) else {
-            return response;
-        };
-        inject(kind, response, trailing).await
+        let picked = self.pick(target);
+        if let Some(FaultKind::Pause(ms)) = picked {
+            self.pause(ms);
+        }
+        self.hold().await;
+        match picked {
+            None | Some(FaultKind::Pause(_)) => response,
+            Some(kind) => inject(kind, response, trailing).await,
+        }
     }
 }
 
@@ -526,6 +573,7 @@ async fn inject(
             parts.headers.remove(http::header::CONTENT_LENGTH);
             with_body(parts, Body::text(document.to_string()))
         }
+        FaultKind::Pause(_) => with_body(parts, body),
         FaultKind::Hang => {
             // Read and never answered: the client's timeout ends it (or the server's shutdown).
             loop {
@@ -550,7 +598,8 @@ mod tests {
     #[test]
     fn specs_parse_with_defaults_and_bad_ones_say_why() {
         let f = Faults::parse(
-            "503, cut=1000@rg/every=3, bad-xml, hang@any/rate=0.5, key-update/every=2",
+            "503, cut=1000@rg/every=3, bad-xml, hang@any/rate=0.5, key-update/every=2, \
+             pause=3000@any/nth=5",
             1,
         )
         .unwrap();
@@ -575,6 +624,7 @@ mod tests {
                 (FaultKind::BadXml, Target::List, When::Nth(1)),
                 (FaultKind::Hang, Target::Any, When::Rate(0.5)),
                 (FaultKind::KeyUpdate, Target::RowGroup, When::Every(2)),
+                (FaultKind::Pause(3000), Target::Any, When::Nth(5)),
             ]
         );
         for (bad, why) in [
@@ -588,6 +638,8 @@ mod tests {
             ("503/rate=2", "rate needs a probability"),
             ("503/sometimes", "WHEN is nth=N"),
             ("drip=0", "drip needs a rate above 0"),
+            ("pause", "pause needs milliseconds, e.g. pause=1000"),
+            ("pause=0", "pause needs milliseconds above 0"),
             ("flip=3@part", "on part, complete and put only"),
             ("200-error@part", "CompleteMultipartUpload only"),
         ] {

@@ -280,6 +280,9 @@ pub struct CheckpointSummary {
     pub notes: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// One sample per `interval_s` of the save phase then the load phase, each from its own
+    /// clock's start, on the run's time (timeseries.csv).
+    pub timeseries: crate::timeseries::Series,
 }
 
 /// GiB of `bytes` (the unit of `checkpoint_size_GB`).

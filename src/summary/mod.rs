@@ -342,6 +342,9 @@ pub struct RunSummary {
     pub endpoints: Vec<EndpointSummary>,
     pub per_rank: Vec<RankSummary>,
     pub notes: Vec<String>,
+    /// One sample per `interval_s` from the clock's start to the ranks' end (timeseries.csv;
+    /// under mpirun every host's, summed on process 0's clock).
+    pub timeseries: crate::timeseries::Series,
 }
 
 /// What `run --verify` checked, over all ranks.
@@ -667,6 +670,7 @@ impl RunSummary {
             hosts: context.hosts,
             per_rank,
             notes,
+            timeseries: measured.timeseries.clone().without_histograms(),
         }
     }
 }

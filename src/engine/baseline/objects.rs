@@ -33,6 +33,8 @@ pub struct BaselineObjects {
     open: Vec<(String, String)>,
     /// Raised when the phase stops: no new part or GET starts.
     stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// The time series' counters of the rank.
+    live: crate::timeseries::Counter,
 }
 
 /// A part's outcome, from its task.
@@ -74,6 +76,7 @@ impl BaselineObjects {
             stats: ObjectStats::default(),
             open: Vec::new(),
             stop: None,
+            live: Default::default(),
         }
     }
 
@@ -152,6 +155,11 @@ impl BaselineObjects {
 
     /// Records a part's outcome; `Err` is its final failure, worded.
     fn account_part(&mut self, done: &PartDone) {
+        self.live.retried_n(done.causes.len() as u64);
+        self.live.ended();
+        if done.result.is_ok() {
+            self.live.counted(0, done.bytes, done.latency);
+        }
         let w = &mut self.stats.write;
         w.retries += done.causes.len() as u64;
         for cause in &done.causes {
@@ -223,6 +231,7 @@ impl BaselineObjects {
                 let task = self.part_task(object, Some((&id, next)), offset, len, slot);
                 let _guard = self.runtime.enter();
                 tasks.spawn_on(task, &self.runtime);
+                self.live.issued();
                 slot_of.insert(next, slot);
                 next += 1;
             }
@@ -271,6 +280,7 @@ impl BaselineObjects {
 
     fn put_single(&mut self, object: &ObjectSpec) -> Result<(), RankError> {
         let task = self.part_task(object, None, 0, object.bytes, 0);
+        self.live.issued();
         let done = self.runtime.block_on(task);
         self.account_part(&done);
         match done.result {
@@ -400,6 +410,7 @@ impl ObjectIo for BaselineObjects {
                     let len = range.min(cursor.1 - cursor.0);
                     let task = this.range_task(object, block, cursor.0, len);
                     tasks.spawn_on(task, &this.runtime);
+                    this.live.issued();
                     cursor.0 += len;
                 }
             };
@@ -409,6 +420,11 @@ impl ObjectIo for BaselineObjects {
         while let Some(joined) = self.runtime.block_on(tasks.join_next()) {
             let done =
                 joined.map_err(|e| RankError::Engine(format!("a restore task failed: {e}")))?;
+            self.live.retried_n(done.causes.len() as u64);
+            self.live.ended();
+            if done.result.is_ok() {
+                self.live.counted(done.bytes, 0, done.total);
+            }
             let read = &mut self.stats.read;
             read.retries += done.causes.len() as u64;
             for cause in &done.causes {
@@ -454,6 +470,10 @@ impl ObjectIo for BaselineObjects {
             issue(self, &mut tasks, done.block, &mut cursor[done.block]);
         }
         Ok(())
+    }
+
+    fn count_into(&mut self, counter: crate::timeseries::Counter) {
+        self.live = counter;
     }
 
     fn set_stop(&mut self, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {

@@ -90,6 +90,8 @@ pub struct RingObjects {
     open: Vec<(String, String)>,
     completions: Vec<Completion>,
     stats: ObjectStats,
+    /// The time series' counters of the rank.
+    live: crate::timeseries::Counter,
 }
 
 impl UringEngine {
@@ -138,6 +140,7 @@ impl UringEngine {
             parts: 0,
             draining: false,
             stop: None,
+            live: Default::default(),
             open: Vec::new(),
             completions: Vec::with_capacity(2 * n + 8),
             stats: ObjectStats::default(),
@@ -195,6 +198,7 @@ impl RingObjects {
             _ => Job::request(c, self.bufs[c], request.body_bytes, now),
         };
         self.requests[c] = Some(request);
+        self.live.issued();
         self.conns[c].assign(job);
         let op = self.conns[c].start_attempt(now);
         self.queue(c, op)
@@ -378,6 +382,7 @@ impl RingObjects {
         let job = self.conns[c]
             .finish()
             .ok_or_else(|| RankError::Engine(format!("connection {c}: an end without a job")))?;
+        self.live.ended();
         self.ended.push((c, job, outcome));
         Ok(())
     }
@@ -388,6 +393,7 @@ impl RingObjects {
         let retry_at = (!self.draining && error.retryable() && retries < self.policy.retries)
             .then(|| Instant::now() + self.policy.delay(retries, error.retry_after()));
         if retry_at.is_some() {
+            self.live.retried();
             let reading = self.requests[c]
                 .as_ref()
                 .is_some_and(|r| r.kind == Kind::Range);
@@ -410,6 +416,7 @@ impl RingObjects {
             }
         }
         if let Some(job) = self.conns[c].attempt_failed(retry_at) {
+            self.live.ended();
             self.ended.push((c, job, Outcome::Failed(error)));
         }
         Ok(())
@@ -517,6 +524,8 @@ impl RingObjects {
         write.parts += 1;
         write.bytes_written += len as u64;
         write.part_latency.record(job.first_started.elapsed());
+        self.live
+            .counted(0, len as u64, job.first_started.elapsed());
     }
 
     fn single_put(&mut self, object: &ObjectSpec) -> Result<(), RankError> {
@@ -697,6 +706,7 @@ impl RingObjects {
         }
         let read = &mut self.stats.read;
         let total = job.first_started.elapsed();
+        self.live.counted(len as u64, 0, total);
         read.requests += 1;
         read.retries += u64::from(job.retries);
         read.bytes_read += len as u64;
@@ -808,6 +818,10 @@ impl ObjectIo for RingObjects {
             self.drain()?;
         }
         result
+    }
+
+    fn count_into(&mut self, counter: crate::timeseries::Counter) {
+        self.live = counter;
     }
 
     fn set_stop(&mut self, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {
