@@ -51,6 +51,11 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
         options.s3.bucket.as_deref(),
         args.server_threads,
     )?;
+    limit_server(args, &storage)?;
+    if args.find.find_max_np {
+        let planner = Planner::new(args, &storage, &settings)?;
+        return super::maxnp::run(args, &settings, &storage, &planner, points, interrupt, setup_done);
+    }
     let planned = plan_points(args, &storage, &settings, points)?;
     let skipped = planned.iter().filter(|p| p.skip.is_some()).count();
     eprintln!(
@@ -59,24 +64,7 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
         skipped,
         args.output.display()
     );
-    let exe = std::env::current_exe().context("finding the ringload binary for the points")?;
-    // Every point reads the same store: with the embedded server, its address.
-    let mut point_options = options.clone();
-    if storage.server.is_some() {
-        point_options.s3.endpoint = Some(storage.target.endpoints_text());
-        point_options.s3.bucket = Some(storage.target.bucket.clone());
-    }
-    // A secret key reaches the points through their environment, never their command line.
-    let secret_env = point_options.s3.secret_env();
-    let child = |point: &Point, folder: &Path| {
-        let mut c = std::process::Command::new(&exe);
-        c.arg("run")
-            .args(point_args(args, &point_options, point, folder).to_args());
-        if let Some((name, value)) = &secret_env {
-            c.env(name, value);
-        }
-        c
-    };
+    let child = point_command(args, &storage)?;
     let server_cpu = || storage.server.as_ref().map(|s| s.stats().cpu_s);
     setup_done.store(true, std::sync::atomic::Ordering::SeqCst);
     let runner = Runner {
@@ -100,6 +88,50 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
     Ok(sweep.exit_code())
 }
 
+/// The child `ringload run` of a point, writing into a folder: every point reads the same
+/// store (with the embedded server, its address); a secret key reaches the points through
+/// their environment, never their command line.
+pub fn point_command<'a>(
+    args: &'a SweepArgs,
+    storage: &Storage,
+) -> anyhow::Result<impl Fn(&Point, &Path) -> std::process::Command + 'a> {
+    let exe = std::env::current_exe().context("finding the ringload binary for the points")?;
+    let mut point_options = args.options.clone();
+    if storage.server.is_some() {
+        point_options.s3.endpoint = Some(storage.target.endpoints_text());
+        point_options.s3.bucket = Some(storage.target.bucket.clone());
+    }
+    let secret_env = point_options.s3.secret_env();
+    Ok(move |point: &Point, folder: &Path| {
+        let mut c = std::process::Command::new(&exe);
+        c.arg("run")
+            .args(point_args(args, &point_options, point, folder).to_args());
+        if let Some((name, value)) = &secret_env {
+            c.env(name, value);
+        }
+        c
+    })
+}
+
+/// `--server-bandwidth-mib-per-s`: the shared embedded server's limit, all points' connections
+/// together; refused in one line when an endpoint is given (there is no embedded server).
+fn limit_server(args: &SweepArgs, storage: &Storage) -> Result<(), UsageError> {
+    let Some(mib) = args.find.server_bandwidth_mib_per_s else {
+        return Ok(());
+    };
+    match &storage.server {
+        Some(server) => {
+            server.limit_bandwidth(Some((mib * crate::units::MIB) as u64));
+            Ok(())
+        }
+        None => Err(UsageError(format!(
+            "--server-bandwidth-mib-per-s {mib}: it limits the sweep's embedded server, and an \
+             endpoint is given; drop the flag (or start `ringload serve --bandwidth-mib-per-s \
+             {mib}` and point --endpoint at it)"
+        ))),
+    }
+}
+
 /// A sweep of a checkpoint workload: NP (and engine, rounds) only, every NP a multiple of
 /// tensor × pipeline parallelism (checked before anything runs); each point a child `ringload
 /// run` against its own embedded sink unless a target is given; then the checkpoint table
@@ -111,6 +143,14 @@ fn run_checkpoint(
     setup_done: Arc<AtomicBool>,
 ) -> anyhow::Result<u8> {
     let settings = CheckpointSettings::resolve(cfg)?;
+    if args.find.find_max_np || args.find.server_bandwidth_mib_per_s.is_some() {
+        return Err(UsageError(
+            "--find-max-np and --server-bandwidth-mib-per-s are for training workloads (AU); a \
+             checkpoint workload's sweep varies --np: drop them"
+                .into(),
+        )
+        .into());
+    }
     let training_only = [
         ("--read-threads", !args.read_threads.is_empty()),
         ("--prefetch", !args.prefetch.is_empty()),
@@ -326,26 +366,69 @@ fn plan_points(
     settings: &Settings,
     points: Vec<Point>,
 ) -> anyhow::Result<Vec<Planned>> {
-    let (_, catalog) = catalog_from(
-        &storage.target,
-        args.options.s3.retry_policy(),
-        settings,
-        false,
-        args.options.manifest.as_deref(),
-    )?;
-    let limits = budget::MemoryLimits {
-        memlock_bytes: None,
-        ..budget::probe()
-    };
-    let mut planned = Vec::with_capacity(points.len());
-    for point in points {
-        let shape = point_shape(&point);
-        let settings = Settings::resolve(&load_config(&args.workload, Some(&shape))?)?;
-        let options = PlanOptions {
-            tls: storage.tls(),
-            ..shape.plan_options(&args.options.shape, 0)
+    let planner = Planner::new(args, storage, settings)?;
+    points.into_iter().map(|p| planner.plan(p)).collect()
+}
+
+/// Plans points against the store's files, one at a time (`--find-max-np` plans each NP as
+/// the search reaches it).
+pub struct Planner<'a> {
+    args: &'a SweepArgs,
+    tls: bool,
+    catalog: crate::catalog::Catalog,
+    limits: budget::MemoryLimits,
+}
+
+impl std::fmt::Debug for Planner<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Planner")
+            .field("files", &self.catalog.files.len())
+            .finish()
+    }
+}
+
+impl<'a> Planner<'a> {
+    /// Lists the store's files once.
+    pub fn new(
+        args: &'a SweepArgs,
+        storage: &Storage,
+        settings: &Settings,
+    ) -> anyhow::Result<Planner<'a>> {
+        let (_, catalog) = catalog_from(
+            &storage.target,
+            args.options.s3.retry_policy(),
+            settings,
+            false,
+            args.options.manifest.as_deref(),
+        )?;
+        let limits = budget::MemoryLimits {
+            memlock_bytes: None,
+            ..budget::probe()
         };
-        let (skip, estimate_s) = match Plan::resolve(&settings, &catalog, &options, &limits) {
+        Ok(Planner {
+            args,
+            tls: storage.tls(),
+            catalog,
+            limits,
+        })
+    }
+
+    /// The files the store holds.
+    pub fn files(&self) -> usize {
+        self.catalog.files.len()
+    }
+
+    /// `point`'s plan: skipped with the plan's reason when over the memory budget or not
+    /// plannable.
+    pub fn plan(&self, point: Point) -> anyhow::Result<Planned> {
+        let shape = point_shape(&point);
+        let settings = Settings::resolve(&load_config(&self.args.workload, Some(&shape))?)?;
+        let options = PlanOptions {
+            tls: self.tls,
+            ..shape.plan_options(&self.args.options.shape, 0)
+        };
+        let (skip, estimate_s) = match Plan::resolve(&settings, &self.catalog, &options, &self.limits)
+        {
             Ok(plan) => (
                 None,
                 plan.steps_per_rank as f64
@@ -354,13 +437,12 @@ fn plan_points(
             ),
             Err(e) => (Some(e.to_string()), 0.0),
         };
-        planned.push(Planned {
+        Ok(Planned {
             point,
             skip,
             estimate_s,
-        });
+        })
     }
-    Ok(planned)
 }
 
 /// The study: study.md, .csv, .json, the plots, report.html, and the table on stdout.
