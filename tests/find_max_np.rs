@@ -115,7 +115,10 @@ fn a_server_wide_bandwidth_limit_gives_the_np_it_can_feed() {
         stdout.contains("**Largest NP that holds AU: 2** (margin +"),
         "{stdout}"
     );
-    assert!(stdout.contains("Stopped: NP=3 missed: run 2: AU "), "{stdout}");
+    assert!(
+        stdout.contains("Stopped: NP=3 missed: run 2: AU "),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("Last passing: NP=2 pass: run 1 (warm-up) "),
         "{stdout}"
@@ -148,10 +151,7 @@ fn a_server_wide_bandwidth_limit_gives_the_np_it_can_feed() {
     assert!(answer_at < report.find("<h2>Command</h2>").unwrap());
 
     // Resumed without --strict: every run is kept (none runs again), the same answer, exit 0.
-    let (code, stdout, stderr) = search(
-        &out,
-        &["--server-bandwidth-mib-per-s", "220", "--resume"],
-    );
+    let (code, stdout, stderr) = search(&out, &["--server-bandwidth-mib-per-s", "220", "--resume"]);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(stderr.contains("resuming: 6 runs kept"), "{stderr}");
     assert!(!stderr.contains("(warm-up) …"), "{stderr}");
@@ -182,8 +182,14 @@ fn the_memory_budget_stops_the_search_with_the_plans_reason() {
         "{limit}"
     );
     assert!(stdout.contains(&format!("Stopped: {limit}")), "{stdout}");
-    assert!(!out.join(format!("points/{}-np3-rt1-pf2-ct0.05-r1", engine())).exists());
-    assert!(!out.join(format!("points/{}-np4-rt1-pf2-ct0.05-r1", engine())).exists());
+    assert!(
+        !out.join(format!("points/{}-np3-rt1-pf2-ct0.05-r1", engine()))
+            .exists()
+    );
+    assert!(
+        !out.join(format!("points/{}-np4-rt1-pf2-ct0.05-r1", engine()))
+            .exists()
+    );
 }
 
 #[test]
@@ -197,8 +203,22 @@ fn bad_bandwidth_values_are_refused_in_one_line() {
             "--server-bandwidth-mib-per-s",
             "-5",
         ][..],
-        &["sweep", "--output", "/nonexistent/x", "--find-max-np", "--runs", "1"][..],
-        &["sweep", "--output", "/nonexistent/x", "--find-max-np", "--au-target", "120"][..],
+        &[
+            "sweep",
+            "--output",
+            "/nonexistent/x",
+            "--find-max-np",
+            "--runs",
+            "1",
+        ][..],
+        &[
+            "sweep",
+            "--output",
+            "/nonexistent/x",
+            "--find-max-np",
+            "--au-target",
+            "120",
+        ][..],
     ] {
         let (code, _, stderr) = common::run(args);
         assert_eq!(code, 2, "{args:?}: {stderr}");

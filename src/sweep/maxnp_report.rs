@@ -413,8 +413,8 @@ pub fn write_study(args: &SweepArgs, sweep: &SweepFile, find: &FindMaxNp) -> any
     write("study.md", &markdown)?;
     write("study.csv", &table::csv(&rows))?;
     write("study.json", &study_json)?;
-    let plots = super::plots::plots(&rows, Some(find.au_target_percent))
-        .map_err(anyhow::Error::msg)?;
+    let plots =
+        super::plots::plots(&rows, Some(find.au_target_percent)).map_err(anyhow::Error::msg)?;
     let plot_dir = args.output.join("plots");
     std::fs::create_dir_all(&plot_dir)
         .map_err(|e| UsageError(format!("cannot create {}: {e}", plot_dir.display())))?;
@@ -526,10 +526,18 @@ mod tests {
         let lines: Vec<String> = rules.iter().map(ToString::to_string).collect();
         assert!(lines[0].starts_with("PASS  AU per timed run: NP=2: run 2 93.00 %, run 3 95.00 %"));
         assert!(lines[1].starts_with("FAIL  runs: 3 runs = 1 warm-up + 2 timed; MLPerf counts 6"));
-        assert!(lines[2].contains("mean of the 2 timed runs: 94.00 %"), "{}", lines[2]);
+        assert!(
+            lines[2].contains("mean of the 2 timed runs: 94.00 %"),
+            "{}",
+            lines[2]
+        );
         assert!(lines[3].contains("÷ 1024: 2.000 GiB/s"), "{}", lines[3]);
         // 1 MiB of memory: 500 × 2 × 48 ÷ 288 = 166 files for the steps, more than 8.
-        assert!(lines[4].starts_with("FAIL  dataset size: 8 files < the 166"), "{}", lines[4]);
+        assert!(
+            lines[4].starts_with("FAIL  dataset size: 8 files < the 166"),
+            "{}",
+            lines[4]
+        );
         let md = answer_markdown(&find, "flux_small");
         assert!(md.contains("**Largest NP that holds AU: 2** (margin +3.00 points"));
         assert!(md.contains("First failing: NP=3 miss: run 1 (warm-up) 60.00 %, run 2 50.00 %"));

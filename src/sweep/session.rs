@@ -54,7 +54,9 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
     limit_server(args, &storage)?;
     if args.find.find_max_np {
         let planner = Planner::new(args, &storage, &settings)?;
-        return super::maxnp::run(args, &settings, &storage, &planner, points, interrupt, setup_done);
+        return super::maxnp_search::run(
+            args, &settings, &storage, &planner, points, interrupt, setup_done,
+        );
     }
     let planned = plan_points(args, &storage, &settings, points)?;
     let skipped = planned.iter().filter(|p| p.skip.is_some()).count();
@@ -427,16 +429,16 @@ impl<'a> Planner<'a> {
             tls: self.tls,
             ..shape.plan_options(&self.args.options.shape, 0)
         };
-        let (skip, estimate_s) = match Plan::resolve(&settings, &self.catalog, &options, &self.limits)
-        {
-            Ok(plan) => (
-                None,
-                plan.steps_per_rank as f64
-                    * f64::from(settings.epochs)
-                    * settings.computation_time_s,
-            ),
-            Err(e) => (Some(e.to_string()), 0.0),
-        };
+        let (skip, estimate_s) =
+            match Plan::resolve(&settings, &self.catalog, &options, &self.limits) {
+                Ok(plan) => (
+                    None,
+                    plan.steps_per_rank as f64
+                        * f64::from(settings.epochs)
+                        * settings.computation_time_s,
+                ),
+                Err(e) => (Some(e.to_string()), 0.0),
+            };
         Ok(Planned {
             point,
             skip,
