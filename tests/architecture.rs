@@ -71,6 +71,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("run::checkpoint_hosts", 16),
     ("sweep::session", 16),
     ("sweep::maxnp_search", 16),
+    ("sweep::points", 16),
     ("sweep::maxnp_report", 16),
     ("commands", 17),
     // Test-only: property tests over every parser.

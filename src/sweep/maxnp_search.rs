@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::maxnp::{Family, FindMaxNp, NpOutcome, NpVerdict, RunEvidence, np_range};
-use super::session::{Planner, SweepInterrupted, point_command};
+use super::points::{Planner, point_command};
 use super::{Machine, Planned, Point, PointResult, Runner, SweepError, SweepFile};
 use crate::cli::{MLPERF_RUNS, SweepArgs};
 use crate::run::store::Storage;
@@ -207,8 +207,9 @@ impl Search<'_> {
     }
 }
 
-/// Runs the search `args` asks for (`sweep --find-max-np`); `Ok` carries the exit code: 0 an
-/// answer for every family (and, with `--strict`, every rule passed), 1 otherwise.
+/// Runs the search `args` asks for (`sweep --find-max-np`); `Ok` carries the exit code (0 an
+/// answer for every family and, with `--strict`, every rule passed; 1 otherwise) and whether
+/// Ctrl-C or SIGTERM stopped it (the study written from what finished).
 pub fn run(
     args: &SweepArgs,
     settings: &Settings,
@@ -217,7 +218,7 @@ pub fn run(
     points: Vec<Point>,
     interrupt: Arc<AtomicBool>,
     setup_done: Arc<AtomicBool>,
-) -> anyhow::Result<u8> {
+) -> anyhow::Result<(u8, bool)> {
     if args.repeat > 1 || args.gate {
         return Err(crate::exit::UsageError(
             "--find-max-np runs each NP --runs times back to back and decides what to run \
@@ -325,22 +326,20 @@ pub fn run(
         }
     }
     let mut sweep = search.sweep;
-    sweep.find_max_np = Some(find.clone());
+    sweep.find_max_np = Some(serde_json::to_value(&find)?);
     sweep.write(&args.output)?;
     super::maxnp_report::write_study(args, &sweep, &find)?;
-    if interrupted {
-        return Err(SweepInterrupted(args.output.display().to_string()).into());
-    }
     let answered = find.families.iter().all(|f| f.answer.is_some());
     let rules_hold = find
         .families
         .iter()
         .all(|f| crate::mlperf::none_failed(&f.rules));
-    Ok(if answered && (rules_hold || !args.find.strict) {
+    let code = if answered && (rules_hold || !args.find.strict) {
         crate::exit::OK
     } else {
         crate::exit::AU_MISSED
-    })
+    };
+    Ok((code, interrupted))
 }
 
 /// With `--resume`: the runs of the sweep in `--output` whose summary is complete, by name.

@@ -25,6 +25,7 @@ pub mod maxnp;
 pub mod maxnp_report;
 pub mod maxnp_search;
 pub mod plots;
+pub mod points;
 pub mod session;
 pub mod table;
 
@@ -228,9 +229,9 @@ pub struct SweepFile {
     pub planned: Vec<String>,
     pub points: Vec<PointResult>,
     /// `--find-max-np`: the search's answer per engine (and parameters), its evidence and the
-    /// rule lines; absent for a grid.
+    /// rule lines (`maxnp::FindMaxNp`); absent for a grid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub find_max_np: Option<maxnp::FindMaxNp>,
+    pub find_max_np: Option<serde_json::Value>,
 }
 
 impl SweepFile {

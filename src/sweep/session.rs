@@ -9,14 +9,14 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
 
+use super::points::{Planner, point_args, point_command};
 use super::{Axes, Planned, Point, Runner, SweepFile, grid, html, latency_lines, plots, table};
 use crate::budget;
 use crate::checkpoint::{CheckpointOptions, CheckpointPlan, CheckpointSettings};
-use crate::cli::{RunArgs, RunOptions, ShapeArgs, SweepArgs, load_config};
+use crate::cli::{SweepArgs, load_config};
 use crate::engine::EngineKind;
 use crate::exit::{self, ExitClass, UsageError};
-use crate::plan::{Plan, PlanOptions};
-use crate::run::store::{Storage, catalog_from, prepare_output, resolve_target};
+use crate::run::store::{Storage, prepare_output, resolve_target};
 use crate::settings::Settings;
 use crate::signals::{exit_if_stopped_in_setup, raise_on_stop_signals};
 
@@ -54,9 +54,13 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
     limit_server(args, &storage)?;
     if args.find.find_max_np {
         let planner = Planner::new(args, &storage, &settings)?;
-        return super::maxnp_search::run(
+        let (code, interrupted) = super::maxnp_search::run(
             args, &settings, &storage, &planner, points, interrupt, setup_done,
-        );
+        )?;
+        if interrupted {
+            return Err(SweepInterrupted(args.output.display().to_string()).into());
+        }
+        return Ok(code);
     }
     let planned = plan_points(args, &storage, &settings, points)?;
     let skipped = planned.iter().filter(|p| p.skip.is_some()).count();
@@ -88,31 +92,6 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
         return Err(SweepInterrupted(args.output.display().to_string()).into());
     }
     Ok(sweep.exit_code())
-}
-
-/// The child `ringload run` of a point, writing into a folder: every point reads the same
-/// store (with the embedded server, its address); a secret key reaches the points through
-/// their environment, never their command line.
-pub fn point_command<'a>(
-    args: &'a SweepArgs,
-    storage: &Storage,
-) -> anyhow::Result<impl Fn(&Point, &Path) -> std::process::Command + 'a> {
-    let exe = std::env::current_exe().context("finding the ringload binary for the points")?;
-    let mut point_options = args.options.clone();
-    if storage.server.is_some() {
-        point_options.s3.endpoint = Some(storage.target.endpoints_text());
-        point_options.s3.bucket = Some(storage.target.bucket.clone());
-    }
-    let secret_env = point_options.s3.secret_env();
-    Ok(move |point: &Point, folder: &Path| {
-        let mut c = std::process::Command::new(&exe);
-        c.arg("run")
-            .args(point_args(args, &point_options, point, folder).to_args());
-        if let Some((name, value)) = &secret_env {
-            c.env(name, value);
-        }
-        c
-    })
 }
 
 /// `--server-bandwidth-mib-per-s`: the shared embedded server's limit, all points' connections
@@ -335,31 +314,6 @@ fn axes_of_lists(args: &SweepArgs, read_threads: Vec<u64>) -> Axes {
     }
 }
 
-/// A point's shape flags.
-fn point_shape(point: &Point) -> ShapeArgs {
-    ShapeArgs {
-        np: point.np,
-        read_threads: Some(point.read_threads),
-        prefetch: point.prefetch,
-        coalesce_rgs: point.coalesce_rgs,
-        computation_time: point.computation_time,
-        loader: point.loader,
-    }
-}
-
-/// The `ringload run` of a point, writing into `folder`.
-fn point_args(args: &SweepArgs, options: &RunOptions, point: &Point, folder: &Path) -> RunArgs {
-    RunArgs {
-        workload: args.workload.clone(),
-        shape: point_shape(point),
-        engine: clap::ValueEnum::from_str(&point.engine, false).ok(),
-        options: options.clone(),
-        output: Some(folder.to_path_buf()),
-        json: false,
-        server_threads: None,
-    }
-}
-
 /// Every point planned before the first runs, against the files the store holds: a point
 /// over the memory budget (or not plannable) is skipped with the plan's reason.
 fn plan_points(
@@ -370,81 +324,6 @@ fn plan_points(
 ) -> anyhow::Result<Vec<Planned>> {
     let planner = Planner::new(args, storage, settings)?;
     points.into_iter().map(|p| planner.plan(p)).collect()
-}
-
-/// Plans points against the store's files, one at a time (`--find-max-np` plans each NP as
-/// the search reaches it).
-pub struct Planner<'a> {
-    args: &'a SweepArgs,
-    tls: bool,
-    catalog: crate::catalog::Catalog,
-    limits: budget::MemoryLimits,
-}
-
-impl std::fmt::Debug for Planner<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Planner")
-            .field("files", &self.catalog.files.len())
-            .finish()
-    }
-}
-
-impl<'a> Planner<'a> {
-    /// Lists the store's files once.
-    pub fn new(
-        args: &'a SweepArgs,
-        storage: &Storage,
-        settings: &Settings,
-    ) -> anyhow::Result<Planner<'a>> {
-        let (_, catalog) = catalog_from(
-            &storage.target,
-            args.options.s3.retry_policy(),
-            settings,
-            false,
-            args.options.manifest.as_deref(),
-        )?;
-        let limits = budget::MemoryLimits {
-            memlock_bytes: None,
-            ..budget::probe()
-        };
-        Ok(Planner {
-            args,
-            tls: storage.tls(),
-            catalog,
-            limits,
-        })
-    }
-
-    /// The files the store holds.
-    pub fn files(&self) -> usize {
-        self.catalog.files.len()
-    }
-
-    /// `point`'s plan: skipped with the plan's reason when over the memory budget or not
-    /// plannable.
-    pub fn plan(&self, point: Point) -> anyhow::Result<Planned> {
-        let shape = point_shape(&point);
-        let settings = Settings::resolve(&load_config(&self.args.workload, Some(&shape))?)?;
-        let options = PlanOptions {
-            tls: self.tls,
-            ..shape.plan_options(&self.args.options.shape, 0)
-        };
-        let (skip, estimate_s) =
-            match Plan::resolve(&settings, &self.catalog, &options, &self.limits) {
-                Ok(plan) => (
-                    None,
-                    plan.steps_per_rank as f64
-                        * f64::from(settings.epochs)
-                        * settings.computation_time_s,
-                ),
-                Err(e) => (Some(e.to_string()), 0.0),
-            };
-        Ok(Planned {
-            point,
-            skip,
-            estimate_s,
-        })
-    }
 }
 
 /// The study: study.md, .csv, .json, the plots, report.html, and the table on stdout.
