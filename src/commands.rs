@@ -301,6 +301,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         faults,
         max_connections: args.max_connections,
     })?;
+    server.limit_bandwidth(args.bandwidth_mib_per_s.map(|r| (r * units::MIB) as u64));
     {
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "{}", server.endpoint_url())?;
@@ -322,6 +323,10 @@ fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         .throttle_mib_per_s
         .map(|r| format!("; each body sent at most {r} MiB/s"))
         .unwrap_or_default()
+        + &args
+            .bandwidth_mib_per_s
+            .map(|r| format!("; all bodies together at most {r} MiB/s"))
+            .unwrap_or_default()
         + &injecting
             .map(|spec| format!("; INJECTING FAULTS: {spec}"))
             .unwrap_or_default();

@@ -72,6 +72,9 @@ const LAYERS: &[(&str, u32)] = &[
     ("run::checkpoint", 16),
     ("run::checkpoint_hosts", 16),
     ("sweep::session", 16),
+    ("sweep::maxnp_search", 16),
+    ("sweep::points", 16),
+    ("sweep::maxnp_report", 16),
     ("commands", 17),
     // Test-only: property tests over every parser.
     ("fuzz", 18),

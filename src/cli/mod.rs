@@ -6,9 +6,11 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 mod checkpoint;
+mod maxnp;
 mod values;
 mod workload;
 pub use checkpoint::{CheckpointArgs, CheckpointPlanArgs};
+pub use maxnp::{FindMaxNpArgs, MLPERF_RUNS};
 pub use values::{
     REDACTED, parse_connections, parse_pair, parse_rate, parse_seconds, parse_size, parse_threads,
     redacted_command_line,
@@ -676,6 +678,9 @@ pub struct SweepArgs {
     pub loader: Vec<Loader>,
 
     #[command(flatten)]
+    pub find: FindMaxNpArgs,
+
+    #[command(flatten)]
     pub options: RunOptions,
 
     /// Worker threads of the shared embedded server, when no endpoint is given
@@ -798,6 +803,11 @@ pub struct ServeArgs {
     /// Send each object body no faster than this many MiB/s, to stand in for a slow store
     #[arg(long, value_name = "MIB_PER_S", value_parser = parse_rate, allow_negative_numbers = true)]
     pub throttle_mib_per_s: Option<f64>,
+
+    /// Send all GET bodies together, every connection's, no faster than this many MiB/s: a
+    /// store of fixed bandwidth, however many clients read
+    #[arg(long, value_name = "MIB_PER_S", value_parser = parse_rate, allow_negative_numbers = true)]
+    pub bandwidth_mib_per_s: Option<f64>,
 
     /// Print the totals at exit as JSON on stdout
     #[arg(long)]

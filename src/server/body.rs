@@ -4,7 +4,8 @@
 //!
 //! A throttled server (`serve --throttle-mib-per-s`) paces each body instead: frames of at most
 //! [`PACED_FRAME_BYTES`], each handed over no earlier than the rate allows since the body's
-//! first byte — a slow store, on loopback.
+//! first byte — a slow store, on loopback. A server-wide limit (`serve --bandwidth-mib-per-s`,
+//! [`super::bandwidth`]) paces every body's frames against one bucket shared by all of them.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -16,6 +17,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 
+use super::bandwidth::Bandwidth;
 use super::trailing::Trailing;
 
 /// The largest frame of a paced body.
@@ -61,6 +63,15 @@ struct Pace {
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
+/// A body's share of the server-wide limit: the frame it has reserved (when it may go, its
+/// length) and the wait for it.
+#[derive(Debug)]
+struct SharedPace {
+    bandwidth: Arc<Bandwidth>,
+    reserved: Option<(tokio::time::Instant, usize)>,
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
 /// How a body ends: whole, or (an injected fault) cut off after some bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Ending {
@@ -81,6 +92,7 @@ pub struct Body {
     remaining_bytes: u64,
     sent_bytes: Option<Arc<AtomicU64>>,
     pace: Option<Pace>,
+    shared: Option<SharedPace>,
     ending: Ending,
     taken_bytes: u64,
     /// Sent with `Transfer-Encoding: chunked` (no length given to hyper).
@@ -103,6 +115,7 @@ impl Body {
             chunks,
             sent_bytes: None,
             pace: None,
+            shared: None,
             ending: Ending::Whole,
             taken_bytes: 0,
             chunked: false,
@@ -146,6 +159,45 @@ impl Body {
                 sleep: None,
             });
         self
+    }
+
+    /// Hands the body over in frames of at most [`PACED_FRAME_BYTES`], each when the server-wide
+    /// `bandwidth` allows it (at once while it has no limit).
+    pub fn shared_pace(mut self, bandwidth: &Arc<Bandwidth>) -> Body {
+        if bandwidth.limit().is_some() {
+            self.shared = Some(SharedPace {
+                bandwidth: bandwidth.clone(),
+                reserved: None,
+                sleep: None,
+            });
+        }
+        self
+    }
+
+    /// Waits until the server-wide limit lets `len` bytes out (reserving them on the first
+    /// call); the length reserved, which later calls keep until it is sent.
+    fn poll_shared(&mut self, cx: &mut Context<'_>, len: usize) -> Poll<usize> {
+        let Some(shared) = &mut self.shared else {
+            return Poll::Ready(len);
+        };
+        let (due, len) = *shared.reserved.get_or_insert_with(|| {
+            let len = len.min(PACED_FRAME_BYTES);
+            match shared.bandwidth.reserve(len as u64) {
+                Some(due) => (due, len),
+                None => (tokio::time::Instant::now(), len),
+            }
+        });
+        if due > tokio::time::Instant::now() {
+            let sleep = shared
+                .sleep
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due)));
+            sleep.as_mut().reset(due);
+            if sleep.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+        }
+        shared.reserved = None;
+        Poll::Ready(len)
     }
 
     /// Ends the body as `ending` says.
@@ -245,6 +297,10 @@ impl http_body::Body for Body {
             return Poll::Pending;
         };
         let most = allowed.map_or(most, |a| most.min(a.min(usize::MAX as u64) as usize));
+        let front = self.chunks.front().map_or(0, Bytes::len);
+        let Poll::Ready(most) = self.poll_shared(cx, most.min(front)) else {
+            return Poll::Pending;
+        };
         let Some(mut chunk) = self.chunks.pop_front() else {
             return Poll::Ready(None);
         };

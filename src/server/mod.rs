@@ -21,6 +21,7 @@
 //! threads (read from `/proc/self/task/<tid>/schedstat`), so a caller running the server
 //! in-process can subtract it from its own.
 
+pub mod bandwidth;
 mod body;
 pub mod dir;
 pub mod error;
@@ -247,6 +248,7 @@ impl Server {
             credentials: config.credentials,
             region: config.region,
             throttle_bytes_per_s: config.throttle_bytes_per_s,
+            bandwidth: Arc::default(),
             faults: config.faults,
             counters: Counters::default(),
         });
@@ -286,6 +288,12 @@ impl Server {
     /// What is served, in one line.
     pub fn describe(&self) -> String {
         self.state.store.describe()
+    }
+
+    /// Limits the server's GET bodies, all connections together, to `bytes_per_s` from now on
+    /// (`None`: no limit) ([`bandwidth`]).
+    pub fn limit_bandwidth(&self, bytes_per_s: Option<u64>) {
+        self.state.bandwidth.set(bytes_per_s);
     }
 
     /// The totals so far.

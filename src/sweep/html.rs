@@ -105,6 +105,11 @@ figure{margin:1em 0}figcaption{font-size:14px;color:#555}";
 
 /// The whole page.
 pub fn report(sweep: &SweepFile, markdown: &str, plots: &[Plot]) -> String {
+    report_leading(sweep, "", markdown, plots)
+}
+
+/// The whole page, `answer` (markdown: `sweep --find-max-np`'s answer and evidence) first.
+pub fn report_leading(sweep: &SweepFile, answer: &str, markdown: &str, plots: &[Plot]) -> String {
     let mut out = String::new();
     let title = format!("ringload sweep: {}", sweep.workload);
     let _ = writeln!(
@@ -114,6 +119,12 @@ pub fn report(sweep: &SweepFile, markdown: &str, plots: &[Plot]) -> String {
         escape(&title),
         escape(&title)
     );
+    let answer = answer
+        .lines()
+        .filter(|l| !l.starts_with("# "))
+        .collect::<Vec<_>>()
+        .join("\n");
+    out.push_str(&markdown_to_html(&answer));
     let Machine {
         cpu,
         cores,

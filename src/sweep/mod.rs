@@ -21,7 +21,11 @@
 
 pub mod checkpoint;
 pub mod html;
+pub mod maxnp;
+pub mod maxnp_report;
+pub mod maxnp_search;
 pub mod plots;
+pub mod points;
 pub mod session;
 pub mod table;
 
@@ -224,6 +228,10 @@ pub struct SweepFile {
     /// Every point of the grid, in run order.
     pub planned: Vec<String>,
     pub points: Vec<PointResult>,
+    /// `--find-max-np`: the search's answer per engine (and parameters), its evidence and the
+    /// rule lines (`maxnp::FindMaxNp`); absent for a grid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub find_max_np: Option<serde_json::Value>,
 }
 
 impl SweepFile {
@@ -366,6 +374,7 @@ impl Runner<'_> {
                 ringload_commit: env!("RINGLOAD_COMMIT").into(),
                 planned: names.clone(),
                 points: Vec::new(),
+                find_max_np: None,
             }
         };
         let done: BTreeMap<String, usize> = sweep
@@ -859,6 +868,7 @@ mod tests {
             ringload_commit: String::new(),
             planned: vec![String::new(); planned],
             points: statuses.iter().map(|&s| result(s)).collect(),
+            find_max_np: None,
         };
         assert_eq!(sweep(&[Status::Met, Status::Met], 2).exit_code(), 0);
         assert_eq!(sweep(&[Status::Met], 2).exit_code(), 1);
@@ -900,6 +910,7 @@ mod tests {
             ringload_commit: String::new(),
             planned: vec![],
             points: vec![missed],
+            find_max_np: None,
         };
         assert_eq!(
             runner.gated_by(&sweep, &point("uring", 4, 2)).as_deref(),

@@ -9,14 +9,14 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
 
+use super::points::{Planner, point_args, point_command};
 use super::{Axes, Planned, Point, Runner, SweepFile, grid, html, latency_lines, plots, table};
 use crate::budget;
 use crate::checkpoint::{CheckpointOptions, CheckpointPlan, CheckpointSettings};
-use crate::cli::{RunArgs, RunOptions, ShapeArgs, SweepArgs, load_config};
+use crate::cli::{SweepArgs, load_config};
 use crate::engine::EngineKind;
 use crate::exit::{self, ExitClass, UsageError};
-use crate::plan::{Plan, PlanOptions};
-use crate::run::store::{Storage, catalog_from, prepare_output, resolve_target};
+use crate::run::store::{Storage, prepare_output, resolve_target};
 use crate::settings::Settings;
 use crate::signals::{exit_if_stopped_in_setup, raise_on_stop_signals};
 
@@ -51,6 +51,17 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
         options.s3.bucket.as_deref(),
         args.server_threads,
     )?;
+    limit_server(args, &storage)?;
+    if args.find.find_max_np {
+        let planner = Planner::new(args, &storage, &settings)?;
+        let (code, interrupted) = super::maxnp_search::run(
+            args, &settings, &storage, &planner, points, interrupt, setup_done,
+        )?;
+        if interrupted {
+            return Err(SweepInterrupted(args.output.display().to_string()).into());
+        }
+        return Ok(code);
+    }
     let planned = plan_points(args, &storage, &settings, points)?;
     let skipped = planned.iter().filter(|p| p.skip.is_some()).count();
     eprintln!(
@@ -59,24 +70,7 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
         skipped,
         args.output.display()
     );
-    let exe = std::env::current_exe().context("finding the ringload binary for the points")?;
-    // Every point reads the same store: with the embedded server, its address.
-    let mut point_options = options.clone();
-    if storage.server.is_some() {
-        point_options.s3.endpoint = Some(storage.target.endpoints_text());
-        point_options.s3.bucket = Some(storage.target.bucket.clone());
-    }
-    // A secret key reaches the points through their environment, never their command line.
-    let secret_env = point_options.s3.secret_env();
-    let child = |point: &Point, folder: &Path| {
-        let mut c = std::process::Command::new(&exe);
-        c.arg("run")
-            .args(point_args(args, &point_options, point, folder).to_args());
-        if let Some((name, value)) = &secret_env {
-            c.env(name, value);
-        }
-        c
-    };
+    let child = point_command(args, &storage)?;
     let server_cpu = || storage.server.as_ref().map(|s| s.stats().cpu_s);
     setup_done.store(true, std::sync::atomic::Ordering::SeqCst);
     let runner = Runner {
@@ -100,6 +94,25 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
     Ok(sweep.exit_code())
 }
 
+/// `--server-bandwidth-mib-per-s`: the shared embedded server's limit, all points' connections
+/// together; refused in one line when an endpoint is given (there is no embedded server).
+fn limit_server(args: &SweepArgs, storage: &Storage) -> Result<(), UsageError> {
+    let Some(mib) = args.find.server_bandwidth_mib_per_s else {
+        return Ok(());
+    };
+    match &storage.server {
+        Some(server) => {
+            server.limit_bandwidth(Some((mib * crate::units::MIB) as u64));
+            Ok(())
+        }
+        None => Err(UsageError(format!(
+            "--server-bandwidth-mib-per-s {mib}: it limits the sweep's embedded server, and an \
+             endpoint is given; drop the flag (or start `ringload serve --bandwidth-mib-per-s \
+             {mib}` and point --endpoint at it)"
+        ))),
+    }
+}
+
 /// A sweep of a checkpoint workload: NP (and engine, rounds) only, every NP a multiple of
 /// tensor × pipeline parallelism (checked before anything runs); each point a child `ringload
 /// run` against its own embedded sink unless a target is given; then the checkpoint table
@@ -111,6 +124,14 @@ fn run_checkpoint(
     setup_done: Arc<AtomicBool>,
 ) -> anyhow::Result<u8> {
     let settings = CheckpointSettings::resolve(cfg)?;
+    if args.find.find_max_np || args.find.server_bandwidth_mib_per_s.is_some() {
+        return Err(UsageError(
+            "--find-max-np and --server-bandwidth-mib-per-s are for training workloads (AU); a \
+             checkpoint workload's sweep varies --np: drop them"
+                .into(),
+        )
+        .into());
+    }
     let training_only = [
         ("--read-threads", !args.read_threads.is_empty()),
         ("--prefetch", !args.prefetch.is_empty()),
@@ -293,31 +314,6 @@ fn axes_of_lists(args: &SweepArgs, read_threads: Vec<u64>) -> Axes {
     }
 }
 
-/// A point's shape flags.
-fn point_shape(point: &Point) -> ShapeArgs {
-    ShapeArgs {
-        np: point.np,
-        read_threads: Some(point.read_threads),
-        prefetch: point.prefetch,
-        coalesce_rgs: point.coalesce_rgs,
-        computation_time: point.computation_time,
-        loader: point.loader,
-    }
-}
-
-/// The `ringload run` of a point, writing into `folder`.
-fn point_args(args: &SweepArgs, options: &RunOptions, point: &Point, folder: &Path) -> RunArgs {
-    RunArgs {
-        workload: args.workload.clone(),
-        shape: point_shape(point),
-        engine: clap::ValueEnum::from_str(&point.engine, false).ok(),
-        options: options.clone(),
-        output: Some(folder.to_path_buf()),
-        json: false,
-        server_threads: None,
-    }
-}
-
 /// Every point planned before the first runs, against the files the store holds: a point
 /// over the memory budget (or not plannable) is skipped with the plan's reason.
 fn plan_points(
@@ -326,41 +322,8 @@ fn plan_points(
     settings: &Settings,
     points: Vec<Point>,
 ) -> anyhow::Result<Vec<Planned>> {
-    let (_, catalog) = catalog_from(
-        &storage.target,
-        args.options.s3.retry_policy(),
-        settings,
-        false,
-        args.options.manifest.as_deref(),
-    )?;
-    let limits = budget::MemoryLimits {
-        memlock_bytes: None,
-        ..budget::probe()
-    };
-    let mut planned = Vec::with_capacity(points.len());
-    for point in points {
-        let shape = point_shape(&point);
-        let settings = Settings::resolve(&load_config(&args.workload, Some(&shape))?)?;
-        let options = PlanOptions {
-            tls: storage.tls(),
-            ..shape.plan_options(&args.options.shape, 0)
-        };
-        let (skip, estimate_s) = match Plan::resolve(&settings, &catalog, &options, &limits) {
-            Ok(plan) => (
-                None,
-                plan.steps_per_rank as f64
-                    * f64::from(settings.epochs)
-                    * settings.computation_time_s,
-            ),
-            Err(e) => (Some(e.to_string()), 0.0),
-        };
-        planned.push(Planned {
-            point,
-            skip,
-            estimate_s,
-        });
-    }
-    Ok(planned)
+    let planner = Planner::new(args, storage, settings)?;
+    points.into_iter().map(|p| planner.plan(p)).collect()
 }
 
 /// The study: study.md, .csv, .json, the plots, report.html, and the table on stdout.

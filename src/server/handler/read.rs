@@ -1,5 +1,5 @@
 //! GetObject and HeadObject: one range (or the whole object) of a stored object, sent from
-//! shared slices without a copy, paced when the server is throttled.
+//! shared slices without a copy, paced when the server is throttled or its bandwidth limited.
 
 use http::header::{
     ACCEPT_RANGES, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, ETAG, LAST_MODIFIED, RANGE,
@@ -61,7 +61,8 @@ pub(super) fn get_object(state: &State, req: &Req<'_>) -> Result<Response<Body>,
         Some(last) if *req.method == Method::GET => object
             .body(first, last)?
             .counted(state.counters.bytes_sent.clone())
-            .paced(state.throttle_bytes_per_s),
+            .paced(state.throttle_bytes_per_s)
+            .shared_pace(&state.bandwidth),
         _ => Body::empty(),
     };
     let mut r = Response::new(body);

@@ -50,6 +50,8 @@ pub struct State {
     pub region: String,
     /// Each object body is sent no faster than this.
     pub throttle_bytes_per_s: Option<u64>,
+    /// The server-wide limit every body shares (none until [`super::super::Server::limit_bandwidth`]).
+    pub bandwidth: std::sync::Arc<super::super::bandwidth::Bandwidth>,
     pub faults: super::super::faults::Faults,
     pub counters: Counters,
 }
