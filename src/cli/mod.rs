@@ -6,10 +6,12 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 mod checkpoint;
+mod data;
 mod maxnp;
 mod values;
 mod workload;
 pub use checkpoint::{CheckpointArgs, CheckpointPlanArgs};
+pub use data::{GenerateArgs, ServeArgs};
 pub use maxnp::{FindMaxNpArgs, MLPERF_RUNS};
 pub use values::{
     REDACTED, parse_connections, parse_pair, parse_rate, parse_seconds, parse_size, parse_threads,
@@ -686,154 +688,6 @@ pub struct SweepArgs {
     /// Worker threads of the shared embedded server, when no endpoint is given
     #[arg(long, value_name = "N", value_parser = parse_threads)]
     pub server_threads: Option<usize>,
-}
-
-#[derive(Debug, Args)]
-pub struct GenerateArgs {
-    #[command(flatten)]
-    pub workload: WorkloadArgs,
-
-    /// Root directory; files go to DIR/<data_folder>/train/train_NNNN.parquet (to serve them
-    /// with `serve --dir`, write into a bucket's folder: --output DIR/ringload)
-    #[arg(long = "output", alias = "out", value_name = "DIR", conflicts_with_all = ["endpoint", "bucket"])]
-    pub out: Option<PathBuf>,
-
-    #[command(flatten)]
-    pub s3: S3Args,
-
-    /// With --endpoint: hash each upload part into its signature instead of sending
-    /// UNSIGNED-PAYLOAD
-    #[arg(long)]
-    pub signed_payload: bool,
-
-    /// Files written at once, one thread each [default: the cores this process may use]
-    #[arg(long, value_name = "N")]
-    pub jobs: Option<usize>,
-
-    /// Print the summary as JSON
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct ServeArgs {
-    /// Serve the top-level folders of DIR as buckets (read and write)
-    #[arg(long, value_name = "DIR", conflicts_with = "virtual_workload")]
-    pub dir: Option<PathBuf>,
-
-    /// Serve a sink: uploads (PUT, multipart) are taken at speed and their bytes dropped, only
-    /// each object's key and size kept; GETs make an object's bytes again from the checkpoint
-    /// content generator. In bucket --bucket [default: the workload's storage.storage_root,
-    /// else ringload]
-    #[arg(long, conflicts_with_all = ["dir", "virtual_workload"])]
-    pub sink: bool,
-
-    /// With --sink: check every uploaded byte against the generator; a wrong one fails its
-    /// upload (400 BadDigest naming the object and offset) and is counted
-    #[arg(long = "verify", requires = "sink")]
-    pub sink_verify: bool,
-
-    /// With --sink: objects are zeros (checkpoint.randomize_tensor: False) [default: the
-    /// generator's random words]
-    #[arg(long = "zeros", requires = "sink")]
-    pub sink_zeros: bool,
-
-    /// With --sink WORKLOAD (a checkpoint workload): the ranks of the plan whose objects the
-    /// sink serves from the start
-    #[arg(long, value_name = "N", default_value_t = 1, requires = "sink")]
-    pub np: u32,
-
-    /// Serve the training files of WORKLOAD (a built-in name or a YAML path) at full size from
-    /// one footer and one row-group template, read-only [default: flux_small]. With --sink, a
-    /// checkpoint workload: its plan's objects (checkpoints 1 to the most written or read, at
-    /// --np ranks) are listed and served, generated, from the start
-    #[arg(value_name = "WORKLOAD")]
-    pub workload: Option<String>,
-
-    /// Overrides of the virtual workload, e.g. dataset.num_files_train=500
-    #[arg(value_name = "KEY=VALUE")]
-    pub overrides: Vec<String>,
-
-    /// The workload as a flag, as older versions took it (now positional, as elsewhere)
-    #[arg(long = "virtual", value_name = "WORKLOAD", hide = true)]
-    pub virtual_workload: Option<String>,
-
-    /// Number of virtual files (dataset.num_files_train)
-    #[arg(long, value_name = "N")]
-    pub files: Option<u64>,
-
-    /// Address to listen on; port 0 takes a free port
-    #[arg(long, value_name = "ADDR", default_value = crate::server::DEFAULT_LISTEN)]
-    pub listen: std::net::SocketAddr,
-
-    /// The bucket: where the virtual dataset appears [default: the workload's
-    /// storage.storage_root, else "ringload"]; with --dir, created if missing
-    #[arg(long, value_name = "NAME")]
-    pub bucket: Option<String>,
-
-    /// Require SigV4 signatures by this access key (with --secret-key)
-    #[arg(long, value_name = "KEY", requires = "secret_key")]
-    pub access_key: Option<String>,
-
-    /// The secret of --access-key (typed here it shows in `ps` to every user of the machine)
-    #[arg(long, value_name = "SECRET", requires = "access_key")]
-    pub secret_key: Option<String>,
-
-    /// Region reported to clients
-    #[arg(long, value_name = "REGION", default_value = crate::server::DEFAULT_REGION)]
-    pub region: String,
-
-    /// Server worker threads [default: the cores this process may use]
-    #[arg(long = "server-threads", alias = "threads", value_name = "N", value_parser = parse_threads)]
-    pub threads: Option<usize>,
-
-    /// Misbehave on purpose: faults to inject, e.g. '503@rg/nth=2,cut=1000000@rg/rate=0.05'
-    /// (KIND[=ARG][@rg|footer|list|any][/nth=N|every=N|rate=P]; see the README)
-    #[arg(long, value_name = "SPEC")]
-    pub faults: Option<String>,
-
-    /// Connections served at once; one more is closed as soon as it is accepted
-    #[arg(long, value_name = "N", default_value_t = crate::server::DEFAULT_MAX_CONNECTIONS, value_parser = parse_connections)]
-    pub max_connections: usize,
-
-    /// Seed of the draws for rate=P faults
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    pub faults_seed: u64,
-
-    /// Send each object body no faster than this many MiB/s, to stand in for a slow store
-    #[arg(long, value_name = "MIB_PER_S", value_parser = parse_rate, allow_negative_numbers = true)]
-    pub throttle_mib_per_s: Option<f64>,
-
-    /// Send all GET bodies together, every connection's, no faster than this many MiB/s: a
-    /// store of fixed bandwidth, however many clients read
-    #[arg(long, value_name = "MIB_PER_S", value_parser = parse_rate, allow_negative_numbers = true)]
-    pub bandwidth_mib_per_s: Option<f64>,
-
-    /// Print the totals at exit as JSON on stdout
-    #[arg(long)]
-    pub json: bool,
-
-    /// Serve HTTPS with this certificate chain (PEM); needs --tls-key
-    #[arg(
-        long,
-        value_name = "CERT",
-        requires = "tls_key",
-        conflicts_with = "tls_self_signed"
-    )]
-    pub tls_cert: Option<PathBuf>,
-
-    /// The private key of --tls-cert (PEM)
-    #[arg(long, value_name = "KEY", requires = "tls_cert")]
-    pub tls_key: Option<PathBuf>,
-
-    /// Serve HTTPS with a fresh CA and a certificate it signs for the listen address; writes
-    /// ca.pem (what clients pass to --ca-bundle), cert.pem and key.pem into DIR [default: a
-    /// temporary folder, removed at exit]
-    // The flag alone stands for an empty DIR; clap's PathBuf parser refuses an empty value,
-    // so this parser takes any OS string.
-    #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "",
-          value_parser = clap::builder::TypedValueParser::map(clap::builder::OsStringValueParser::new(), PathBuf::from))]
-    pub tls_self_signed: Option<PathBuf>,
 }
 
 /// Loads the workload and applies, in order, the `key=value` overrides and then the flags, so a
