@@ -149,6 +149,21 @@ fn a_server_wide_bandwidth_limit_gives_the_np_it_can_feed() {
     let report = std::fs::read_to_string(out.join("report.html")).unwrap();
     let answer_at = report.find("Largest NP that holds AU: 2").unwrap();
     assert!(answer_at < report.find("<h2>Command</h2>").unwrap());
+    // The time series of the last timed run at the answer and at the first miss, plotted.
+    for which in ["largest NP that holds AU", "first NP that misses"] {
+        assert!(
+            report.contains("Throughput and requests in flight: ") && report.contains(which),
+            "no time series for the {which} in report.html"
+        );
+    }
+    let series_plots = std::fs::read_dir(out.join("plots"))
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            name.to_string_lossy().starts_with("timeseries-")
+        })
+        .count();
+    assert_eq!(series_plots, 4, "two plots for each of two runs");
 
     // Resumed without --strict: every run is kept (none runs again), the same answer, exit 0.
     let (code, stdout, stderr) = search(&out, &["--server-bandwidth-mib-per-s", "220", "--resume"]);

@@ -554,6 +554,14 @@ fn the_plots_and_the_report_render_in_a_real_browser() {
         assert!(texts.iter().any(|t| t == axis), "{file}: {texts:?}");
     }
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    // The latency point's time series, one run per engine.
+    for e in engines().split(',') {
+        assert!(
+            html.contains("Throughput and requests in flight: ")
+                && html.contains(&format!("{e}-np2-rt1")),
+            "no time series of the {e} engine's NP=2, RT=1 point"
+        );
+    }
     assert!(
         html.contains("<svg")
             && !html.contains("<script")

@@ -413,8 +413,25 @@ pub fn write_study(args: &SweepArgs, sweep: &SweepFile, find: &FindMaxNp) -> any
     write("study.md", &markdown)?;
     write("study.csv", &table::csv(&rows))?;
     write("study.json", &study_json)?;
-    let plots =
+    let mut plots =
         super::plots::plots(&rows, Some(find.au_target_percent)).map_err(anyhow::Error::msg)?;
+    // The time series of the last timed run at the answer and at the first NP that missed:
+    // where the storage kept up and where it did not (a stall, a slow start, a retry storm).
+    for f in &find.families {
+        for (outcome, which) in [
+            (f.last_pass(), "largest NP that holds AU"),
+            (f.first_miss(), "first NP that misses"),
+        ] {
+            let Some(run) = outcome.and_then(|o| o.runs.iter().rev().find(|r| !r.warmup)) else {
+                continue;
+            };
+            let label = format!("{} ({which}, run {})", run.name, run.run);
+            plots.extend(
+                super::plots::timeseries(&args.output, &run.name, &label)
+                    .map_err(anyhow::Error::msg)?,
+            );
+        }
+    }
     let plot_dir = args.output.join("plots");
     std::fs::create_dir_all(&plot_dir)
         .map_err(|e| UsageError(format!("cannot create {}: {e}", plot_dir.display())))?;

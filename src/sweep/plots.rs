@@ -26,6 +26,33 @@ pub struct Plot {
     pub svg: String,
 }
 
+/// The time series of point `name` (its summary.json's `timeseries`, recorded every
+/// `--sample-interval`): throughput and requests in flight, then latency and retries, titled
+/// with `label`. Empty when the point wrote no series (it did not run, or an older ringload).
+pub fn timeseries(dir: &std::path::Path, name: &str, label: &str) -> Result<Vec<Plot>, String> {
+    let path = dir.join("points").join(name).join("summary.json");
+    let Some(series) = std::fs::read(&path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|mut s: serde_json::Value| {
+            serde_json::from_value::<crate::timeseries::Series>(s["timeseries"].take()).ok()
+        })
+        .filter(|s| !s.samples.is_empty())
+    else {
+        return Ok(Vec::new());
+    };
+    let plots = crate::report::timeseries::plots(&series)?;
+    Ok(plots
+        .into_iter()
+        .enumerate()
+        .map(|(i, (title, svg))| Plot {
+            file: format!("timeseries-{name}-{}.svg", i + 1),
+            title: format!("{title}: {label}"),
+            svg,
+        })
+        .collect())
+}
+
 fn engine_color(engine: &str) -> RGBColor {
     match engine {
         "uring" => RGBColor(31, 119, 180),

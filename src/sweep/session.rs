@@ -351,6 +351,31 @@ fn write_study(args: &SweepArgs, sweep: &SweepFile) -> anyhow::Result<()> {
             title,
         });
     }
+    // The time series of the latency point's first run of each engine: how its throughput,
+    // requests in flight and latency moved over the run.
+    if let Some((np, rt)) = args.latency_point.or_else(|| {
+        sweep
+            .points
+            .iter()
+            .filter(|p| p.summary.is_some())
+            .max_by_key(|p| (u64::from(p.point.np) * p.point.read_threads, p.point.np))
+            .map(|p| (p.point.np, p.point.read_threads))
+    }) {
+        let mut engines: Vec<&str> = Vec::new();
+        for p in sweep
+            .points
+            .iter()
+            .filter(|p| p.summary.is_some() && (p.point.np, p.point.read_threads) == (np, rt))
+        {
+            if !engines.contains(&p.point.engine.as_str()) {
+                engines.push(&p.point.engine);
+                plots.extend(
+                    plots::timeseries(&args.output, &p.name, &p.name)
+                        .map_err(anyhow::Error::msg)?,
+                );
+            }
+        }
+    }
     let plot_dir = args.output.join("plots");
     std::fs::create_dir_all(&plot_dir)
         .map_err(|e| UsageError(format!("cannot create {}: {e}", plot_dir.display())))?;
