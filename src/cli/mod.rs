@@ -74,6 +74,40 @@ pub enum Command {
     ///
     /// Exit 2 when an input cannot be read, naming what was expected.
     Compare(CompareArgs),
+    /// The training dataset MLPerf Storage's rules ask for (Rules.md 3.1.2): files = max(⌊5 ×
+    /// the clients' memory ÷ file size⌋, ⌊500 × NP × batch ÷ samples per file⌋), the bytes
+    /// on the store, and the commands that make and serve it.
+    ///
+    /// Says when the store's free space (--dir) or this machine (for the virtual server)
+    /// cannot hold it (exit 2 when --dir cannot).
+    Datasize(DatasizeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DatasizeArgs {
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+
+    /// Memory of one client host (e.g. 512GiB)
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub client_memory: u64,
+
+    /// Client hosts
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub hosts: u32,
+
+    /// Accelerators (DLIO processes) of all hosts together
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub np: u64,
+
+    /// The folder the dataset will be written to (`generate --output DIR`): its free space is
+    /// checked
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -272,6 +306,17 @@ pub struct RunOptions {
     /// objects are still fetched from the target
     #[arg(long, value_name = "FILE")]
     pub manifest: Option<PathBuf>,
+
+    /// Also write the run, at its end, where MLPerf Storage's tools look for it:
+    /// DIR/<system>/training/<model>/run/<YYYYMMDD_HHmmss>/ (checkpoints:
+    /// DIR/<system>/checkpointing/<model>/<ts>/), with DLIO's files (summary.json,
+    /// <rank>_output.json, dlio_config/, a *_metadata.json, logs, provenance.json)
+    #[arg(long, value_name = "DIR", help_heading = "MLPerf results")]
+    pub results_dir: Option<PathBuf>,
+
+    /// The system's name in --results-dir's tree [default: this host's name]
+    #[arg(long, value_name = "NAME", requires = "results_dir", help_heading = "MLPerf results")]
+    pub system: Option<String>,
 }
 
 impl RunOptions {
@@ -291,6 +336,12 @@ impl RunOptions {
         }
         if let Some(file) = &self.manifest {
             args.extend(["--manifest".to_string(), file.display().to_string()]);
+        }
+        if let Some(dir) = &self.results_dir {
+            args.extend(["--results-dir".to_string(), dir.display().to_string()]);
+        }
+        if let Some(name) = &self.system {
+            args.extend(["--system".to_string(), name.clone()]);
         }
         args
     }
@@ -936,6 +987,12 @@ mod tests {
             "/tmp/write-run",
             "--manifest",
             "/tmp/objects.txt",
+            "--results-dir",
+            "/tmp/results",
+            "--system",
+            "rig-1",
+            "--accelerator-memory",
+            "288GB",
         ];
         for given in [&[][..], &["--verify"][..], full] {
             let parsed = run_args(given);

@@ -4,7 +4,10 @@
 //!
 //! Pure arithmetic over numbers the caller gives: nothing here reads a run or a file.
 
+pub mod checkpoint_rules;
 pub mod datasize;
+pub mod results;
+pub mod sizing;
 
 use serde::{Deserialize, Serialize};
 
