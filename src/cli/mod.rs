@@ -315,8 +315,18 @@ pub struct RunOptions {
     pub results_dir: Option<PathBuf>,
 
     /// The system's name in --results-dir's tree [default: this host's name]
-    #[arg(long, value_name = "NAME", requires = "results_dir", help_heading = "MLPerf results")]
+    #[arg(long, value_name = "NAME", requires = "results_dir", value_parser = parse_folder_name, help_heading = "MLPerf results")]
     pub system: Option<String>,
+}
+
+/// A name that is one folder: not empty, no `/`, not `.` or `..`.
+fn parse_folder_name(text: &str) -> Result<String, String> {
+    if text.is_empty() || text == "." || text == ".." || text.contains(['/', '\\', '\0']) {
+        return Err(format!(
+            "'{text}' is not a folder name; pass a name without '/'"
+        ));
+    }
+    Ok(text.to_string())
 }
 
 impl RunOptions {

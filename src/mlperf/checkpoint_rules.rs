@@ -62,11 +62,9 @@ fn sequence(f: &CheckpointFacts) -> Rule {
         "set checkpoint.num_checkpoints_write={CHECKPOINTS} checkpoint.num_checkpoints_read={CHECKPOINTS}"
     );
     match (f.writes, f.reads) {
-        (CHECKPOINTS, CHECKPOINTS) => Rule::new(
-            name,
-            Verdict::Pass,
-            "10 saves then 10 restores in one run",
-        ),
+        (CHECKPOINTS, CHECKPOINTS) => {
+            Rule::new(name, Verdict::Pass, "10 saves then 10 restores in one run")
+        }
         (CHECKPOINTS, 0) => Rule::new(
             name,
             Verdict::Unknown,

@@ -91,7 +91,10 @@ pub fn accelerator_of(workload: &str) -> Option<String> {
 /// This host's memory (MemTotal) in DLIO's `host_memory_GB` (GiB) and its CPUs.
 pub fn host_figures() -> (f64, usize) {
     let memory = crate::budget::probe().mem_total_bytes.unwrap_or(0);
-    (memory as f64 / f64::from(1u32 << 30), crate::affinity::cores())
+    (
+        memory as f64 / f64::from(1u32 << 30),
+        crate::affinity::cores(),
+    )
 }
 
 /// Writes the leaf; its path.
@@ -198,8 +201,14 @@ pub fn write(leaf: &Leaf) -> anyhow::Result<PathBuf> {
                 leaf.stdout
             ),
         ),
-        (dir.join(format!("{kind}_run.stdout.log")), leaf.stdout.clone()),
-        (dir.join(format!("{kind}_run.stderr.log")), leaf.stderr.clone()),
+        (
+            dir.join(format!("{kind}_run.stdout.log")),
+            leaf.stdout.clone(),
+        ),
+        (
+            dir.join(format!("{kind}_run.stderr.log")),
+            leaf.stderr.clone(),
+        ),
     ];
     for (rank, (output, stats)) in leaf.ranks.iter().enumerate() {
         files.push((dir.join(format!("{rank}_output.json")), pretty(output)));
@@ -213,7 +222,10 @@ pub fn write(leaf: &Leaf) -> anyhow::Result<PathBuf> {
     let task = task_overrides(leaf.config);
     files.push((config_dir.join("config.yaml"), config_yaml(leaf.config)));
     files.push((config_dir.join("overrides.yaml"), list_yaml(&task, "")));
-    files.push((config_dir.join("hydra.yaml"), hydra_yaml(&dir, leaf.config, &task)));
+    files.push((
+        config_dir.join("hydra.yaml"),
+        hydra_yaml(&dir, leaf.config, &task),
+    ));
     for (path, text) in files {
         std::fs::write(&path, text).map_err(|e| {
             fail(
@@ -298,11 +310,21 @@ pub fn dlio_time(t: SystemTime) -> String {
 
 /// Whether a configuration key (its last part) holds a secret.
 fn secret_key(key: &str) -> bool {
-    let last = key.rsplit(['.', '-']).next().unwrap_or(key).to_ascii_lowercase();
+    let last = key
+        .rsplit(['.', '-'])
+        .next()
+        .unwrap_or(key)
+        .to_ascii_lowercase();
     let key = key.to_ascii_lowercase();
-    ["secret_access_key", "session_token", "access_key_id", "secret_key", "access_key"]
-        .iter()
-        .any(|s| key.ends_with(s))
+    [
+        "secret_access_key",
+        "session_token",
+        "access_key_id",
+        "secret_key",
+        "access_key",
+    ]
+    .iter()
+    .any(|s| key.ends_with(s))
         || last == "password"
         || last == "token"
 }
@@ -409,12 +431,15 @@ fn scalar(value: &Value) -> String {
 /// Text as YAML: plain when safe, else single-quoted.
 fn text(s: &str) -> String {
     let plain = !s.is_empty()
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "_./-+=@,".contains(c))
-        && s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '/')
-        && !["true", "false", "null", "yes", "no", "on", "off", "y", "n", "~"]
-            .contains(&s.to_ascii_lowercase().as_str())
+        && s.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '/')
+        && ![
+            "true", "false", "null", "yes", "no", "on", "off", "y", "n", "~",
+        ]
+        .contains(&s.to_ascii_lowercase().as_str())
         || (s.starts_with("http") && !s.contains([' ', '\'', '#']));
     if plain {
         s.to_string()

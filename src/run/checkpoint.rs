@@ -34,6 +34,9 @@ use crate::content::Content;
 use crate::engine::{Engine, EngineKind};
 use crate::exit::{self, UsageError};
 use crate::metrics::{self, CpuReading};
+use crate::mlperf::checkpoint_rules::{self, CheckpointFacts};
+use crate::mlperf::results as leaf;
+use crate::mlperf::results::dlio::PhaseTimes;
 use crate::rank::RankError;
 use crate::rank::objects::{ObjectSpec, Phase};
 use crate::s3::{self, Client};
@@ -42,9 +45,6 @@ use crate::summary::TargetSummary;
 use crate::summary::checkpoint::{
     CheckpointSummary, DlioCheckpointMetric, HostVolume, PhaseIo, rows,
 };
-use crate::mlperf::checkpoint_rules::{self, CheckpointFacts};
-use crate::mlperf::results as leaf;
-use crate::mlperf::results::dlio::PhaseTimes;
 use crate::{affinity, budget, report, server};
 
 /// Runs a checkpoint workload; `Ok` carries the exit code. Under mpirun each process runs its
@@ -462,14 +462,21 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
             model: &plan.settings.model_name,
             np,
             hosts: hosts_n,
-            accelerator: options.checkpoint.accelerator_memory.map_or(Some("b200".into()), |_| None),
+            accelerator: options
+                .checkpoint
+                .accelerator_memory
+                .map_or(Some("b200".into()), |_| None),
             start: started_wall,
             end: ended_wall,
             summary: fields,
             ranks,
             ringload_summary: serde_json::to_value(&summary)?,
             stdout: human,
-            stderr: summary.notes.iter().map(|n| format!("ringload run: {n}\n")).collect(),
+            stderr: summary
+                .notes
+                .iter()
+                .map(|n| format!("ringload run: {n}\n"))
+                .collect(),
         })?;
         eprintln!("ringload run: MLPerf results in {}", written.display());
     }

@@ -27,7 +27,9 @@ fn host_fields(out: &mut Map<String, Json>, per_host_bytes: f64) {
     out.insert("host_processor_name".into(), json!(""));
     out.insert(
         "potential_caching".into(),
-        json!(u8::from(per_host_bytes / f64::from(1u32 << 30) < memory_gib)),
+        json!(u8::from(
+            per_host_bytes / f64::from(1u32 << 30) < memory_gib
+        )),
     );
 }
 
@@ -169,7 +171,8 @@ pub fn checkpoint(
                     let throughput = size_gib / duration.max(1e-9);
                     durations.push(duration);
                     rates.push(throughput);
-                    let at = |s: f64| dlio_time(p.clock_start + Duration::from_secs_f64(s.max(0.0)));
+                    let at =
+                        |s: f64| dlio_time(p.clock_start + Duration::from_secs_f64(s.max(0.0)));
                     epoch.insert(
                         format!("{word}_ckpt{step}"),
                         json!({
