@@ -6,8 +6,6 @@
 
 pub mod checkpoint_rules;
 pub mod datasize;
-pub mod results;
-pub mod sizing;
 
 use serde::{Deserialize, Serialize};
 

@@ -22,7 +22,7 @@ use crate::dataset::check::ObjectRef;
 use crate::engine::EngineKind;
 use crate::exit::{self, ExitClass, UsageError};
 use crate::metrics::{self, CpuCosts, CpuReading};
-use crate::mlperf::results;
+use crate::results;
 use crate::plan::{Loader, Plan, PlanOptions};
 use crate::rank::RankError;
 use crate::rank::RunMeasurements;

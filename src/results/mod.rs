@@ -8,7 +8,7 @@
 //! Times are UTC (DLIO writes local time). No secret reaches a file: command lines, overrides
 //! and configuration values of secret keys are replaced by [`REDACTED`].
 //!
-//! The DLIO-shaped JSON of each kind of run is built by [`super::leaf_json`].
+//! The DLIO-shaped JSON of each kind of run is built by [`dlio`].
 
 pub mod dlio;
 

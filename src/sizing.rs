@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::datasize::{Clients, TrainingSize, training_files};
+use crate::mlperf::datasize::{Clients, TrainingSize, training_files};
 use crate::catalog::{self, FileLayout, RowGroupSpan};
 use crate::checkpoint;
 use crate::cli::{DatasizeArgs, load_config};
