@@ -78,7 +78,7 @@ mod tests {
     fn a_rule_is_one_line_with_its_verdict_first() {
         let r = Rule::new("AU per run", Verdict::Fail, "run 3: 88.1 % < 90 %");
         assert_eq!(r.to_string(), "FAIL  AU per run: run 3: 88.1 % < 90 %");
-        assert!(!none_failed(&[r.clone()]));
+        assert!(!none_failed(std::slice::from_ref(&r)));
         let unknown = Rule::new("dataset size", Verdict::Unknown, "no client memory");
         assert_eq!(unknown.to_string(), "N/A   dataset size: no client memory");
         assert!(none_failed(&[unknown, Rule::new("x", Verdict::Pass, "y")]));
