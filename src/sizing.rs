@@ -8,11 +8,11 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::mlperf::datasize::{Clients, TrainingSize, training_files};
 use crate::catalog::{self, FileLayout, RowGroupSpan};
 use crate::checkpoint;
 use crate::cli::{DatasizeArgs, load_config};
 use crate::exit::{self, UsageError};
+use crate::mlperf::datasize::{Clients, TrainingSize, training_files};
 use crate::settings::Settings;
 use crate::units::{bytes, count};
 use crate::{budget, datagen};

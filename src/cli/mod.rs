@@ -6,13 +6,16 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 mod checkpoint;
+mod mlperf;
 mod values;
 mod workload;
 pub use checkpoint::{CheckpointArgs, CheckpointPlanArgs};
+pub use mlperf::{DatasizeArgs, ResultsArgs};
 pub use values::{
     REDACTED, parse_connections, parse_pair, parse_rate, parse_seconds, parse_size, parse_threads,
     redacted_command_line,
 };
+pub use workload::WorkloadArgs;
 
 use crate::plan::{Loader, Sharding};
 
@@ -74,40 +77,9 @@ pub enum Command {
     ///
     /// Exit 2 when an input cannot be read, naming what was expected.
     Compare(CompareArgs),
-    /// The training dataset MLPerf Storage's rules ask for (Rules.md 3.1.2): files = max(⌊5 ×
-    /// the clients' memory ÷ file size⌋, ⌊500 × NP × batch ÷ samples per file⌋), the bytes
-    /// on the store, and the commands that make and serve it.
-    ///
-    /// Says when the store's free space (--dir) or this machine (for the virtual server)
-    /// cannot hold it (exit 2 when --dir cannot).
+    /// The training dataset MLPerf Storage's rules ask for, and the commands that make it
+    /// (README: MLPerf); exit 2 when --dir cannot hold it.
     Datasize(DatasizeArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct DatasizeArgs {
-    #[command(flatten)]
-    pub workload: WorkloadArgs,
-
-    /// Memory of one client host (e.g. 512GiB)
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
-    pub client_memory: u64,
-
-    /// Client hosts
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
-    pub hosts: u32,
-
-    /// Accelerators (DLIO processes) of all hosts together
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub np: u64,
-
-    /// The folder the dataset will be written to (`generate --output DIR`): its free space is
-    /// checked
-    #[arg(long, value_name = "DIR")]
-    pub dir: Option<PathBuf>,
-
-    /// Print JSON
-    #[arg(long)]
-    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -127,38 +99,6 @@ pub struct CompareArgs {
     /// Print a markdown table (the default)
     #[arg(long)]
     pub markdown: bool,
-}
-
-/// The workload and its overrides, common to every command.
-#[derive(Debug, Clone, PartialEq, Args)]
-pub struct WorkloadArgs {
-    /// A built-in workload (flux_b200, flux_mi355, flux_small; checkpoints: llama3_8b,
-    /// llama3_70b, llama3_405b, llama3_1t, llama3_tiny) or the path of a DLIO workload YAML
-    /// file [default: flux_small]
-    #[arg(value_name = "WORKLOAD")]
-    pub workload: Option<String>,
-
-    /// Overrides in DLIO's dotted names, e.g. train.computation_time=0.05 or
-    /// ++workload.reader.read_threads=4
-    #[arg(value_name = "KEY=VALUE")]
-    pub overrides: Vec<String>,
-
-    /// Number of training files (dataset.num_files_train)
-    #[arg(long, value_name = "N", help_heading = "Workload")]
-    pub files: Option<u64>,
-}
-
-impl WorkloadArgs {
-    /// These arguments as a command line, for a child `ringload run`.
-    pub fn to_args(&self) -> Vec<String> {
-        let mut args: Vec<String> = self.workload.iter().cloned().collect();
-        args.extend(self.overrides.iter().cloned());
-        if let Some(files) = self.files {
-            args.push("--files".into());
-            args.push(files.to_string());
-        }
-        args
-    }
 }
 
 /// The shape of a run: ranks, readers, in-flight GETs. A sweep's grid varies these (its own
@@ -307,26 +247,8 @@ pub struct RunOptions {
     #[arg(long, value_name = "FILE")]
     pub manifest: Option<PathBuf>,
 
-    /// Also write the run, at its end, where MLPerf Storage's tools look for it:
-    /// DIR/<system>/training/<model>/run/<YYYYMMDD_HHmmss>/ (checkpoints:
-    /// DIR/<system>/checkpointing/<model>/<ts>/), with DLIO's files (summary.json,
-    /// <rank>_output.json, dlio_config/, a *_metadata.json, logs, provenance.json)
-    #[arg(long, value_name = "DIR", help_heading = "MLPerf results")]
-    pub results_dir: Option<PathBuf>,
-
-    /// The system's name in --results-dir's tree [default: this host's name]
-    #[arg(long, value_name = "NAME", requires = "results_dir", value_parser = parse_folder_name, help_heading = "MLPerf results")]
-    pub system: Option<String>,
-}
-
-/// A name that is one folder: not empty, no `/`, not `.` or `..`.
-fn parse_folder_name(text: &str) -> Result<String, String> {
-    if text.is_empty() || text == "." || text == ".." || text.contains(['/', '\\', '\0']) {
-        return Err(format!(
-            "'{text}' is not a folder name; pass a name without '/'"
-        ));
-    }
-    Ok(text.to_string())
+    #[command(flatten)]
+    pub results: ResultsArgs,
 }
 
 impl RunOptions {
@@ -347,12 +269,7 @@ impl RunOptions {
         if let Some(file) = &self.manifest {
             args.extend(["--manifest".to_string(), file.display().to_string()]);
         }
-        if let Some(dir) = &self.results_dir {
-            args.extend(["--results-dir".to_string(), dir.display().to_string()]);
-        }
-        if let Some(name) = &self.system {
-            args.extend(["--system".to_string(), name.clone()]);
-        }
+        args.extend(self.results.to_args());
         args
     }
 }

@@ -100,10 +100,10 @@ pub fn host_figures() -> (f64, usize) {
 /// Writes the leaf; its path.
 pub fn write(leaf: &Leaf) -> anyhow::Result<PathBuf> {
     let options = &leaf.args.options;
-    let Some(root) = options.results_dir.as_deref() else {
+    let Some(root) = options.results.results_dir.as_deref() else {
         anyhow::bail!("no --results-dir");
     };
-    let system = options.system.clone().unwrap_or_else(Cluster::host);
+    let system = options.results.system.clone().unwrap_or_else(Cluster::host);
     check_name("--system", &system)?;
     let model = mlperf_model(leaf.model);
     let parent = match leaf.benchmark {

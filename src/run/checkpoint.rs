@@ -35,10 +35,10 @@ use crate::engine::{Engine, EngineKind};
 use crate::exit::{self, UsageError};
 use crate::metrics::{self, CpuReading};
 use crate::mlperf::checkpoint_rules::{self, CheckpointFacts};
-use crate::results as leaf;
-use crate::results::dlio::PhaseTimes;
 use crate::rank::RankError;
 use crate::rank::objects::{ObjectSpec, Phase};
+use crate::results as leaf;
+use crate::results::dlio::PhaseTimes;
 use crate::s3::{self, Client};
 use crate::signals::{exit_if_stopped_in_setup, raise_on_stop_signals};
 use crate::summary::TargetSummary;
@@ -441,7 +441,7 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
         failure: failure.as_ref().map(|(line, _)| line.clone()),
     };
     let human = write_report(args, &summary)?;
-    if options.results_dir.is_some() && failure.is_none() {
+    if options.results.results_dir.is_some() && failure.is_none() {
         let phases: Vec<PhaseTimes> = results
             .iter()
             .zip(&phase_clocks)

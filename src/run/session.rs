@@ -22,10 +22,10 @@ use crate::dataset::check::ObjectRef;
 use crate::engine::EngineKind;
 use crate::exit::{self, ExitClass, UsageError};
 use crate::metrics::{self, CpuCosts, CpuReading};
-use crate::results;
 use crate::plan::{Loader, Plan, PlanOptions};
 use crate::rank::RankError;
 use crate::rank::RunMeasurements;
+use crate::results;
 use crate::s3::{self, Bucket, Client};
 use crate::settings::Settings;
 use crate::signals::{exit_if_stopped_in_setup, raise_on_stop_signals};
@@ -342,7 +342,7 @@ impl<'a> Session<'a> {
         } else {
             print!("{human}");
         }
-        if args.options.results_dir.is_some() {
+        if args.options.results.results_dir.is_some() {
             let leaf = self.results_leaf(summary, measured, human, banner)?;
             eprintln!("ringload run: MLPerf results in {}", leaf.display());
         }
