@@ -45,6 +45,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::Run(args) => run(&args),
         Command::Sweep(args) => crate::sweep::session::run(&args),
         Command::Compare(args) => compare(&args),
+        Command::Datasize(args) => crate::sizing::run(&args),
     }
 }
 

@@ -68,6 +68,10 @@ const LAYERS: &[(&str, u32)] = &[
     ("cli", 14),
     // Sessions: a command from its flags to its exit code, over everything below.
     ("run::store", 15),
+    // MLPerf's results tree of one run (`run --results-dir`), and `datasize` (over settings,
+    // catalog, cli).
+    ("results", 15),
+    ("sizing", 15),
     ("run::session", 16),
     ("run::checkpoint", 16),
     ("run::checkpoint_hosts", 16),

@@ -43,6 +43,11 @@ pub struct CheckpointArgs {
     /// this one started (the rules allow 30 s)
     #[arg(long, value_name = "DIR", help_heading = "Checkpoint")]
     pub after: Option<std::path::PathBuf>,
+
+    /// One accelerator's memory, for MLPerf's rule that the accelerators together hold the
+    /// checkpoint [default: 180GB, B200's; MI355's is 288GB]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = "Checkpoint")]
+    pub accelerator_memory: Option<u64>,
 }
 
 impl CheckpointArgs {
@@ -78,6 +83,10 @@ impl CheckpointArgs {
         );
         push("--read-range", self.read_range.map(|v| v.to_string()));
         push("--read-blocks", self.read_blocks.map(|v| v.to_string()));
+        push(
+            "--accelerator-memory",
+            self.accelerator_memory.map(|v| v.to_string()),
+        );
         push(
             "--after",
             self.after.as_ref().map(|d| d.display().to_string()),

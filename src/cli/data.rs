@@ -5,8 +5,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use super::s3::S3Args;
 use super::values::{parse_connections, parse_rate, parse_threads};
-use super::{S3Args, WorkloadArgs};
+use super::workload::WorkloadArgs;
 
 #[derive(Debug, Args)]
 pub struct GenerateArgs {

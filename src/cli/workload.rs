@@ -1,6 +1,8 @@
 //! The step that turns a workload name, `key=value` overrides and flags into one
 //! [`RawConfig`].
 
+use clap::Args;
+
 use crate::config::{ConfigError, DEFAULT_WORKLOAD, RawConfig, Value};
 
 /// The run-shape flags that set workload keys (`--read-threads`, …), as `ShapeArgs` gives them.
@@ -75,4 +77,36 @@ pub fn load(
         }
     }
     Ok(cfg)
+}
+
+/// The workload and its overrides, common to every command.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct WorkloadArgs {
+    /// A built-in workload (flux_b200, flux_mi355, flux_small; checkpoints: llama3_8b,
+    /// llama3_70b, llama3_405b, llama3_1t, llama3_tiny) or the path of a DLIO workload YAML
+    /// file [default: flux_small]
+    #[arg(value_name = "WORKLOAD")]
+    pub workload: Option<String>,
+
+    /// Overrides in DLIO's dotted names, e.g. train.computation_time=0.05 or
+    /// ++workload.reader.read_threads=4
+    #[arg(value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+
+    /// Number of training files (dataset.num_files_train)
+    #[arg(long, value_name = "N", help_heading = "Workload")]
+    pub files: Option<u64>,
+}
+
+impl WorkloadArgs {
+    /// These arguments as a command line, for a child `ringload run`.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args: Vec<String> = self.workload.iter().cloned().collect();
+        args.extend(self.overrides.iter().cloned());
+        if let Some(files) = self.files {
+            args.push("--files".into());
+            args.push(files.to_string());
+        }
+        args
+    }
 }

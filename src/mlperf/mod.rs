@@ -4,6 +4,7 @@
 //!
 //! Pure arithmetic over numbers the caller gives: nothing here reads a run or a file.
 
+pub mod checkpoint_rules;
 pub mod datasize;
 
 use serde::{Deserialize, Serialize};

@@ -89,6 +89,12 @@ pub fn render(summary: &CheckpointSummary) -> String {
             "  started {s:.1} s after the write run ended (MLPerf's rules allow 30 s)"
         );
     }
+    if !summary.rules.is_empty() {
+        let _ = writeln!(out, "\n  MLPerf's checkpointing rules:");
+        for rule in &summary.rules {
+            let _ = writeln!(out, "  {rule}");
+        }
+    }
     for note in &summary.notes {
         let _ = writeln!(out, "  note: {note}");
     }

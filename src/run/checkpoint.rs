@@ -34,8 +34,11 @@ use crate::content::Content;
 use crate::engine::{Engine, EngineKind};
 use crate::exit::{self, UsageError};
 use crate::metrics::{self, CpuReading};
+use crate::mlperf::checkpoint_rules::{self, CheckpointFacts};
 use crate::rank::RankError;
 use crate::rank::objects::{ObjectSpec, Phase};
+use crate::results as leaf;
+use crate::results::dlio::PhaseTimes;
 use crate::s3::{self, Client};
 use crate::signals::{exit_if_stopped_in_setup, raise_on_stop_signals};
 use crate::summary::TargetSummary;
@@ -216,6 +219,9 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
     let mut failure: Option<(String, bool)> = None;
     let mut results: Vec<PhaseResult> = Vec::new();
     let run_clock = std::time::Instant::now();
+    // When each phase's clock started (its end less its wall time), for --results-dir.
+    let mut phase_clocks: Vec<SystemTime> = Vec::new();
+    let clock_of = |r: &PhaseResult| SystemTime::now() - Duration::from_secs_f64(r.wall_s);
     let run_phase = |phase: Phase,
                      steps: Vec<u32>|
      -> Result<PhaseResult, Box<(RankError, Option<PhaseResult>)>> {
@@ -271,7 +277,10 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
     let reads = s.num_checkpoints_read;
     if writes > 0 {
         match run_phase(Phase::Save, (1..=writes).collect()) {
-            Ok(o) => results.push(o),
+            Ok(o) => {
+                phase_clocks.push(clock_of(&o));
+                results.push(o);
+            }
             Err(e) if hosts => return Err(failed(e.0)),
             Err(e) => {
                 let (error, partial) = *e;
@@ -316,7 +325,10 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
             failure = Some((line, false));
         } else {
             match run_phase(Phase::Load, (1..=reads).collect()) {
-                Ok(o) => results.push(o),
+                Ok(o) => {
+                    phase_clocks.push(clock_of(&o));
+                    results.push(o);
+                }
                 Err(e) if hosts => return Err(failed(e.0)),
                 Err(e) => {
                     let (error, partial) = *e;
@@ -391,6 +403,18 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
             .find(|r| r.phase == phase)
             .map(|r| PhaseIo::of(phase, &r.stats, r.wall_s, r.client_cpu_s, r.server_cpu_s))
     };
+    let rules = checkpoint_rules::rules(&CheckpointFacts {
+        writes: plan.settings.num_checkpoints_write,
+        reads: plan.settings.num_checkpoints_read,
+        after_write_run_s,
+        processes: np,
+        hosts: host_volumes.len() as u32,
+        bytes_per_checkpoint_per_host: plan.host_bytes.iter().copied().max().unwrap_or(0),
+        host_memory_bytes: limits.mem_total_bytes,
+        checkpoint_bytes: plan.checkpoint_bytes,
+        accelerator_memory_bytes: (options.checkpoint.accelerator_memory)
+            .unwrap_or(checkpoint_rules::B200_MEMORY_BYTES),
+    });
     let summary = CheckpointSummary {
         kind: "checkpoint",
         ringload_version: env!("CARGO_PKG_VERSION"),
@@ -419,11 +443,51 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
         ),
         after_write_run_s,
         stale_uploads_aborted: stale,
+        rules,
         notes,
         failure: failure.as_ref().map(|(line, _)| line.clone()),
         timeseries: phases_series(&results),
     };
-    write_report(args, &summary)?;
+    let human = write_report(args, &summary)?;
+    if options.results.results_dir.is_some() && failure.is_none() {
+        let phases: Vec<PhaseTimes> = results
+            .iter()
+            .zip(&phase_clocks)
+            .map(|(r, &clock_start)| PhaseTimes {
+                phase: r.phase,
+                steps: &r.steps,
+                records: &r.records,
+                clock_start,
+            })
+            .collect();
+        let hosts_n = summary.num_hosts as u32;
+        let (fields, ranks) =
+            leaf::dlio::checkpoint(&summary, &phases, hosts_n, started_wall, ended_wall);
+        let written = leaf::write(&leaf::Leaf {
+            benchmark: leaf::Benchmark::Checkpointing,
+            args,
+            config: &cfg,
+            model: &plan.settings.model_name,
+            np,
+            hosts: hosts_n,
+            accelerator: options
+                .checkpoint
+                .accelerator_memory
+                .map_or(Some("b200".into()), |_| None),
+            start: started_wall,
+            end: ended_wall,
+            summary: fields,
+            ranks,
+            ringload_summary: serde_json::to_value(&summary)?,
+            stdout: human,
+            stderr: summary
+                .notes
+                .iter()
+                .map(|n| format!("ringload run: {n}\n"))
+                .collect(),
+        })?;
+        eprintln!("ringload run: MLPerf results in {}", written.display());
+    }
     let code = match failure {
         Some((_, true)) => return Err(super::session::RunInterrupted.into()),
         Some((line, false)) => return Err(RunFailed(line).into()),
@@ -449,8 +513,8 @@ fn phases_series(results: &[PhaseResult]) -> crate::timeseries::Series {
         .without_histograms()
 }
 
-/// summary.json into --output, the summary on stdout with --json, and the report.
-fn write_report(args: &RunArgs, summary: &CheckpointSummary) -> anyhow::Result<()> {
+/// summary.json into --output, the summary on stdout with --json, and the report (returned).
+fn write_report(args: &RunArgs, summary: &CheckpointSummary) -> anyhow::Result<String> {
     if let Some(dir) = &args.output {
         let heading = format!(
             "ringload run: {} checkpoints, NP {}, {} engine",
@@ -480,7 +544,7 @@ fn write_report(args: &RunArgs, summary: &CheckpointSummary) -> anyhow::Result<(
     } else {
         print!("{human}");
     }
-    Ok(())
+    Ok(human)
 }
 
 /// Aborts every multipart upload open under `prefix` (only there: never another run's

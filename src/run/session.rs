@@ -7,7 +7,7 @@ use std::io::{IsTerminal, Write};
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use anyhow::Context;
 
@@ -25,6 +25,7 @@ use crate::metrics::{self, CpuCosts, CpuReading};
 use crate::plan::{Loader, Plan, PlanOptions};
 use crate::rank::RankError;
 use crate::rank::RunMeasurements;
+use crate::results;
 use crate::s3::{self, Bucket, Client};
 use crate::settings::Settings;
 use crate::signals::{exit_if_stopped_in_setup, raise_on_stop_signals};
@@ -334,7 +335,8 @@ impl<'a> Session<'a> {
         }
         let human = report::run::render(summary);
         // Before the table it qualifies (both streams end on one terminal).
-        if let Some(banner) = report::run::computation_time_banner(summary) {
+        let banner = report::run::computation_time_banner(summary);
+        if let Some(banner) = &banner {
             eprintln!("{banner}");
         }
         if args.json {
@@ -345,10 +347,53 @@ impl<'a> Session<'a> {
         } else {
             print!("{human}");
         }
+        if args.options.results.results_dir.is_some() {
+            let leaf = self.results_leaf(summary, measured, human, banner)?;
+            eprintln!("ringload run: MLPerf results in {}", leaf.display());
+        }
         Ok(if summary.au_target_met {
             exit::OK
         } else {
             exit::AU_MISSED
+        })
+    }
+}
+
+impl Session<'_> {
+    /// `--results-dir`: the run's leaf of MLPerf's results tree ([`results::write`]).
+    fn results_leaf(
+        &self,
+        summary: &RunSummary,
+        measured: &RunMeasurements,
+        stdout: String,
+        banner: Option<String>,
+    ) -> anyhow::Result<std::path::PathBuf> {
+        let now = SystemTime::now();
+        let start = now - self.started.elapsed();
+        let clock = now - measured.ready_at.elapsed();
+        let hosts = summary.hosts.len().max(1) as u32;
+        let (fields, ranks) = results::dlio::training(&self.plan, summary, measured, hosts, clock);
+        let config = load_config(&self.args.workload, Some(&self.args.shape))?;
+        let stderr: String = banner
+            .into_iter()
+            .chain(summary.notes.iter().map(|n| format!("ringload run: {n}")))
+            .map(|line| line + "\n")
+            .collect();
+        results::write(&results::Leaf {
+            benchmark: results::Benchmark::Training,
+            args: self.args,
+            config: &config,
+            model: &self.plan.settings.model,
+            np: summary.np,
+            hosts,
+            accelerator: results::accelerator_of(&summary.workload),
+            start,
+            end: now,
+            summary: fields,
+            ranks,
+            ringload_summary: serde_json::to_value(summary)?,
+            stdout,
+            stderr,
         })
     }
 }

@@ -277,6 +277,8 @@ pub struct CheckpointSummary {
     pub after_write_run_s: Option<f64>,
     /// Incomplete uploads under the checkpoint prefix aborted before the run started.
     pub stale_uploads_aborted: usize,
+    /// MLPerf's checkpointing rules, one line each ([`crate::mlperf::checkpoint_rules`]).
+    pub rules: Vec<crate::mlperf::Rule>,
     pub notes: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,

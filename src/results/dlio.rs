@@ -1,0 +1,199 @@
+//! The DLIO-shaped JSON of a leaf ([`super::Leaf`]): a training run's and a checkpoint run's
+//! summary fields, `<rank>_output.json` and `<rank>_per_epoch_stats.json`, in the shapes of the
+//! real DLIO output in the reference's fixtures (training) and the reference's A4 (checkpoint).
+
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Map, Value as Json, json};
+
+use super::{dlio_time, host_figures, made_by};
+use crate::metrics::epoch_metrics;
+use crate::plan::Plan;
+use crate::rank::RunMeasurements;
+use crate::rank::objects::{Phase, PhaseRecord};
+use crate::summary::RunSummary;
+use crate::summary::checkpoint::CheckpointSummary;
+
+fn secs(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+/// The host fields DLIO puts at the top of every `<rank>_output.json`; `potential_caching` 1
+/// when a host's share of the data fits its memory.
+fn host_fields(out: &mut Map<String, Json>, per_host_bytes: f64) {
+    let (memory_gib, cpus) = host_figures();
+    out.insert("host_memory_GB".into(), json!(memory_gib));
+    out.insert("host_cpu_count".into(), json!(cpus));
+    out.insert("host_processor_name".into(), json!(""));
+    out.insert(
+        "potential_caching".into(),
+        json!(u8::from(
+            per_host_bytes / f64::from(1u32 << 30) < memory_gib
+        )),
+    );
+}
+
+/// A training run's summary fields, and each rank's output and per-epoch stats, the epochs'
+/// wall-clock times laid from `start` along each rank's measured windows.
+pub fn training(
+    plan: &Plan,
+    summary: &RunSummary,
+    measured: &RunMeasurements,
+    hosts: u32,
+    start: SystemTime,
+) -> (Map<String, Json>, Vec<(Json, Json)>) {
+    let s = &plan.settings;
+    let dataset_bytes = s.num_files as f64 * s.samples_per_file as f64 * s.record_bytes as f64;
+    let per_host = dataset_bytes / f64::from(hosts.max(1));
+    let mut fields = Map::new();
+    fields.insert("metric".into(), json!(summary.metric));
+    fields.insert("num_files_train".into(), json!(s.num_files));
+    fields.insert("num_files_eval".into(), json!(0));
+    fields.insert("num_samples_per_file".into(), json!(s.samples_per_file));
+    let (memory_gib, _) = host_figures();
+    let caching = u8::from(per_host / f64::from(1u32 << 30) < memory_gib);
+    fields.insert(
+        "potential_caching".into(),
+        json!(vec![caching; hosts.max(1) as usize]),
+    );
+    fields.insert(
+        "data_size_per_host_GB".into(),
+        json!(per_host / f64::from(1u32 << 30)),
+    );
+    fields.insert("epochs".into(), json!(s.epochs));
+    let ranks = measured
+        .records
+        .iter()
+        .map(|record| {
+            let mut output = Map::new();
+            host_fields(&mut output, per_host);
+            let mut stats = Map::new();
+            let mut at = start;
+            for (e, steps) in record.steps.iter().enumerate() {
+                let window = record.windows_ns.get(e).copied().unwrap_or(0);
+                let drain = record.drain_ns.get(e).copied().unwrap_or(0);
+                let epoch_start = at;
+                let block_end = epoch_start + Duration::from_nanos(window);
+                let epoch_end = block_end + Duration::from_nanos(drain);
+                at = epoch_end;
+                let m = epoch_metrics(steps, window, s.batch_size);
+                let list = |f: &dyn Fn(&crate::metrics::StepTimes) -> u64| -> Json {
+                    json!({ "block1": steps.iter().map(|t| secs(f(t))).collect::<Vec<f64>>() })
+                };
+                output.insert(
+                    (e + 1).to_string(),
+                    json!({
+                        "load": list(&|t| t.wait_ns),
+                        "proc": list(&|t| t.wait_ns + t.compute_ns),
+                        "throughput": { "block1": m.map(|m| m.samples_per_s) },
+                        "au": { "block1": m.map(|m| m.au_percent) },
+                        "compute": list(&|t| t.compute_ns),
+                        "end": dlio_time(epoch_end),
+                    }),
+                );
+                stats.insert(
+                    (e + 1).to_string(),
+                    json!({
+                        "start": dlio_time(epoch_start),
+                        "block1": {
+                            "start": dlio_time(epoch_start),
+                            "end": dlio_time(block_end),
+                            "duration": format!("{:.2}", secs(window)),
+                        },
+                        "end": dlio_time(epoch_end),
+                        "duration": format!("{:.2}", secs(window + drain)),
+                    }),
+                );
+            }
+            output.insert("hostname".into(), json!(crate::cluster::Cluster::host()));
+            output.insert("generated_by".into(), made_by());
+            (Json::Object(output), Json::Object(stats))
+        })
+        .collect();
+    (fields, ranks)
+}
+
+/// One phase of a checkpoint run: its records (rank by rank), the checkpoints' step numbers
+/// and when its clock started.
+#[derive(Debug, Clone)]
+pub struct PhaseTimes<'a> {
+    pub phase: Phase,
+    pub steps: &'a [u32],
+    pub records: &'a [PhaseRecord],
+    pub clock_start: SystemTime,
+}
+
+/// A checkpoint run's summary fields (DLIO's `metric`, `epochs` 0, the rule lines), and each
+/// rank's output (its durations and throughputs per phase) and per-epoch stats
+/// (`{"1": {"start", "save_ckpt1": {start, end, duration, throughput}, …, "end"}}`).
+pub fn checkpoint(
+    summary: &CheckpointSummary,
+    phases: &[PhaseTimes],
+    hosts: u32,
+    start: SystemTime,
+    end: SystemTime,
+) -> (Map<String, Json>, Vec<(Json, Json)>) {
+    let size_gib = summary.metric.checkpoint_size_GB;
+    let mut fields = Map::new();
+    fields.insert("metric".into(), json!(summary.metric));
+    fields.insert(
+        "potential_caching".into(),
+        json!(vec![0; hosts.max(1) as usize]),
+    );
+    fields.insert("epochs".into(), json!(0));
+    fields.insert("rules".into(), json!(summary.rules));
+    let ranks = summary.np;
+    let per_host = summary
+        .hosts
+        .iter()
+        .map(|h| h.bytes_per_checkpoint)
+        .max()
+        .unwrap_or(0) as f64;
+    let out = (0..ranks)
+        .map(|rank| {
+            let mut output = Map::new();
+            host_fields(&mut output, per_host);
+            let mut epoch = Map::new();
+            epoch.insert("start".into(), json!(dlio_time(start)));
+            let mut figures = Map::new();
+            for p in phases {
+                let word = match p.phase {
+                    Phase::Save => "save",
+                    Phase::Load => "load",
+                };
+                let Some(record) = p.records.get(rank) else {
+                    continue;
+                };
+                let mut durations = Vec::new();
+                let mut rates = Vec::new();
+                for (&step, &(a, b)) in p.steps.iter().zip(&record.spans_s) {
+                    let duration = (b - a).max(0.0);
+                    let throughput = size_gib / duration.max(1e-9);
+                    durations.push(duration);
+                    rates.push(throughput);
+                    let at =
+                        |s: f64| dlio_time(p.clock_start + Duration::from_secs_f64(s.max(0.0)));
+                    epoch.insert(
+                        format!("{word}_ckpt{step}"),
+                        json!({
+                            "start": at(a),
+                            "end": at(b),
+                            "duration": duration,
+                            "throughput": throughput,
+                        }),
+                    );
+                }
+                figures.insert(format!("{word}_ckpt_duration"), json!(durations));
+                figures.insert(format!("{word}_ckpt_throughput"), json!(rates));
+            }
+            epoch.insert("end".into(), json!(dlio_time(end)));
+            output.insert("1".into(), Json::Object(figures));
+            output.insert("hostname".into(), json!(crate::cluster::Cluster::host()));
+            output.insert("generated_by".into(), made_by());
+            let mut stats = Map::new();
+            stats.insert("1".into(), Json::Object(epoch));
+            (Json::Object(output), Json::Object(stats))
+        })
+        .collect();
+    (fields, out)
+}

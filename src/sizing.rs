@@ -1,0 +1,247 @@
+//! `ringload datasize`: the training dataset MLPerf Storage's rules ask for ([`training_files`]
+//! over the workload's batch, samples per file and record length), the bytes on the store, the
+//! commands that make and serve it, and whether the store (`--dir`) or this machine (the
+//! virtual server and a run's catalog) can hold it.
+
+use std::io::Write;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::catalog::{self, FileLayout, RowGroupSpan};
+use crate::checkpoint;
+use crate::cli::{DatasizeArgs, load_config};
+use crate::exit::{self, UsageError};
+use crate::mlperf::datasize::{Clients, TrainingSize, training_files};
+use crate::settings::Settings;
+use crate::units::{bytes, count};
+use crate::{budget, datagen};
+
+/// mlpstorage warns above this many files in one folder (it sets no subfolders).
+pub const FILES_PER_FOLDER_WARNING: u64 = 10_000;
+
+/// What `datasize` found, as `--json` prints it.
+#[derive(Debug, Serialize)]
+pub struct Datasize {
+    pub workload: String,
+    pub hosts: u32,
+    pub client_memory_per_host_bytes: u64,
+    pub np: u64,
+    pub batch_size: u64,
+    pub samples_per_file: u64,
+    pub record_length_bytes: u64,
+    #[serde(flatten)]
+    pub size: TrainingSize,
+    /// The commands that write, serve and run the dataset.
+    pub commands: Vec<String>,
+    pub warnings: Vec<String>,
+    /// What a run's catalog holds for these files (the virtual server holds nothing per file).
+    pub catalog_bytes: u64,
+    pub mem_available_bytes: Option<u64>,
+    /// With `--dir`: its free space, and whether it holds the dataset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dir_free_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dir_holds_it: Option<bool>,
+}
+
+/// Runs `datasize`; exit 0, or 2 (after the figures) when `--dir` cannot hold the dataset.
+pub fn run(args: &DatasizeArgs) -> anyhow::Result<u8> {
+    if args.workload.files.is_some() {
+        return Err(UsageError(
+            "datasize --files: datasize computes the number of files; drop --files".into(),
+        )
+        .into());
+    }
+    let cfg = load_config(&args.workload, None)?;
+    if checkpoint::settings::is_checkpoint_workload(&cfg)? {
+        return Err(UsageError(format!(
+            "datasize sizes training datasets; {} is a checkpoint workload (its size is the \
+             checkpoint's: `ringload plan {}`)",
+            cfg.source.name, cfg.source.name
+        ))
+        .into());
+    }
+    let settings = Settings::resolve(&cfg)?;
+    let size = training_files(
+        Clients {
+            hosts: args.hosts,
+            memory_per_host_bytes: args.client_memory,
+            processes: args.np,
+        },
+        settings.batch_size,
+        settings.samples_per_file,
+        settings.record_bytes,
+    );
+    let name = &settings.workload.name;
+    let dir = args
+        .dir
+        .as_ref()
+        .map_or("DIR".to_string(), |d| d.display().to_string());
+    let files = size.files;
+    let commands = vec![
+        format!("ringload generate {name} --files {files} --output {dir}"),
+        format!("ringload serve {name} --files {files}"),
+        format!("ringload run {name} --files {files} --np {}", args.np),
+    ];
+    let mut warnings = Vec::new();
+    if files > FILES_PER_FOLDER_WARNING {
+        warnings.push(format!(
+            "{} files in one folder (more than {}): mlpstorage warns of this; ringload and the \
+             DLIO fork list them under one prefix (dataset.num_subfolders_train is not \
+             supported)",
+            count(files),
+            count(FILES_PER_FOLDER_WARNING)
+        ));
+    }
+    let catalog_bytes = catalog_bytes(&settings, files)?;
+    let mem_available_bytes = budget::probe().mem_available_bytes;
+    if let Some(avail) = mem_available_bytes.filter(|&a| catalog_bytes > a) {
+        warnings.push(format!(
+            "this machine cannot run it: a run's catalog of {} files takes {}, more than \
+             MemAvailable {}",
+            count(files),
+            bytes(catalog_bytes),
+            bytes(avail)
+        ));
+    }
+    let dir_free_bytes = match &args.dir {
+        Some(dir) => Some(free_bytes(dir)?),
+        None => None,
+    };
+    let dir_holds_it = dir_free_bytes.map(|free| u128::from(free) >= size.total_bytes);
+    let out = Datasize {
+        workload: name.clone(),
+        hosts: args.hosts,
+        client_memory_per_host_bytes: args.client_memory,
+        np: args.np,
+        batch_size: settings.batch_size,
+        samples_per_file: settings.samples_per_file,
+        record_length_bytes: settings.record_bytes,
+        size,
+        commands,
+        warnings,
+        catalog_bytes,
+        mem_available_bytes,
+        dir_free_bytes,
+        dir_holds_it,
+    };
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut stdout, &out)?;
+        writeln!(stdout)?;
+    } else {
+        write!(stdout, "{}", render(&out))?;
+    }
+    drop(stdout);
+    if let (Some(dir), Some(free), Some(false)) = (&args.dir, dir_free_bytes, dir_holds_it) {
+        return Err(UsageError(format!(
+            "--dir {}: {} free, the dataset needs {}; choose a larger store or fewer \
+             --client-memory/--np",
+            dir.display(),
+            bytes(free),
+            bytes(u64::try_from(out.size.total_bytes).unwrap_or(u64::MAX))
+        ))
+        .into());
+    }
+    Ok(exit::OK)
+}
+
+/// The report of `datasize`.
+pub fn render(d: &Datasize) -> String {
+    let s = &d.size;
+    let mut out = format!(
+        "{}: {} host{} × {} of memory, {} accelerators, batch {}, {} sample{} per file of {} B\n",
+        d.workload,
+        d.hosts,
+        if d.hosts == 1 { "" } else { "s" },
+        bytes(d.client_memory_per_host_bytes),
+        count(d.np),
+        d.batch_size,
+        count(d.samples_per_file),
+        if d.samples_per_file == 1 { "" } else { "s" },
+        count(d.record_length_bytes)
+    );
+    out += &format!(
+        "  5 × client memory ÷ file size:         ⌊5 × {} ÷ {} B⌋ = {} files\n",
+        bytes(u64::try_from(s.client_memory_bytes).unwrap_or(u64::MAX)),
+        count(s.file_bytes),
+        count(s.files_for_memory)
+    );
+    out += &format!(
+        "  500 × NP × batch ÷ samples per file:   ⌊500 × {} × {} ÷ {}⌋ = {} files\n",
+        d.np,
+        d.batch_size,
+        d.samples_per_file,
+        count(s.files_for_steps)
+    );
+    let total = u64::try_from(s.total_bytes).unwrap_or(u64::MAX);
+    out += &format!(
+        "  files: {} (the larger), {} on the store (files × {} B)\n",
+        count(s.files),
+        bytes(total),
+        count(s.file_bytes)
+    );
+    out += "\n  make it, serve it, run it:\n";
+    for c in &d.commands {
+        out += &format!("    {c}\n");
+    }
+    out += &format!(
+        "\n  the virtual server (`serve`, or `run` with no endpoint) holds nothing per file; a \
+         run's catalog holds {}{}\n",
+        bytes(d.catalog_bytes),
+        d.mem_available_bytes
+            .map_or(String::new(), |a| format!(" (MemAvailable {})", bytes(a)))
+    );
+    if let (Some(free), Some(holds)) = (d.dir_free_bytes, d.dir_holds_it) {
+        out += &format!(
+            "  --dir: {} free: {}\n",
+            bytes(free),
+            if holds {
+                "it holds the dataset"
+            } else {
+                "it CANNOT hold the dataset"
+            }
+        );
+    }
+    for w in &d.warnings {
+        out += &format!("  WARNING: {w}\n");
+    }
+    out
+}
+
+/// What a run's catalog holds for `files` files: 8 B per whole object (DLIO's names, only the
+/// size kept); for Parquet, each file's layout (its key and row-group spans), from one file of
+/// the workload's schema laid out as the generator writes it.
+fn catalog_bytes(settings: &Settings, files: u64) -> anyhow::Result<u64> {
+    if settings.objects.is_some() {
+        return Ok(files.saturating_mul(8));
+    }
+    let probe = datagen::probe_file(&settings.dataset)
+        .map_err(|e| anyhow::anyhow!("laying out a file of the workload's schema: {e}"))?;
+    let one = catalog::computed(
+        &settings.dataset,
+        &probe,
+        1,
+        settings.columns_read.as_deref(),
+        false,
+    )?;
+    let per_file = one.files.first().map_or(0, |f| {
+        std::mem::size_of::<FileLayout>()
+            + f.key.len()
+            + f.row_groups.len() * std::mem::size_of::<RowGroupSpan>()
+    }) as u64;
+    Ok(files.saturating_mul(per_file))
+}
+
+/// Free bytes for an unprivileged writer under `dir` (statvfs: available blocks × fragment
+/// size).
+fn free_bytes(dir: &Path) -> Result<u64, UsageError> {
+    let stat = rustix::fs::statvfs(dir).map_err(|e| {
+        UsageError(format!(
+            "--dir {}: cannot read its free space ({e}); pass an existing folder",
+            dir.display()
+        ))
+    })?;
+    Ok(stat.f_bavail.saturating_mul(stat.f_frsize))
+}
