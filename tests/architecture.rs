@@ -79,6 +79,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("sweep::maxnp_search", 16),
     ("sweep::points", 16),
     ("sweep::maxnp_report", 16),
+    ("sweep::maxnp_results", 16),
     ("commands", 17),
     // Test-only: property tests over every parser.
     ("fuzz", 18),

@@ -80,6 +80,10 @@ fn a_server_wide_bandwidth_limit_gives_the_np_it_can_feed() {
             "--client-memory",
             "1MiB",
             "--strict",
+            "--results-dir",
+            dir.path().join("results").to_str().unwrap(),
+            "--system",
+            "rig-s",
         ],
     );
     // --strict: the runs rule fails (2 runs, MLPerf counts 6), so exit 1.
@@ -94,6 +98,27 @@ fn a_server_wide_bandwidth_limit_gives_the_np_it_can_feed() {
     assert_eq!(family["answer"], 2);
     let margin = family["margin_points"].as_f64().unwrap();
     assert!(margin >= 0.0, "{margin}");
+    // --results-dir holds the answer's runs only (warm-up and timed: MLPerf's run folders),
+    // one configuration: NP 2.
+    let models: Vec<_> = std::fs::read_dir(dir.path().join("results/rig-s/training"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(models.len(), 1, "{models:?}");
+    let leaves: Vec<_> = std::fs::read_dir(models[0].join("run"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(leaves.len(), 2, "{leaves:?}\n{stderr}");
+    for leaf in &leaves {
+        let summary: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(leaf.join("summary.json")).unwrap()).unwrap();
+        assert_eq!(summary["num_accelerators"], 2, "{}", leaf.display());
+    }
+    assert!(
+        stderr.contains("MLPerf results: ") && stderr.contains("the 2 runs of NP=2"),
+        "{stderr}"
+    );
     // Each run its own child, its folder named with its run index; the warm-up excluded.
     let key = format!("{}-np2-rt1-pf2-ct0.05", engine());
     for k in 1..=2 {

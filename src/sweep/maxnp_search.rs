@@ -325,6 +325,11 @@ pub fn run(
             }
         }
     }
+    if let (Some(dir), false) = (&args.options.results.results_dir, interrupted) {
+        for line in super::maxnp_results::gather(&args.output, dir, &find)? {
+            eprintln!("ringload sweep: MLPerf results: {line}");
+        }
+    }
     let mut sweep = search.sweep;
     sweep.find_max_np = Some(serde_json::to_value(&find)?);
     sweep.write(&args.output)?;

@@ -23,6 +23,7 @@ pub mod checkpoint;
 pub mod html;
 pub mod maxnp;
 pub mod maxnp_report;
+pub mod maxnp_results;
 pub mod maxnp_search;
 pub mod plots;
 pub mod points;

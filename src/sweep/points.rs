@@ -27,10 +27,17 @@ pub fn point_command<'a>(
         point_options.s3.bucket = Some(storage.target.bucket.clone());
     }
     let secret_env = point_options.s3.secret_env();
+    // The search's runs write their MLPerf leaves beside their points; the answer's are
+    // gathered into --results-dir at the end (sweep::maxnp_results).
+    let staged = args.find.find_max_np && point_options.results.results_dir.is_some();
     Ok(move |point: &Point, folder: &Path| {
+        let mut options = point_options.clone();
+        if staged {
+            options.results.results_dir = Some(super::maxnp_results::staging(folder));
+        }
         let mut c = std::process::Command::new(&exe);
         c.arg("run")
-            .args(point_args(args, &point_options, point, folder).to_args());
+            .args(point_args(args, &options, point, folder).to_args());
         if let Some((name, value)) = &secret_env {
             c.env(name, value);
         }
