@@ -79,11 +79,29 @@ pub fn run(args: &DatasizeArgs) -> anyhow::Result<u8> {
         .as_ref()
         .map_or("DIR".to_string(), |d| d.display().to_string());
     let files = size.files;
-    let commands = vec![
-        format!("ringload generate {name} --files {files} --output {dir}"),
-        format!("ringload serve {name} --files {files}"),
-        format!("ringload run {name} --files {files} --np {}", args.np),
+    // The overrides the figures were sized with make the same files (a record length changed
+    // by an override changes every file).
+    let overrides: String = args
+        .workload
+        .overrides
+        .iter()
+        .map(|o| format!(" {}", shell_word(o)))
+        .collect();
+    let mut commands = vec![
+        format!("ringload generate {name}{overrides} --files {files} --output {dir}"),
+        format!("ringload serve {name}{overrides} --files {files}"),
+        format!(
+            "ringload run {name}{overrides} --files {files} --np {}",
+            args.np
+        ),
     ];
+    if args.hosts > 1 {
+        commands.push(format!(
+            "(--hosts {}: run it under mpirun, one process per host, the {} ranks shared among \
+             them: see the README's mpirun section)",
+            args.hosts, args.np
+        ));
+    }
     let mut warnings = Vec::new();
     if files > FILES_PER_FOLDER_WARNING {
         warnings.push(format!(
@@ -244,4 +262,15 @@ fn free_bytes(dir: &Path) -> Result<u64, UsageError> {
         ))
     })?;
     Ok(stat.f_bavail.saturating_mul(stat.f_frsize))
+}
+
+/// `word` as one shell word: as it is when it has no character a shell would treat specially,
+/// else in single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "._-=/:,+@%".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }

@@ -60,6 +60,29 @@ fn the_reference_worked_figures() {
         "--json",
     ]);
     assert_eq!(two["files_for_memory"], 17_022_569);
+    assert!(
+        two["commands"][3].as_str().unwrap().contains("mpirun"),
+        "{two}"
+    );
+    // Overrides size the files, and the commands that make them carry them.
+    let small_records = run_json(&[
+        "datasize",
+        "retinanet_b200",
+        "dataset.record_length_bytes=1000",
+        "--np",
+        "8",
+        "--client-memory",
+        "1GiB",
+        "--json",
+    ]);
+    assert_eq!(small_records["files_for_memory"], 5 * (1u64 << 30) / 1000);
+    assert_eq!(
+        small_records["commands"][0],
+        format!(
+            "ringload generate retinanet_b200 dataset.record_length_bytes=1000 --files {} --output DIR",
+            5 * (1u64 << 30) / 1000
+        )
+    );
     // The text report states both terms, the files and the commands.
     let (code, out, _) = run(&[
         "datasize",
@@ -175,7 +198,22 @@ fn dir_free_space_is_checked() {
         "--json",
     ]);
     let free = small["dir_free_bytes"].as_u64().unwrap();
-    assert!(free > 0);
+    // The same folder's free space as df reads it (other writers may move it a little).
+    let df = std::process::Command::new("df")
+        .args(["--output=avail", "-B1", path])
+        .output()
+        .unwrap();
+    let df: u64 = String::from_utf8_lossy(&df.stdout)
+        .lines()
+        .nth(1)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        free.abs_diff(df) <= df / 100 + (64 << 20),
+        "datasize says {free} B free, df {df} B"
+    );
     let total = small["total_bytes"].as_u64().unwrap();
     assert_eq!(small["dir_holds_it"], free >= total);
     // a million TiB of client memory: 5 EiB on the store, more than any folder holds.

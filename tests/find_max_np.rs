@@ -15,6 +15,10 @@ use std::path::Path;
 
 use serde_json::Value;
 
+/// The searches measure AU against a bandwidth limit: one at a time, so a search in another
+/// test of this file does not take the cores a passing NP needs.
+static ONE_SEARCH_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn sweep_json(dir: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join("sweep.json")).unwrap()).unwrap()
 }
@@ -70,6 +74,9 @@ fn tried(family: &Value) -> Vec<(u64, String)> {
 
 #[test]
 fn a_server_wide_bandwidth_limit_gives_the_np_it_can_feed() {
+    let _one = ONE_SEARCH_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("s");
     let (code, stdout, stderr) = search(
@@ -200,6 +207,9 @@ fn a_server_wide_bandwidth_limit_gives_the_np_it_can_feed() {
 
 #[test]
 fn the_memory_budget_stops_the_search_with_the_plans_reason() {
+    let _one = ONE_SEARCH_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("s");
     // NP 2 plans 83.4 MiB, NP 3 93.1 MiB: 88 MiB refuses NP 3 and above, which never run.

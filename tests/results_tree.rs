@@ -101,6 +101,8 @@ fn runs_land_where_mlpstorage_looks_with_every_file_and_no_secret() {
     let (code, out, err) = run(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("| 2 | 8 |"), "{out}");
+    // Read as ringload's runs (from ringload_summary.json beside each leaf), never as DLIO's.
+    assert!(!out.contains(": dlio"), "{out}");
     let c = leaf(ckpt);
     let (code, out, err) = run(&["compare", c.to_str().unwrap(), c.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");

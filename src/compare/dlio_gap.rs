@@ -449,7 +449,9 @@ impl DlioRanks {
                     .map_err(|e| format!("{} is not JSON ({e})", path.display())),
             }
         };
-        let mut ranks = Vec::with_capacity(np);
+        // np comes from the input (num_accelerators): no allocation sized by it up front; a
+        // huge value ends at the first rank file missing.
+        let mut ranks = Vec::new();
         for rank in 0..np {
             let Some(output) = read(format!("{rank}_output.json"))? else {
                 return Err(format!(

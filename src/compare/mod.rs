@@ -22,7 +22,7 @@ mod error;
 pub use error::CompareError;
 
 use std::fmt::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -105,7 +105,7 @@ pub fn read_input(path: &Path, letter: char) -> Result<Input, CompareError> {
     } else {
         path.to_path_buf()
     };
-    let json = read_json(&file)?;
+    let (json, file) = own_summary(read_json(&file)?, file)?;
     if checkpoint::is_checkpoint(&json) {
         let entry = if json["kind"] == "checkpoint" {
             checkpoint::ringload(&json, &file, letter)?
@@ -115,6 +115,28 @@ pub fn read_input(path: &Path, letter: char) -> Result<Input, CompareError> {
         return Ok(Input::Checkpoint(vec![entry]));
     }
     read(path, letter).map(Input::Training)
+}
+
+/// A `--results-dir` leaf's summary.json has DLIO's shape but ringload made it: its run is
+/// read from ringload's own summary beside it (`ringload_summary.json`), so it is never taken
+/// for a DLIO run. Any other summary is returned as it is.
+fn own_summary(
+    json: serde_json::Value,
+    file: PathBuf,
+) -> Result<(serde_json::Value, PathBuf), CompareError> {
+    if json["generated_by"]["tool"] != "ringload" {
+        return Ok((json, file));
+    }
+    let own = file.with_file_name("ringload_summary.json");
+    if !own.is_file() {
+        return Err(CompareError {
+            path: file,
+            reason: "a leaf ringload wrote (generated_by: ringload) without its \
+                     ringload_summary.json beside it; compare its run's --output folder instead"
+                .into(),
+        });
+    }
+    Ok((read_json(&own)?, own))
 }
 
 /// The training entries of one argument; `letter` names its group.
@@ -164,7 +186,7 @@ pub fn read(path: &Path, letter: char) -> Result<Vec<Entry>, CompareError> {
     } else {
         path.to_path_buf()
     };
-    let json = read_json(&file)?;
+    let (json, file) = own_summary(read_json(&file)?, file)?;
     // Ringload's summaries carry DLIO's `metric` too: they are told apart by their own fields.
     if json["engine"].is_string() && json["np"].is_number() && json["read_threads"].is_number() {
         let engine = json["engine"].as_str().unwrap_or("ringload");

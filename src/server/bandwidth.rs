@@ -63,7 +63,8 @@ impl Bandwidth {
     /// Limits the server to `rate_bytes_per_s` from now on (`None`: no limit).
     pub fn set(&self, rate_bytes_per_s: Option<u64>) {
         if let Ok(mut bucket) = self.bucket.lock() {
-            *bucket = rate_bytes_per_s.filter(|&r| r > 0).map(Bucket::new);
+            // A rate under 1 B/s (a tiny limit given in MiB/s) is 1 B/s, never "no limit".
+            *bucket = rate_bytes_per_s.map(|r| Bucket::new(r.max(1)));
         }
     }
 

@@ -33,6 +33,7 @@ pub fn gather(output: &Path, results_dir: &Path, find: &FindMaxNp) -> anyhow::Re
             continue;
         };
         let mut copied = 0usize;
+        let mut checked: Vec<PathBuf> = Vec::new();
         for run in &outcome.runs {
             let staged = staging(&output.join("points").join(&run.name));
             for leaf in leaves(&staged)? {
@@ -48,6 +49,19 @@ pub fn gather(output: &Path, results_dir: &Path, find: &FindMaxNp) -> anyhow::Re
                 // take the next free second, as `run --results-dir` does in one folder.
                 let Some(ts) = parts.pop() else { continue };
                 let parent = results_dir.join(parts.iter().collect::<PathBuf>());
+                if !checked.contains(&parent) {
+                    let before = std::fs::read_dir(&parent).map_or(0, |d| d.count());
+                    if before > 0 {
+                        lines.push(format!(
+                            "{}: {} held {before} runs already (an earlier search's?): \
+                             mlpstorage expects one configuration's 6 runs per model folder; \
+                             give each search its own --results-dir",
+                            family.key,
+                            parent.display()
+                        ));
+                    }
+                    checked.push(parent.clone());
+                }
                 let ts = free_second(&parent, &ts)?;
                 copy_leaf(&leaf, &parent.join(&ts.0))?;
                 if let Some(old) = ts.1 {

@@ -219,7 +219,10 @@ impl BaselineObjects {
             if self.stopped() {
                 self.runtime.block_on(async {
                     tasks.abort_all();
-                    while tasks.join_next().await.is_some() {}
+                    while tasks.join_next().await.is_some() {
+                        // Issued and never to end: no longer in flight.
+                        self.live.ended();
+                    }
                 });
                 self.abort(&key, &id);
                 return Err(RankError::Aborted);
@@ -261,7 +264,10 @@ impl BaselineObjects {
                 Err(e) => {
                     self.runtime.block_on(async {
                         tasks.abort_all();
-                        while tasks.join_next().await.is_some() {}
+                        while tasks.join_next().await.is_some() {
+                            // Issued and never to end: no longer in flight.
+                            self.live.ended();
+                        }
                     });
                     return Err(self.failed(&key, &id, format!("part {}", done.number), e));
                 }
@@ -435,7 +441,10 @@ impl ObjectIo for BaselineObjects {
                 *read.errors_by_cause.entry(e.cause()).or_default() += 1;
                 self.runtime.block_on(async {
                     tasks.abort_all();
-                    while tasks.join_next().await.is_some() {}
+                    while tasks.join_next().await.is_some() {
+                        // Issued and never to end: no longer in flight.
+                        self.live.ended();
+                    }
                 });
                 return Err(RankError::Io(e.into()));
             }
@@ -463,7 +472,10 @@ impl ObjectIo for BaselineObjects {
             if self.stopped() {
                 self.runtime.block_on(async {
                     tasks.abort_all();
-                    while tasks.join_next().await.is_some() {}
+                    while tasks.join_next().await.is_some() {
+                        // Issued and never to end: no longer in flight.
+                        self.live.ended();
+                    }
                 });
                 return Err(RankError::Aborted);
             }

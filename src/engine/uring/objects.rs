@@ -464,8 +464,9 @@ impl RingObjects {
                 if let Some(socket) = &self.conns[c].socket {
                     let _ = rustix::net::shutdown(socket, rustix::net::Shutdown::Both);
                 }
-                if !self.conns[c].in_flight() {
-                    self.conns[c].attempt_failed(None);
+                // A job waiting out its backoff ends here: no longer in flight.
+                if !self.conns[c].in_flight() && self.conns[c].attempt_failed(None).is_some() {
+                    self.live.ended();
                 }
             }
         }
