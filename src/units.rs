@@ -59,8 +59,44 @@ pub fn seconds(s: f64) -> String {
     format!("{text} s")
 }
 
+/// Howard Hinnant's `civil_from_days`: (year, month, day) of a day count since 1970-01-01
+/// (proleptic Gregorian, UTC).
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// Its inverse (`days_from_civil`): the day count since 1970-01-01 of (year, month, day).
+pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let (m, d) = (i64::from(month), i64::from(day));
+    let y = if m <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn calendar_days_round_trip() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(20_793), (2026, 12, 6));
+        assert_eq!(days_from_civil(2000, 2, 29), 11_016);
+        for days in (-800_000..800_000).step_by(997) {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days, "{y}-{m}-{d}");
+        }
+    }
     use super::*;
 
     #[test]

@@ -604,7 +604,7 @@ pub fn rfc3339(t: SystemTime) -> String {
     let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs() as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, day) = civil_from_days(days);
+    let (y, m, day) = crate::units::civil_from_days(days);
     format!(
         "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
         rem / 3600,
@@ -622,37 +622,14 @@ fn parse_rfc3339(text: &str) -> Option<SystemTime> {
     let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
     let mut t = hms.split(':').map(|p| p.parse::<i64>().ok());
     let (h, min, s) = (t.next()??, t.next()??, t.next()??);
-    let millis: u64 = format!("{frac:0<3}")[..3].parse().ok()?;
-    let secs = days_from_civil(y, m, day) * 86_400 + h * 3600 + min * 60 + s;
+    let millis: u64 = format!("{frac:0<3}").get(..3)?.parse().ok()?;
+    let (m, day) = (u32::try_from(m).ok()?, u32::try_from(day).ok()?);
+    let secs = crate::units::days_from_civil(y, m, day) * 86_400 + h * 3600 + min * 60 + s;
     Some(
         SystemTime::UNIX_EPOCH
             + Duration::from_secs(u64::try_from(secs).ok()?)
             + Duration::from_millis(millis),
     )
-}
-
-/// Howard Hinnant's `civil_from_days`: (year, month, day) of a day count since 1970-01-01.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
-/// Howard Hinnant's `days_from_civil`.
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 /// The embedded server of a checkpoint run with no endpoint: a sink that discards what is

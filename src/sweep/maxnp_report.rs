@@ -432,12 +432,7 @@ pub fn write_study(args: &SweepArgs, sweep: &SweepFile, find: &FindMaxNp) -> any
             );
         }
     }
-    let plot_dir = args.output.join("plots");
-    std::fs::create_dir_all(&plot_dir)
-        .map_err(|e| UsageError(format!("cannot create {}: {e}", plot_dir.display())))?;
-    for plot in &plots {
-        write(&format!("plots/{}", plot.file), &plot.svg)?;
-    }
+    super::plots::write_all(&args.output, &plots)?;
     write(
         "report.html",
         &html::report_leading(sweep, &answer, &runs_md, &plots),

@@ -132,13 +132,8 @@ fn parse_folder_time(ts: &str) -> Option<std::time::SystemTime> {
     let n = |s: &str| s.parse::<i64>().ok();
     let (y, m, d) = (n(&date[..4])?, n(&date[4..6])?, n(&date[6..])?);
     let (hh, mm, ss) = (n(&time[..2])?, n(&time[2..4])?, n(&time[4..])?);
-    // Days from 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
+    let (month, day) = (u32::try_from(m).ok()?, u32::try_from(d).ok()?);
+    let days = crate::units::days_from_civil(y, month, day);
     let secs = u64::try_from(days * 86_400 + hh * 3_600 + mm * 60 + ss).ok()?;
     Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
 }

@@ -53,6 +53,20 @@ pub fn timeseries(dir: &std::path::Path, name: &str, label: &str) -> Result<Vec<
         .collect())
 }
 
+/// Writes each plot as `DIR/plots/FILE`.
+pub fn write_all(dir: &std::path::Path, plots: &[Plot]) -> Result<(), crate::exit::UsageError> {
+    let plot_dir = dir.join("plots");
+    let failed = |path: &std::path::Path, e: std::io::Error| {
+        crate::exit::UsageError(format!("cannot write {}: {e}", path.display()))
+    };
+    std::fs::create_dir_all(&plot_dir).map_err(|e| failed(&plot_dir, e))?;
+    for plot in plots {
+        let path = plot_dir.join(&plot.file);
+        std::fs::write(&path, &plot.svg).map_err(|e| failed(&path, e))?;
+    }
+    Ok(())
+}
+
 fn engine_color(engine: &str) -> RGBColor {
     match engine {
         "uring" => RGBColor(31, 119, 180),

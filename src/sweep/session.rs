@@ -376,12 +376,7 @@ fn write_study(args: &SweepArgs, sweep: &SweepFile) -> anyhow::Result<()> {
             }
         }
     }
-    let plot_dir = args.output.join("plots");
-    std::fs::create_dir_all(&plot_dir)
-        .map_err(|e| UsageError(format!("cannot create {}: {e}", plot_dir.display())))?;
-    for plot in &plots {
-        write(&format!("plots/{}", plot.file), &plot.svg)?;
-    }
+    plots::write_all(&args.output, &plots)?;
     write("report.html", &html::report(sweep, &markdown, &plots))?;
     let mut stdout = std::io::stdout().lock();
     if args.json {
