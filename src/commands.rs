@@ -303,6 +303,9 @@ fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         max_connections: args.max_connections,
     })?;
     server.limit_bandwidth(args.bandwidth_mib_per_s.map(|r| (r * units::MIB) as u64));
+    if let Some(file) = &args.request_log {
+        server.log_requests(file).map_err(UsageError)?;
+    }
     {
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "{}", server.endpoint_url())?;

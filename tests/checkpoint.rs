@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{output, ringload, run};
+use common::{output, ringload, run, run_json};
 use serde_json::Value;
 
 const CHECKER: &str = include_str!("py/checkpoint_content.py");
@@ -173,6 +173,98 @@ fn both_engines_write_and_restore_against_the_embedded_sink_with_verify() {
             "{engine}: {s}"
         );
     }
+}
+
+/// The requests `ringload serve --sink --request-log` saw while `args` ran against it, each as
+/// (method, path, query less its upload id, Range, status), sorted: the order in which ranks and
+/// parts interleave is the scheduler's, the multiset of requests is the plan's.
+fn requests_sent(args: &[&str]) -> Vec<(String, String, String, String, u64)> {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.jsonl");
+    let server = common::spawn_serve(&["--sink", "--request-log", log.to_str().unwrap()]);
+    let mut run_args = args.to_vec();
+    run_args.extend(["--endpoint", &server.endpoint, "--bucket", "ringload"]);
+    run_json_env(&run_args, &[]);
+    drop(server);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let mut requests: Vec<_> = text
+        .lines()
+        .map(|line| {
+            let r: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            let query = r["query"]
+                .as_str()
+                .unwrap()
+                .split('&')
+                .filter(|p| !p.starts_with("uploadId="))
+                .collect::<Vec<_>>()
+                .join("&");
+            (
+                r["method"].as_str().unwrap().to_string(),
+                r["path"].as_str().unwrap().to_string(),
+                query,
+                r["range"].as_str().unwrap_or("").to_string(),
+                r["status"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    requests.sort();
+    requests
+}
+
+#[test]
+fn both_engines_send_the_same_checkpoint_requests() {
+    // Objects not a multiple of a page (8,585,856 and 51,522,816 bytes), restores in 3 blocks
+    // of several 1 MiB GETs, the model objects (under 9 MiB) as one PUT: every rule of the
+    // shape shows in the requests.
+    let args = [
+        "llama3_tiny",
+        "--np",
+        "2",
+        "--read-blocks",
+        "3",
+        "--read-range",
+        "1MiB",
+        "--part-size",
+        "5MiB",
+        "--single-put-below",
+        "9MiB",
+    ];
+    let mut sent = Vec::new();
+    for engine in ["uring", "baseline"] {
+        let mut engine_args = args.to_vec();
+        engine_args.extend(["--engine", engine]);
+        sent.push(requests_sent(&engine_args));
+    }
+    let (uring, baseline) = (&sent[0], &sent[1]);
+    let count = |method: &str, what: &dyn Fn(&(String, String, String, String, u64)) -> bool| {
+        uring.iter().filter(|r| r.0 == method && what(r)).count()
+    };
+    // The shape shows: single PUTs, parts, ranged GETs, and the set-up's LISTs.
+    assert!(count("PUT", &|r| r.2.is_empty()) > 0, "{uring:#?}");
+    assert!(
+        count("PUT", &|r| r.2.starts_with("partNumber=")) > 0,
+        "{uring:#?}"
+    );
+    assert!(count("GET", &|r| !r.3.is_empty()) > 0, "{uring:#?}");
+    for (i, (u, b)) in uring.iter().zip(baseline).enumerate() {
+        assert_eq!(u, b, "request {i} of {} differs", uring.len());
+    }
+    assert_eq!(uring.len(), baseline.len(), "{uring:#?}\n{baseline:#?}");
+    // DLIO's cut: blocks of ⌈size ÷ 3⌉ bytes, the last one shorter, never page-rounded.
+    let plan = run_json(&["plan", "llama3_tiny", "--np", "2", "--json"]);
+    let size = plan["ranks"][0][0]["bytes"].as_u64().unwrap();
+    let block = size.div_ceil(3);
+    let key = plan["ranks"][0][0]["name"].as_str().unwrap();
+    let second = format!(
+        "bytes={block}-{}",
+        (block + (1 << 20) - 1).min(2 * block - 1)
+    );
+    assert!(
+        uring
+            .iter()
+            .any(|r| r.0 == "GET" && r.1.ends_with(key) && r.3 == second),
+        "no GET {second} of {key} ({size} B): {uring:#?}"
+    );
 }
 
 /// A directory server with bucket `ringload`, and its root.

@@ -345,32 +345,38 @@ pub struct ObjectBudgetShape {
     pub min_part_bytes: u64,
     pub read_range_bytes: u64,
     pub read_blocks: u64,
+    /// The largest object sent as one PUT (0 when none is): a buffer holds its body whole.
+    pub single_put_bytes: u64,
     pub server_bytes: u64,
 }
 
 impl ObjectBudgetShape {
+    /// One connection's buffer: the larger of a part, a read range and the largest single
+    /// PUT, rounded up to whole pages (as `checkpoint::ObjectIoShape::buffer_bytes`).
+    fn buffer_bytes(&self) -> u64 {
+        round_up(
+            self.part_bytes
+                .max(self.read_range_bytes)
+                .max(self.single_put_bytes)
+                .max(1),
+            BUFFER_ALIGN_BYTES,
+        )
+    }
+
     /// One rank's buffers as the io_uring engine registers them: one per connection
-    /// (max(parts in flight, read blocks)), each the larger of a part and a read range, rounded
-    /// up to whole pages. The baseline holds at most as much (a heap buffer per part or range
-    /// in flight).
+    /// (max(parts in flight, read blocks)), each [`Self::buffer_bytes`]. The baseline holds at
+    /// most as much (a heap buffer per part or range in flight).
     pub fn rank_buffer_bytes(&self) -> u64 {
-        self.parts_in_flight.max(self.read_blocks)
-            * round_up(
-                self.part_bytes.max(self.read_range_bytes),
-                BUFFER_ALIGN_BYTES,
-            )
+        self.parts_in_flight.max(self.read_blocks).max(1) * self.buffer_bytes()
     }
 
     fn budget(&self) -> MemoryBudget {
-        let buffers_per_rank = self.parts_in_flight.max(self.read_blocks);
+        let buffers_per_rank = self.parts_in_flight.max(self.read_blocks).max(1);
         let pool_bytes = u64::from(self.ranks) * self.rank_buffer_bytes();
         let connections = u64::from(self.ranks) * buffers_per_rank;
         let connection_bytes = connections * CONNECTION_OVERHEAD_BYTES;
         MemoryBudget {
-            buffer_bytes: round_up(
-                self.part_bytes.max(self.read_range_bytes),
-                BUFFER_ALIGN_BYTES,
-            ),
+            buffer_bytes: self.buffer_bytes(),
             buffers_per_rank,
             small_buffers: None,
             pool_bytes,
@@ -478,8 +484,12 @@ pub fn check_objects(
     } else {
         format!("largest that fit: {}", fixes.join(", or "))
     };
+    let single_put = match shape.single_put_bytes {
+        0 => String::new(),
+        b => format!(", a single PUT's {}", bytes(b)),
+    };
     let pool = format!(
-        "{} ranks × max({} parts, {} read blocks) × max({}, {})",
+        "{} ranks × max({} parts, {} read blocks) × max({}, {}{single_put})",
         shape.ranks,
         shape.parts_in_flight,
         shape.read_blocks,
@@ -877,6 +887,7 @@ mod tests {
             min_part_bytes: 0,
             read_range_bytes: 128 << 20,
             read_blocks: 2,
+            single_put_bytes: 0,
             server_bytes: 0,
         }
     }

@@ -155,6 +155,8 @@ pub fn resolve_io(
         part_bytes,
         parts_in_flight,
         single_put_below,
+        // The plan knows its objects: it sets this (`CheckpointPlan::resolve`).
+        single_put_bytes: 0,
         read_range_bytes,
         read_blocks,
         // Resolved by the run once it knows whether the target is on loopback

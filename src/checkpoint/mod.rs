@@ -133,6 +133,15 @@ impl CheckpointPlan {
         if block_bytes > 0 {
             io.read_range_bytes = io.read_range_bytes.min(block_bytes);
         }
+        // A single PUT's body is held whole, in a connection's buffer.
+        io.single_put_bytes = layout
+            .ranks
+            .iter()
+            .flatten()
+            .map(|o| o.bytes)
+            .filter(|&b| io.single_put(b))
+            .max()
+            .unwrap_or(0);
         // A rank writes its objects one after another: no more parts in flight than the
         // largest object has.
         if largest.1 > 0 {
@@ -290,6 +299,7 @@ fn budget_shape(
         min_part_bytes: largest_object_bytes.div_ceil(io::MAX_PARTS),
         read_range_bytes: shape.read_range_bytes,
         read_blocks: shape.read_blocks as u64,
+        single_put_bytes: shape.single_put_bytes,
         server_bytes,
     }
 }
@@ -633,6 +643,7 @@ mod tests {
                 part_bytes: 32 << 20,
                 parts_in_flight: 2,
                 single_put_below: 0,
+                single_put_bytes: 0,
                 read_range_bytes: 128 << 20,
                 read_blocks: 2,
                 send_zc: false,

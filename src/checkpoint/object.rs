@@ -1,5 +1,14 @@
 //! The two types every side of a checkpoint shares: what a rank writes ([`PlannedObject`]) and
 //! how it moves the bytes ([`ObjectIoShape`]). A leaf of `checkpoint`, re-exported there.
+//!
+//! The shape is also the one place that says which requests a checkpoint sends, so both engines
+//! send the same ones for the same plan and differ only in how: whether an object goes as one
+//! PUT or a multipart upload ([`ObjectIoShape::single_put`]), its parts
+//! ([`ObjectIoShape::parts`]), a restore's blocks and their ranged GETs as DLIO cuts them
+//! ([`ObjectIoShape::restore_blocks`], [`ObjectIoShape::block_gets`]), and a rank's connections
+//! and buffers ([`ObjectIoShape::connections`], [`ObjectIoShape::buffer_bytes`]).
+
+use std::ops::Range;
 
 /// How a rank moves a checkpoint's bytes: the write side's multipart parts and the read side's
 /// ranged GETs. Every size in bytes.
@@ -12,8 +21,11 @@ pub struct ObjectIoShape {
     /// `S3DLIO_MULTIPART_MAX_IN_FLIGHT`).
     pub parts_in_flight: usize,
     /// Objects smaller than this go as one PUT (0: every object is a multipart upload, as the
-    /// fork's writer does; `--single-put-below`).
+    /// fork's writer does, an empty one as one empty part; `--single-put-below`).
     pub single_put_below: u64,
+    /// The largest object a rank sends as one PUT (0 when none is): its body is held whole, so
+    /// a connection's buffer holds it too.
+    pub single_put_bytes: u64,
     /// A restore's ranged GET size (128 MiB, as the fork's s3dlio reader).
     pub read_range_bytes: u64,
     /// Contiguous blocks of an object a restore reads in parallel (max(2, ⌈16 / ranks⌉)).
@@ -25,12 +37,64 @@ pub struct ObjectIoShape {
 }
 
 impl ObjectIoShape {
-    /// Bytes of buffers one rank holds at most: a buffer per connection (max(parts in flight,
-    /// read blocks)), each the larger of a part and a read range (the io_uring engine's
-    /// registered pool; the phases never overlap).
-    pub fn rank_buffer_bytes(&self) -> u64 {
-        (self.parts_in_flight.max(self.read_blocks) as u64)
-            * self.part_bytes.max(self.read_range_bytes)
+    /// Connections (and buffers) a rank holds: one per part in flight or block read in
+    /// parallel, whichever is more (the write and read phases never overlap).
+    pub fn connections(&self) -> usize {
+        self.parts_in_flight.max(self.read_blocks).max(1)
+    }
+
+    /// One connection's buffer: the larger of a part, a read range and the largest single PUT,
+    /// in whole pages.
+    pub fn buffer_bytes(&self) -> u64 {
+        self.part_bytes
+            .max(self.read_range_bytes)
+            .max(self.single_put_bytes)
+            .max(1)
+            .next_multiple_of(crate::budget::BUFFER_ALIGN_BYTES)
+    }
+
+    /// Whether an object of `bytes` goes as one PutObject; else it is a multipart upload of
+    /// [`Self::parts`] (an empty object as one empty part, as the fork's writer sends it).
+    pub fn single_put(&self, bytes: u64) -> bool {
+        bytes < self.single_put_below
+    }
+
+    /// How many parts a multipart upload of `bytes` has: ⌈bytes ÷ part⌉, at least one.
+    pub fn part_count(&self, bytes: u64) -> u32 {
+        bytes.div_ceil(self.part_bytes.max(1)).max(1) as u32
+    }
+
+    /// Part `number`'s (from 1) bytes of an object of `bytes`: `part_bytes` each, the last one
+    /// shorter.
+    pub fn part(&self, bytes: u64, number: u32) -> Range<u64> {
+        let start = u64::from(number.max(1) - 1) * self.part_bytes;
+        start.min(bytes)..(start + self.part_bytes).min(bytes)
+    }
+
+    /// Every part of an object of `bytes`, in order: (number from 1, its bytes).
+    pub fn parts(&self, bytes: u64) -> impl Iterator<Item = (u32, Range<u64>)> + '_ {
+        (1..=self.part_count(bytes)).map(move |n| (n, self.part(bytes, n)))
+    }
+
+    /// The contiguous blocks a restore of `bytes` reads in parallel, as the MLPerf v3.0
+    /// harness's streaming checkpoint reader cuts them: `read_blocks` blocks of ⌈bytes ÷ n⌉,
+    /// the last one shorter, fewer when the object runs out first (none for an empty object).
+    pub fn restore_blocks(&self, bytes: u64) -> Vec<Range<u64>> {
+        let size = bytes.div_ceil(self.read_blocks.max(1) as u64).max(1);
+        (0..self.read_blocks.max(1) as u64)
+            .map(|b| b * size)
+            .take_while(|&start| start < bytes)
+            .map(|start| start..(start + size).min(bytes))
+            .collect()
+    }
+
+    /// A block's ranged GETs, sent one after another: ranges of `read_range_bytes`, the last
+    /// one shorter.
+    pub fn block_gets(&self, block: Range<u64>) -> impl Iterator<Item = Range<u64>> + use<> {
+        let step = self.read_range_bytes.max(1);
+        (block.start..block.end)
+            .step_by(step as usize)
+            .map(move |start| start..(start + step).min(block.end))
     }
 }
 
@@ -40,4 +104,83 @@ pub struct PlannedObject {
     /// The file name DLIO gives it, e.g. `zero_pp_rank_0_mp_rank_0_model_states.pt`.
     pub name: String,
     pub bytes: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(
+        part_bytes: u64,
+        single_put_below: u64,
+        read_blocks: usize,
+        range: u64,
+    ) -> ObjectIoShape {
+        ObjectIoShape {
+            part_bytes,
+            parts_in_flight: 2,
+            single_put_below,
+            single_put_bytes: 0,
+            read_range_bytes: range,
+            read_blocks,
+            send_zc: false,
+            verify: false,
+        }
+    }
+
+    #[test]
+    fn parts_cover_the_object_once_and_an_empty_object_is_one_empty_part() {
+        let mib = 1 << 20;
+        let s = shape(5 * mib, 0, 2, mib);
+        assert!(!s.single_put(0));
+        assert_eq!(s.parts(0).collect::<Vec<_>>(), vec![(1, 0..0)]);
+        assert_eq!(s.part_count(5 * mib), 1);
+        assert_eq!(s.part_count(5 * mib + 1), 2);
+        assert_eq!(
+            s.parts(17 * mib).collect::<Vec<_>>(),
+            vec![
+                (1, 0..5 * mib),
+                (2, 5 * mib..10 * mib),
+                (3, 10 * mib..15 * mib),
+                (4, 15 * mib..17 * mib)
+            ]
+        );
+        let single = shape(5 * mib, mib, 2, mib);
+        assert!(single.single_put(0) && single.single_put(mib - 1) && !single.single_put(mib));
+    }
+
+    /// The MLPerf v3.0 harness's cut, as a real DLIO run sent it here: 8 ranged GETs of
+    /// 2,261,152 bytes for an 18,089,216-byte object.
+    #[test]
+    fn restore_blocks_are_cut_as_dlio_cuts_them() {
+        let s = shape(32 << 20, 0, 8, 128 << 20);
+        let blocks = s.restore_blocks(18_089_216);
+        assert_eq!(blocks.len(), 8);
+        assert!(
+            blocks.iter().all(|b| b.end - b.start == 2_261_152),
+            "{blocks:?}"
+        );
+        // The last one shorter; fewer blocks when the object runs out first; none when empty.
+        assert_eq!(
+            shape(1, 0, 4, 1).restore_blocks(10),
+            vec![0..3, 3..6, 6..9, 9..10]
+        );
+        assert_eq!(shape(1, 0, 4, 1).restore_blocks(9), vec![0..3, 3..6, 6..9]);
+        assert_eq!(shape(1, 0, 4, 1).restore_blocks(2), vec![0..1, 1..2]);
+        assert!(shape(1, 0, 4, 1).restore_blocks(0).is_empty());
+        // Each block in ranges of at most read_range_bytes, the last one shorter.
+        assert_eq!(
+            shape(1, 0, 2, 4).block_gets(3..13).collect::<Vec<_>>(),
+            vec![3..7, 7..11, 11..13]
+        );
+    }
+
+    #[test]
+    fn a_connection_buffer_holds_a_part_a_range_or_a_single_put() {
+        let mut s = shape(5 << 20, 0, 3, 1 << 20);
+        assert_eq!(s.connections(), 3);
+        assert_eq!(s.buffer_bytes(), 5 << 20);
+        s.single_put_bytes = (7 << 20) + 1;
+        assert_eq!(s.buffer_bytes(), (7 << 20) + 4096);
+    }
 }

@@ -130,6 +130,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "MIB_PER_S", value_parser = parse_rate, allow_negative_numbers = true)]
     pub bandwidth_mib_per_s: Option<f64>,
 
+    /// Write every request answered to FILE, one JSON line each (method, path, query, Range,
+    /// status; presigned URLs' X-Amz-* parameters left out): what a client sent, request by
+    /// request
+    #[arg(long, value_name = "FILE")]
+    pub request_log: Option<std::path::PathBuf>,
+
     /// Print the totals at exit as JSON on stdout
     #[arg(long)]
     pub json: bool,

@@ -22,7 +22,7 @@ use self::baseline::Baseline;
 use self::uring::UringEngine;
 use crate::checkpoint::ObjectIoShape;
 use crate::plan::{Plan, RangedGet};
-use crate::rank::objects::ObjectIo;
+use crate::rank::checkpoint::ObjectIo;
 use crate::rank::{IoError, IoErrorKind, Progress, RankError, RankIo, StepBarrier};
 use crate::s3::{Client, RequestError};
 
@@ -138,7 +138,7 @@ impl Engine {
 
     /// The engine of a checkpoint run: the io_uring engine resolves every endpoint once; the
     /// baseline starts its runtime of `threads` workers.
-    pub fn for_objects(
+    pub fn for_checkpoint(
         kind: EngineKind,
         client: &Client,
         threads: usize,
@@ -155,14 +155,14 @@ impl Engine {
 
     /// The checkpoint I/O of rank `rank` (a global number): buffers for `shape`'s parts and
     /// read blocks, set up in full. Call it in the rank's own thread, before the clock.
-    pub fn objects(
+    pub fn checkpoint(
         &self,
         rank: usize,
         shape: ObjectIoShape,
     ) -> Result<Box<dyn ObjectIo + '_>, RankError> {
         Ok(match self {
-            Engine::Uring(uring) => Box::new(uring.objects(rank, shape)?),
-            Engine::Baseline(baseline) => Box::new(baseline.objects(shape, rank)),
+            Engine::Uring(uring) => Box::new(uring.checkpoint(rank, shape)?),
+            Engine::Baseline(baseline) => Box::new(baseline.checkpoint(rank, shape)),
         })
     }
 

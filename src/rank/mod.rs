@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-pub mod objects;
+pub mod checkpoint;
 
 use crate::metrics::{CpuReading, RequestStats, StepTimes};
 use crate::plan::{RangedGet, RankPlan};

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::rank::objects::Phase;
+use crate::rank::checkpoint::Phase;
 use crate::summary::checkpoint::{CheckpointSummary, PhaseIo};
 use crate::units::{bytes, count};
 

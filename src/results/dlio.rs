@@ -10,7 +10,7 @@ use super::{dlio_time, host_figures, made_by};
 use crate::metrics::epoch_metrics;
 use crate::plan::Plan;
 use crate::rank::RunMeasurements;
-use crate::rank::objects::{Phase, PhaseRecord};
+use crate::rank::checkpoint::{Phase, PhaseRecord};
 use crate::summary::RunSummary;
 use crate::summary::checkpoint::CheckpointSummary;
 

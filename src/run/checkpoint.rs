@@ -36,7 +36,7 @@ use crate::exit::{self, UsageError};
 use crate::metrics::{self, CpuReading};
 use crate::mlperf::checkpoint_rules::{self, CheckpointFacts};
 use crate::rank::RankError;
-use crate::rank::objects::{ObjectSpec, Phase};
+use crate::rank::checkpoint::{ObjectSpec, Phase};
 use crate::results as leaf;
 use crate::results::dlio::PhaseTimes;
 use crate::s3::{self, Client};
@@ -147,7 +147,7 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
     let client = Client::new(target.clone(), policy)?;
     let engine_kind = args.engine.unwrap_or(EngineKind::Uring);
     let threads = options.engine_threads.unwrap_or_else(affinity::cores);
-    let engine = Engine::for_objects(engine_kind, &client, threads)
+    let engine = Engine::for_checkpoint(engine_kind, &client, threads)
         .map_err(|e| UsageError(format!("cannot start the {engine_kind} engine: {e}")))?;
     // Set-up requests (the cleanup, the LIST) on a small runtime and a client of their own: a
     // connection pooled by one runtime hangs when another runtime picks it up.

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cluster::Cluster;
 use crate::metrics::{LatencyHistogram, RequestStats, WireStats, static_cause};
-use crate::rank::objects::{ObjectStats, Phase, PhaseRecord, WriteStats};
+use crate::rank::checkpoint::{ObjectStats, Phase, PhaseRecord, WriteStats};
 use crate::summary::checkpoint::HostVolume;
 
 /// How long a process other than 0 waits, on a refusal every process reached together, for

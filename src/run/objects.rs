@@ -12,7 +12,7 @@ use crate::affinity;
 use crate::checkpoint::ObjectIoShape;
 use crate::engine::Engine;
 use crate::metrics::CpuReading;
-use crate::rank::objects::{ObjectSpec, ObjectStats, Phase, PhaseRecord, PhaseSpec, run_phase};
+use crate::rank::checkpoint::{ObjectSpec, ObjectStats, Phase, PhaseRecord, PhaseSpec, run_phase};
 use crate::rank::{Progress, RankError, StepBarrier};
 
 /// What one phase of the local ranks did.
@@ -100,7 +100,7 @@ pub fn run_objects_phase(
                             if let Some(cpu) = cpu {
                                 affinity::pin(cpu).map_err(RankError::Engine)?;
                             }
-                            engine.objects(rank, shape)
+                            engine.checkpoint(rank, shape)
                         };
                         let mut io = match set_up() {
                             Ok(io) => io,

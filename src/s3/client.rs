@@ -24,7 +24,7 @@ use super::error::{HintContext, RequestError, Wait};
 use super::framing::StrayLog;
 use super::sign::{Payload, Signer};
 use super::target::{Addressing, Target};
-use super::xml::{self, XmlWriter};
+use super::xml;
 
 /// A byte range of an object, as HTTP `Range` states it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -592,19 +592,10 @@ impl Client {
             ..RequestSpec::new(Method::POST, Some(key))
         };
         let (_, body) = self.send(&spec).await?;
-        let mut upload_id = None;
-        let _ = xml::walk(&body, |path, text| {
-            if path.last().map(String::as_str) == Some("UploadId") {
-                upload_id = Some(text);
-            }
-            Ok(())
-        });
-        upload_id
-            .filter(|id| !id.is_empty())
-            .ok_or_else(|| RequestError::BadResponse {
-                operation: self.operation("CreateMultipartUpload", Some(key)),
-                reason: "the answer carries no UploadId".into(),
-            })
+        xml::upload_id(&body).ok_or_else(|| RequestError::BadResponse {
+            operation: self.operation("CreateMultipartUpload", Some(key)),
+            reason: "the answer carries no UploadId".into(),
+        })
     }
 
     /// Uploads part `number` (from 1); returns its ETag.
@@ -646,19 +637,10 @@ impl Client {
         upload_id: &str,
         etags: &[String],
     ) -> Result<(), RequestError> {
-        let mut xml = XmlWriter::document();
-        xml.open("CompleteMultipartUpload");
-        for (i, etag) in etags.iter().enumerate() {
-            xml.open("Part");
-            xml.element("PartNumber", i + 1);
-            xml.element("ETag", etag);
-            xml.close("Part");
-        }
-        xml.close("CompleteMultipartUpload");
         let query = [("uploadId", upload_id)];
         let spec = RequestSpec {
             query: &query,
-            body: Bytes::from(xml.finish()),
+            body: Bytes::from(xml::complete_multipart_body(etags)),
             sign_body: true,
             ..RequestSpec::new(Method::POST, Some(key))
         };

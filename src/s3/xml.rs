@@ -127,6 +127,34 @@ pub(crate) fn walk(
     }
 }
 
+/// CompleteMultipartUpload's body: the parts' ETags in part order (`etags[i]` is part i + 1's),
+/// as both engines send it and [`completed_parts`] reads it back.
+pub fn complete_multipart_body(etags: &[String]) -> Vec<u8> {
+    let mut xml = XmlWriter::document();
+    xml.open("CompleteMultipartUpload");
+    for (i, etag) in etags.iter().enumerate() {
+        xml.open("Part");
+        xml.element("PartNumber", i + 1);
+        xml.element("ETag", etag);
+        xml.close("Part");
+    }
+    xml.close("CompleteMultipartUpload");
+    xml.finish().into_bytes()
+}
+
+/// The `UploadId` of a CreateMultipartUpload answer (`InitiateMultipartUploadResult`); `None`
+/// when it has none, or an empty one.
+pub fn upload_id(document: &[u8]) -> Option<String> {
+    let mut id = None;
+    let _ = walk(document, |path, text| {
+        if path.last().map(String::as_str) == Some("UploadId") {
+            id = Some(text);
+        }
+        Ok(())
+    });
+    id.filter(|id| !id.is_empty())
+}
+
 /// Reads the parts of a CompleteMultipartUpload body, in the order given.
 pub fn completed_parts(body: &[u8]) -> Result<Vec<CompletedPart>, String> {
     let mut parts = Vec::new();

@@ -31,6 +31,7 @@ pub mod list;
 mod mmap;
 pub mod object;
 pub mod range;
+pub mod request_log;
 pub mod sigv4;
 pub mod sink;
 pub mod store;
@@ -251,6 +252,7 @@ impl Server {
             bandwidth: Arc::default(),
             faults: config.faults,
             counters: Counters::default(),
+            request_log: std::sync::OnceLock::new(),
         });
         let (stop, stop_rx) = watch::channel(false);
         let tls = config.tls.map(tokio_rustls::TlsAcceptor::from);
@@ -294,6 +296,16 @@ impl Server {
     /// (`None`: no limit) ([`bandwidth`]).
     pub fn limit_bandwidth(&self, bytes_per_s: Option<u64>) {
         self.state.bandwidth.set(bytes_per_s);
+    }
+
+    /// Logs every request answered from now on to `path` (`serve --request-log`), one JSON
+    /// line each ([`request_log`]); the error names the file and the fix. Once per server.
+    pub fn log_requests(&self, path: &std::path::Path) -> Result<(), String> {
+        let log = request_log::RequestLog::create(path)?;
+        self.state
+            .request_log
+            .set(log)
+            .map_err(|_| "the server logs its requests already".to_string())
     }
 
     /// The totals so far.

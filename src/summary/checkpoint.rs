@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::TargetSummary;
 use crate::metrics::{Distribution, cpu_s_per_gib, mean_stdev};
-use crate::rank::objects::{ObjectStats, Phase, PhaseRecord};
+use crate::rank::checkpoint::{ObjectStats, Phase, PhaseRecord};
 
 const GIB: f64 = (1u64 << 30) as f64;
 

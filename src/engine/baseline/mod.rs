@@ -12,8 +12,8 @@
 //! Responses are checked like the io_uring engine checks them: `206`, `Content-Range`,
 //! `Content-Length`, and exactly that many body bytes.
 
+pub mod checkpoint;
 mod get;
-pub mod objects;
 mod s3dlio;
 
 use self::get::fetch;
@@ -135,12 +135,12 @@ impl Baseline {
     }
 
     /// The checkpoint I/O of rank `rank`, on the shared runtime and client.
-    pub fn objects(
+    pub fn checkpoint(
         &self,
-        shape: crate::checkpoint::ObjectIoShape,
         rank: usize,
-    ) -> objects::BaselineObjects {
-        objects::BaselineObjects::new(
+        shape: crate::checkpoint::ObjectIoShape,
+    ) -> checkpoint::BaselineCheckpoint {
+        checkpoint::BaselineCheckpoint::new(
             self.runtime.handle().clone(),
             self.client.clone(),
             shape,

@@ -46,13 +46,13 @@
 //! `readers × prefetch` buffers (each the largest GET), one connection per buffer, a fixed
 //! scratch and request buffer per connection.
 
+pub mod checkpoint;
 pub mod conn;
 mod connect;
 mod dispatch;
 mod fetch;
 pub mod http;
 mod issue;
-pub mod objects;
 pub mod pool;
 pub mod probe;
 mod read;
@@ -521,6 +521,6 @@ impl Transport for RingIo<'_> {
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-mod tests_objects;
+mod tests_checkpoint;
 #[cfg(test)]
 mod tests_tls;

@@ -1,8 +1,9 @@
-//! The checkpoint writer's and reader's requests, without the I/O: each request's method,
-//! path and query ([`Request`]), its head formatted (and SigV4-signed with
+//! The checkpoint writer's and reader's requests on the ring, without the I/O: each request's
+//! method, path and query ([`Request`]) and its head formatted (and SigV4-signed with
 //! `x-amz-content-sha256: UNSIGNED-PAYLOAD`: hashing 32 MiB parts would cost about half a
-//! CPU-second per GiB), the XML S3 answers and asks for, and how an object is cut into parts
-//! and blocks.
+//! CPU-second per GiB). Which requests a checkpoint sends — its parts, its restore blocks and
+//! their ranges, the single-PUT rule — is the plan's (`checkpoint::ObjectIoShape`), the same
+//! for both engines; the XML S3 answers and asks for is `s3::xml`'s.
 
 use std::io::Write;
 use std::ops::Range;
@@ -10,7 +11,6 @@ use std::time::SystemTime;
 
 use crate::plan::RangedGet;
 use crate::s3::sign::{Payload, Signer};
-use crate::s3::xml::{self, XmlWriter};
 
 /// What a connection's request is for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,76 +168,9 @@ impl Request {
     }
 }
 
-/// The `UploadId` of a CreateMultipartUpload answer.
-pub fn upload_id(document: &[u8]) -> Option<String> {
-    let mut id = None;
-    let _ = xml::walk(document, |path, text| {
-        if path.last().map(String::as_str) == Some("UploadId") {
-            id = Some(text);
-        }
-        Ok(())
-    });
-    id.filter(|id| !id.is_empty())
-}
-
-/// CompleteMultipartUpload's body: the parts' ETags, in part order.
-pub fn complete_xml(etags: &[String]) -> Vec<u8> {
-    let mut xml = XmlWriter::document();
-    xml.open("CompleteMultipartUpload");
-    for (i, etag) in etags.iter().enumerate() {
-        xml.open("Part");
-        xml.element("PartNumber", i + 1);
-        xml.element("ETag", etag);
-        xml.close("Part");
-    }
-    xml.close("CompleteMultipartUpload");
-    xml.finish().into_bytes()
-}
-
-/// Part `number`'s (from 1) bytes of an object of `bytes` in parts of `part_bytes`.
-pub fn part(bytes: u64, part_bytes: u64, number: u32) -> Range<u64> {
-    let start = u64::from(number - 1) * part_bytes;
-    start..(start + part_bytes).min(bytes)
-}
-
-/// How many parts an object of `bytes` has (at least one).
-pub fn parts(bytes: u64, part_bytes: u64) -> u32 {
-    bytes.div_ceil(part_bytes).max(1) as u32
-}
-
-/// The `blocks` contiguous blocks a restore reads in parallel: equal but the last, whole
-/// pages (none empty but where the object has fewer pages than blocks).
-pub fn blocks(bytes: u64, blocks: usize) -> Vec<Range<u64>> {
-    let size = bytes
-        .div_ceil(blocks.max(1) as u64)
-        .next_multiple_of(4096)
-        .max(4096);
-    (0..blocks as u64)
-        .map(|b| (b * size).min(bytes)..((b + 1) * size).min(bytes))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parts_and_blocks_cover_the_object_once() {
-        let mib = 1 << 20;
-        assert_eq!(parts(0, 5 * mib), 1);
-        assert_eq!(parts(5 * mib, 5 * mib), 1);
-        assert_eq!(parts(5 * mib + 1, 5 * mib), 2);
-        assert_eq!(part(17 * mib, 5 * mib, 4), 15 * mib..17 * mib);
-        for (bytes, n) in [(0, 2), (100, 4), (10 * mib + 3, 3), (1 << 30, 16)] {
-            let b = blocks(bytes, n);
-            assert_eq!(b.len(), n);
-            assert_eq!(b[0].start, 0);
-            assert_eq!(b[n - 1].end, bytes);
-            for w in b.windows(2) {
-                assert_eq!(w[0].end, w[1].start);
-            }
-        }
-    }
 
     #[test]
     fn heads_and_documents() {
@@ -267,7 +200,7 @@ mod tests {
         );
         r.kind = Kind::Complete;
         r.body_bytes = 0;
-        r.inline_body = complete_xml(&["\"e1\"".into()]);
+        r.inline_body = crate::s3::xml::complete_multipart_body(&["\"e1\"".into()]);
         r.format(
             &mut out,
             "h:1",
@@ -280,7 +213,10 @@ mod tests {
         assert!(text.ends_with("</CompleteMultipartUpload>"), "{text}");
         let answer = b"<?xml version=\"1.0\"?><InitiateMultipartUploadResult><Bucket>b</Bucket>\
             <Key>k</Key><UploadId>abc-1</UploadId></InitiateMultipartUploadResult>";
-        assert_eq!(upload_id(answer).as_deref(), Some("abc-1"));
-        assert_eq!(upload_id(b"<Error><Code>x</Code></Error>"), None);
+        assert_eq!(crate::s3::xml::upload_id(answer).as_deref(), Some("abc-1"));
+        assert_eq!(
+            crate::s3::xml::upload_id(b"<Error><Code>x</Code></Error>"),
+            None
+        );
     }
 }

@@ -21,6 +21,7 @@ use hyper::body::Incoming;
 use super::body::Body;
 use super::error::S3Error;
 use super::faults::{self, Target, WriteFault};
+use super::request_log::{LoggedRequest, without_secrets};
 use super::sigv4::{self, PayloadHash, SignedRequest};
 use super::store::Store;
 use super::trailing::Trailing;
@@ -104,6 +105,18 @@ pub async fn respond(
     // A GET of a bucket (no key) is a listing, for fault injection.
     let listing = method == Method::GET && !resource.trim_matches('/').contains('/');
     let trailing = request.extensions().get::<Arc<Trailing>>().cloned();
+    // What the request log records of the request (only when there is a log).
+    let logged = state.request_log.get().map(|_| {
+        let range = request.headers().get(http::header::RANGE);
+        (
+            request
+                .uri()
+                .query()
+                .map(without_secrets)
+                .unwrap_or_default(),
+            range.and_then(|r| r.to_str().ok()).map(str::to_string),
+        )
+    });
     let write = write_target(&method, &resource, request.uri().query().unwrap_or(""));
     if let Some(target) = write.filter(|_| !state.faults.is_empty())
         && let Some(fault) = state.faults.pick_write(target)
@@ -112,6 +125,7 @@ pub async fn respond(
         if let Ok(v) = request_id.parse() {
             response.headers_mut().insert("x-amz-request-id", v);
         }
+        log_request(&state, &method, &resource, logged, &response);
         return Ok(response);
     }
     let mut response = match dispatch(&state, request).await {
@@ -145,7 +159,28 @@ pub async fn respond(
         http::header::SERVER,
         http::HeaderValue::from_static("ringload"),
     );
+    log_request(&state, &method, &resource, logged, &response);
     Ok(response)
+}
+
+/// Records the request in the request log, when there is one: `logged` is its query (less
+/// any secret) and `Range`, taken before the request was consumed.
+fn log_request(
+    state: &State,
+    method: &Method,
+    path: &str,
+    logged: Option<(String, Option<String>)>,
+    response: &Response<Body>,
+) {
+    if let (Some(log), Some((query, range))) = (state.request_log.get(), logged) {
+        log.record(&LoggedRequest {
+            method: method.as_str(),
+            path,
+            query,
+            range: range.as_deref(),
+            status: response.status().as_u16(),
+        });
+    }
 }
 
 fn check_header_size(headers: &HeaderMap) -> Result<(), S3Error> {

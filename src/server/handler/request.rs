@@ -54,6 +54,8 @@ pub struct State {
     pub bandwidth: std::sync::Arc<super::super::bandwidth::Bandwidth>,
     pub faults: super::super::faults::Faults,
     pub counters: Counters,
+    /// `serve --request-log`: every request answered, one line each.
+    pub request_log: std::sync::OnceLock<super::super::request_log::RequestLog>,
 }
 
 /// The decoded query string.

@@ -5,7 +5,7 @@ use super::*;
 use crate::checkpoint::ObjectIoShape;
 use crate::content::Content;
 use crate::rank::IoErrorKind;
-use crate::rank::objects::{ObjectIo, ObjectSpec};
+use crate::rank::checkpoint::{ObjectIo, ObjectSpec};
 use crate::s3::{Credentials, Endpoint, Target};
 use crate::server::dir::DirStore;
 use crate::server::{Server, ServerConfig, Store};
@@ -21,6 +21,7 @@ fn shape(part_bytes: u64, single_put_below: u64, send_zc: bool) -> ObjectIoShape
         part_bytes,
         parts_in_flight: 2,
         single_put_below,
+        single_put_bytes: single_put_below.saturating_sub(1),
         read_range_bytes: 2 * MIB,
         read_blocks: 2,
         send_zc,
@@ -96,7 +97,7 @@ fn a_multipart_object_lands_whole_and_reads_back_verified() {
     let Some(uring) = engine(&server.endpoint_url(), true, policy(2)) else {
         return;
     };
-    let mut io = uring.objects(0, shape(5 * MIB, 0, false)).unwrap();
+    let mut io = uring.checkpoint(0, shape(5 * MIB, 0, false)).unwrap();
     // 3.5 parts of 5 MiB, two in flight.
     let o = object("ckpt/m/global_epoch1_step1/model_states.pt", 35 * MIB / 2);
     io.put(&o).unwrap();
@@ -148,7 +149,7 @@ fn a_tiny_object_as_a_multipart_upload_and_as_one_put() {
     };
     for (single_put_below, parts) in [(0, 1), (MIB, 1)] {
         let mut io = uring
-            .objects(0, shape(5 * MIB, single_put_below, false))
+            .checkpoint(0, shape(5 * MIB, single_put_below, false))
             .unwrap();
         let o = object(&format!("tiny/{single_put_below}.pt"), 32_000);
         io.put(&o).unwrap();
@@ -166,7 +167,7 @@ fn send_zc_sends_from_the_registered_buffers_and_loopback_copies() {
     let Some(uring) = engine(&server.endpoint_url(), false, policy(2)) else {
         return;
     };
-    let mut io = match uring.objects(0, shape(5 * MIB, 0, true)) {
+    let mut io = match uring.checkpoint(0, shape(5 * MIB, 0, true)) {
         Ok(io) => io,
         Err(e) if e.to_string().contains("lacks SEND_ZC") => {
             eprintln!("skipping: {e}");
@@ -283,7 +284,7 @@ fn a_part_answered_503_is_retried() {
     let Some(uring) = engine(&url, false, policy(2)) else {
         return;
     };
-    let mut io = uring.objects(0, shape(MIB, 0, false)).unwrap();
+    let mut io = uring.checkpoint(0, shape(MIB, 0, false)).unwrap();
     io.put(&object("r/o.pt", 3 * MIB)).unwrap();
     let stats = &io.stats().write;
     assert_eq!((stats.objects, stats.parts, stats.retries), (1, 3, 1));
@@ -306,7 +307,7 @@ fn a_part_whose_connection_is_cut_is_retried() {
     let Some(uring) = engine(&url, false, policy(2)) else {
         return;
     };
-    let mut io = uring.objects(0, shape(MIB, 0, false)).unwrap();
+    let mut io = uring.checkpoint(0, shape(MIB, 0, false)).unwrap();
     io.put(&object("c/o.pt", 3 * MIB)).unwrap();
     let stats = &io.stats().write;
     assert_eq!((stats.objects, stats.parts, stats.retries), (1, 3, 1));
@@ -330,7 +331,7 @@ fn a_completion_answered_200_with_an_error_aborts_the_upload() {
     let Some(uring) = engine(&url, false, policy(2)) else {
         return;
     };
-    let mut io = uring.objects(0, shape(MIB, 0, false)).unwrap();
+    let mut io = uring.checkpoint(0, shape(MIB, 0, false)).unwrap();
     let Err(RankError::Io(error)) = io.put(&object("d/o.pt", 2 * MIB)) else {
         panic!("a completion answered with an error document did not fail the upload");
     };
@@ -358,7 +359,7 @@ fn a_part_past_its_retries_aborts_the_upload() {
     let Some(uring) = engine(&url, false, policy(1)) else {
         return;
     };
-    let mut io = uring.objects(0, shape(MIB, 0, false)).unwrap();
+    let mut io = uring.checkpoint(0, shape(MIB, 0, false)).unwrap();
     let o = object("a/o.pt", 3 * MIB);
     let Err(RankError::Io(error)) = io.put(&o) else {
         panic!("a part that always fails did not fail the upload");
@@ -394,6 +395,6 @@ fn https_targets_are_refused_with_the_fix() {
     let Some(uring) = engine("https://127.0.0.1:1", false, policy(0)) else {
         return;
     };
-    let error = uring.objects(0, shape(MIB, 0, false)).unwrap_err();
+    let error = uring.checkpoint(0, shape(MIB, 0, false)).unwrap_err();
     assert!(error.to_string().contains("--engine baseline"), "{error}");
 }

@@ -3,8 +3,10 @@
 //! Each part is a freshly allocated heap buffer that the generator fills, handed to hyper as
 //! the request body (`x-amz-content-sha256: UNSIGNED-PAYLOAD`), up to `parts_in_flight` tasks
 //! at once on the shared runtime; each ranged GET of a restore is collected into a fresh heap
-//! buffer, `read_blocks` blocks at once. Retries follow the client's policy per request; a
-//! part that exhausts them aborts its upload.
+//! buffer, `read_blocks` blocks at once. Which requests go — the single-PUT rule, the parts,
+//! the restore's blocks and ranges — is the plan's `checkpoint::ObjectIoShape`, the same for
+//! both engines. Retries follow the client's policy per request; a part that exhausts them
+//! aborts its upload.
 
 use std::time::{Duration, Instant};
 
@@ -15,19 +17,20 @@ use tokio::task::JoinSet;
 
 use crate::checkpoint::ObjectIoShape;
 use crate::metrics::{GetRecord, thread_cpu};
-use crate::rank::objects::{ObjectIo, ObjectSpec, ObjectStats};
+use crate::rank::checkpoint::{ObjectIo, ObjectSpec, ObjectStats};
 use crate::rank::{IoError, RankError};
 use crate::s3::client::{RequestSpec, with_retries};
 use crate::s3::{Client, RequestError};
 
 /// One rank's checkpoint I/O on the baseline engine.
 #[derive(Debug)]
-pub struct BaselineObjects {
+pub struct BaselineCheckpoint {
     runtime: tokio::runtime::Handle,
     client: Client,
     shape: ObjectIoShape,
-    /// The endpoint of this rank's first connection slot; slot `j` sends to `(first + j) % E`.
-    first_endpoint: usize,
+    /// `slot_endpoint[j]`: the endpoint connection slot `j` sends to (the walk both engines
+    /// share, `engine::common::slot_endpoints`).
+    slot_endpoint: Vec<usize>,
     stats: ObjectStats,
     /// Uploads started and not yet completed or aborted: (key, upload id).
     open: Vec<(String, String)>,
@@ -59,20 +62,23 @@ struct RangeDone {
     endpoint: usize,
 }
 
-impl BaselineObjects {
+impl BaselineCheckpoint {
     pub fn new(
         runtime: tokio::runtime::Handle,
         client: Client,
         shape: ObjectIoShape,
         rank: usize,
-    ) -> BaselineObjects {
-        let slots = shape.parts_in_flight.max(shape.read_blocks).max(1);
-        let endpoints = client.target().endpoints.len().max(1);
-        BaselineObjects {
+    ) -> BaselineCheckpoint {
+        let slot_endpoint = super::super::common::slot_endpoints(
+            client.target(),
+            rank..rank + 1,
+            shape.connections(),
+        );
+        BaselineCheckpoint {
             runtime,
             client,
             shape,
-            first_endpoint: (rank * slots) % endpoints,
+            slot_endpoint,
             stats: ObjectStats::default(),
             open: Vec::new(),
             stop: None,
@@ -87,7 +93,7 @@ impl BaselineObjects {
     }
 
     fn endpoint(&self, slot: usize) -> usize {
-        (self.first_endpoint + slot) % self.client.target().endpoints.len().max(1)
+        self.slot_endpoint[slot % self.slot_endpoint.len().max(1)]
     }
 
     /// One PUT (or UploadPart with `part`) of `bytes` bytes of `object` from `offset`, with
@@ -134,12 +140,13 @@ impl BaselineObjects {
             let started = Instant::now();
             let (result, causes) = with_retries(client.policy(), &what, || async {
                 let (parts, _) = client.send_attempt(&spec).await?;
-                Ok(parts
-                    .headers
-                    .get(ETAG)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or_default()
-                    .to_string())
+                match parts.headers.get(ETAG).and_then(|v| v.to_str().ok()) {
+                    Some(etag) if !etag.is_empty() => Ok(etag.to_string()),
+                    _ => Err(RequestError::BadResponse {
+                        operation: what.clone(),
+                        reason: "answered without an ETag".into(),
+                    }),
+                }
             })
             .await;
             PartDone {
@@ -208,8 +215,7 @@ impl BaselineObjects {
             .block_on(async { client.create_multipart(&key).await })
             .map_err(|e| RankError::Io(e.into()))?;
         self.open.push((key.clone(), id.clone()));
-        let part = self.shape.part_bytes.max(1);
-        let count = object.bytes.div_ceil(part).max(1) as u32;
+        let count = self.shape.part_count(object.bytes);
         let mut etags = vec![String::new(); count as usize];
         let mut tasks = JoinSet::new();
         let mut next = 1u32;
@@ -229,9 +235,14 @@ impl BaselineObjects {
             }
             while next <= count && !free_slots.is_empty() {
                 let slot = free_slots.pop().unwrap_or(0);
-                let offset = u64::from(next - 1) * part;
-                let len = part.min(object.bytes - offset);
-                let task = self.part_task(object, Some((&id, next)), offset, len, slot);
+                let range = self.shape.part(object.bytes, next);
+                let task = self.part_task(
+                    object,
+                    Some((&id, next)),
+                    range.start,
+                    range.end - range.start,
+                    slot,
+                );
                 let _guard = self.runtime.enter();
                 tasks.spawn_on(task, &self.runtime);
                 self.live.issued();
@@ -383,9 +394,9 @@ impl BaselineObjects {
     }
 }
 
-impl ObjectIo for BaselineObjects {
+impl ObjectIo for BaselineCheckpoint {
     fn put(&mut self, object: &ObjectSpec) -> Result<(), RankError> {
-        if object.bytes < self.shape.single_put_below {
+        if self.shape.single_put(object.bytes) {
             self.put_single(object)?;
         } else {
             self.put_multipart(object)?;
@@ -395,33 +406,27 @@ impl ObjectIo for BaselineObjects {
     }
 
     fn get(&mut self, object: &ObjectSpec) -> Result<(), RankError> {
-        if object.bytes == 0 {
-            return Ok(());
-        }
-        // `read_blocks` contiguous blocks, each read with sequential GETs of at most
-        // `read_range_bytes`.
-        let blocks = (self.shape.read_blocks.max(1) as u64).min(object.bytes);
-        let block_len = object.bytes.div_ceil(blocks);
-        let range = self.shape.read_range_bytes.max(1);
-        let mut cursor: Vec<(u64, u64)> = (0..blocks)
-            .map(|b| {
-                let start = b * block_len;
-                (start, (start + block_len).min(object.bytes))
-            })
+        // The shape's blocks (as DLIO cuts them), each read with its ranged GETs one after
+        // another.
+        let mut gets: Vec<_> = self
+            .shape
+            .restore_blocks(object.bytes)
+            .into_iter()
+            .map(|b| self.shape.block_gets(b))
             .collect();
         let mut tasks = JoinSet::new();
-        let issue =
-            |this: &Self, tasks: &mut JoinSet<RangeDone>, block: usize, cursor: &mut (u64, u64)| {
-                if cursor.0 < cursor.1 {
-                    let len = range.min(cursor.1 - cursor.0);
-                    let task = this.range_task(object, block, cursor.0, len);
-                    tasks.spawn_on(task, &this.runtime);
-                    this.live.issued();
-                    cursor.0 += len;
-                }
-            };
-        for (block, c) in cursor.iter_mut().enumerate() {
-            issue(self, &mut tasks, block, c);
+        let issue = |this: &Self,
+                     tasks: &mut JoinSet<RangeDone>,
+                     block: usize,
+                     next: Option<std::ops::Range<u64>>| {
+            if let Some(range) = next {
+                let task = this.range_task(object, block, range.start, range.end - range.start);
+                tasks.spawn_on(task, &this.runtime);
+                this.live.issued();
+            }
+        };
+        for (block, g) in gets.iter_mut().enumerate() {
+            issue(self, &mut tasks, block, g.next());
         }
         while let Some(joined) = self.runtime.block_on(tasks.join_next()) {
             let done =
@@ -479,7 +484,7 @@ impl ObjectIo for BaselineObjects {
                 });
                 return Err(RankError::Aborted);
             }
-            issue(self, &mut tasks, done.block, &mut cursor[done.block]);
+            issue(self, &mut tasks, done.block, gets[done.block].next());
         }
         Ok(())
     }

@@ -2,9 +2,12 @@
 //! back as blocks of ranged GETs, over the same connection state machine ([`Conn`]) as the
 //! training GETs.
 //!
-//! - **Set-up** ([`UringEngine::objects`], before the clock): one ring; one registered pool
-//!   of `max(parts_in_flight, read_blocks)` buffers, each `max(part_bytes, read_range_bytes)`
-//!   (the write and read phases never overlap, and with the plan's defaults both counts are
+//! Which requests go — the single-PUT rule, the parts, the restore's blocks and ranges — is the
+//! plan's [`ObjectIoShape`], the same for both engines; this file only sends them.
+//!
+//! - **Set-up** ([`UringEngine::checkpoint`], before the clock): one ring; one registered pool
+//!   of [`ObjectIoShape::connections`] buffers of [`ObjectIoShape::buffer_bytes`] (the write
+//!   and read phases never overlap, and with the plan's defaults both counts are
 //!   equal, so that is the larger of the two sides' memory); as many keep-alive connections,
 //!   connected now, connection `c` to endpoint `(rank × n + c) mod E` as the training walk
 //!   gives slots, each with its own buffer.
@@ -16,8 +19,9 @@
 //!   pages; the buffer is refilled only after the notification, which says whether the kernel
 //!   copied after all, as it does on loopback) from the pool; then CompleteMultipartUpload
 //!   (a `200` with an error document is a failure). Below `single_put_below`: one PutObject.
-//! - **get**: the object cut into `read_blocks` contiguous blocks, one per connection, each
-//!   read with sequential ranged GETs of at most `read_range_bytes` into its buffer
+//! - **get**: the object cut into at most `read_blocks` contiguous blocks as DLIO cuts them,
+//!   one per connection, each read with sequential ranged GETs of at most `read_range_bytes`
+//!   into its buffer
 //!   (`READ_FIXED`, as training bodies), each checked with [`Content::check`] under `verify`.
 //! - **Failures**: an attempt that fails (5xx, 429, a cut connection, a timeout) is tried
 //!   again after the client's backoff, up to its retries; a part past them, or a failed
@@ -33,12 +37,12 @@ use super::conn::{Conn, Job, Op, Step, TimerAction};
 use super::dispatch::attempt_error;
 use super::pool::{BufIndex, BufferPool};
 use super::ring::{self, Completion, NOTIF_TAG, Ring, ZC_COPIED};
-use super::upload::{self, Kind, Request};
+use super::upload::{Kind, Request};
 use super::{POLL, SCRATCH_BYTES, UringEngine};
 use crate::checkpoint::ObjectIoShape;
 use crate::metrics::thread_cpu;
 use crate::rank::RankError;
-use crate::rank::objects::{ObjectIo, ObjectSpec, ObjectStats};
+use crate::rank::checkpoint::{ObjectIo, ObjectSpec, ObjectStats};
 use crate::s3::{RequestError, RetryPolicy};
 
 /// The most body bytes one send carries: each is sent whole (`MSG_WAITALL`: one completion,
@@ -61,7 +65,7 @@ enum Outcome {
 
 /// One rank's checkpoint I/O on the io_uring engine: see the module docs.
 #[derive(Debug)]
-pub struct RingObjects {
+pub struct RingCheckpoint {
     /// Raised when the phase stops (another rank failed, or an interrupt): no new part or GET
     /// starts, and the object in hand ends with [`RankError::Aborted`].
     stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
@@ -99,7 +103,11 @@ impl UringEngine {
     /// call it in the rank's own thread, before the clock. Retries follow the client's
     /// policy. Fails on an `https://` target (the uring engine has no TLS write path yet) and,
     /// with `shape.send_zc`, on a kernel without `SEND_ZC`.
-    pub fn objects(&self, rank: usize, shape: ObjectIoShape) -> Result<RingObjects, RankError> {
+    pub fn checkpoint(
+        &self,
+        rank: usize,
+        shape: ObjectIoShape,
+    ) -> Result<RingCheckpoint, RankError> {
         if let Some(tls) = self.endpoints.iter().find(|e| e.server_name.is_some()) {
             return Err(RankError::Engine(format!(
                 "the io_uring engine does not write checkpoints over TLS ({}): use --engine \
@@ -108,10 +116,9 @@ impl UringEngine {
             )));
         }
         let engine = |what: &str, e: std::io::Error| RankError::Engine(format!("{what}: {e}"));
-        let n = shape.parts_in_flight.max(shape.read_blocks).max(1);
-        let largest = shape.part_bytes.max(shape.read_range_bytes).max(1);
-        let buffer_bytes = usize::try_from(largest.next_multiple_of(4096))
-            .map_err(|_| RankError::Engine(format!("buffers of {largest} bytes")))?;
+        let n = shape.connections();
+        let buffer_bytes = usize::try_from(shape.buffer_bytes())
+            .map_err(|_| RankError::Engine(format!("buffers of {} bytes", shape.buffer_bytes())))?;
         let mut pool = BufferPool::new(n, buffer_bytes)
             .map_err(|e| engine("cannot set up the checkpoint buffers", e))?;
         // Connection `c` keeps buffer `c` (the pool hands out buffer 0 first).
@@ -125,7 +132,7 @@ impl UringEngine {
         }
         let target = self.client.target();
         let conn_endpoint = super::super::common::slot_endpoints(target, rank..rank + 1, n);
-        let mut objects = RingObjects {
+        let mut objects = RingCheckpoint {
             ring,
             conns: (0..n).map(|_| Conn::default()).collect(),
             bufs,
@@ -152,7 +159,7 @@ impl UringEngine {
     }
 }
 
-impl RingObjects {
+impl RingCheckpoint {
     fn engine_error(what: &str, e: std::io::Error) -> RankError {
         RankError::Engine(format!("io_uring: {what}: {e}"))
     }
@@ -551,7 +558,6 @@ impl RingObjects {
         upload_id: &str,
     ) -> Result<Vec<String>, RankError> {
         let parts = self.parts;
-        let part_bytes = self.shape.part_bytes;
         let writers = self.shape.parts_in_flight.clamp(1, self.conns.len());
         let path = self.path(&object.key);
         let mut etags: Vec<Option<String>> = vec![None; parts as usize];
@@ -562,7 +568,7 @@ impl RingObjects {
                 if next > parts || !self.ready(c) {
                     continue;
                 }
-                let range = upload::part(object.bytes, part_bytes, next);
+                let range = self.shape.part(object.bytes, next);
                 let len = (range.end - range.start) as usize;
                 self.fill(c, object, range.clone());
                 let number = next.to_string();
@@ -624,7 +630,7 @@ impl RingObjects {
             &path,
             &[("uploadId", upload_id)],
         );
-        request.inline_body = upload::complete_xml(&etags);
+        request.inline_body = crate::s3::xml::complete_multipart_body(&etags);
         let what = request.operation(&self.engine.client, self.parts);
         let (_, document, _) = self.document(request)?;
         // S3 may answer 200 and put the error in the body.
@@ -664,21 +670,6 @@ impl RingObjects {
             self.stats.write.aborted += 1;
         }
         aborted
-    }
-
-    /// Reads block `range` of `object` into connection `c`'s buffer, GET by GET: the next GET,
-    /// from `at`.
-    fn next_get(
-        &mut self,
-        c: usize,
-        object: &ObjectSpec,
-        at: u64,
-        end: u64,
-    ) -> Result<u64, RankError> {
-        let len = (end - at).min(self.shape.read_range_bytes);
-        let path = self.path(&object.key);
-        self.start(c, Request::range(&object.key, &path, at..at + len))?;
-        Ok(at + len)
     }
 
     /// A ranged GET arrived on connection `c`: checked and counted.
@@ -721,18 +712,32 @@ impl RingObjects {
     }
 
     fn read_blocks(&mut self, object: &ObjectSpec) -> Result<(), RankError> {
-        let readers = self.shape.read_blocks.clamp(1, self.conns.len());
-        let blocks = upload::blocks(object.bytes, readers);
-        let mut cursor: Vec<u64> = blocks.iter().map(|b| b.start).collect();
+        // Block `c` is read on connection `c`: the shape cuts at most `read_blocks` of them,
+        // and a rank has at least as many connections.
+        let blocks = self.shape.restore_blocks(object.bytes);
+        let readers = blocks.len();
+        if readers > self.conns.len() {
+            return Err(RankError::Engine(format!(
+                "{readers} restore blocks for {} connections (a bug)",
+                self.conns.len()
+            )));
+        }
+        // Each block's ranged GETs, sent one after another on its connection.
+        let mut gets: Vec<_> = blocks
+            .iter()
+            .map(|b| self.shape.block_gets(b.clone()).peekable())
+            .collect();
+        let path = self.path(&object.key);
         loop {
             self.check_stop()?;
-            for (c, block) in blocks.iter().enumerate() {
+            for (c, block) in gets.iter_mut().enumerate() {
                 // `ready`: not while a SEND_ZC of the last upload may still read the buffer.
-                if cursor[c] < block.end && self.ready(c) {
-                    cursor[c] = self.next_get(c, object, cursor[c], block.end)?;
+                if block.peek().is_some() && self.ready(c) {
+                    let range = block.next().unwrap_or_default();
+                    self.start(c, Request::range(&object.key, &path, range))?;
                 }
             }
-            let reading = cursor.iter().zip(&blocks).any(|(at, b)| *at < b.end);
+            let reading = gets.iter_mut().any(|b| b.peek().is_some());
             if !reading && self.conns[..readers].iter().all(Conn::is_free) {
                 return Ok(());
             }
@@ -760,25 +765,30 @@ impl RingObjects {
     }
 }
 
-impl ObjectIo for RingObjects {
+impl ObjectIo for RingCheckpoint {
     fn put(&mut self, object: &ObjectSpec) -> Result<(), RankError> {
         let buffer_bytes = self.buffer_bytes as u64;
-        if object.bytes == 0
-            || (object.bytes < self.shape.single_put_below && object.bytes <= buffer_bytes)
-        {
+        let single = self.shape.single_put(object.bytes);
+        if (single && object.bytes > buffer_bytes) || self.shape.part_bytes > buffer_bytes {
+            return Err(RankError::Engine(format!(
+                "{} of {} bytes in buffers of {buffer_bytes} (a bug: the plan sizes the buffers)",
+                if single { "a single PUT" } else { "parts" },
+                if single {
+                    object.bytes
+                } else {
+                    self.shape.part_bytes
+                }
+            )));
+        }
+        if single {
             return self.single_put(object);
         }
-        if self.shape.part_bytes > buffer_bytes {
-            return Err(RankError::Engine(
-                "parts larger than their buffers (a bug)".into(),
-            ));
-        }
-        self.parts = upload::parts(object.bytes, self.shape.part_bytes);
+        self.parts = self.shape.part_count(object.bytes);
         let path = self.path(&object.key);
         let create = Request::new(Kind::Create, &object.key, &path, &[("uploads", "")]);
         let what = create.operation(&self.engine.client, self.parts);
         let (_, document, _) = self.document(create)?;
-        let upload_id = upload::upload_id(&document).ok_or_else(|| {
+        let upload_id = crate::s3::xml::upload_id(&document).ok_or_else(|| {
             RankError::Io(
                 RequestError::BadResponse {
                     operation: what,
