@@ -2,46 +2,38 @@
 //! output. [`exit_code`] maps an error to its documented code.
 
 use std::io::{IsTerminal, Write};
-use std::sync::Arc;
 
 use anyhow::Context;
 
 use crate::catalog::{self, Catalog, CatalogError, DirSource};
-use crate::checkpoint::{
-    self, CheckpointError, CheckpointOptions, CheckpointPlan, CheckpointSettings,
-};
-use crate::cli::{
-    Command, CompareArgs, GenerateArgs, PlanArgs, RunArgs, ServeArgs, ShapeArgs, WorkloadArgs,
-    load_config,
-};
+use crate::checkpoint::{CheckpointError, CheckpointOptions, CheckpointPlan, CheckpointSettings};
+use crate::cli::{Command, CompareArgs, GenerateArgs, PlanArgs, RunArgs, load_config};
 use crate::cluster::Cluster;
 use crate::config::ConfigError;
 use crate::datagen::{self, DirSink, GenerateError};
 use crate::exit::{ExitClass, UsageError};
 use crate::plan::{Plan, PlanError};
+use crate::run::checkpoint::CheckpointSession;
+use crate::run::prepare::Prepared;
 use crate::run::session::{RunFailed, RunInterrupted, Session};
-use crate::run::store::{
-    checked_bucket, checkpoint_sink_objects, env, parquet_manifest, refuse_checkpoint_manifest,
-};
 use crate::s3::{self, Bucket, RequestError};
-use crate::server::dir::DirStore;
-use crate::server::faults::Faults;
+use crate::server::ServerError;
 use crate::server::virtual_dataset::VirtualError;
-use crate::server::{self, Credentials, Server, ServerConfig, ServerError, Store};
 use crate::settings::{Settings, SettingsError};
-use crate::signals::StopSignals;
+use crate::setup::store::{env, parquet_manifest, refuse_checkpoint_manifest};
 use crate::sweep::session::SweepInterrupted;
-use crate::{affinity, budget, exit, report, units};
+use crate::workload::{Kind, Settled, Workload};
+use crate::{affinity, budget, exit, report};
 
-/// The virtual dataset of `serve --virtual` (or the default workload), for tests' servers.
-pub use crate::run::store::{serve_store, virtual_store};
+/// The virtual dataset of `serve WORKLOAD`, for tests' servers.
+pub use crate::serve::{serve_store, virtual_store};
 
 /// Runs a command; `Ok` carries the exit code.
 pub fn dispatch(command: Command) -> anyhow::Result<u8> {
     match command {
         Command::Plan(args) => plan(&args),
         Command::Generate(args) => generate(&args),
-        Command::Serve(args) => serve(&args),
+        Command::Serve(args) => crate::serve::serve(&args),
         Command::Run(args) => run(&args),
         Command::Sweep(args) => crate::sweep::session::run(&args),
         Command::Compare(args) => compare(&args),
@@ -95,15 +87,17 @@ fn catalog_for(
 }
 
 fn plan(args: &PlanArgs) -> anyhow::Result<u8> {
-    let cfg = load_config(&args.workload, Some(&args.shape))?;
-    if checkpoint::is_checkpoint_workload(&cfg)? {
-        refuse_checkpoint_manifest(args.manifest.as_deref())?;
-        return checkpoint_plan(args, &cfg);
-    }
-    let settings = Settings::resolve(&cfg)?;
-    let catalog = catalog_for(&settings, args.dir.as_deref(), args.manifest.as_deref())?;
+    let workload = Workload::resolve(load_config(&args.workload, Some(&args.shape))?)?;
+    let settings = match &workload.settled {
+        Settled::Checkpoint(settings) => {
+            refuse_checkpoint_manifest(args.manifest.as_deref())?;
+            return checkpoint_plan(args, settings);
+        }
+        Settled::Training(settings) => settings,
+    };
+    let catalog = catalog_for(settings, args.dir.as_deref(), args.manifest.as_deref())?;
     let options = args.shape.plan_options(&args.shape_options, 0);
-    let plan = Plan::resolve(&settings, &catalog, &options, &budget::probe())?;
+    let plan = Plan::resolve(settings, &catalog, &options, &budget::probe())?;
     let mut stdout = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut stdout, &plan)?;
@@ -115,8 +109,7 @@ fn plan(args: &PlanArgs) -> anyhow::Result<u8> {
 }
 
 /// `plan` of a checkpoint workload (`workflow.checkpoint` true, `workflow.train` false).
-fn checkpoint_plan(args: &PlanArgs, cfg: &crate::config::RawConfig) -> anyhow::Result<u8> {
-    let settings = CheckpointSettings::resolve(cfg)?;
+fn checkpoint_plan(args: &PlanArgs, settings: &CheckpointSettings) -> anyhow::Result<u8> {
     let options = CheckpointOptions {
         np: args.shape.np,
         hosts: args.checkpoint.hosts,
@@ -124,7 +117,7 @@ fn checkpoint_plan(args: &PlanArgs, cfg: &crate::config::RawConfig) -> anyhow::R
         memory_cap_bytes: args.shape_options.memory_budget,
         server_bytes: 0,
     };
-    let plan = CheckpointPlan::resolve(&settings, &options, &budget::probe(), &env)?;
+    let plan = CheckpointPlan::resolve(settings, &options, &budget::probe(), &env)?;
     let mut stdout = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut stdout, &plan)?;
@@ -172,8 +165,17 @@ impl Generation {
 }
 
 fn generate(args: &GenerateArgs) -> anyhow::Result<u8> {
-    let cfg = load_config(&args.workload, None)?;
-    let settings = Settings::resolve(&cfg)?;
+    let workload = Workload::resolve(load_config(&args.workload, None)?)?;
+    let Settled::Training(settings) = workload.settled else {
+        return Err(UsageError(format!(
+            "{}: a checkpoint workload writes its objects when it runs; generate makes \
+             training datasets: `ringload run {}` writes the checkpoints",
+            workload.name(),
+            workload.name()
+        ))
+        .into());
+    };
+    let settings = *settings;
     settings.check_generatable()?;
     let storage = settings.storage.clone();
     let generation = match settings.objects.clone() {
@@ -221,261 +223,15 @@ fn generate(args: &GenerateArgs) -> anyhow::Result<u8> {
     Ok(exit::OK)
 }
 
-fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
-    let store = match &args.dir {
-        None if args.sink => sink_store(args)?,
-        Some(dir) => {
-            if args.workload.is_some() || !args.overrides.is_empty() || args.files.is_some() {
-                return Err(UsageError(
-                    "a workload, its overrides and --files apply to the virtual dataset; --dir \
-                     serves the directory as it is"
-                        .into(),
-                )
-                .into());
-            }
-            let store = DirStore::new(dir).map_err(|e| {
-                UsageError(format!(
-                    "cannot serve --dir {}: {e}; create it or point --dir at an existing \
-                     directory",
-                    dir.display()
-                ))
-            })?;
-            if let Some(bucket) = &args.bucket {
-                let bucket = checked_bucket(bucket)?;
-                if store.bucket_path(bucket).is_err() {
-                    store.create_bucket(bucket).map_err(|e| {
-                        UsageError(format!("cannot create bucket '{bucket}' in --dir: {e}"))
-                    })?;
-                }
-            }
-            for folder in store.unserved_folders() {
-                eprintln!(
-                    "ringload serve: warning: folder '{folder}' in --dir is not served: a bucket \
-                     name has 3-63 characters of a-z, 0-9, '.' and '-'; rename it to serve it"
-                );
-            }
-            Store::Dir(store)
-        }
-        None => {
-            // `--virtual W` (the older spelling) takes every positional as an override.
-            let mut positional: Vec<String> = args.workload.iter().cloned().collect();
-            positional.extend(args.overrides.iter().cloned());
-            let workload = match &args.virtual_workload {
-                Some(w) => WorkloadArgs {
-                    workload: Some(w.clone()),
-                    overrides: positional,
-                    files: args.files,
-                },
-                None => WorkloadArgs {
-                    workload: positional.first().cloned(),
-                    overrides: positional.into_iter().skip(1).collect(),
-                    files: args.files,
-                },
-            };
-            serve_store(&workload, args.bucket.as_deref(), true)?
-        }
-    };
-    let credentials = match (&args.access_key, &args.secret_key) {
-        (Some(access_key_id), Some(secret_access_key)) => Some(Credentials {
-            access_key_id: access_key_id.clone(),
-            secret_access_key: secret_access_key.clone(),
-        }),
-        _ => None,
-    };
-    let signed = credentials.is_some();
-    let faults = match &args.faults {
-        Some(spec) => Faults::parse(spec, args.faults_seed)
-            .map_err(|e| UsageError(format!("--faults: {e}")))?,
-        None => Faults::default(),
-    };
-    let injecting = args.faults.clone();
-    let (tls, self_signed, remove_tls_dir) = serve_tls(args)?;
-    let signals = StopSignals::install()?;
-    let server = Server::start(ServerConfig {
-        tls,
-        listen: args.listen,
-        store,
-        credentials,
-        region: args.region.clone(),
-        worker_threads: args.threads.unwrap_or_else(affinity::cores),
-        throttle_bytes_per_s: args.throttle_mib_per_s.map(|r| (r * units::MIB) as u64),
-        faults,
-        max_connections: args.max_connections,
-    })?;
-    server.limit_bandwidth(args.bandwidth_mib_per_s.map(|r| (r * units::MIB) as u64));
-    if let Some(file) = &args.request_log {
-        server.log_requests(file).map_err(UsageError)?;
-    }
-    {
-        let mut stdout = std::io::stdout().lock();
-        writeln!(stdout, "{}", server.endpoint_url())?;
-        stdout.flush()?;
-    }
-    if !signed && !args.listen.ip().is_loopback() {
-        eprintln!(
-            "ringload serve: warning: listening on {} without --access-key: anyone who can \
-             reach it can read{} its objects",
-            server.addr(),
-            if args.dir.is_some() || args.sink {
-                ", write and delete"
-            } else {
-                ""
-            }
-        );
-    }
-    let throttle = args
-        .throttle_mib_per_s
-        .map(|r| format!("; each body sent at most {r} MiB/s"))
-        .unwrap_or_default()
-        + &args
-            .bandwidth_mib_per_s
-            .map(|r| format!("; all bodies together at most {r} MiB/s"))
-            .unwrap_or_default()
-        + &injecting
-            .map(|spec| format!("; INJECTING FAULTS: {spec}"))
-            .unwrap_or_default();
-    eprintln!(
-        "ringload serve: {} at {} ({}{throttle}); Ctrl-C stops",
-        server.describe(),
-        server.endpoint_url(),
-        if signed {
-            "SigV4 signatures required"
-        } else {
-            "no credentials set: any request is accepted"
-        }
-    );
-    if let Some(files) = &self_signed {
-        eprintln!(
-            "ringload serve: TLS with a self-signed CA for {}: clients pass --ca-bundle {} (boto3: \
-             verify='{}')",
-            args.listen.ip(),
-            files.ca_pem.display(),
-            files.ca_pem.display()
-        );
-    }
-    signals.wait();
-    let stats = server.shutdown();
-    if let (Some(files), true) = (&self_signed, remove_tls_dir)
-        && let Some(dir) = files.ca_pem.parent()
-    {
-        let _ = std::fs::remove_dir_all(dir);
-    }
-    if args.json {
-        let mut stdout = std::io::stdout().lock();
-        serde_json::to_writer_pretty(&mut stdout, &stats)?;
-        writeln!(stdout)?;
-    } else {
-        eprintln!("ringload serve: {}", report::server_stats(&stats));
-    }
-    Ok(exit::OK)
-}
-
-/// `serve --sink [WORKLOAD]`: without a workload an empty sink, listing what is written to
-/// it; with a checkpoint workload, its plan's objects at `--np` ranks listed and served from the
-/// start (as the embedded sink of `run`), so a read-only run finds them.
-fn sink_store(args: &ServeArgs) -> anyhow::Result<Store> {
-    if args.files.is_some() {
-        return Err(UsageError(
-            "--files sizes a training workload's virtual dataset; serve --sink takes a \
-             checkpoint workload and --np: drop --files"
-                .into(),
-        )
-        .into());
-    }
-    let Some(name) = &args.workload else {
-        let bucket = checked_bucket(args.bucket.as_deref().unwrap_or(server::DEFAULT_BUCKET))?;
-        return Ok(Store::sink(
-            bucket,
-            Vec::new(),
-            !args.sink_zeros,
-            args.sink_verify,
-        ));
-    };
-    let workload = WorkloadArgs {
-        workload: Some(name.clone()),
-        overrides: args.overrides.clone(),
-        files: None,
-    };
-    let shape = ShapeArgs {
-        np: args.np,
-        read_threads: None,
-        prefetch: None,
-        coalesce_rgs: None,
-        computation_time: None,
-        loader: crate::plan::Loader::Ringload,
-    };
-    let cfg = load_config(&workload, Some(&shape))?;
-    if !checkpoint::is_checkpoint_workload(&cfg)? {
-        return Err(UsageError(format!(
-            "serve --sink {name}: not a checkpoint workload (workflow.checkpoint True and \
-             workflow.train False); serve its training files with `ringload serve {name}`, or \
-             give --sink a checkpoint workload such as llama3_8b"
-        ))
-        .into());
-    }
-    let settings = CheckpointSettings::resolve(&cfg)?;
-    let options = CheckpointOptions {
-        np: args.np,
-        hosts: 1,
-        io: checkpoint::IoOptions::default(),
-        memory_cap_bytes: None,
-        server_bytes: 0,
-    };
-    let plan = CheckpointPlan::resolve(&settings, &options, &budget::probe(), &env)?;
-    let bucket = args
-        .bucket
-        .as_deref()
-        .or(settings.storage.bucket.as_deref())
-        .unwrap_or(server::DEFAULT_BUCKET);
-    let bucket = checked_bucket(bucket)?;
-    Ok(Store::sink(
-        bucket,
-        checkpoint_sink_objects(&plan),
-        settings.randomize_tensor && !args.sink_zeros,
-        args.sink_verify,
-    ))
-}
-
-/// `serve`'s TLS: from --tls-cert/--tls-key, or made by --tls-self-signed (the files, and
-/// whether their folder is a temporary one to remove at exit).
-type ServeTls = (
-    Option<Arc<rustls::ServerConfig>>,
-    Option<server::tls::SelfSigned>,
-    bool,
-);
-
-fn serve_tls(args: &ServeArgs) -> anyhow::Result<ServeTls> {
-    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
-        let config = server::tls::from_files(cert, key).map_err(UsageError)?;
-        return Ok((Some(config), None, false));
-    }
-    let Some(dir) = &args.tls_self_signed else {
-        return Ok((None, None, false));
-    };
-    let (dir, temporary) = if dir.as_os_str().is_empty() {
-        let dir = server::tls::private_temp_dir()
-            .map_err(|e| UsageError(format!("--tls-self-signed: {e}")))?;
-        (dir, true)
-    } else {
-        (dir.clone(), false)
-    };
-    let (config, files) = server::tls::self_signed(args.listen, &dir)
-        .map_err(|e| UsageError(format!("--tls-self-signed: {e}")))?;
-    Ok((Some(config), Some(files), temporary))
-}
-
 /// `ringload run` (src/run/session.rs). Under mpirun this process runs a share of the ranks
 /// (src/cluster.rs), and a failure here ends every process with this one's exit code.
 fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let cluster = Cluster::start(&env).map_err(UsageError)?;
     let result =
-        if checkpoint::is_checkpoint_workload(&load_config(&args.workload, Some(&args.shape))?)? {
-            refuse_checkpoint_manifest(args.options.manifest.as_deref())
-                .map_err(anyhow::Error::from)
-                .and_then(|()| crate::run::checkpoint::run(args, &cluster))
-        } else {
-            Session::prepare(args, &cluster).and_then(Session::execute)
-        };
+        Prepared::start(args, &cluster).and_then(|prepared| match prepared.workload.kind() {
+            Kind::Checkpoint => CheckpointSession::prepare(prepared)?.execute(),
+            Kind::RowGroups | Kind::WholeObjects => Session::prepare(prepared)?.execute(),
+        });
     if let Err(e) = &result
         && !cluster.is_single()
     {

@@ -9,12 +9,12 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::catalog::{self, FileLayout, RowGroupSpan};
-use crate::checkpoint;
 use crate::cli::{DatasizeArgs, load_config};
 use crate::exit::{self, UsageError};
 use crate::mlperf::datasize::{Clients, TrainingSize, training_files};
 use crate::settings::Settings;
 use crate::units::{bytes, count};
+use crate::workload::{Settled, Workload};
 use crate::{budget, datagen};
 
 /// mlpstorage warns above this many files in one folder (it sets no subfolders).
@@ -53,16 +53,15 @@ pub fn run(args: &DatasizeArgs) -> anyhow::Result<u8> {
         )
         .into());
     }
-    let cfg = load_config(&args.workload, None)?;
-    if checkpoint::settings::is_checkpoint_workload(&cfg)? {
+    let workload = Workload::resolve(load_config(&args.workload, None)?)?;
+    let Settled::Training(settings) = &workload.settled else {
         return Err(UsageError(format!(
             "datasize sizes training datasets; {} is a checkpoint workload (its size is the \
              checkpoint's: `ringload plan {}`)",
-            cfg.source.name, cfg.source.name
+            workload.config.source.name, workload.config.source.name
         ))
         .into());
-    }
-    let settings = Settings::resolve(&cfg)?;
+    };
     let size = training_files(
         Clients {
             hosts: args.hosts,
@@ -112,7 +111,7 @@ pub fn run(args: &DatasizeArgs) -> anyhow::Result<u8> {
             count(FILES_PER_FOLDER_WARNING)
         ));
     }
-    let catalog_bytes = catalog_bytes(&settings, files)?;
+    let catalog_bytes = catalog_bytes(settings, files)?;
     let mem_available_bytes = budget::probe().mem_available_bytes;
     if let Some(avail) = mem_available_bytes.filter(|&a| catalog_bytes > a) {
         warnings.push(format!(

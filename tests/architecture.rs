@@ -52,6 +52,9 @@ const LAYERS: &[(&str, u32)] = &[
     ("checkpoint", 6),
     // Run: the step loop, the engines under it, the driver over both.
     ("rank", 7),
+    // One workload resolved once: its kind and its kind's settings (over settings and
+    // checkpoint, beside the rank loop: neither imports the other).
+    ("workload", 7),
     ("engine", 8),
     // The processes of a run (MPI under the `mpi` feature): each host's share of the plan
     // and its budget, the barrier across hosts, the merge of their reports. Beside the engines
@@ -66,12 +69,15 @@ const LAYERS: &[(&str, u32)] = &[
     ("compare", 13),
     // The top.
     ("cli", 14),
-    // Sessions: a command from its flags to its exit code, over everything below.
-    ("run::store", 15),
+    // What every session sets up first: the store and target, the engine choice.
+    ("setup", 15),
     // MLPerf's results tree of one run (`run --results-dir`), and `datasize` (over settings,
     // catalog, cli).
     ("results", 15),
     ("sizing", 15),
+    ("run::prepare", 16),
+    // `ringload serve`: the embedded server on its own, beside the sessions.
+    ("serve", 16),
     ("run::session", 16),
     ("run::checkpoint", 16),
     ("run::checkpoint_hosts", 16),

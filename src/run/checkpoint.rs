@@ -1,13 +1,16 @@
 //! `ringload run` of a checkpoint workload (`workflow.checkpoint: True`), from its flags to its
 //! exit code, as DLIO's `_checkpoint_write` and `_checkpoint_read` run it:
 //!
-//! 1. set-up: settings, the target (else the embedded server's sink), the plan and its memory
-//!    budget, incomplete uploads a killed run left under the checkpoint folder aborted;
+//! 1. set-up ([`CheckpointSession::prepare`], after the part every run shares,
+//!    [`super::prepare`]): the plan, the target (else the embedded server's sink), the memory
+//!    budget, the engine (the same choice training runs make: over https the baseline), and
+//!    incomplete uploads a killed run left under the checkpoint folder aborted;
 //! 2. `num_checkpoints_write` saves: sleep, barrier, each rank's objects in sequence;
 //! 3. one LIST of the checkpoint folder (process 0; its count broadcast) checked against
 //!    `num_checkpoints_read`;
 //! 4. `num_checkpoints_read` loads of the same objects by the same ranks;
-//! 5. the summary (DLIO's names, [`crate::summary::checkpoint`]), its file and the report.
+//! 5. the summary (DLIO's names, [`crate::summary::checkpoint`]), its file and the report
+//!    ([`CheckpointSession::execute`] runs 2–5).
 //!
 //! Under mpirun (the `mpi` feature) each process runs its share of the ranks against one
 //! endpoint, meeting the others at every barrier; each host's share of the memory budget is
@@ -16,20 +19,22 @@
 //! job ([`super::checkpoint_hosts`]). A failure on any process ends the job (`commands::run`).
 
 use std::io::{IsTerminal, Write};
+use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 
 use super::checkpoint_hosts::{self, HostCheckpoint, PhaseResult, agreed};
 use super::objects::{PhaseFailure, PhaseMeasurements, run_objects_phase};
-use super::store::{env, prepare_output};
+use super::prepare::Prepared;
 use super::{RunConfig, session::RunFailed};
 use crate::checkpoint::settings::CheckpointSettings;
 use crate::checkpoint::{CheckpointOptions, CheckpointPlan};
-use crate::cli::{RunArgs, load_config};
+use crate::cli::RunArgs;
 use crate::cluster::Cluster;
+use crate::config::RawConfig;
 use crate::content::Content;
 use crate::engine::{Engine, EngineKind};
 use crate::exit::{self, UsageError};
@@ -40,196 +45,385 @@ use crate::rank::checkpoint::{ObjectSpec, Phase};
 use crate::results as leaf;
 use crate::results::dlio::PhaseTimes;
 use crate::s3::{self, Client};
-use crate::signals::{exit_if_stopped_in_setup, raise_on_stop_signals};
+use crate::setup::engine::EngineNeeds;
+use crate::setup::store::env;
 use crate::summary::TargetSummary;
 use crate::summary::checkpoint::{
     CheckpointSummary, DlioCheckpointMetric, HostVolume, PhaseIo, rows,
 };
-use crate::{affinity, budget, report, server};
+use crate::{affinity, budget, report, server, setup};
 
-/// Runs a checkpoint workload; `Ok` carries the exit code. Under mpirun each process runs its
-/// share of the ranks against one endpoint, and process 0 reports for the job
-/// ([`super::checkpoint_hosts`]).
-pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
-    let started_wall = SystemTime::now();
-    let interrupt = Arc::new(AtomicBool::new(false));
-    let setup_done = Arc::new(AtomicBool::new(false));
-    raise_on_stop_signals(Arc::clone(&interrupt))?;
-    exit_if_stopped_in_setup(Arc::clone(&interrupt), Arc::clone(&setup_done), "run")?;
-    let hosts = !cluster.is_single();
-    // Process 0 cleans up, lists, and reports for the job.
-    let lead = cluster.process() == 0;
-    let options = &args.options;
-    let mut shape = args.shape.clone();
-    if hosts && !super::session::np_given() {
-        // As DLIO under mpirun: one rank per process.
-        shape.np = cluster.processes() as u32;
-    }
-    let np = shape.np;
-    let local = Cluster::ranks_of(cluster.process(), cluster.processes(), np as usize);
-    if hosts && local.is_empty() {
-        return Err(UsageError(format!(
-            "--np {np} is fewer than the {} processes mpirun started; pass --np {} or more",
-            cluster.processes(),
-            cluster.processes()
-        ))
-        .into());
-    }
-    let cfg = load_config(&args.workload, Some(&shape))?;
-    let settings = CheckpointSettings::resolve(&cfg)?;
-    if let Some(dir) = args.output.as_ref().filter(|_| lead) {
-        prepare_output(dir)?;
-    }
-    let limits = budget::probe();
-    let resolved = s3::target::resolve(&options.s3.target_flags(), &settings.storage, env)?;
-    if hosts && resolved.is_none() {
-        return Err(UsageError(
-            "under mpirun, pass --endpoint (or AWS_ENDPOINT_URL): the embedded server would be \
-             one per process; start one `ringload serve` (--dir DIR to keep the objects) for all \
-             of them"
-                .into(),
-        )
-        .into());
-    }
-    let io_options = args.options.checkpoint.io_options(options.verify);
-    let plan_for = |server_bytes| {
-        CheckpointPlan::resolve(
-            &settings,
-            &CheckpointOptions {
-                np,
-                hosts: cluster.processes() as u32,
-                io: io_options,
-                memory_cap_bytes: options.shape.memory_budget,
-                server_bytes,
-            },
-            &limits,
-            &env,
-        )
-    };
-    // The plan first without the server, to know its objects; the budget is checked with the
-    // server's share once it runs.
-    let draft = plan_for(0)?;
-    let (server, target) = match resolved {
-        Some(target) => (None, target),
-        None => {
-            let (server, target) =
-                start_sink(&draft, &settings, args.server_threads, options.verify)?;
-            (Some(server), target)
+/// A checkpoint run set up and ready to start: everything before its first phase.
+#[derive(Debug)]
+pub struct CheckpointSession<'a> {
+    args: &'a RunArgs,
+    cluster: &'a Cluster,
+    started_wall: SystemTime,
+    interrupt: Arc<AtomicBool>,
+    setup_done: Arc<AtomicBool>,
+    /// The plan's ranks this process runs.
+    local: Range<usize>,
+    config: RawConfig,
+    plan: CheckpointPlan,
+    limits: budget::MemoryLimits,
+    /// The embedded sink, when no target was given.
+    server: Option<server::Server>,
+    target: s3::Target,
+    client: Client,
+    engine: Engine,
+    engine_kind: EngineKind,
+    engine_threads: usize,
+    cpus: Vec<usize>,
+    notes: Vec<String>,
+    /// This host's share of the memory budget.
+    host_budget_bytes: u64,
+    /// Uploads an earlier run left open under the checkpoint folder, aborted at set-up.
+    stale: usize,
+    /// `--after`: seconds from the end of the write run to this run's start.
+    after_write_run_s: Option<f64>,
+    /// Set-up requests (the LIST before the restores) on a small runtime and a client of
+    /// their own: a connection pooled by one runtime hangs when another runtime picks it up.
+    setup_client: Client,
+    setup_runtime: tokio::runtime::Runtime,
+}
+
+/// What the phases of a run left: each phase's result, when its clock started, and the
+/// failure (its line, and whether it was an interrupt) that ended the run early.
+struct Phases {
+    results: Vec<PhaseResult>,
+    clocks: Vec<SystemTime>,
+    failure: Option<(String, bool)>,
+}
+
+impl<'a> CheckpointSession<'a> {
+    /// Sets the run up after the common part ([`Prepared`]): the plan (its objects, then its
+    /// memory with the embedded sink's share), the sink when no target was given, the memory
+    /// budget (each host's under mpirun, agreed by all), the engine (the one choice every run
+    /// makes), and the uploads an earlier run left open aborted (process 0).
+    pub fn prepare(prepared: Prepared<'a>) -> anyhow::Result<CheckpointSession<'a>> {
+        let hosts = prepared.hosts();
+        let lead = prepared.lead();
+        let Prepared {
+            args,
+            cluster,
+            started_wall,
+            interrupt,
+            setup_done,
+            shape,
+            local,
+            workload,
+            target: resolved,
+            cpus,
+            shared_cores,
+            ..
+        } = prepared;
+        let options = &args.options;
+        let Some(settings) = workload.checkpoint().cloned() else {
+            return Err(UsageError(format!(
+                "{}: a training workload, run by the training session (a bug)",
+                workload.name()
+            ))
+            .into());
+        };
+        let limits = budget::probe();
+        // RLIMIT_MEMLOCK binds only the io_uring engine's locked pool: the engine choice
+        // checks it, as for training.
+        let unlocked = budget::MemoryLimits {
+            memlock_bytes: None,
+            ..limits.clone()
+        };
+        let plan_for = |server_bytes| {
+            CheckpointPlan::resolve(
+                &settings,
+                &CheckpointOptions {
+                    np: shape.np,
+                    hosts: cluster.processes() as u32,
+                    io: options.checkpoint.io_options(options.verify),
+                    memory_cap_bytes: options.shape.memory_budget,
+                    server_bytes,
+                },
+                &unlocked,
+                &env,
+            )
+        };
+        // The plan first without the server, to know its objects; the budget is checked with
+        // the server's share once it runs.
+        let (server, target) = match resolved {
+            Some(target) => (None, target),
+            None => {
+                let draft = plan_for(0)?;
+                let (server, target) =
+                    start_sink(&draft, &settings, args.server_threads, options.verify)?;
+                (Some(server), target)
+            }
+        };
+        let server_bytes = match server {
+            Some(_) => metrics::rss_bytes().unwrap_or(0),
+            None => 0,
+        };
+        let mut plan = plan_for(server_bytes)?;
+        let loopback = target.endpoints.iter().all(|e| e.is_loopback());
+        plan.io.send_zc = plan.send_zc.enabled(loopback);
+        // Each host's share against its own memory; a refusal anywhere is every process's.
+        let host_shape = plan.budget_shape(local.len() as u32, server_bytes);
+        let cap = options.shape.memory_budget;
+        if hosts {
+            let mine = budget::check_objects(&host_shape, &unlocked, cap).map(|_| ());
+            cluster
+                .agree(mine.map_err(|e| e.to_string()))
+                .map_err(|e| agreed(cluster, e))?;
+        } else {
+            plan.check_budget()?;
         }
-    };
-    let server_bytes = if server.is_some() {
-        metrics::rss_bytes().unwrap_or(0)
-    } else {
-        0
-    };
-    let mut plan = plan_for(server_bytes)?;
-    let loopback = target.endpoints.iter().all(|e| e.is_loopback());
-    plan.io.send_zc = plan.send_zc.enabled(loopback);
-    // Each host's share against its own memory; a refusal anywhere is every process's.
-    let host_shape = plan.budget_shape(local.len() as u32, server_bytes);
-    let cap = options.shape.memory_budget;
-    if hosts {
-        let mine = budget::check_objects(&host_shape, &limits, cap).map(|_| ());
-        cluster
-            .agree(mine.map_err(|e| e.to_string()))
-            .map_err(|e| agreed(cluster, e))?;
-    } else {
-        plan.check_budget()?;
+        let host_budget_bytes = budget::object_budget(&host_shape, &unlocked, cap).total_bytes;
+        let mut notes = plan.notes.clone();
+        if let Some(note) = shared_cores {
+            eprintln!("ringload run: WARNING: {note}");
+            notes.push(note);
+        }
+        let needs = EngineNeeds {
+            pool_bytes: u64::from(host_shape.ranks) * host_shape.rank_buffer_bytes(),
+            baseline_only: target.endpoints.iter().any(|e| e.is_tls()).then(|| {
+                "the io_uring engine does not write or restore checkpoints over TLS yet (the \
+                 baseline engine does)"
+                    .to_string()
+            }),
+        };
+        let choice = setup::engine::choose(args.engine, &needs, &limits).map_err(UsageError)?;
+        if let Some(note) = choice.note {
+            eprintln!("ringload run: NOTE: {note}");
+            notes.push(note);
+        }
+        let policy = options.s3.retry_policy();
+        let client = Client::new(target.clone(), policy)?;
+        let engine_threads = options.engine_threads.unwrap_or_else(affinity::cores);
+        let engine = Engine::for_checkpoint(choice.kind, &client, engine_threads)
+            .map_err(|e| UsageError(format!("cannot start the {} engine: {e}", choice.kind)))?;
+        let setup_client = Client::new(target.clone(), policy)?;
+        let setup_runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the set-up runtime")?;
+        let stale = clean_up(
+            cluster,
+            &setup_runtime,
+            &setup_client,
+            &plan.prefix(),
+            &mut notes,
+        )?;
+        let after_write_run_s = match options.checkpoint.after.as_ref().filter(|_| lead) {
+            Some(dir) => Some(seconds_since_end_of(dir, started_wall)?),
+            None => None,
+        };
+        Ok(CheckpointSession {
+            args,
+            cluster,
+            started_wall,
+            interrupt,
+            setup_done,
+            local,
+            config: workload.config,
+            plan,
+            limits,
+            server,
+            target,
+            client,
+            engine,
+            engine_kind: choice.kind,
+            engine_threads,
+            cpus,
+            notes,
+            host_budget_bytes,
+            stale,
+            after_write_run_s,
+            setup_client,
+            setup_runtime,
+        })
     }
-    let host_budget_bytes = budget::object_budget(&host_shape, &limits, cap).total_bytes;
-    let mut notes = plan.notes.clone();
-    let (cpus, shared_cores) = affinity::choose_cpus(options.cpus.as_deref(), local.len() as u32)?;
-    if let Some(note) = shared_cores {
-        eprintln!("ringload run: WARNING: {note}");
-        notes.push(note);
-    }
-    let policy = options.s3.retry_policy();
-    let client = Client::new(target.clone(), policy)?;
-    let engine_kind = args.engine.unwrap_or(EngineKind::Uring);
-    let threads = options.engine_threads.unwrap_or_else(affinity::cores);
-    let engine = Engine::for_checkpoint(engine_kind, &client, threads)
-        .map_err(|e| UsageError(format!("cannot start the {engine_kind} engine: {e}")))?;
-    // Set-up requests (the cleanup, the LIST) on a small runtime and a client of their own: a
-    // connection pooled by one runtime hangs when another runtime picks it up.
-    let setup_client = Client::new(target.clone(), policy)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the set-up runtime")?;
-    let prefix = plan.prefix();
-    // Process 0 cleans up before any process writes: the others wait for its count.
-    let stale = lead.then(|| {
-        runtime
-            .block_on(abort_stale_uploads(&setup_client, &prefix))
-            .map_err(|e| format!("cannot clean up the checkpoint folder: {e}"))
-    });
-    let stale = cluster
-        .share(stale)?
-        .map_err(|e| agreed(cluster, UsageError(e)))?;
-    if stale > 0 && lead {
-        let line = format!(
-            "aborted {stale} incomplete multipart upload{} under {prefix} that an earlier run \
-             left (killed or failed before it could abort them)",
-            if stale == 1 { "" } else { "s" }
+
+    /// Runs the saves, the LIST and the loads, then reports: `Ok` carries the exit code. A
+    /// phase that failed once its clock started still reports what the phases measured.
+    pub fn execute(mut self) -> anyhow::Result<u8> {
+        let hosts = !self.cluster.is_single();
+        let peak_rss_since_setup = metrics::reset_peak_rss();
+        self.setup_done
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let Phases {
+            results,
+            clocks,
+            failure,
+        } = self.run_phases()?;
+        let ended_wall = SystemTime::now();
+        let server_stats = self.server.take().map(|s| s.shutdown());
+        if results.is_empty() {
+            if let Some((line, _)) = failure {
+                return Err(RunFailed(line).into());
+            }
+            return Err(UsageError(
+                "nothing to do: checkpoint.num_checkpoints_write and num_checkpoints_read are \
+                 both 0"
+                    .into(),
+            )
+            .into());
+        }
+        let volume = self.volume(&results);
+        let (results, host_volumes) = if hosts {
+            let mine = HostCheckpoint::new(volume, &results);
+            let Some(job) = checkpoint_hosts::gather(self.cluster, &mine)? else {
+                // Process 0 reports for the job; its exit code is everyone's.
+                let code = self.cluster.broadcast(Vec::new());
+                return Ok(code.first().copied().unwrap_or(exit::FAILED));
+            };
+            job
+        } else {
+            (results, vec![volume])
+        };
+        let peak_rss_bytes = host_volumes.iter().filter_map(|h| h.peak_rss_bytes).max();
+        let plan_bytes = self.plan.memory.total_bytes;
+        if let Some(over) = metrics::rss_over_budget(peak_rss_bytes, plan_bytes) {
+            let warning = report::run::rss_over_budget(plan_bytes, over);
+            eprintln!("ringload run: WARNING: {warning}");
+            self.notes.push(warning);
+        }
+        if !peak_rss_since_setup {
+            self.notes.push(
+                "peak RSS is the process's since its start (this kernel cannot reset it)".into(),
+            );
+        }
+        let summary = self.summary(
+            &results,
+            host_volumes,
+            peak_rss_bytes,
+            server_stats,
+            ended_wall,
+            failure.as_ref().map(|(line, _)| line.clone()),
         );
-        eprintln!("ringload run: {line}");
-        notes.push(line);
-    }
-    let after_write_run_s = match args.options.checkpoint.after.as_ref().filter(|_| lead) {
-        Some(dir) => Some(seconds_since_end_of(dir, started_wall)?),
-        None => None,
-    };
-    let s = &plan.settings;
-    let config = RunConfig {
-        engine: engine_kind,
-        engine_threads: threads,
-        show_progress: std::io::stderr().is_terminal(),
-        cpus,
-        interrupt: Arc::clone(&interrupt),
-        ranks: local.clone(),
-        hosts,
-        sample_interval: Duration::from_secs_f64(args.options.sample_interval.unwrap_or(1.0)),
-    };
-    let sleep = Duration::from_secs_f64(s.time_between_checkpoints_s.max(0.0));
-    let barrier_timeout = client.policy().longest_request() * 4 + sleep + Duration::from_secs(600);
-    let server_cpu_now = || server.as_ref().map_or(0.0, |s| s.stats().cpu_s);
-    let peak_rss_since_setup = metrics::reset_peak_rss();
-    setup_done.store(true, std::sync::atomic::Ordering::SeqCst);
-    let objects_of = |steps: Vec<u32>| {
-        let plan = &plan;
-        move |rank: usize| -> Vec<Vec<ObjectSpec>> {
-            steps
-                .iter()
-                .map(|&step| {
-                    plan.ranks[rank]
-                        .iter()
-                        .map(|o| {
-                            let key = plan.key(step, o);
-                            ObjectSpec {
-                                content: Content::of(&key, plan.settings.randomize_tensor),
-                                key,
-                                bytes: o.bytes,
-                            }
-                        })
-                        .collect()
-                })
-                .collect()
+        let human = write_report(self.args, &summary)?;
+        if self.args.options.results.results_dir.is_some() && failure.is_none() {
+            self.results_leaf(&summary, &results, &clocks, ended_wall, human)?;
         }
-    };
-    let mut failure: Option<(String, bool)> = None;
-    let mut results: Vec<PhaseResult> = Vec::new();
-    let run_clock = std::time::Instant::now();
-    // When each phase's clock started (its end less its wall time), for --results-dir.
-    let mut phase_clocks: Vec<SystemTime> = Vec::new();
-    let clock_of = |r: &PhaseResult| SystemTime::now() - Duration::from_secs_f64(r.wall_s);
-    let run_phase = |phase: Phase,
-                     steps: Vec<u32>|
-     -> Result<PhaseResult, Box<(RankError, Option<PhaseResult>)>> {
+        let code = match failure {
+            Some((_, true)) => return Err(super::session::RunInterrupted.into()),
+            Some((line, false)) => return Err(RunFailed(line).into()),
+            None => exit::OK,
+        };
+        if hosts {
+            self.cluster.broadcast(vec![code]);
+        }
+        Ok(code)
+    }
+
+    /// The saves, then (when there are checkpoints to read) the LIST and the loads. Under
+    /// mpirun a failed phase ends the job at once (`commands::run` aborts it: this process's
+    /// ranks aborted their open uploads as they stopped); in one process it ends the phases
+    /// and the run reports what they measured.
+    fn run_phases(&self) -> anyhow::Result<Phases> {
+        let hosts = !self.cluster.is_single();
+        let s = &self.plan.settings;
+        let (writes, reads) = (s.num_checkpoints_write, s.num_checkpoints_read);
+        let mut phases = Phases {
+            results: Vec::new(),
+            clocks: Vec::new(),
+            failure: None,
+        };
+        let run_clock = Instant::now();
+        let run = |phases: &mut Phases, phase: Phase, steps: u32| -> anyhow::Result<()> {
+            match self.run_phase(phase, (1..=steps).collect(), run_clock) {
+                Ok(o) => {
+                    phases.clocks.push(clock_of(&o));
+                    phases.results.push(o);
+                }
+                Err(e) if hosts => return Err(failed(e.0)),
+                Err(e) => {
+                    let (error, partial) = *e;
+                    phases.results.extend(partial);
+                    let interrupted = matches!(error, RankError::Interrupted);
+                    phases.failure = Some((error.to_string(), interrupted));
+                }
+            }
+            Ok(())
+        };
+        if writes > 0 {
+            run(&mut phases, Phase::Save, writes)?;
+        }
+        if phases.failure.is_none() && reads > 0 {
+            let found = self.checkpoints_listed()?;
+            if found >= reads {
+                run(&mut phases, Phase::Load, reads)?;
+            } else {
+                let prefix = self.plan.prefix();
+                let line = format!(
+                    "checkpoint.num_checkpoints_read={reads} but the LIST of {prefix} finds \
+                     {found} checkpoint{} (global_epoch1_step<k>/): write them first (a run \
+                     with checkpoint.num_checkpoints_write={reads}) or read fewer",
+                    if found == 1 { "" } else { "s" }
+                );
+                if phases.results.is_empty() {
+                    return Err(agreed(self.cluster, UsageError(line)));
+                }
+                if hosts {
+                    return Err(agreed(self.cluster, RunFailed(line)));
+                }
+                phases.failure = Some((line, false));
+            }
+        }
+        Ok(phases)
+    }
+
+    /// One LIST of the checkpoint folder (process 0's, its count shared), as the DLIO fork
+    /// does before its reads: the checkpoints found.
+    fn checkpoints_listed(&self) -> anyhow::Result<u32> {
+        let prefix = self.plan.prefix();
+        let found = (self.cluster.process() == 0).then(|| {
+            self.setup_runtime
+                .block_on(self.setup_client.list_folders(&prefix))
+                .map(|found| {
+                    found
+                        .iter()
+                        .filter(|f| {
+                            f.strip_prefix(&prefix)
+                                .is_some_and(|r| r.starts_with("global_epoch"))
+                        })
+                        .count() as u32
+                })
+                .map_err(|e| format!("the LIST before the restores failed: {e}"))
+        });
+        self.cluster
+            .share(found)?
+            .map_err(|e| agreed(self.cluster, RunFailed(e)))
+    }
+
+    /// One phase over the local ranks, its CPU costs measured around it.
+    fn run_phase(
+        &self,
+        phase: Phase,
+        steps: Vec<u32>,
+        run_clock: Instant,
+    ) -> Result<PhaseResult, Box<(RankError, Option<PhaseResult>)>> {
+        let server = self.server.as_ref();
+        let server_cpu_now = || server.map_or(0.0, |s| s.stats().cpu_s);
+        let s = &self.plan.settings;
+        let sleep = Duration::from_secs_f64(s.time_between_checkpoints_s.max(0.0));
+        let barrier_timeout =
+            self.client.policy().longest_request() * 4 + sleep + Duration::from_secs(600);
+        let config = RunConfig {
+            engine: self.engine_kind,
+            engine_threads: self.engine_threads,
+            show_progress: std::io::stderr().is_terminal(),
+            cpus: self.cpus.clone(),
+            interrupt: Arc::clone(&self.interrupt),
+            ranks: self.local.clone(),
+            hosts: !self.cluster.is_single(),
+            sample_interval: Duration::from_secs_f64(
+                self.args.options.sample_interval.unwrap_or(1.0),
+            ),
+        };
         let start = CpuReading::now(server_cpu_now());
-        let objects = objects_of(steps.clone());
+        let plan = &self.plan;
+        let objects = |rank: usize| objects_of(plan, rank, &steps);
         let result = run_objects_phase(
-            &engine,
-            plan.io,
+            &self.engine,
+            self.plan.io,
             phase,
             &objects,
             sleep,
@@ -248,7 +442,7 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
                 stats: measured.stats,
                 wall_s: measured.wall_s,
                 client_cpu_s: costs.client_cpu_s,
-                server_cpu_s: server.as_ref().map(|_| costs.server_cpu_s),
+                server_cpu_s: self.server.as_ref().map(|_| costs.server_cpu_s),
                 started_s: measured
                     .ready_at
                     .saturating_duration_since(run_clock)
@@ -263,196 +457,117 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
                 Err(Box::new((error, partial.map(outcome))))
             }
         }
-    };
-    // Under mpirun a failed phase ends the job at once (`commands::run` aborts it): this
-    // process's ranks aborted their open uploads as they stopped.
-    let failed = |error: RankError| -> anyhow::Error {
-        if matches!(error, RankError::Interrupted) {
-            super::session::RunInterrupted.into()
-        } else {
-            RunFailed(error.to_string().replace('\n', " ")).into()
-        }
-    };
-    let writes = s.num_checkpoints_write;
-    let reads = s.num_checkpoints_read;
-    if writes > 0 {
-        match run_phase(Phase::Save, (1..=writes).collect()) {
-            Ok(o) => {
-                phase_clocks.push(clock_of(&o));
-                results.push(o);
-            }
-            Err(e) if hosts => return Err(failed(e.0)),
-            Err(e) => {
-                let (error, partial) = *e;
-                results.extend(partial);
-                failure = Some((error.to_string(), matches!(error, RankError::Interrupted)));
-            }
-        }
     }
-    if failure.is_none() && reads > 0 {
-        // One LIST of the checkpoint folder (process 0's, its count shared), as the DLIO fork
-        // does before its reads.
-        let found = lead.then(|| {
-            runtime
-                .block_on(setup_client.list_folders(&prefix))
-                .map(|found| {
-                    found
-                        .iter()
-                        .filter(|f| {
-                            f.strip_prefix(&prefix)
-                                .is_some_and(|r| r.starts_with("global_epoch"))
-                        })
-                        .count() as u32
+
+    /// What this process wrote and read, and the memory it held.
+    fn volume(&self, results: &[PhaseResult]) -> HostVolume {
+        let bytes_of = |phase: Phase| -> u64 {
+            results
+                .iter()
+                .filter(|r| r.phase == phase)
+                .flat_map(|r| &r.stats)
+                .map(|s| match phase {
+                    Phase::Save => s.write.bytes_written,
+                    Phase::Load => s.read.bytes_read,
                 })
-                .map_err(|e| format!("the LIST before the restores failed: {e}"))
-        });
-        let steps = cluster
-            .share(found)?
-            .map_err(|e| agreed(cluster, RunFailed(e)))?;
-        if steps < reads {
-            let line = format!(
-                "checkpoint.num_checkpoints_read={reads} but the LIST of {prefix} finds {steps} \
-                 checkpoint{} (global_epoch1_step<k>/): write them first (a run with \
-                 checkpoint.num_checkpoints_write={reads}) or read fewer",
-                if steps == 1 { "" } else { "s" }
-            );
-            if results.is_empty() {
-                return Err(agreed(cluster, UsageError(line)));
-            }
-            if hosts {
-                return Err(agreed(cluster, RunFailed(line)));
-            }
-            failure = Some((line, false));
-        } else {
-            match run_phase(Phase::Load, (1..=reads).collect()) {
-                Ok(o) => {
-                    phase_clocks.push(clock_of(&o));
-                    results.push(o);
-                }
-                Err(e) if hosts => return Err(failed(e.0)),
-                Err(e) => {
-                    let (error, partial) = *e;
-                    results.extend(partial);
-                    failure = Some((error.to_string(), matches!(error, RankError::Interrupted)));
-                }
-            }
-        }
-    }
-    let ended_wall = SystemTime::now();
-    engine.shutdown();
-    let server_stats = server.map(|s| s.shutdown());
-    if results.is_empty() {
-        if let Some((line, _)) = failure {
-            return Err(RunFailed(line).into());
-        }
-        return Err(UsageError(
-            "nothing to do: checkpoint.num_checkpoints_write and num_checkpoints_read are both 0"
-                .into(),
-        )
-        .into());
-    }
-    let bytes_of = |phase: Phase| -> u64 {
-        results
-            .iter()
-            .filter(|r| r.phase == phase)
-            .flat_map(|r| &r.stats)
-            .map(|s| match phase {
-                Phase::Save => s.write.bytes_written,
-                Phase::Load => s.read.bytes_read,
-            })
-            .sum()
-    };
-    let volume = HostVolume {
-        host: Cluster::host(),
-        ranks: local.clone().collect(),
-        bytes_per_checkpoint: plan.host_bytes.get(cluster.process()).copied().unwrap_or(0),
-        bytes_written: bytes_of(Phase::Save),
-        bytes_read: bytes_of(Phase::Load),
-        peak_rss_bytes: metrics::peak_rss_bytes(),
-        memory_budget_bytes: host_budget_bytes,
-    };
-    let (results, host_volumes) = if hosts {
-        let mine = HostCheckpoint::new(volume, &results);
-        let Some(job) = checkpoint_hosts::gather(cluster, &mine)? else {
-            // Process 0 reports for the job; its exit code is everyone's.
-            let code = cluster.broadcast(Vec::new());
-            return Ok(code.first().copied().unwrap_or(exit::FAILED));
+                .sum()
         };
-        job
-    } else {
-        (results, vec![volume])
-    };
-    let peak_rss_bytes = host_volumes.iter().filter_map(|h| h.peak_rss_bytes).max();
-    if let Some(over) = metrics::rss_over_budget(peak_rss_bytes, plan.memory.total_bytes) {
-        let warning = report::run::rss_over_budget(plan.memory.total_bytes, over);
-        eprintln!("ringload run: WARNING: {warning}");
-        notes.push(warning);
+        HostVolume {
+            host: Cluster::host(),
+            ranks: self.local.clone().collect(),
+            bytes_per_checkpoint: (self.plan.host_bytes)
+                .get(self.cluster.process())
+                .copied()
+                .unwrap_or(0),
+            bytes_written: bytes_of(Phase::Save),
+            bytes_read: bytes_of(Phase::Load),
+            peak_rss_bytes: metrics::peak_rss_bytes(),
+            memory_budget_bytes: self.host_budget_bytes,
+        }
     }
-    if !peak_rss_since_setup {
-        notes
-            .push("peak RSS is the process's since its start (this kernel cannot reset it)".into());
+
+    /// The run's summary, from the job's phases and hosts.
+    fn summary(
+        &mut self,
+        results: &[PhaseResult],
+        host_volumes: Vec<HostVolume>,
+        peak_rss_bytes: Option<u64>,
+        server_stats: Option<server::ServerStats>,
+        ended_wall: SystemTime,
+        failure: Option<String>,
+    ) -> CheckpointSummary {
+        let plan = &self.plan;
+        let size_gib = plan.checkpoint_size_gb;
+        let mut all_rows = Vec::new();
+        for r in results {
+            all_rows.extend(rows(r.phase, &r.records, &r.steps, size_gib));
+        }
+        let phase_io = |phase: Phase| {
+            results
+                .iter()
+                .find(|r| r.phase == phase)
+                .map(|r| PhaseIo::of(phase, &r.stats, r.wall_s, r.client_cpu_s, r.server_cpu_s))
+        };
+        let checkpoint = &self.args.options.checkpoint;
+        let rules = checkpoint_rules::rules(&CheckpointFacts {
+            writes: plan.settings.num_checkpoints_write,
+            reads: plan.settings.num_checkpoints_read,
+            after_write_run_s: self.after_write_run_s,
+            processes: plan.np,
+            hosts: host_volumes.len() as u32,
+            bytes_per_checkpoint_per_host: plan.host_bytes.iter().copied().max().unwrap_or(0),
+            host_memory_bytes: self.limits.mem_total_bytes,
+            checkpoint_bytes: plan.checkpoint_bytes,
+            accelerator_memory_bytes: (checkpoint.accelerator_memory)
+                .unwrap_or(checkpoint_rules::B200_MEMORY_BYTES),
+        });
+        CheckpointSummary {
+            kind: "checkpoint",
+            ringload_version: env!("CARGO_PKG_VERSION"),
+            workload: plan.settings.workload.name.clone(),
+            model: plan.settings.model_name.clone(),
+            engine: self.engine_kind,
+            np: plan.np as usize,
+            num_hosts: host_volumes.len(),
+            start: rfc3339(self.started_wall),
+            end: rfc3339(ended_wall),
+            metric: DlioCheckpointMetric::of(size_gib, &all_rows),
+            checkpoint_bytes: plan.checkpoint_bytes,
+            objects_per_checkpoint: plan.objects_per_checkpoint,
+            checkpoints: all_rows,
+            save: phase_io(Phase::Save),
+            load: phase_io(Phase::Load),
+            hosts: host_volumes,
+            io_shape: plan.io,
+            peak_rss_bytes,
+            memory_budget_bytes: plan.memory.total_bytes,
+            target: TargetSummary::of(
+                &self.target,
+                self.client.tls_negotiated(),
+                server_stats,
+                results.iter().filter_map(|r| r.server_cpu_s).sum(),
+            ),
+            after_write_run_s: self.after_write_run_s,
+            stale_uploads_aborted: self.stale,
+            rules,
+            notes: std::mem::take(&mut self.notes),
+            failure,
+            timeseries: phases_series(results),
+        }
     }
-    let size_gib = plan.checkpoint_size_gb;
-    let mut all_rows = Vec::new();
-    for r in &results {
-        all_rows.extend(rows(r.phase, &r.records, &r.steps, size_gib));
-    }
-    let phase_io = |phase: Phase| {
-        results
-            .iter()
-            .find(|r| r.phase == phase)
-            .map(|r| PhaseIo::of(phase, &r.stats, r.wall_s, r.client_cpu_s, r.server_cpu_s))
-    };
-    let rules = checkpoint_rules::rules(&CheckpointFacts {
-        writes: plan.settings.num_checkpoints_write,
-        reads: plan.settings.num_checkpoints_read,
-        after_write_run_s,
-        processes: np,
-        hosts: host_volumes.len() as u32,
-        bytes_per_checkpoint_per_host: plan.host_bytes.iter().copied().max().unwrap_or(0),
-        host_memory_bytes: limits.mem_total_bytes,
-        checkpoint_bytes: plan.checkpoint_bytes,
-        accelerator_memory_bytes: (options.checkpoint.accelerator_memory)
-            .unwrap_or(checkpoint_rules::B200_MEMORY_BYTES),
-    });
-    let summary = CheckpointSummary {
-        kind: "checkpoint",
-        ringload_version: env!("CARGO_PKG_VERSION"),
-        workload: plan.settings.workload.name.clone(),
-        model: plan.settings.model_name.clone(),
-        engine: engine_kind,
-        np: np as usize,
-        num_hosts: host_volumes.len(),
-        start: rfc3339(started_wall),
-        end: rfc3339(ended_wall),
-        metric: DlioCheckpointMetric::of(size_gib, &all_rows),
-        checkpoint_bytes: plan.checkpoint_bytes,
-        objects_per_checkpoint: plan.objects_per_checkpoint,
-        checkpoints: all_rows,
-        save: phase_io(Phase::Save),
-        load: phase_io(Phase::Load),
-        hosts: host_volumes,
-        io_shape: plan.io,
-        peak_rss_bytes,
-        memory_budget_bytes: plan.memory.total_bytes,
-        target: TargetSummary::of(
-            &target,
-            client.tls_negotiated(),
-            server_stats,
-            results.iter().filter_map(|r| r.server_cpu_s).sum(),
-        ),
-        after_write_run_s,
-        stale_uploads_aborted: stale,
-        rules,
-        notes,
-        failure: failure.as_ref().map(|(line, _)| line.clone()),
-        timeseries: phases_series(&results),
-    };
-    let human = write_report(args, &summary)?;
-    if options.results.results_dir.is_some() && failure.is_none() {
+
+    /// `--results-dir`: the run's leaf of MLPerf's results tree ([`leaf::write`]).
+    fn results_leaf(
+        &self,
+        summary: &CheckpointSummary,
+        results: &[PhaseResult],
+        clocks: &[SystemTime],
+        ended_wall: SystemTime,
+        human: String,
+    ) -> anyhow::Result<()> {
         let phases: Vec<PhaseTimes> = results
             .iter()
-            .zip(&phase_clocks)
+            .zip(clocks)
             .map(|(r, &clock_start)| PhaseTimes {
                 phase: r.phase,
                 steps: &r.steps,
@@ -462,23 +577,21 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
             .collect();
         let hosts_n = summary.num_hosts as u32;
         let (fields, ranks) =
-            leaf::dlio::checkpoint(&summary, &phases, hosts_n, started_wall, ended_wall);
+            leaf::dlio::checkpoint(summary, &phases, hosts_n, self.started_wall, ended_wall);
         let written = leaf::write(&leaf::Leaf {
             benchmark: leaf::Benchmark::Checkpointing,
-            args,
-            config: &cfg,
-            model: &plan.settings.model_name,
-            np,
+            args: self.args,
+            config: &self.config,
+            model: &self.plan.settings.model_name,
+            np: self.plan.np,
             hosts: hosts_n,
-            accelerator: options
-                .checkpoint
-                .accelerator_memory
+            accelerator: (self.args.options.checkpoint.accelerator_memory)
                 .map_or(Some("b200".into()), |_| None),
-            start: started_wall,
+            start: self.started_wall,
             end: ended_wall,
             summary: fields,
             ranks,
-            ringload_summary: serde_json::to_value(&summary)?,
+            ringload_summary: serde_json::to_value(summary)?,
             stdout: human,
             stderr: summary
                 .notes
@@ -487,16 +600,72 @@ pub fn run(args: &RunArgs, cluster: &Cluster) -> anyhow::Result<u8> {
                 .collect(),
         })?;
         eprintln!("ringload run: MLPerf results in {}", written.display());
+        Ok(())
     }
-    let code = match failure {
-        Some((_, true)) => return Err(super::session::RunInterrupted.into()),
-        Some((line, false)) => return Err(RunFailed(line).into()),
-        None => exit::OK,
-    };
-    if hosts {
-        cluster.broadcast(vec![code]);
+}
+
+/// Rank `rank`'s objects of each of `steps`: `[i]` is checkpoint `steps[i]`'s.
+fn objects_of(plan: &CheckpointPlan, rank: usize, steps: &[u32]) -> Vec<Vec<ObjectSpec>> {
+    steps
+        .iter()
+        .map(|&step| {
+            plan.ranks[rank]
+                .iter()
+                .map(|o| {
+                    let key = plan.key(step, o);
+                    ObjectSpec {
+                        content: Content::of(&key, plan.settings.randomize_tensor),
+                        key,
+                        bytes: o.bytes,
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// When a phase's clock started: its end less its wall time.
+fn clock_of(r: &PhaseResult) -> SystemTime {
+    SystemTime::now() - Duration::from_secs_f64(r.wall_s)
+}
+
+/// A failed phase's error as the run's: an interrupt, or a failure in one line.
+fn failed(error: RankError) -> anyhow::Error {
+    if matches!(error, RankError::Interrupted) {
+        super::session::RunInterrupted.into()
+    } else {
+        RunFailed(error.to_string().replace('\n', " ")).into()
     }
-    Ok(code)
+}
+
+/// Process 0 aborts the uploads an earlier run left open under `prefix` before any process
+/// writes (the others wait for its count); how many, each also noted.
+fn clean_up(
+    cluster: &Cluster,
+    runtime: &tokio::runtime::Runtime,
+    client: &Client,
+    prefix: &str,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<usize> {
+    let lead = cluster.process() == 0;
+    let stale = lead.then(|| {
+        runtime
+            .block_on(abort_stale_uploads(client, prefix))
+            .map_err(|e| format!("cannot clean up the checkpoint folder: {e}"))
+    });
+    let stale = cluster
+        .share(stale)?
+        .map_err(|e| agreed(cluster, UsageError(e)))?;
+    if stale > 0 && lead {
+        let line = format!(
+            "aborted {stale} incomplete multipart upload{} under {prefix} that an earlier run \
+             left (killed or failed before it could abort them)",
+            if stale == 1 { "" } else { "s" }
+        );
+        eprintln!("ringload run: {line}");
+        notes.push(line);
+    }
+    Ok(stale)
 }
 
 /// The run's time series: each phase's, placed after the first phase's clock start (the time
@@ -645,9 +814,9 @@ fn start_sink(
         .bucket
         .as_deref()
         .unwrap_or(server::DEFAULT_BUCKET);
-    let bucket = super::store::checked_bucket(bucket)?.to_string();
-    let objects = super::store::checkpoint_sink_objects(plan);
-    super::store::start_sink_server(
+    let bucket = crate::setup::store::checked_bucket(bucket)?.to_string();
+    let objects = crate::setup::store::checkpoint_sink_objects(plan);
+    crate::setup::store::start_sink_server(
         &bucket,
         objects,
         settings.randomize_tensor,

@@ -9,13 +9,14 @@
 //!
 //! Around it: [`session`] takes `ringload run` from its flags to its exit code (prepare:
 //! store, catalog, plan, engine; execute: this module's run, the hosts' merge, the summary and
-//! its files), and [`store`] sets up what a run or sweep reads from.
+//! its files); `crate::setup` sets up what a run or sweep reads from and which engine it
+//! takes.
 
 pub mod checkpoint;
 pub mod checkpoint_hosts;
 pub mod objects;
+pub mod prepare;
 pub mod session;
-pub mod store;
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};

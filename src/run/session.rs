@@ -11,11 +11,11 @@ use std::time::{Instant, SystemTime};
 
 use anyhow::Context;
 
-use super::store::{Storage, catalog_from, prepare_output, resolve_target};
+use super::prepare::Prepared;
 use super::{RunConfig, RunFailure, run_ranks};
 use crate::catalog::objects::ObjectKeys;
 use crate::catalog::{Catalog, CatalogError};
-use crate::cli::{RunArgs, load_config};
+use crate::cli::RunArgs;
 use crate::cluster::{Cluster, HostReport, Merged};
 use crate::dataset::ObjectDataset;
 use crate::dataset::check::ObjectRef;
@@ -28,9 +28,10 @@ use crate::rank::RunMeasurements;
 use crate::results;
 use crate::s3::{self, Bucket, Client};
 use crate::settings::Settings;
-use crate::signals::{exit_if_stopped_in_setup, raise_on_stop_signals};
+use crate::setup::store::{Storage, catalog_from};
+use crate::setup::{self, engine::EngineNeeds};
 use crate::summary::{HostSummary, RunContext, RunSummary, TargetSummary};
-use crate::{affinity, budget, cluster, report, units};
+use crate::{affinity, budget, cluster, report};
 
 /// The tail DLIO's Parquet reader fetches to read a footer.
 const DLIO_FOOTER_TAIL_BYTES: u64 = 4 << 20;
@@ -57,56 +58,43 @@ pub struct Session<'a> {
     interrupt: Arc<AtomicBool>,
     /// Set when the ranks start: a stop signal before it ends the process at once.
     setup_done: Arc<AtomicBool>,
+    /// The workload's configuration, for MLPerf's results tree.
+    config: crate::config::RawConfig,
 }
 
 impl<'a> Session<'a> {
-    /// Sets the run up: its share of the ranks under mpirun, settings, the store (the target
-    /// resolved once), the catalog (process 0 reads it, the others get it), the plan checked
-    /// against each host's memory, and the engine.
-    pub fn prepare(args: &'a RunArgs, cluster: &'a Cluster) -> anyhow::Result<Session<'a>> {
-        let started = Instant::now();
-        // Ctrl-C or SIGTERM during set-up: one line and exit 3, not a silent 130.
-        let interrupt = Arc::new(AtomicBool::new(false));
-        let setup_done = Arc::new(AtomicBool::new(false));
-        raise_on_stop_signals(Arc::clone(&interrupt))?;
-        exit_if_stopped_in_setup(Arc::clone(&interrupt), Arc::clone(&setup_done), "run")?;
+    /// Sets the run up after the common part ([`Prepared`]): the store (the embedded server
+    /// when no target was given), the catalog (process 0 reads it, the others get it), the
+    /// plan checked against each host's memory, and the engine.
+    pub fn prepare(prepared: Prepared<'a>) -> anyhow::Result<Session<'a>> {
+        let Prepared {
+            args,
+            cluster,
+            started,
+            interrupt,
+            setup_done,
+            shape,
+            local,
+            workload,
+            target: resolved,
+            cpus,
+            shared_cores,
+            ..
+        } = prepared;
         let hosts = !cluster.is_single();
         let options = &args.options;
-        let mut shape = args.shape.clone();
-        if hosts && !np_given() {
-            // As DLIO under mpirun: one rank per process.
-            shape.np = cluster.processes() as u32;
-        }
-        let local = Cluster::ranks_of(cluster.process(), cluster.processes(), shape.np as usize);
-        if hosts && local.is_empty() {
+        let config = workload.config.clone();
+        let Some(settings) = workload.training().cloned() else {
             return Err(UsageError(format!(
-                "--np {} is fewer than the {} processes mpirun started; pass --np {} or more",
-                shape.np,
-                cluster.processes(),
-                cluster.processes()
+                "{}: a checkpoint workload, run by the checkpoint session (a bug)",
+                workload.name()
             ))
             .into());
-        }
-        let settings = Settings::resolve(&load_config(&args.workload, Some(&shape))?)?;
+        };
         let mut notes = Vec::new();
-        let (cpus, shared_cores) =
-            affinity::choose_cpus(options.cpus.as_deref(), local.len() as u32)?;
-        // Results are written where --output says: checked now, so a run never ends unable to.
-        if let Some(dir) = &args.output {
-            prepare_output(dir)?;
-        }
-        let resolved = resolve_target(&options.s3, &settings)?;
-        if hosts && resolved.is_none() {
-            return Err(UsageError(
-                "under mpirun, pass --endpoint (or AWS_ENDPOINT_URL): the embedded server would \
-                 be one per process; start one `ringload serve` for all of them"
-                    .into(),
-            )
-            .into());
-        }
         let storage = Storage::open(
             resolved,
-            &args.workload,
+            &settings,
             options.s3.bucket.as_deref(),
             args.server_threads,
         )?;
@@ -178,6 +166,7 @@ impl<'a> Session<'a> {
             client,
             interrupt,
             setup_done,
+            config,
         })
     }
 
@@ -373,7 +362,7 @@ impl Session<'_> {
         let clock = now - measured.ready_at.elapsed();
         let hosts = summary.hosts.len().max(1) as u32;
         let (fields, ranks) = results::dlio::training(&self.plan, summary, measured, hosts, clock);
-        let config = load_config(&self.args.workload, Some(&self.args.shape))?;
+        let config = &self.config;
         let stderr: String = banner
             .into_iter()
             .chain(summary.notes.iter().map(|n| format!("ringload run: {n}")))
@@ -382,7 +371,7 @@ impl Session<'_> {
         results::write(&results::Leaf {
             benchmark: results::Benchmark::Training,
             args: self.args,
-            config: &config,
+            config,
             model: &self.plan.settings.model,
             np: summary.np,
             hosts,
@@ -495,57 +484,31 @@ fn dlio_footers(
     Ok(Some(read))
 }
 
-/// Whether `--np` was on the command line (under mpirun its default is the world size).
-pub(super) fn np_given() -> bool {
-    std::env::args().any(|a| a == "--np" || a.starts_with("--np="))
-}
-
-/// The engine of a run. An explicit `--engine uring` that cannot work here is a usage error
-/// naming the cause; by default the baseline runs instead, with a note.
+/// The engine of a training run ([`crate::setup::engine::choose`]): over https, objects
+/// fetched as the DLIO fork's s3dlio loader does are the baseline's to send.
 fn choose_engine(
     asked: Option<EngineKind>,
     plan: &Plan,
     limits: &budget::MemoryLimits,
     notes: &mut Vec<String>,
 ) -> anyhow::Result<EngineKind> {
-    if asked == Some(EngineKind::Baseline) {
-        return Ok(EngineKind::Baseline);
+    let needs = EngineNeeds {
+        pool_bytes: plan.memory.pool_bytes,
+        // The DLIO fork's s3dlio object loader: over https, its ranged chunks per object are
+        // sent by the baseline engine only (the io_uring engine decrypts a body in place).
+        baseline_only: plan.object_fetch.filter(|f| f.head && plan.options.tls).map(|_| {
+            "--loader dlio fetches these objects as the DLIO fork's s3dlio loader does (a HEAD, \
+             then concurrent 4/8 MiB ranged GETs per object), which over https only the \
+             baseline engine sends"
+                .to_string()
+        }),
+    };
+    let choice = setup::engine::choose(asked, &needs, limits).map_err(UsageError)?;
+    if let Some(note) = choice.note {
+        eprintln!("ringload run: NOTE: {note}");
+        notes.push(note);
     }
-    let pool = plan.memory.pool_bytes;
-    // The DLIO fork's s3dlio object loader: over https, its ranged chunks per object are sent
-    // by the baseline engine only (the io_uring engine decrypts a body in place).
-    let s3dlio = plan.object_fetch.filter(|f| f.head && plan.options.tls).map(|_| {
-        "--loader dlio fetches these objects as the DLIO fork's s3dlio loader does (a HEAD, then \
-         concurrent 4/8 MiB ranged GETs per object), which over https only the baseline engine \
-         sends"
-            .to_string()
-    });
-    let cause = s3dlio
-        .or_else(crate::engine::uring::unavailable_cause)
-        .or_else(|| {
-            let memlock = limits
-                .memlock_bytes
-                .filter(|&m| !limits.cap_ipc_lock && m < pool)?;
-            Some(format!(
-                "RLIMIT_MEMLOCK {} is smaller than the buffer pool {} (its buffers are locked and \
-             registered; raise it with `ulimit -l unlimited` or grant CAP_IPC_LOCK)",
-                units::bytes(memlock),
-                units::bytes(pool)
-            ))
-        });
-    match (asked, cause) {
-        (_, None) => Ok(EngineKind::Uring),
-        (Some(_), Some(cause)) => Err(UsageError(format!(
-            "--engine uring: {cause}; run with --engine baseline"
-        ))
-        .into()),
-        (None, Some(cause)) => {
-            let note = format!("io_uring cannot be used here ({cause}); ran the baseline engine");
-            eprintln!("ringload run: NOTE: {note}");
-            notes.push(note);
-            Ok(EngineKind::Baseline)
-        }
-    }
+    Ok(choice.kind)
 }
 
 /// A run that started and failed (exit 3, whatever the cause).

@@ -9,8 +9,8 @@ use super::maxnp::{Family, FindMaxNp, NpOutcome, NpVerdict, RunEvidence, np_rang
 use super::points::{Planner, point_command};
 use super::{Machine, Planned, Point, PointResult, Runner, SweepError, SweepFile};
 use crate::cli::{MLPERF_RUNS, SweepArgs};
-use crate::run::store::Storage;
 use crate::settings::Settings;
+use crate::setup::store::Storage;
 
 /// The search over all families.
 struct Search<'a> {

@@ -10,8 +10,8 @@ use super::{Planned, Point};
 use crate::budget;
 use crate::cli::{RunArgs, RunOptions, ShapeArgs, SweepArgs, load_config};
 use crate::plan::{Plan, PlanOptions};
-use crate::run::store::{Storage, catalog_from};
 use crate::settings::Settings;
+use crate::setup::store::{Storage, catalog_from};
 
 /// The child `ringload run` of a point, writing into a folder: every point reads the same
 /// store (with the embedded server, its address); a secret key reaches the points through

@@ -14,11 +14,11 @@ use super::{Axes, Planned, Point, Runner, SweepFile, grid, html, latency_lines, 
 use crate::budget;
 use crate::checkpoint::{CheckpointOptions, CheckpointPlan, CheckpointSettings};
 use crate::cli::{SweepArgs, load_config};
-use crate::engine::EngineKind;
 use crate::exit::{self, ExitClass, UsageError};
-use crate::run::store::{Storage, prepare_output, resolve_target};
 use crate::settings::Settings;
+use crate::setup::store::{Storage, prepare_output, resolve_target};
 use crate::signals::{exit_if_stopped_in_setup, raise_on_stop_signals};
+use crate::workload::{Settled, Workload};
 
 /// Runs the sweep `args` asks for; `Ok` carries the exit code.
 pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
@@ -28,12 +28,15 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
     let setup_done = Arc::new(AtomicBool::new(false));
     raise_on_stop_signals(Arc::clone(&interrupt))?;
     exit_if_stopped_in_setup(Arc::clone(&interrupt), Arc::clone(&setup_done), "sweep")?;
-    let cfg = load_config(&args.workload, None)?;
-    if crate::checkpoint::is_checkpoint_workload(&cfg)? {
-        crate::run::store::refuse_checkpoint_manifest(args.options.manifest.as_deref())?;
-        return run_checkpoint(args, &cfg, interrupt, setup_done);
-    }
-    let settings = Settings::resolve(&cfg)?;
+    let workload = Workload::resolve(load_config(&args.workload, None)?)?;
+    workload.check_reachable()?;
+    let settings = match &workload.settled {
+        Settled::Checkpoint(_) => {
+            crate::setup::store::refuse_checkpoint_manifest(args.options.manifest.as_deref())?;
+            return run_checkpoint(args, &workload.config, interrupt, setup_done);
+        }
+        Settled::Training(settings) => settings.as_ref().clone(),
+    };
     std::fs::create_dir_all(&args.output).map_err(|e| {
         UsageError(format!(
             "cannot create --output {}: {e}",
@@ -46,8 +49,8 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
     let options = &args.options;
     // The store: the one given, or one embedded server for every point.
     let storage = Storage::open(
-        resolve_target(&options.s3, &settings)?,
-        &args.workload,
+        resolve_target(&options.s3.target_flags(), &settings)?,
+        &settings,
         options.s3.bucket.as_deref(),
         args.server_threads,
     )?;
@@ -196,7 +199,7 @@ fn run_checkpoint(
                     server_bytes: 0,
                 },
                 &limits,
-                &crate::run::store::env,
+                &crate::setup::store::env,
             );
             let skip = match &plan {
                 Ok(plan) => plan.check_budget().err().map(|e| e.to_string()),
@@ -282,11 +285,7 @@ fn axes(args: &SweepArgs, settings: &Settings) -> Axes {
 /// The grid's axes from the flags' lists, with `read_threads`.
 fn axes_of_lists(args: &SweepArgs, read_threads: Vec<u64>) -> Axes {
     let engines: Vec<String> = if args.engine.is_empty() {
-        let default = match crate::engine::uring::unavailable_cause() {
-            None => EngineKind::Uring,
-            Some(_) => EngineKind::Baseline,
-        };
-        vec![default.to_string()]
+        vec![crate::setup::engine::default_kind().to_string()]
     } else {
         args.engine.iter().map(ToString::to_string).collect()
     };

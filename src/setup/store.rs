@@ -9,7 +9,6 @@ use anyhow::Context;
 
 use crate::catalog::{self, Catalog, CatalogError};
 use crate::checkpoint::CheckpointPlan;
-use crate::cli::{S3Args, WorkloadArgs, load_config};
 use crate::exit::UsageError;
 use crate::s3::target::valid_bucket_name;
 use crate::s3::{self, Bucket, Target};
@@ -25,12 +24,11 @@ pub fn env(name: &str) -> Option<String> {
 }
 
 /// The target the flags, the environment or the workload name; `None` when none does.
-pub fn resolve_target(s3_args: &S3Args, settings: &Settings) -> anyhow::Result<Option<Target>> {
-    Ok(s3::target::resolve(
-        &s3_args.target_flags(),
-        &settings.storage,
-        env,
-    )?)
+pub fn resolve_target(
+    flags: &s3::TargetFlags,
+    settings: &Settings,
+) -> anyhow::Result<Option<Target>> {
+    Ok(s3::target::resolve(flags, &settings.storage, env)?)
 }
 
 /// `name`, when it is a valid bucket name.
@@ -46,14 +44,13 @@ pub fn checked_bucket(name: &str) -> anyhow::Result<&str> {
     }
 }
 
-/// The virtual dataset of `serve --virtual` (or the default workload).
+/// The virtual Parquet dataset of a workload's `settings` in `bucket` (else the workload's,
+/// else [`server::DEFAULT_BUCKET`]): `serve WORKLOAD` and a run's embedded server.
 pub fn virtual_store(
-    workload: &WorkloadArgs,
+    settings: &Settings,
     bucket: Option<&str>,
     show_progress: bool,
 ) -> anyhow::Result<VirtualDataset> {
-    let cfg = load_config(workload, None)?;
-    let settings = Settings::resolve(&cfg)?;
     settings.check_generatable()?;
     let bucket = bucket
         .or(settings.storage.bucket.as_deref())
@@ -76,26 +73,16 @@ pub fn virtual_store(
     )?)
 }
 
-/// The store of `serve WORKLOAD`: the whole objects of an npz, jpeg or tfrecord workload
-/// ([`Store::virtual_objects`]), else the workload's virtual Parquet dataset.
-pub fn serve_store(
-    workload: &WorkloadArgs,
-    bucket: Option<&str>,
-    show_progress: bool,
-) -> anyhow::Result<Store> {
-    Ok(virtual_any(workload, bucket, show_progress)?.0)
-}
-
-/// [`serve_store`]'s store, with its bucket and the bytes it holds (the Parquet templates; a
-/// whole-object store holds nothing per object).
-fn virtual_any(
-    workload: &WorkloadArgs,
+/// The store of `serve WORKLOAD` and of a run's embedded server: the whole objects of an npz,
+/// jpeg or tfrecord workload ([`Store::virtual_objects`]), else the workload's virtual Parquet
+/// dataset; with its bucket and the bytes it holds (the Parquet templates; a whole-object
+/// store holds nothing per object).
+pub fn virtual_any(
+    settings: &Settings,
     bucket: Option<&str>,
     show_progress: bool,
 ) -> anyhow::Result<(Store, String, u64)> {
-    let cfg = load_config(workload, None)?;
-    let settings = Settings::resolve(&cfg)?;
-    if let Some(dataset) = settings.objects {
+    if let Some(dataset) = settings.objects.clone() {
         let bucket = bucket
             .or(settings.storage.bucket.as_deref())
             .unwrap_or(server::DEFAULT_BUCKET);
@@ -113,7 +100,7 @@ fn virtual_any(
         let store = Store::virtual_objects(bucket, dataset, settings.workload.name.clone());
         return Ok((store, bucket.to_string(), 0));
     }
-    let store = virtual_store(workload, bucket, show_progress)?;
+    let store = virtual_store(settings, bucket, show_progress)?;
     let (bucket, resident) = (store.bucket.clone(), store.resident_bytes);
     Ok((Store::Virtual(store), bucket, resident))
 }
@@ -133,7 +120,7 @@ impl Storage {
     /// server with the workload's virtual dataset in `bucket`.
     pub fn open(
         resolved: Option<Target>,
-        workload: &WorkloadArgs,
+        settings: &Settings,
         bucket: Option<&str>,
         server_threads: Option<usize>,
     ) -> anyhow::Result<Storage> {
@@ -143,7 +130,7 @@ impl Storage {
                 target,
                 server_bytes: 0,
             }),
-            None => start_embedded(workload, bucket, server_threads),
+            None => start_embedded(settings, bucket, server_threads),
         }
     }
 
@@ -156,12 +143,12 @@ impl Storage {
 /// The embedded server of a run with no endpoint: the workload's virtual dataset, on a free
 /// loopback port.
 fn start_embedded(
-    workload: &WorkloadArgs,
+    settings: &Settings,
     bucket: Option<&str>,
     server_threads: Option<usize>,
 ) -> anyhow::Result<Storage> {
     let show = std::io::stderr().is_terminal();
-    let (store, bucket, template_bytes) = virtual_any(workload, bucket, show)?;
+    let (store, bucket, template_bytes) = virtual_any(settings, bucket, show)?;
     let (server, target) = start_loopback(store, &bucket, server_threads)?;
     // What the process holds now — templates, and what laying them out left behind — is the
     // server's share of the memory budget.

@@ -1,0 +1,128 @@
+//! The first part of every `ringload run`, whatever its workload's kind: Ctrl-C and SIGTERM
+//! watched, this process's share of the ranks under mpirun, the workload resolved once
+//! ([`Workload`]), `--output` checked writable, the target resolved (under mpirun one must be
+//! given), the CPUs chosen. Then `commands::run` hands it to the session of its kind — the
+//! training session ([`super::session`]) or the checkpoint session ([`super::checkpoint`]) —
+//! which sets up its store, plan, budget and engine, and executes.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Instant, SystemTime};
+
+use crate::cli::{RunArgs, ShapeArgs, load_config};
+use crate::cluster::Cluster;
+use crate::exit::UsageError;
+use crate::s3::Target;
+use crate::setup::store::{env, prepare_output, refuse_checkpoint_manifest};
+use crate::signals::{exit_if_stopped_in_setup, raise_on_stop_signals};
+use crate::workload::{Kind, Workload};
+use crate::{affinity, s3};
+
+/// A run's common set-up, before its kind's session takes over.
+#[derive(Debug)]
+pub struct Prepared<'a> {
+    pub args: &'a RunArgs,
+    pub cluster: &'a Cluster,
+    pub started: Instant,
+    pub started_wall: SystemTime,
+    /// Raised by Ctrl-C or SIGTERM from the start of set-up.
+    pub interrupt: Arc<AtomicBool>,
+    /// Set when the ranks start: a stop signal before it ends the process at once.
+    pub setup_done: Arc<AtomicBool>,
+    /// The shape flags, `--np` the world size under mpirun when not given.
+    pub shape: ShapeArgs,
+    /// The plan's ranks this process runs.
+    pub local: Range<usize>,
+    pub workload: Workload,
+    /// The target the flags, the environment or the workload name; `None`: the embedded
+    /// server.
+    pub target: Option<Target>,
+    /// The CPUs the local ranks are pinned to, and the warning when they share cores.
+    pub cpus: Vec<usize>,
+    pub shared_cores: Option<String>,
+}
+
+impl<'a> Prepared<'a> {
+    /// Sets up what every run needs (see the module docs).
+    pub fn start(args: &'a RunArgs, cluster: &'a Cluster) -> anyhow::Result<Prepared<'a>> {
+        let started = Instant::now();
+        let started_wall = SystemTime::now();
+        // Ctrl-C or SIGTERM during set-up: one line and exit 3, not a silent 130.
+        let interrupt = Arc::new(AtomicBool::new(false));
+        let setup_done = Arc::new(AtomicBool::new(false));
+        raise_on_stop_signals(Arc::clone(&interrupt))?;
+        exit_if_stopped_in_setup(Arc::clone(&interrupt), Arc::clone(&setup_done), "run")?;
+        let hosts = !cluster.is_single();
+        let mut shape = args.shape.clone();
+        if hosts && !np_given() {
+            // As DLIO under mpirun: one rank per process.
+            shape.np = cluster.processes() as u32;
+        }
+        let local = Cluster::ranks_of(cluster.process(), cluster.processes(), shape.np as usize);
+        if hosts && local.is_empty() {
+            return Err(UsageError(format!(
+                "--np {} is fewer than the {} processes mpirun started; pass --np {} or more",
+                shape.np,
+                cluster.processes(),
+                cluster.processes()
+            ))
+            .into());
+        }
+        let workload = Workload::resolve(load_config(&args.workload, Some(&shape))?)?;
+        workload.check_reachable()?;
+        if workload.kind() == Kind::Checkpoint {
+            refuse_checkpoint_manifest(args.options.manifest.as_deref())?;
+        }
+        // Results are written where --output says: checked now, so a run never ends unable to
+        // (by process 0, which reports for the job).
+        if let Some(dir) = args.output.as_ref().filter(|_| cluster.process() == 0) {
+            prepare_output(dir)?;
+        }
+        let storage = match &workload.settled {
+            crate::workload::Settled::Training(s) => &s.storage,
+            crate::workload::Settled::Checkpoint(s) => &s.storage,
+        };
+        let target = s3::target::resolve(&args.options.s3.target_flags(), storage, env)?;
+        if hosts && target.is_none() {
+            return Err(UsageError(
+                "under mpirun, pass --endpoint (or AWS_ENDPOINT_URL): the embedded server would \
+                 be one per process; start one `ringload serve` for all of them (--dir DIR to \
+                 keep what is written)"
+                    .into(),
+            )
+            .into());
+        }
+        let (cpus, shared_cores) =
+            affinity::choose_cpus(args.options.cpus.as_deref(), local.len() as u32)?;
+        Ok(Prepared {
+            args,
+            cluster,
+            started,
+            started_wall,
+            interrupt,
+            setup_done,
+            shape,
+            local,
+            workload,
+            target,
+            cpus,
+            shared_cores,
+        })
+    }
+
+    /// Whether this run spans several processes (mpirun).
+    pub fn hosts(&self) -> bool {
+        !self.cluster.is_single()
+    }
+
+    /// Whether this is process 0, which cleans up, lists and reports for the job.
+    pub fn lead(&self) -> bool {
+        self.cluster.process() == 0
+    }
+}
+
+/// Whether `--np` was on the command line (under mpirun its default is the world size).
+fn np_given() -> bool {
+    std::env::args().any(|a| a == "--np" || a.starts_with("--np="))
+}

@@ -1,0 +1,136 @@
+//! The one engine choice every session makes — a training run, a checkpoint run, a sweep's
+//! default axis: `--engine baseline` is taken as asked; otherwise the io_uring engine, unless
+//! this kernel lacks what it needs, its locked buffer pool exceeds `RLIMIT_MEMLOCK` (without
+//! `CAP_IPC_LOCK`), or the run's requests are ones only the baseline sends. Then an explicit
+//! `--engine uring` is a usage error naming the cause, and the default falls back to the
+//! baseline with a note naming it.
+
+use crate::budget::MemoryLimits;
+use crate::engine::EngineKind;
+use crate::units;
+
+/// What the run asks of its engine.
+#[derive(Debug, Clone, Default)]
+pub struct EngineNeeds {
+    /// The io_uring engine's locked, registered buffer pool on this host.
+    pub pool_bytes: u64,
+    /// Why only the baseline engine can send this run's requests (`None`: both can).
+    pub baseline_only: Option<String>,
+}
+
+/// The engine chosen, and the note to print and keep when the default fell back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineChoice {
+    pub kind: EngineKind,
+    pub note: Option<String>,
+}
+
+/// Chooses the engine (see the module docs). The error is the usage line for an explicit
+/// `--engine uring` that cannot work here.
+pub fn choose(
+    asked: Option<EngineKind>,
+    needs: &EngineNeeds,
+    limits: &MemoryLimits,
+) -> Result<EngineChoice, String> {
+    if asked == Some(EngineKind::Baseline) {
+        return Ok(EngineChoice {
+            kind: EngineKind::Baseline,
+            note: None,
+        });
+    }
+    let cause = needs
+        .baseline_only
+        .clone()
+        .or_else(crate::engine::uring::unavailable_cause)
+        .or_else(|| memlock_cause(needs.pool_bytes, limits));
+    match (asked, cause) {
+        (_, None) => Ok(EngineChoice {
+            kind: EngineKind::Uring,
+            note: None,
+        }),
+        (Some(_), Some(cause)) => Err(format!(
+            "--engine uring: {cause}; run with --engine baseline"
+        )),
+        (None, Some(cause)) => Ok(EngineChoice {
+            kind: EngineKind::Baseline,
+            note: Some(format!(
+                "io_uring cannot be used here ({cause}); ran the baseline engine"
+            )),
+        }),
+    }
+}
+
+/// The engine a sweep's points take by default, before any point is planned: io_uring where
+/// this kernel has it (each point's own run makes the full choice).
+pub fn default_kind() -> EngineKind {
+    match crate::engine::uring::unavailable_cause() {
+        None => EngineKind::Uring,
+        Some(_) => EngineKind::Baseline,
+    }
+}
+
+/// Why `RLIMIT_MEMLOCK` rules the io_uring engine's pool of `pool_bytes` out, if it does.
+fn memlock_cause(pool_bytes: u64, limits: &MemoryLimits) -> Option<String> {
+    let memlock = limits
+        .memlock_bytes
+        .filter(|&m| !limits.cap_ipc_lock && m < pool_bytes)?;
+    Some(format!(
+        "RLIMIT_MEMLOCK {} is smaller than the buffer pool {} (its buffers are locked and \
+         registered; raise it with `ulimit -l unlimited` or grant CAP_IPC_LOCK)",
+        units::bytes(memlock),
+        units::bytes(pool_bytes)
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(memlock_bytes: Option<u64>) -> MemoryLimits {
+        MemoryLimits {
+            memlock_bytes,
+            cap_ipc_lock: false,
+            ..MemoryLimits::unlimited()
+        }
+    }
+
+    #[test]
+    fn an_explicit_uring_that_cannot_work_is_refused_and_the_default_falls_back() {
+        let needs = EngineNeeds {
+            pool_bytes: 1 << 30,
+            baseline_only: Some("over https only the baseline writes checkpoints".into()),
+        };
+        let err = choose(Some(EngineKind::Uring), &needs, &limits(None)).unwrap_err();
+        assert!(
+            err.starts_with("--engine uring: over https") && err.ends_with("--engine baseline"),
+            "{err}"
+        );
+        let choice = choose(None, &needs, &limits(None)).unwrap();
+        assert_eq!(choice.kind, EngineKind::Baseline);
+        assert!(choice.note.unwrap().contains("over https"));
+        let asked = choose(Some(EngineKind::Baseline), &needs, &limits(None)).unwrap();
+        assert_eq!((asked.kind, asked.note), (EngineKind::Baseline, None));
+    }
+
+    #[test]
+    fn a_pool_over_rlimit_memlock_rules_uring_out_unless_cap_ipc_lock() {
+        let needs = EngineNeeds {
+            pool_bytes: 1 << 30,
+            baseline_only: None,
+        };
+        let small = limits(Some(8 << 20));
+        if crate::engine::uring::unavailable_cause().is_none() {
+            let choice = choose(None, &needs, &small).unwrap();
+            assert_eq!(choice.kind, EngineKind::Baseline);
+            assert!(choice.note.unwrap().contains("RLIMIT_MEMLOCK"));
+            let capable = MemoryLimits {
+                cap_ipc_lock: true,
+                ..small
+            };
+            assert_eq!(
+                choose(None, &needs, &capable).unwrap().kind,
+                EngineKind::Uring
+            );
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! One workload, resolved once per process: the configuration (the YAML, its `key=value`
+//! overrides and the flags, read by the Face) becomes a [`Workload`] that knows its kind —
+//! row-group training, whole-object training or a checkpoint — and carries that kind's
+//! settings and its storage type. Whether a workload is a checkpoint is asked here and nowhere
+//! else; the sessions, `plan`, `serve --sink`, the sweep and `datasize` read the kind from it.
+
+use crate::checkpoint::{CheckpointSettings, is_checkpoint_workload};
+use crate::config::RawConfig;
+use crate::settings::{Settings, SettingsError, invalid};
+
+/// What a workload does to storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Training over Parquet row groups (`dataset.format: parquet`).
+    RowGroups,
+    /// Training over whole objects (npz, jpeg, tfrecord).
+    WholeObjects,
+    /// Checkpoint writes and restores (`workflow.checkpoint: True`, `workflow.train: False`).
+    Checkpoint,
+}
+
+/// Where the workload's data lives (`storage.storage_type`, DLIO's key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StorageType {
+    /// An S3-compatible object store (`s3`, and the default).
+    S3,
+    /// A mounted file system (`local_fs`).
+    LocalFs,
+}
+
+/// The settings of a workload's kind.
+#[derive(Debug, Clone)]
+pub enum Settled {
+    Training(Box<Settings>),
+    Checkpoint(Box<CheckpointSettings>),
+}
+
+/// A workload resolved once: its configuration, its storage type and its kind's settings.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    /// The configuration it was resolved from (written back into MLPerf's results tree).
+    pub config: RawConfig,
+    pub storage_type: StorageType,
+    pub settled: Settled,
+}
+
+impl Workload {
+    /// Resolves `config`: the kind from `workflow.checkpoint` and `workflow.train` (DLIO's
+    /// keys), then that kind's settings, every key checked.
+    pub fn resolve(config: RawConfig) -> Result<Workload, SettingsError> {
+        let storage_type = match config.text("storage.storage_type")?.as_deref() {
+            None | Some("s3") => StorageType::S3,
+            Some("local_fs") => StorageType::LocalFs,
+            Some(_) => {
+                return Err(invalid(
+                    &config,
+                    "storage.storage_type",
+                    "use s3 (an S3-compatible object store) or local_fs (a file system)",
+                ));
+            }
+        };
+        let settled = if is_checkpoint_workload(&config)? {
+            Settled::Checkpoint(Box::new(CheckpointSettings::resolve(&config)?))
+        } else {
+            Settled::Training(Box::new(Settings::resolve(&config)?))
+        };
+        Ok(Workload {
+            config,
+            storage_type,
+            settled,
+        })
+    }
+
+    /// Its kind.
+    pub fn kind(&self) -> Kind {
+        match &self.settled {
+            Settled::Checkpoint(_) => Kind::Checkpoint,
+            Settled::Training(s) if s.objects.is_some() => Kind::WholeObjects,
+            Settled::Training(_) => Kind::RowGroups,
+        }
+    }
+
+    /// The workload's name (the YAML's, or the file it came from).
+    pub fn name(&self) -> &str {
+        match &self.settled {
+            Settled::Training(s) => &s.workload.name,
+            Settled::Checkpoint(s) => &s.workload.name,
+        }
+    }
+
+    /// A training workload's settings; `None` for a checkpoint.
+    pub fn training(&self) -> Option<&Settings> {
+        match &self.settled {
+            Settled::Training(s) => Some(s),
+            Settled::Checkpoint(_) => None,
+        }
+    }
+
+    /// A checkpoint workload's settings; `None` for training.
+    pub fn checkpoint(&self) -> Option<&CheckpointSettings> {
+        match &self.settled {
+            Settled::Checkpoint(s) => Some(s),
+            Settled::Training(_) => None,
+        }
+    }
+
+    /// Refuses a storage type ringload cannot reach yet, naming the key and the fix.
+    pub fn check_reachable(&self) -> Result<(), SettingsError> {
+        match self.storage_type {
+            StorageType::S3 => Ok(()),
+            StorageType::LocalFs => Err(invalid(
+                &self.config,
+                "storage.storage_type",
+                "ringload reaches S3-compatible object stores only so far; set \
+                 storage.storage_type=s3 (with --endpoint, or the embedded server by default)",
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workload(name: &str, overrides: &[&str]) -> Result<Workload, SettingsError> {
+        let mut cfg = RawConfig::load(name).unwrap();
+        for o in overrides {
+            cfg.apply_override(o).unwrap();
+        }
+        Workload::resolve(cfg)
+    }
+
+    #[test]
+    fn the_kind_is_asked_once_from_dlios_keys() {
+        assert_eq!(workload("flux_b200", &[]).unwrap().kind(), Kind::RowGroups);
+        assert_eq!(
+            workload("unet3d_b200", &[]).unwrap().kind(),
+            Kind::WholeObjects
+        );
+        let c = workload("llama3_8b", &[]).unwrap();
+        assert_eq!(c.kind(), Kind::Checkpoint);
+        assert!(c.checkpoint().is_some() && c.training().is_none());
+        assert_eq!(c.storage_type, StorageType::S3);
+    }
+
+    #[test]
+    fn storage_types_are_named_and_a_file_system_is_refused_for_now() {
+        let fs = workload("flux_b200", &["storage.storage_type=local_fs"]).unwrap();
+        assert_eq!(fs.storage_type, StorageType::LocalFs);
+        let err = fs.check_reachable().unwrap_err().to_string();
+        assert!(err.contains("storage.storage_type=s3"), "{err}");
+        let err = workload("flux_b200", &["storage.storage_type=nfs"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("local_fs"), "{err}");
+    }
+}
