@@ -390,23 +390,67 @@ pub struct Merged {
 
 impl Merged {
     pub fn of(reports: &[HostReport]) -> Merged {
+        let span = HostSpan::merge(reports.iter().map(|r| {
+            HostSpan {
+                records: r.records.clone(),
+                stats: r
+                    .stats
+                    .iter()
+                    .cloned()
+                    .map(RequestStats::from_wire)
+                    .collect(),
+                wall_s: r.wall_s,
+                client_cpu_s: r.client_cpu_s,
+                timeseries: r.timeseries.clone(),
+            }
+        }));
         Merged {
-            records: reports.iter().flat_map(|r| r.records.clone()).collect(),
-            stats: reports
-                .iter()
-                .flat_map(|r| r.stats.iter().cloned().map(RequestStats::from_wire))
-                .collect(),
-            wall_s: reports.iter().map(|r| r.wall_s).fold(0.0, f64::max),
-            client_cpu_s: reports.iter().map(|r| r.client_cpu_s).sum(),
+            records: span.records,
+            stats: span.stats,
+            wall_s: span.wall_s,
+            client_cpu_s: span.client_cpu_s,
             setup_cpu_s: reports.iter().map(|r| r.setup_cpu_s).sum(),
             peak_rss_bytes: reports.iter().filter_map(|r| r.peak_rss_bytes).max(),
-            timeseries: crate::timeseries::Series::merge(
-                &reports
-                    .iter()
-                    .map(|r| r.timeseries.clone())
-                    .collect::<Vec<_>>(),
-            ),
+            timeseries: span.timeseries,
         }
+    }
+}
+
+/// One host's share of a measured span — a training run, or one phase of a checkpoint run —
+/// as the job's merge takes it.
+#[derive(Debug, Clone)]
+pub struct HostSpan<R, S> {
+    /// Its ranks' records, in rank order.
+    pub records: Vec<R>,
+    pub stats: Vec<S>,
+    pub wall_s: f64,
+    pub client_cpu_s: f64,
+    pub timeseries: crate::timeseries::Series,
+}
+
+impl<R, S> HostSpan<R, S> {
+    /// The job's span from every host's, in process order: the records and stats in process
+    /// order (so in global rank order), the slowest host's wall time, the client CPU summed,
+    /// the series summed by sample index on process 0's clock. The one per-host merge, for
+    /// training runs ([`Merged::of`]) and checkpoint phases alike.
+    pub fn merge(hosts: impl IntoIterator<Item = HostSpan<R, S>>) -> HostSpan<R, S> {
+        let mut job = HostSpan {
+            records: Vec::new(),
+            stats: Vec::new(),
+            wall_s: 0.0,
+            client_cpu_s: 0.0,
+            timeseries: crate::timeseries::Series::default(),
+        };
+        let mut series = Vec::new();
+        for host in hosts {
+            job.records.extend(host.records);
+            job.stats.extend(host.stats);
+            job.wall_s = job.wall_s.max(host.wall_s);
+            job.client_cpu_s += host.client_cpu_s;
+            series.push(host.timeseries);
+        }
+        job.timeseries = crate::timeseries::Series::merge(&series);
+        job
     }
 }
 

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, HostSpan};
 use crate::metrics::{LatencyHistogram, RequestStats, WireStats, static_cause};
 use crate::rank::checkpoint::{ObjectStats, Phase, PhaseRecord, WriteStats};
 use crate::summary::checkpoint::HostVolume;
@@ -189,58 +189,65 @@ pub fn gather(
     Ok(Some(merge(reports)?))
 }
 
-/// The job's phases from every host's report (in process order), and their volumes.
+/// The job's phases from every host's report (in process order), each merged as every
+/// span of hosts is ([`HostSpan::merge`]), and their volumes.
 fn merge(reports: Vec<HostCheckpoint>) -> anyhow::Result<(Vec<PhaseResult>, Vec<HostVolume>)> {
-    let mut phases: Vec<PhaseResult> = Vec::new();
+    // Process 0's phases: what each one is, its steps and its place in the run.
+    let heads: Vec<(Phase, Vec<u32>, f64)> = reports.first().map_or(Vec::new(), |r| {
+        r.phases
+            .iter()
+            .map(|p| (p.phase, p.steps.clone(), p.started_s))
+            .collect()
+    });
+    let mut spans: Vec<Vec<HostSpan<PhaseRecord, ObjectStats>>> =
+        heads.iter().map(|_| Vec::new()).collect();
     let mut volumes = Vec::new();
     for (process, report) in reports.into_iter().enumerate() {
-        if process > 0 && report.phases.len() != phases.len() {
+        if report.phases.len() != heads.len() {
             anyhow::bail!(
                 "process {process} ran {} phases where process 0 ran {} (a bug)",
                 report.phases.len(),
-                phases.len()
+                heads.len()
             );
         }
         for (i, wire) in report.phases.into_iter().enumerate() {
-            let stats: Vec<ObjectStats> = wire
-                .stats
-                .into_iter()
-                .map(WireObjectStats::into_stats)
-                .collect();
-            match phases.get_mut(i) {
-                Some(job) => {
-                    if job.phase != wire.phase {
-                        anyhow::bail!(
-                            "process {process} ran {:?} where process 0 ran {:?} (a bug)",
-                            wire.phase,
-                            job.phase
-                        );
-                    }
-                    job.records.extend(wire.records);
-                    job.stats.extend(stats);
-                    job.wall_s = job.wall_s.max(wire.wall_s);
-                    job.client_cpu_s += wire.client_cpu_s;
-                    // Summed by sample index on process 0's clock.
-                    job.timeseries = crate::timeseries::Series::merge(&[
-                        std::mem::take(&mut job.timeseries),
-                        wire.timeseries,
-                    ]);
-                }
-                None => phases.push(PhaseResult {
-                    phase: wire.phase,
-                    steps: wire.steps,
-                    records: wire.records,
-                    stats,
-                    wall_s: wire.wall_s,
-                    client_cpu_s: wire.client_cpu_s,
-                    server_cpu_s: None,
-                    timeseries: wire.timeseries,
-                    started_s: wire.started_s,
-                }),
+            if wire.phase != heads[i].0 {
+                anyhow::bail!(
+                    "process {process} ran {:?} where process 0 ran {:?} (a bug)",
+                    wire.phase,
+                    heads[i].0
+                );
             }
+            spans[i].push(HostSpan {
+                records: wire.records,
+                stats: (wire.stats.into_iter())
+                    .map(WireObjectStats::into_stats)
+                    .collect(),
+                wall_s: wire.wall_s,
+                client_cpu_s: wire.client_cpu_s,
+                timeseries: wire.timeseries,
+            });
         }
         volumes.push(report.volume);
     }
+    let phases = heads
+        .into_iter()
+        .zip(spans)
+        .map(|((phase, steps, started_s), hosts)| {
+            let job = HostSpan::merge(hosts);
+            PhaseResult {
+                phase,
+                steps,
+                records: job.records,
+                stats: job.stats,
+                wall_s: job.wall_s,
+                client_cpu_s: job.client_cpu_s,
+                server_cpu_s: None,
+                timeseries: job.timeseries,
+                started_s,
+            }
+        })
+        .collect();
     Ok((phases, volumes))
 }
 
