@@ -36,7 +36,7 @@
 
 use serde::Serialize;
 
-use crate::budget::{self, BudgetShape, MemoryBudget, MemoryLimits, OverBudget};
+use crate::budget::{BudgetShape, MemoryBudget, MemoryLimits, OverBudget};
 use crate::catalog::Catalog;
 use crate::exit::{self, ExitClass};
 use crate::settings::Settings;
@@ -45,6 +45,11 @@ use crate::verify::Check;
 pub use crate::loader::{Loader, ObjectFetch, Sharding, dlio_prefetch_factor};
 pub use crate::ranged::RangedGet;
 mod reshard;
+mod resolve;
+use resolve::{
+    check_budget, check_held, largest_get_bytes, plan_notes, rank_shares, row_group_sequence,
+    steps_per_rank,
+};
 
 /// Errors found while resolving a plan. All are usage or environment errors (exit 2).
 #[derive(Debug, thiserror::Error)]
@@ -79,7 +84,8 @@ pub struct PlanOptions {
     /// `prefetch`, in place of [`dlio_prefetch_factor`].
     pub prefetch_factor: Option<u32>,
     /// The endpoint is `https://`: each buffer also holds a TLS record in flight
-    /// ([`budget::TLS_RECORD_SLACK_BYTES`]), as the io_uring engine decrypts bodies in place.
+    /// ([`budget::TLS_RECORD_SLACK_BYTES`](crate::budget::TLS_RECORD_SLACK_BYTES)), as the
+    /// io_uring engine decrypts bodies in place.
     pub tls: bool,
 }
 
@@ -222,47 +228,9 @@ impl Plan {
                 "--np 0: a run needs at least one rank".to_string(),
             ));
         }
-        let total_samples = settings.samples_per_file * settings.num_files as u64;
-        let formula_steps = total_samples / settings.batch_size / u64::from(np);
-        let steps_formula = format!(
-            "floor({} × {} / {} / {}) = {}",
-            settings.samples_per_file, settings.num_files, settings.batch_size, np, formula_steps
-        );
-        let steps = match settings.total_training_steps {
-            Some(cap) => formula_steps.min(cap),
-            None => formula_steps,
-        };
-        if steps == 0 {
-            return Err(PlanError::Unsatisfiable(format!(
-                "0 steps per rank: {steps_formula}; use fewer ranks (--np), a smaller batch or more files (--files)"
-            )));
-        }
+        let (formula_steps, steps, steps_formula) = steps_per_rank(settings, np)?;
         let rows_per_rank = steps * settings.batch_size;
-        let units: Vec<RowGroupRef> = match &catalog.objects {
-            Some(objects) => (0..objects.len())
-                .map(|file| RowGroupRef {
-                    file,
-                    row_group: 0,
-                    rows: objects.samples_per_file,
-                })
-                .collect(),
-            None => catalog
-                .files
-                .iter()
-                .enumerate()
-                .flat_map(|(file, layout)| {
-                    layout
-                        .row_groups
-                        .iter()
-                        .enumerate()
-                        .map(move |(row_group, rg)| RowGroupRef {
-                            file,
-                            row_group,
-                            rows: rg.rows,
-                        })
-                })
-                .collect(),
-        };
+        let units = row_group_sequence(catalog);
         let window = options.window(settings);
         let object_fetch = match (options.loader, &settings.objects) {
             (Loader::Dlio, Some(_)) => Some(
@@ -272,65 +240,14 @@ impl Plan {
             _ => None,
         };
         let whole_objects = catalog.objects.is_some();
-        let (shares, overshoot) = match (options.loader, options.sharding) {
-            // Whole objects: the DLIO fork's sharding, with the dlio loader's read-ahead.
-            (Loader::Dlio, _) if whole_objects => (
-                v3_shares(&units, np as usize, rows_per_rank)?,
-                window as usize,
-            ),
-            (Loader::Ringload, Sharding::Dlio) if whole_objects => {
-                (v3_shares(&units, np as usize, rows_per_rank)?, 0)
-            }
-            // Every rank walks the whole file list and reads on past its last step until its
-            // readers' windows are full.
-            (Loader::Dlio, _) => (vec![units.clone(); np as usize], window as usize),
-            (Loader::Ringload, Sharding::Rank) => {
-                (split_shares(&units, np as usize, rows_per_rank)?, 0)
-            }
-            (Loader::Ringload, Sharding::Dlio) => {
-                let share = split_shares(&units, 1, rows_per_rank)?;
-                (vec![share[0].clone(); np as usize], 0)
-            }
-        };
+        let (shares, overshoot) =
+            rank_shares(&units, options, whole_objects, window, rows_per_rank)?;
         let mut ranks = Vec::with_capacity(np as usize);
         for (rank, share) in shares.iter().enumerate() {
             ranks.push(plan_rank(rank, share, catalog, settings, steps, overshoot)?);
         }
-        for rank in &ranks {
-            if rank.max_gets_held_per_reader > window as usize {
-                let needed = rank.max_gets_held_per_reader;
-                // With the dlio loader the window is prefetch + the prefetch factor.
-                let (holds, prefetch_needed) = match options.prefetch_factor(settings) {
-                    Some(factor) => (
-                        format!("prefetch {} + prefetch factor {factor}", settings.prefetch),
-                        needed.saturating_sub(factor as usize),
-                    ),
-                    None => (format!("prefetch {window}"), needed),
-                };
-                let fix = if whole_objects {
-                    format!("raise --prefetch to {prefetch_needed} or --read-threads")
-                } else {
-                    format!("raise --coalesce-rgs or --prefetch to {prefetch_needed}")
-                };
-                return Err(PlanError::Unsatisfiable(format!(
-                    "a batch of {} rows needs {needed} GETs of one reader at once, more than \
-                     {holds}; {fix}",
-                    settings.batch_size,
-                )));
-            }
-        }
-        let all_gets = || {
-            ranks
-                .iter()
-                .flat_map(|r| r.readers.iter().flat_map(|rd| &rd.gets))
-        };
-        let mut largest_get_bytes = all_gets().map(|g| g.len_bytes).max().unwrap_or(0);
-        if let Some(objects) = catalog.objects.as_ref()
-            && options.reshuffles(settings.epochs)
-        {
-            // Later epochs read other objects (reshard.rs): any of them, at most the largest.
-            largest_get_bytes = objects.sizes().iter().copied().max().unwrap_or(0);
-        }
+        check_held(&ranks, settings, options, window, whole_objects)?;
+        let largest_get_bytes = largest_get_bytes(&ranks, catalog, settings, options);
         // s3dlio's window never holds more objects than its reader has.
         let readers = ranks.iter().flat_map(|r| &r.readers);
         let most = readers.map(|r| r.gets.len() as u32).max().unwrap_or(1);
@@ -348,104 +265,16 @@ impl Plan {
             // s3dlio's ranged chunks of one object go over connections of their own.
             slot_connections: object_fetch.map_or(1, |f| f.most_in_flight(largest_get_bytes)),
         };
-        let cap = options.memory_cap_bytes;
-        let memory = match object_fetch {
-            // s3dlio's window of objects: refused with the largest window that fits.
-            Some(_) => budget::check_window(
-                &shape,
-                "storage.storage_options.prefetch_window",
-                limits,
-                cap,
-            )?,
-            None => budget::check(&shape, limits, cap)
-                .or_else(|over| {
-                    // Whole objects of spread sizes: two buffer size classes before refusing.
-                    let hold = ranks.iter().map(|r| r.max_gets_held_per_reader).max();
-                    let smallest = all_gets().map(|g| g.len_bytes).min().unwrap_or(0);
-                    let classes = |hold: usize| {
-                        budget::size_classes(&shape, hold as u32, smallest, limits, cap)
-                    };
-                    let hold = hold.filter(|&h| whole_objects && h < window as usize);
-                    hold.and_then(classes).ok_or_else(|| match hold {
-                        Some(h) => budget::OverBudget(format!(
-                            "{over}; size classes do not fit either: each reader still needs {h} \
-                         buffers of the largest GET (a step's share of it)"
-                        )),
-                        None => over,
-                    })
-                })
-                .map_err(|over| {
-                    // The study read one row group per GET; the built-in default coalesces 8. Say so
-                    // when that alone would make the run fit.
-                    if settings.coalesce_rgs <= 1 || whole_objects {
-                        return over;
-                    }
-                    let single = Settings {
-                        coalesce_rgs: 1,
-                        ..settings.clone()
-                    };
-                    match Plan::resolve(&single, catalog, options, limits) {
-                        Ok(plan) => over.with_single_row_group_gets(
-                            settings.coalesce_rgs,
-                            largest_get_bytes,
-                            plan.largest_get_bytes,
-                        ),
-                        Err(_) => over,
-                    }
-                })?,
-        };
-        let mut notes = Vec::new();
-        if (settings.computation_time_s - settings.workload_computation_time_s).abs() > 1e-12 {
-            notes.push(format!(
-                "computation_time {} s differs from the workload's {} s: AU will measure storage stress, not {} training performance",
-                settings.computation_time_s, settings.workload_computation_time_s, settings.model
-            ));
-        }
-        if let Some(files) = crate::metrics::files_for_stable_au(
-            steps,
-            settings.samples_per_file,
-            settings.batch_size,
-            u64::from(np),
-        ) {
-            let fix = if steps < formula_steps {
-                format!(
-                    "raise train.total_training_steps to {}",
-                    crate::metrics::STABLE_STEPS_PER_RANK
-                )
-            } else {
-                format!(
-                    "--files {files} gives {}",
-                    settings.samples_per_file * files / settings.batch_size / u64::from(np)
-                )
-            };
-            notes.push(format!(
-                "{steps} steps per rank, below {}: the AU is not stable at this size (identical \
-                 runs can differ by many points); {fix}",
-                crate::metrics::STABLE_STEPS_PER_RANK,
-            ));
-        }
-        let mismatched = catalog
-            .files
-            .iter()
-            .filter(|f| f.rows != settings.samples_per_file)
-            .count();
-        if mismatched > 0 {
-            notes.push(format!(
-                "{mismatched} of {} files hold a row count other than dataset.num_samples_per_file = {}; steps follow the workload, reads follow the footers",
-                catalog.files.len(),
-                settings.samples_per_file
-            ));
-        }
-        let idle = ranks
-            .iter()
-            .flat_map(|r| &r.readers)
-            .filter(|rd| rd.gets.is_empty())
-            .count();
-        if idle > 0 {
-            notes.push(format!(
-                "{idle} readers have no file in their rank's share (shares hold fewer files than read_threads)"
-            ));
-        }
+        let memory = check_budget(
+            &shape,
+            settings,
+            catalog,
+            options,
+            limits,
+            &ranks,
+            object_fetch,
+        )?;
+        let notes = plan_notes(settings, catalog, &ranks, np, steps, formula_steps);
         Ok(Plan {
             settings: settings.clone(),
             options: PlanOptions {

@@ -70,155 +70,11 @@ pub struct CheckpointSettings {
 impl CheckpointSettings {
     /// Reads and validates every value a checkpoint run uses from `cfg`.
     pub fn resolve(cfg: &RawConfig) -> Result<CheckpointSettings, SettingsError> {
-        let positive = |key: &str, default: u64| -> Result<u64, SettingsError> {
-            Ok(cfg.count(key, 1)?.unwrap_or(default))
-        };
-        let dtype = |key: &str, default: &str| -> Result<(String, u64), SettingsError> {
-            let name = cfg.text(key)?.unwrap_or_else(|| default.to_string());
-            let size = model::datatype_bytes(&name).ok_or_else(|| {
-                invalid(
-                    cfg,
-                    key,
-                    "must be one of int8, uint8, fp16, bf16, fp32, fp64",
-                )
-            })?;
-            Ok((name, size))
-        };
-        let d = Transformer::DLIO_DEFAULT;
-        let transformer = Transformer {
-            vocab_size: positive("model.transformer.vocab_size", d.vocab_size)?,
-            hidden_size: positive("model.transformer.hidden_size", d.hidden_size)?,
-            ffn_hidden_size: positive("model.transformer.ffn_hidden_size", d.ffn_hidden_size)?,
-            num_attention_heads: positive(
-                "model.transformer.num_attention_heads",
-                d.num_attention_heads,
-            )?,
-            num_kv_heads: positive("model.transformer.num_kv_heads", d.num_kv_heads)?,
-        };
-        if transformer.num_attention_heads > transformer.hidden_size {
-            return Err(invalid(
-                cfg,
-                "model.transformer.num_attention_heads",
-                format!(
-                    "is more than hidden_size {}: a head needs at least one column; lower it",
-                    transformer.hidden_size
-                ),
-            ));
-        }
-        let num_layers = cfg.integer("model.num_layers", i64::MIN)?.unwrap_or(-1);
-        let (model_datatype, model_dtype_bytes) =
-            dtype("model.model_datatype", DLIO_DEFAULT_MODEL_DATATYPE)?;
-        let (optimizer_datatype, optimizer_dtype_bytes) =
-            dtype("model.optimizer_datatype", DLIO_DEFAULT_OPTIMIZER_DATATYPE)?;
-        let model = ModelSpec {
-            num_layers: num_layers.max(0) as u64,
-            transformer,
-            is_transformer: cfg.text("model.type")?.as_deref() == Some("transformer"),
-            model_size_bytes: cfg
-                .count("model.model_size_bytes", 0)?
-                .unwrap_or(DLIO_DEFAULT_MODEL_SIZE_BYTES),
-            model_dtype_bytes,
-            optimizer_dtype_bytes,
-        };
-
-        let tensor = positive("model.parallelism.tensor", 1)?;
-        let pipeline = positive("model.parallelism.pipeline", 1)?;
-        let zero_stage = match cfg.integer("model.parallelism.zero_stage", i64::MIN)? {
-            None => 0,
-            Some(z @ 0..=3) => z as u8,
-            Some(_) => {
-                return Err(invalid(
-                    cfg,
-                    "model.parallelism.zero_stage",
-                    "must be a ZeRO stage: 0, 1, 2 or 3",
-                ));
-            }
-        };
-        if pipeline > 1 && zero_stage == 3 {
-            return Err(invalid(
-                cfg,
-                "model.parallelism.pipeline",
-                "ZeRO stage 3 is not compatible with pipeline parallelism (as in DLIO): set \
-                 model.parallelism.pipeline=1 or model.parallelism.zero_stage=1",
-            ));
-        }
-        if model.num_layers > 0 && model.num_layers < pipeline {
-            return Err(invalid(
-                cfg,
-                "model.parallelism.pipeline",
-                format!(
-                    "is more than model.num_layers {}: every pipeline stage needs a layer; lower it",
-                    model.num_layers
-                ),
-            ));
-        }
-        let data = cfg.integer("model.parallelism.data", i64::MIN)?;
-        let mode = match cfg.text("checkpoint.mode")?.as_deref() {
-            None | Some("default") => {
-                if data.is_some_and(|d| d > 0) {
-                    return Err(invalid(
-                        cfg,
-                        "model.parallelism.data",
-                        "is for checkpoint.mode=subset only (default mode derives it from the \
-                         process count, as DLIO does): remove it or set checkpoint.mode=subset",
-                    ));
-                }
-                CheckpointMode::Default
-            }
-            Some("subset") => match data {
-                Some(d) if d > 0 => CheckpointMode::Subset { data: d as u64 },
-                _ => {
-                    return Err(invalid(
-                        cfg,
-                        "model.parallelism.data",
-                        "checkpoint.mode=subset needs the full job's data parallelism: set \
-                         model.parallelism.data (e.g. 8)",
-                    ));
-                }
-            },
-            Some(_) => {
-                return Err(invalid(cfg, "checkpoint.mode", "must be default or subset"));
-            }
-        };
-
-        let folder = cfg
-            .text("checkpoint.checkpoint_folder")?
-            .unwrap_or_else(|| DLIO_DEFAULT_CHECKPOINT_FOLDER.to_string());
-        let folder = folder
-            .trim_start_matches("./")
-            .trim_matches('/')
-            .to_string();
-        if folder.split('/').any(|part| part == "..") {
-            return Err(invalid(
-                cfg,
-                "checkpoint.checkpoint_folder",
-                "must stay inside the bucket; remove the '..'",
-            ));
-        }
-        let times = |key: &str| -> Result<u32, SettingsError> {
-            let n = cfg.integer(key, i64::MIN)?.unwrap_or(-1).max(0);
-            u32::try_from(n).map_err(|_| invalid(cfg, key, "must be at most 4,294,967,295"))
-        };
-        let num_checkpoints_write = times("checkpoint.num_checkpoints_write")?;
-        let num_checkpoints_read = times("checkpoint.num_checkpoints_read")?;
-        if num_checkpoints_write > 0 && num_checkpoints_read > num_checkpoints_write {
-            return Err(invalid(
-                cfg,
-                "checkpoint.num_checkpoints_read",
-                format!(
-                    "is more than checkpoint.num_checkpoints_write {num_checkpoints_write}: a \
-                     restore reads a checkpoint written before; lower it"
-                ),
-            ));
-        }
-        if num_checkpoints_write == 0 && num_checkpoints_read == 0 {
-            return Err(invalid(
-                cfg,
-                "checkpoint.num_checkpoints_write",
-                "a checkpoint workload with nothing to write or read: set \
-                 checkpoint.num_checkpoints_write (and _read), e.g. 10",
-            ));
-        }
+        let (model, model_datatype, optimizer_datatype) = model_spec(cfg)?;
+        let (tensor, pipeline, zero_stage) = model_parallelism(cfg, &model)?;
+        let mode = checkpoint_mode(cfg)?;
+        let folder = checkpoint_folder(cfg)?;
+        let (num_checkpoints_write, num_checkpoints_read) = checkpoint_counts(cfg)?;
         let time_between_checkpoints_s = cfg
             .number("checkpoint.time_between_checkpoints", f64::MIN, f64::MAX)?
             .unwrap_or(-1.0)
@@ -250,23 +106,8 @@ impl CheckpointSettings {
         };
         // The workflow keys are what routed here; read them so they are not called ignored.
         is_checkpoint_workload(cfg)?;
-        let read = cfg.keys_read();
-        let hints = cfg.ignored_keys();
-        let ignored_keys = cfg
-            .settings()
-            .map(|(key, _)| key)
-            .filter(|key| !read.contains(*key))
-            .map(|key| IgnoredKey {
-                key: key.clone(),
-                hint: hints
-                    .iter()
-                    .find(|(k, _)| k == key)
-                    .map(|(_, h)| h.clone())
-                    .unwrap_or_default(),
-            })
-            .collect();
         Ok(CheckpointSettings {
-            ignored_keys,
+            ignored_keys: ignored_keys(cfg),
             ..settings
         })
     }
@@ -318,4 +159,202 @@ impl CheckpointSettings {
             zero_stage: self.zero_stage,
         })
     }
+}
+
+/// `key`, a count of at least 1, or `default`.
+fn positive(cfg: &RawConfig, key: &str, default: u64) -> Result<u64, SettingsError> {
+    Ok(cfg.count(key, 1)?.unwrap_or(default))
+}
+
+/// `key`, a datatype's name (or `default`), and its size in bytes.
+fn dtype(cfg: &RawConfig, key: &str, default: &str) -> Result<(String, u64), SettingsError> {
+    let name = cfg.text(key)?.unwrap_or_else(|| default.to_string());
+    let size = model::datatype_bytes(&name).ok_or_else(|| {
+        invalid(
+            cfg,
+            key,
+            "must be one of int8, uint8, fp16, bf16, fp32, fp64",
+        )
+    })?;
+    Ok((name, size))
+}
+
+/// The `model.*` keys but the parallelism: the model, its datatype and the optimizer's.
+fn model_spec(cfg: &RawConfig) -> Result<(ModelSpec, String, String), SettingsError> {
+    let d = Transformer::DLIO_DEFAULT;
+    let transformer = Transformer {
+        vocab_size: positive(cfg, "model.transformer.vocab_size", d.vocab_size)?,
+        hidden_size: positive(cfg, "model.transformer.hidden_size", d.hidden_size)?,
+        ffn_hidden_size: positive(cfg, "model.transformer.ffn_hidden_size", d.ffn_hidden_size)?,
+        num_attention_heads: positive(
+            cfg,
+            "model.transformer.num_attention_heads",
+            d.num_attention_heads,
+        )?,
+        num_kv_heads: positive(cfg, "model.transformer.num_kv_heads", d.num_kv_heads)?,
+    };
+    if transformer.num_attention_heads > transformer.hidden_size {
+        return Err(invalid(
+            cfg,
+            "model.transformer.num_attention_heads",
+            format!(
+                "is more than hidden_size {}: a head needs at least one column; lower it",
+                transformer.hidden_size
+            ),
+        ));
+    }
+    let num_layers = cfg.integer("model.num_layers", i64::MIN)?.unwrap_or(-1);
+    let (model_datatype, model_dtype_bytes) =
+        dtype(cfg, "model.model_datatype", DLIO_DEFAULT_MODEL_DATATYPE)?;
+    let (optimizer_datatype, optimizer_dtype_bytes) = dtype(
+        cfg,
+        "model.optimizer_datatype",
+        DLIO_DEFAULT_OPTIMIZER_DATATYPE,
+    )?;
+    let model = ModelSpec {
+        num_layers: num_layers.max(0) as u64,
+        transformer,
+        is_transformer: cfg.text("model.type")?.as_deref() == Some("transformer"),
+        model_size_bytes: cfg
+            .count("model.model_size_bytes", 0)?
+            .unwrap_or(DLIO_DEFAULT_MODEL_SIZE_BYTES),
+        model_dtype_bytes,
+        optimizer_dtype_bytes,
+    };
+    Ok((model, model_datatype, optimizer_datatype))
+}
+
+/// `model.parallelism`'s tensor, pipeline and ZeRO stage, checked against each other and the
+/// model's layers.
+fn model_parallelism(cfg: &RawConfig, model: &ModelSpec) -> Result<(u64, u64, u8), SettingsError> {
+    let tensor = positive(cfg, "model.parallelism.tensor", 1)?;
+    let pipeline = positive(cfg, "model.parallelism.pipeline", 1)?;
+    let zero_stage = match cfg.integer("model.parallelism.zero_stage", i64::MIN)? {
+        None => 0,
+        Some(z @ 0..=3) => z as u8,
+        Some(_) => {
+            return Err(invalid(
+                cfg,
+                "model.parallelism.zero_stage",
+                "must be a ZeRO stage: 0, 1, 2 or 3",
+            ));
+        }
+    };
+    if pipeline > 1 && zero_stage == 3 {
+        return Err(invalid(
+            cfg,
+            "model.parallelism.pipeline",
+            "ZeRO stage 3 is not compatible with pipeline parallelism (as in DLIO): set \
+             model.parallelism.pipeline=1 or model.parallelism.zero_stage=1",
+        ));
+    }
+    if model.num_layers > 0 && model.num_layers < pipeline {
+        return Err(invalid(
+            cfg,
+            "model.parallelism.pipeline",
+            format!(
+                "is more than model.num_layers {}: every pipeline stage needs a layer; lower it",
+                model.num_layers
+            ),
+        ));
+    }
+    Ok((tensor, pipeline, zero_stage))
+}
+
+/// `checkpoint.mode`, with `model.parallelism.data` for a subset.
+fn checkpoint_mode(cfg: &RawConfig) -> Result<CheckpointMode, SettingsError> {
+    let data = cfg.integer("model.parallelism.data", i64::MIN)?;
+    Ok(match cfg.text("checkpoint.mode")?.as_deref() {
+        None | Some("default") => {
+            if data.is_some_and(|d| d > 0) {
+                return Err(invalid(
+                    cfg,
+                    "model.parallelism.data",
+                    "is for checkpoint.mode=subset only (default mode derives it from the \
+                     process count, as DLIO does): remove it or set checkpoint.mode=subset",
+                ));
+            }
+            CheckpointMode::Default
+        }
+        Some("subset") => match data {
+            Some(d) if d > 0 => CheckpointMode::Subset { data: d as u64 },
+            _ => {
+                return Err(invalid(
+                    cfg,
+                    "model.parallelism.data",
+                    "checkpoint.mode=subset needs the full job's data parallelism: set \
+                     model.parallelism.data (e.g. 8)",
+                ));
+            }
+        },
+        Some(_) => {
+            return Err(invalid(cfg, "checkpoint.mode", "must be default or subset"));
+        }
+    })
+}
+
+/// `checkpoint.checkpoint_folder`, relative to the bucket and inside it.
+fn checkpoint_folder(cfg: &RawConfig) -> Result<String, SettingsError> {
+    let folder = cfg
+        .text("checkpoint.checkpoint_folder")?
+        .unwrap_or_else(|| DLIO_DEFAULT_CHECKPOINT_FOLDER.to_string());
+    let folder = folder
+        .trim_start_matches("./")
+        .trim_matches('/')
+        .to_string();
+    if folder.split('/').any(|part| part == "..") {
+        return Err(invalid(
+            cfg,
+            "checkpoint.checkpoint_folder",
+            "must stay inside the bucket; remove the '..'",
+        ));
+    }
+    Ok(folder)
+}
+
+/// `checkpoint.num_checkpoints_write` and `_read`: something to do, no more reads than writes.
+fn checkpoint_counts(cfg: &RawConfig) -> Result<(u32, u32), SettingsError> {
+    let times = |key: &str| -> Result<u32, SettingsError> {
+        let n = cfg.integer(key, i64::MIN)?.unwrap_or(-1).max(0);
+        u32::try_from(n).map_err(|_| invalid(cfg, key, "must be at most 4,294,967,295"))
+    };
+    let num_checkpoints_write = times("checkpoint.num_checkpoints_write")?;
+    let num_checkpoints_read = times("checkpoint.num_checkpoints_read")?;
+    if num_checkpoints_write > 0 && num_checkpoints_read > num_checkpoints_write {
+        return Err(invalid(
+            cfg,
+            "checkpoint.num_checkpoints_read",
+            format!(
+                "is more than checkpoint.num_checkpoints_write {num_checkpoints_write}: a \
+                 restore reads a checkpoint written before; lower it"
+            ),
+        ));
+    }
+    if num_checkpoints_write == 0 && num_checkpoints_read == 0 {
+        return Err(invalid(
+            cfg,
+            "checkpoint.num_checkpoints_write",
+            "a checkpoint workload with nothing to write or read: set \
+             checkpoint.num_checkpoints_write (and _read), e.g. 10",
+        ));
+    }
+    Ok((num_checkpoints_write, num_checkpoints_read))
+}
+
+/// The keys the workload sets that the checkpoint run did not read, with their hints.
+fn ignored_keys(cfg: &RawConfig) -> Vec<IgnoredKey> {
+    let read = cfg.keys_read();
+    let hints = cfg.ignored_keys();
+    cfg.settings()
+        .map(|(key, _)| key)
+        .filter(|key| !read.contains(*key))
+        .map(|key| IgnoredKey {
+            key: key.clone(),
+            hint: hints
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, h)| h.clone())
+                .unwrap_or_default(),
+        })
+        .collect()
 }

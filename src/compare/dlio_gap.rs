@@ -203,73 +203,15 @@ fn attribute(dlio: &Run, ours: &Run) -> Gap {
     else {
         return refused(dlio, Some(ours), "not a DLIO and a ringload input".into());
     };
-    if workloads.is_empty() {
-        return refused(
-            dlio,
-            Some(ours),
-            format!(
-                "DLIO's workload is unknown (no dlio_config/config.yaml or overrides.yaml in {}): \
-                 it cannot be matched with ringload's {workload}",
-                folder.display()
-            ),
-        );
-    }
-    let key = workload_key(workload);
-    if !workloads.iter().any(|w| workload_key(w) == key) {
-        return refused(
-            dlio,
-            Some(ours),
-            format!(
-                "the inputs ran different workloads (DLIO: {}; ringload: {workload}): run \
-                 ringload on DLIO's workload",
-                workloads.join(" / ")
-            ),
-        );
-    }
-    if let (Some(a), Some(b)) = (dlio.computation_time_s, ours.computation_time_s)
-        && (a - b).abs() > 1e-9
-    {
-        return refused(
-            dlio,
-            Some(ours),
-            format!(
-                "the inputs ran different computation times (DLIO {a} s, ringload {b} s): their \
-                 AU losses are not comparable; run ringload with --computation-time {a}"
-            ),
-        );
+    if let Some(why) = mismatch(dlio, ours, folder, workloads, workload) {
+        return refused(dlio, Some(ours), why);
     }
     let (Some(dlio_au), Some(our_au)) = (dlio.au_percent, ours.au_percent) else {
         return refused(dlio, Some(ours), "an input has no AU".into());
     };
     let loss = 100.0 - dlio_au;
     let storage = 100.0 - our_au;
-    let mut lines = Vec::new();
-    if dlio.computation_time_s.is_none() || ours.computation_time_s.is_none() {
-        lines.push(
-            "an input does not say its computation time: taken to be the same in both".into(),
-        );
-    }
-    if loader != "dlio" {
-        lines.push(format!(
-            "{} ran ringload's own loader, not `--loader dlio`: it reads ahead differently from \
-             DLIO's loader, so the storage's share is what that profile loses",
-            ours.group
-        ));
-    }
-    if *embedded {
-        lines.push(format!(
-            "{} read ringload's embedded server, not the store DLIO read: the storage's share \
-             is that server's; for DLIO's store, run ringload against DLIO's endpoint",
-            ours.group
-        ));
-    }
-    if storage > loss {
-        lines.push(format!(
-            "ringload lost more AU ({storage:.2} points) than DLIO ({loss:.2}): the runs did not \
-             see the same storage (another store, or a slower moment), so the split below does \
-             not hold"
-        ));
-    }
+    let mut lines = caveats(dlio, ours, loader, *embedded, loss, storage);
     let mut parts = vec![Part {
         key: "storage",
         label: "storage: ringload's loss on the same workload, NP and RT",
@@ -288,52 +230,14 @@ fn attribute(dlio: &Run, ours: &Run) -> Gap {
              unattributed",
             loss - storage
         )),
-        Ok(ranks) => {
-            let split = ranks.split();
-            lines.extend(split.lines);
-            if (split.loss - loss).abs() > 0.01 {
-                lines.push(format!(
-                    "DLIO's ranks' figures give a loss of {:.2} points, its summary.json {loss:.2}: \
-                     the difference is in \"not attributed\"",
-                    split.loss
-                ));
-            }
-            if let Some(skew) = split.skew {
-                parts.push(Part {
-                    key: "startup_skew",
-                    label: "DLIO's client: start-up skew, charged at the first barrier",
-                    au_points: skew.au_points,
-                    detail: skew.detail,
-                });
-            }
-            if let Some(b) = split.barrier {
-                parts.push(Part {
-                    key: "barrier_waits",
-                    label: "DLIO's client: per-step barrier waits for a slower rank's step",
-                    au_points: b.au_points,
-                    detail: b.detail,
-                });
-            }
-            let mut handoff_detail = split.wait.detail;
-            if let Some(ms) = io_wait_per_step_ms {
-                let _ = write!(
-                    handoff_detail,
-                    "; ringload's measured I/O wait {ms:.2} ms per step"
-                );
-            }
-            parts.push(Part {
-                key: "batch_handoff",
-                label: "DLIO's client: batch waits beyond the storage's share (the hand-off)",
-                au_points: split.wait.au_points - storage,
-                detail: handoff_detail,
-            });
-            parts.push(Part {
-                key: "step_bookkeeping",
-                label: "DLIO's client: bookkeeping between batch loaded and compute",
-                au_points: split.bookkeeping.au_points,
-                detail: split.bookkeeping.detail,
-            });
-        }
+        Ok(ranks) => client_parts(
+            ranks.split(),
+            loss,
+            storage,
+            *io_wait_per_step_ms,
+            &mut parts,
+            &mut lines,
+        ),
     }
     let attributed: f64 = parts.iter().map(|p| p.au_points).sum();
     parts.push(Part {
@@ -356,6 +260,136 @@ fn attribute(dlio: &Run, ours: &Run) -> Gap {
         lines,
         no_attribution: None,
     }
+}
+
+/// Why DLIO's entry and ringload's cannot be compared (DLIO's workload unknown or another,
+/// another computation time); `None` when they can.
+fn mismatch(
+    dlio: &Run,
+    ours: &Run,
+    folder: &std::path::Path,
+    workloads: &[String],
+    workload: &str,
+) -> Option<String> {
+    if workloads.is_empty() {
+        return Some(format!(
+            "DLIO's workload is unknown (no dlio_config/config.yaml or overrides.yaml in {}): \
+             it cannot be matched with ringload's {workload}",
+            folder.display()
+        ));
+    }
+    let key = workload_key(workload);
+    if !workloads.iter().any(|w| workload_key(w) == key) {
+        return Some(format!(
+            "the inputs ran different workloads (DLIO: {}; ringload: {workload}): run \
+             ringload on DLIO's workload",
+            workloads.join(" / ")
+        ));
+    }
+    if let (Some(a), Some(b)) = (dlio.computation_time_s, ours.computation_time_s)
+        && (a - b).abs() > 1e-9
+    {
+        return Some(format!(
+            "the inputs ran different computation times (DLIO {a} s, ringload {b} s): their \
+             AU losses are not comparable; run ringload with --computation-time {a}"
+        ));
+    }
+    None
+}
+
+/// The lines that qualify an attribution: a computation time taken as the same, ringload's own
+/// loader, its embedded server, ringload losing more than DLIO.
+fn caveats(
+    dlio: &Run,
+    ours: &Run,
+    loader: &str,
+    embedded: bool,
+    loss: f64,
+    storage: f64,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    if dlio.computation_time_s.is_none() || ours.computation_time_s.is_none() {
+        lines.push(
+            "an input does not say its computation time: taken to be the same in both".into(),
+        );
+    }
+    if loader != "dlio" {
+        lines.push(format!(
+            "{} ran ringload's own loader, not `--loader dlio`: it reads ahead differently from \
+             DLIO's loader, so the storage's share is what that profile loses",
+            ours.group
+        ));
+    }
+    if embedded {
+        lines.push(format!(
+            "{} read ringload's embedded server, not the store DLIO read: the storage's share \
+             is that server's; for DLIO's store, run ringload against DLIO's endpoint",
+            ours.group
+        ));
+    }
+    if storage > loss {
+        lines.push(format!(
+            "ringload lost more AU ({storage:.2} points) than DLIO ({loss:.2}): the runs did not \
+             see the same storage (another store, or a slower moment), so the split below does \
+             not hold"
+        ));
+    }
+    lines
+}
+
+/// DLIO's client's parts from its ranks' `split`: start-up skew, barrier waits, the batch
+/// hand-off beyond the storage's share, bookkeeping; and its lines.
+fn client_parts(
+    split: Split,
+    loss: f64,
+    storage: f64,
+    io_wait_per_step_ms: Option<f64>,
+    parts: &mut Vec<Part>,
+    lines: &mut Vec<String>,
+) {
+    lines.extend(split.lines);
+    if (split.loss - loss).abs() > 0.01 {
+        lines.push(format!(
+            "DLIO's ranks' figures give a loss of {:.2} points, its summary.json {loss:.2}: \
+             the difference is in \"not attributed\"",
+            split.loss
+        ));
+    }
+    if let Some(skew) = split.skew {
+        parts.push(Part {
+            key: "startup_skew",
+            label: "DLIO's client: start-up skew, charged at the first barrier",
+            au_points: skew.au_points,
+            detail: skew.detail,
+        });
+    }
+    if let Some(b) = split.barrier {
+        parts.push(Part {
+            key: "barrier_waits",
+            label: "DLIO's client: per-step barrier waits for a slower rank's step",
+            au_points: b.au_points,
+            detail: b.detail,
+        });
+    }
+    let mut handoff_detail = split.wait.detail;
+    if let Some(ms) = io_wait_per_step_ms {
+        let _ = write!(
+            handoff_detail,
+            "; ringload's measured I/O wait {ms:.2} ms per step"
+        );
+    }
+    parts.push(Part {
+        key: "batch_handoff",
+        label: "DLIO's client: batch waits beyond the storage's share (the hand-off)",
+        au_points: split.wait.au_points - storage,
+        detail: handoff_detail,
+    });
+    parts.push(Part {
+        key: "step_bookkeeping",
+        label: "DLIO's client: bookkeeping between batch loaded and compute",
+        au_points: split.bookkeeping.au_points,
+        detail: split.bookkeeping.detail,
+    });
 }
 
 /// One rank's block of one epoch, as `N_output.json` and `N_per_epoch_stats.json` hold it.
@@ -513,22 +547,88 @@ impl DlioRanks {
     pub(crate) fn split(&self) -> Split {
         let np = self.ranks.len();
         let x = self.exclude_start_steps;
+        let mut t = self.tally();
+        let mut lines = Vec::new();
+        let median_ms = {
+            t.medians_ms.sort_by(f64::total_cmp);
+            t.medians_ms
+                .get(t.medians_ms.len() / 2)
+                .copied()
+                .unwrap_or(0.0)
+        };
+        let wait_detail = format!(
+            "DLIO's load times: {:.2} s over {} counted steps, median {median_ms:.2} ms per step",
+            t.wait_s_total, t.counted_steps
+        );
+        let skew = if np < 2 {
+            lines.push(
+                "start-up skew and barrier waits: none at NP 1 (one rank waits for no other)"
+                    .into(),
+            );
+            None
+        } else if !t.skew_known {
+            lines.push(if x == 0 {
+                "start-up skew: not separable, DLIO counted its first step (exclude_start_steps \
+                 0): it is in the barrier waits"
+                    .into()
+            } else {
+                "start-up skew: not computed, a rank's N_per_epoch_stats.json (its block start) \
+                 is missing: it stays in \"not attributed\""
+                    .into()
+            });
+            None
+        } else {
+            Some(Figure {
+                au_points: t.skew,
+                detail: format!(
+                    "ranks' block start + first step's proc: rank {} waited {:.3} s at the first \
+                     barrier",
+                    t.skew_s_max.1, t.skew_s_max.0
+                ),
+            })
+        };
+        let barrier = (np >= 2).then(|| Figure {
+            au_points: t.barrier,
+            detail: format!(
+                "per step, the slowest rank's proc less each rank's: {} waits over 10 ms, the \
+                 longest {:.1} ms (rank {}, step {})",
+                t.stalls_over_10_ms,
+                t.stall_max.0 * 1000.0,
+                t.stall_max.1,
+                t.stall_max.2
+            ),
+        });
+        Split {
+            loss: t.loss,
+            wait: Figure {
+                au_points: t.wait,
+                detail: wait_detail,
+            },
+            bookkeeping: Figure {
+                au_points: t.keep,
+                detail: "proc − load − compute per counted step".into(),
+            },
+            skew,
+            barrier,
+            lines,
+        }
+    }
+
+    /// Sums every rank's counted blocks of every epoch: sums of 100 × X ÷ D, each rank-epoch's
+    /// blocks weighted by their steps, then the mean over ranks and over epochs.
+    fn tally(&self) -> Tally {
+        let np = self.ranks.len();
+        let x = self.exclude_start_steps;
         let mut epochs: BTreeMap<u64, Vec<(usize, u64)>> = BTreeMap::new();
         for (r, blocks) in self.ranks.iter().enumerate() {
             for &(e, b) in blocks.keys() {
                 epochs.entry(e).or_default().push((r, b));
             }
         }
-        // Sums of 100 × X ÷ D, each rank-epoch's blocks weighted by their steps, then the mean
-        // over ranks and over epochs.
-        let (mut loss, mut wait, mut keep, mut skew, mut barrier) = (0.0, 0.0, 0.0, 0.0, 0.0);
-        let mut skew_known = np > 1 && x >= 1;
-        let mut skew_s_max: (f64, usize) = (0.0, 0);
-        let mut stall_max: (f64, usize, usize) = (0.0, 0, 0);
-        let mut stalls_over_10_ms = 0usize;
-        let mut medians_ms: Vec<f64> = Vec::new();
-        let mut counted_steps = 0usize;
-        let mut wait_s_total = 0.0;
+        let mut t = Tally {
+            skew_known: np > 1 && x >= 1,
+            ..Tally::default()
+        };
         let epoch_count = epochs.len().max(1) as f64;
         for &epoch in epochs.keys() {
             for (r, blocks) in self.ranks.iter().enumerate() {
@@ -551,17 +651,17 @@ impl DlioRanks {
                     }
                     let w = n as f64 / steps_all as f64 / np as f64 / epoch_count;
                     let pts = |seconds: f64| 100.0 * seconds / d * w;
-                    loss += (100.0 - au) * w;
+                    t.loss += (100.0 - au) * w;
                     let waited: f64 = b.load_s[range.clone()].iter().sum();
-                    wait += pts(waited);
-                    wait_s_total += waited;
-                    counted_steps += range.len();
+                    t.wait += pts(waited);
+                    t.wait_s_total += waited;
+                    t.counted_steps += range.len();
                     let mut loads: Vec<f64> = b.load_s[range.clone()].to_vec();
                     loads.sort_by(f64::total_cmp);
                     if let Some(m) = loads.get(loads.len() / 2) {
-                        medians_ms.push(m * 1000.0);
+                        t.medians_ms.push(m * 1000.0);
                     }
-                    keep += pts(range
+                    t.keep += pts(range
                         .clone()
                         .map(|i| b.proc_s[i] - b.load_s[i] - b.compute_s[i])
                         .sum());
@@ -576,102 +676,79 @@ impl DlioRanks {
                     if others.len() < np {
                         continue;
                     }
-                    // The barrier after each counted step: the slowest rank's proc less ours.
-                    let common = others.iter().map(|o| o.proc_s.len()).min().unwrap_or(0);
-                    let mut waits = 0.0;
-                    for i in range.clone().filter(|i| *i < common) {
-                        let slowest = others.iter().map(|o| o.proc_s[i]).fold(0.0, f64::max);
-                        let waited = slowest - b.proc_s[i];
-                        if waited > stall_max.0 {
-                            stall_max = (waited, r, i + 1);
-                        }
-                        if waited > 0.010 {
-                            stalls_over_10_ms += 1;
-                        }
-                        waits += waited;
-                    }
-                    barrier += pts(waits);
-                    // The first barrier: the latest rank's end of its excluded steps, from
-                    // each rank's block start.
-                    let ends: Option<Vec<f64>> = others
-                        .iter()
-                        .map(|o| Some(o.start_s? + o.proc_s.iter().take(x).sum::<f64>()))
-                        .collect();
-                    match (ends, b.start_s) {
-                        (Some(ends), Some(start)) if x >= 1 => {
-                            let mine = start + b.proc_s.iter().take(x).sum::<f64>();
-                            let latest = ends.iter().copied().fold(f64::MIN, f64::max);
-                            let waited = (latest - mine).max(0.0);
-                            if waited > skew_s_max.0 {
-                                skew_s_max = (waited, r);
-                            }
-                            skew += pts(waited);
-                        }
-                        _ => skew_known = false,
-                    }
+                    t.waits(&others, b, r, range, x, &pts);
                 }
             }
         }
-        let mut lines = Vec::new();
-        let median_ms = {
-            medians_ms.sort_by(f64::total_cmp);
-            medians_ms.get(medians_ms.len() / 2).copied().unwrap_or(0.0)
-        };
-        let wait_detail = format!(
-            "DLIO's load times: {:.2} s over {counted_steps} counted steps, median {median_ms:.2} \
-             ms per step",
-            wait_s_total
-        );
-        let skew = if np < 2 {
-            lines.push(
-                "start-up skew and barrier waits: none at NP 1 (one rank waits for no other)"
-                    .into(),
-            );
-            None
-        } else if !skew_known {
-            lines.push(if x == 0 {
-                "start-up skew: not separable, DLIO counted its first step (exclude_start_steps \
-                 0): it is in the barrier waits"
-                    .into()
-            } else {
-                "start-up skew: not computed, a rank's N_per_epoch_stats.json (its block start) \
-                 is missing: it stays in \"not attributed\""
-                    .into()
-            });
-            None
-        } else {
-            Some(Figure {
-                au_points: skew,
-                detail: format!(
-                    "ranks' block start + first step's proc: rank {} waited {:.3} s at the first \
-                     barrier",
-                    skew_s_max.1, skew_s_max.0
-                ),
-            })
-        };
-        let barrier = (np >= 2).then(|| Figure {
-            au_points: barrier,
-            detail: format!(
-                "per step, the slowest rank's proc less each rank's: {stalls_over_10_ms} waits \
-                 over 10 ms, the longest {:.1} ms (rank {}, step {})",
-                stall_max.0 * 1000.0,
-                stall_max.1,
-                stall_max.2
-            ),
-        });
-        Split {
-            loss,
-            wait: Figure {
-                au_points: wait,
-                detail: wait_detail,
-            },
-            bookkeeping: Figure {
-                au_points: keep,
-                detail: "proc − load − compute per counted step".into(),
-            },
-            skew,
-            barrier,
-            lines,
+        t
+    }
+}
+
+/// What [`DlioRanks::split`] sums over the counted blocks: AU points and the figures their
+/// details quote.
+#[derive(Debug, Default)]
+struct Tally {
+    loss: f64,
+    wait: f64,
+    keep: f64,
+    skew: f64,
+    barrier: f64,
+    /// Whether every block had the ranks' start times for the start-up skew.
+    skew_known: bool,
+    /// The longest wait at the first barrier: (seconds, rank).
+    skew_s_max: (f64, usize),
+    /// The longest per-step barrier wait: (seconds, rank, step).
+    stall_max: (f64, usize, usize),
+    stalls_over_10_ms: usize,
+    medians_ms: Vec<f64>,
+    counted_steps: usize,
+    wait_s_total: f64,
+}
+
+impl Tally {
+    /// Adds block `b` of rank `r`'s waits for the other ranks (`others`, every rank's block of
+    /// the same epoch and number): the barrier after each counted step, and the first barrier.
+    fn waits(
+        &mut self,
+        others: &[&Block],
+        b: &Block,
+        r: usize,
+        range: std::ops::Range<usize>,
+        x: usize,
+        pts: &dyn Fn(f64) -> f64,
+    ) {
+        // The barrier after each counted step: the slowest rank's proc less ours.
+        let common = others.iter().map(|o| o.proc_s.len()).min().unwrap_or(0);
+        let mut waits = 0.0;
+        for i in range.filter(|i| *i < common) {
+            let slowest = others.iter().map(|o| o.proc_s[i]).fold(0.0, f64::max);
+            let waited = slowest - b.proc_s[i];
+            if waited > self.stall_max.0 {
+                self.stall_max = (waited, r, i + 1);
+            }
+            if waited > 0.010 {
+                self.stalls_over_10_ms += 1;
+            }
+            waits += waited;
+        }
+        self.barrier += pts(waits);
+        // The first barrier: the latest rank's end of its excluded steps, from
+        // each rank's block start.
+        let ends: Option<Vec<f64>> = others
+            .iter()
+            .map(|o| Some(o.start_s? + o.proc_s.iter().take(x).sum::<f64>()))
+            .collect();
+        match (ends, b.start_s) {
+            (Some(ends), Some(start)) if x >= 1 => {
+                let mine = start + b.proc_s.iter().take(x).sum::<f64>();
+                let latest = ends.iter().copied().fold(f64::MIN, f64::max);
+                let waited = (latest - mine).max(0.0);
+                if waited > self.skew_s_max.0 {
+                    self.skew_s_max = (waited, r);
+                }
+                self.skew += pts(waited);
+            }
+            _ => self.skew_known = false,
         }
     }
 }

@@ -79,7 +79,6 @@ fn rank_spans(ranks: &[usize]) -> String {
 /// Renders the plan. `full` lists every rank's objects and every host.
 pub fn render(plan: &CheckpointPlan, full: bool) -> String {
     let s = &plan.settings;
-    let par = &plan.parallelism;
     let mut out = String::new();
     let w = &mut out;
     let _ = writeln!(
@@ -87,7 +86,20 @@ pub fn render(plan: &CheckpointPlan, full: bool) -> String {
         "ringload plan: {} ({}), model {}, checkpoint workload",
         s.workload.name, s.workload.path, s.model_name
     );
+    render_model(w, plan);
+    render_checkpoint(w, plan);
+    render_objects(w, plan, full);
+    render_hosts(w, plan, full);
+    render_io(w, plan);
+    render_memory(w, plan);
+    render_notes(w, plan);
+    out
+}
 
+/// The Model section: the transformer's shape or the model's size, and its sharding.
+fn render_model(w: &mut String, plan: &CheckpointPlan) {
+    let s = &plan.settings;
+    let par = &plan.parallelism;
     let _ = writeln!(w, "\nModel");
     let t = &s.model.transformer;
     if s.model.is_transformer || s.model.num_layers > 0 {
@@ -125,7 +137,11 @@ pub fn render(plan: &CheckpointPlan, full: bool) -> String {
         s.model_datatype,
         s.optimizer_datatype
     );
+}
 
+/// The Checkpoint section: its size, objects, the write and restore sequence, bytes per rank.
+fn render_checkpoint(w: &mut String, plan: &CheckpointPlan) {
+    let s = &plan.settings;
     let _ = writeln!(w, "\nCheckpoint");
     let _ = writeln!(
         w,
@@ -172,7 +188,11 @@ pub fn render(plan: &CheckpointPlan, full: bool) -> String {
             format!(" to {}", bytes(hi))
         }
     );
+}
 
+/// The Objects per rank section: each group of ranks alike and its objects (every rank's with
+/// `full`).
+fn render_objects(w: &mut String, plan: &CheckpointPlan, full: bool) {
     let all = groups(plan);
     let _ = writeln!(
         w,
@@ -226,7 +246,11 @@ pub fn render(plan: &CheckpointPlan, full: bool) -> String {
             );
         }
     }
+}
 
+/// The Hosts section: each host's ranks and bytes, consecutive hosts alike as one line (each
+/// host with `full`).
+fn render_hosts(w: &mut String, plan: &CheckpointPlan, full: bool) {
     let _ = writeln!(w, "\nHosts ({}, ranks in contiguous blocks)", plan.hosts);
     // Consecutive hosts that write the same bytes, as one line.
     let mut runs: Vec<(usize, usize, u64)> = Vec::new();
@@ -252,7 +276,10 @@ pub fn render(plan: &CheckpointPlan, full: bool) -> String {
             if first == last { "" } else { " each" }
         );
     }
+}
 
+/// The I/O per rank section: multipart writes, ranged reads, SEND_ZC.
+fn render_io(w: &mut String, plan: &CheckpointPlan) {
     let io = &plan.io;
     let _ = writeln!(w, "\nI/O per rank");
     let largest = plan.largest_object_bytes();
@@ -275,7 +302,11 @@ pub fn render(plan: &CheckpointPlan, full: bool) -> String {
         bytes(io.read_range_bytes)
     );
     let _ = writeln!(w, "  send_zc     {}", plan.send_zc);
+}
 
+/// The Memory section of the busiest host: buffers, connections, the total, a refusal.
+fn render_memory(w: &mut String, plan: &CheckpointPlan) {
+    let io = &plan.io;
     let m = &plan.memory;
     let busiest = plan.host_ranks(0).len();
     let _ = writeln!(
@@ -304,7 +335,11 @@ pub fn render(plan: &CheckpointPlan, full: bool) -> String {
     if let Some(over) = &plan.over_budget {
         let _ = writeln!(w, "  ! a run here would be refused: {over}");
     }
+}
 
+/// The Notes section and the keys a checkpoint run does not use.
+fn render_notes(w: &mut String, plan: &CheckpointPlan) {
+    let s = &plan.settings;
     let _ = writeln!(w, "\nNotes");
     for note in &plan.notes {
         let _ = writeln!(w, "  ! {note}");
@@ -314,7 +349,6 @@ pub fn render(plan: &CheckpointPlan, full: bool) -> String {
     {
         let _ = writeln!(w, "\n{line}");
     }
-    out
 }
 
 /// Consecutive objects of the same size whose names differ only in one number (a pipeline

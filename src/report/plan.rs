@@ -60,7 +60,6 @@ fn file_span(files: &[usize]) -> String {
 /// Renders the plan. `full` lists every rank, reader and GET.
 pub fn render(plan: &Plan, full: bool) -> String {
     let s = &plan.settings;
-    let o = &plan.options;
     let mut out = String::new();
     let w = &mut out;
     let _ = writeln!(
@@ -68,7 +67,19 @@ pub fn render(plan: &Plan, full: bool) -> String {
         "ringload plan: {} ({}), model {}",
         s.workload.name, s.workload.path, s.model
     );
+    render_dataset(w, plan);
+    render_run(w, plan);
+    render_io(w, plan);
+    render_memory(w, plan);
+    render_ranks(w, plan, full);
+    render_readers(w, plan, full);
+    render_notes(w, plan);
+    out
+}
 
+/// The Dataset section: files, layout, the first file's row groups, the sample.
+fn render_dataset(w: &mut String, plan: &Plan) {
+    let s = &plan.settings;
     let _ = writeln!(w, "\nDataset");
     let _ = writeln!(
         w,
@@ -113,7 +124,12 @@ pub fn render(plan: &Plan, full: bool) -> String {
             s.dataset.columns.len()
         );
     }
+}
 
+/// The Run section: the shape, the loader, compute and steps.
+fn render_run(w: &mut String, plan: &Plan) {
+    let s = &plan.settings;
+    let o = &plan.options;
     let _ = writeln!(w, "\nRun");
     if s.objects.is_some() {
         let _ = writeln!(
@@ -144,6 +160,14 @@ pub fn render(plan: &Plan, full: bool) -> String {
             o.np, s.read_threads, s.prefetch, s.coalesce_rgs, s.batch_size, o.sharding
         );
     }
+    render_loader(w, plan);
+    render_steps(w, plan);
+}
+
+/// The Run section's loader line, for DLIO's loader (whole objects or row groups); none else.
+fn render_loader(w: &mut String, plan: &Plan) {
+    let s = &plan.settings;
+    let o = &plan.options;
     if let Some(fetch) = plan.object_fetch {
         let overshoot: usize = plan.ranks.iter().map(|r| r.overshoot_gets).sum();
         let largest = plan.largest_get_bytes;
@@ -195,6 +219,12 @@ pub fn render(plan: &Plan, full: bool) -> String {
             }
         );
     }
+}
+
+/// The Run section's compute and steps lines.
+fn render_steps(w: &mut String, plan: &Plan) {
+    let s = &plan.settings;
+    let o = &plan.options;
     let _ = writeln!(
         w,
         "  compute     {} per step, {} epoch{}, AU target {}%",
@@ -216,7 +246,12 @@ pub fn render(plan: &Plan, full: bool) -> String {
         count(plan.steps_per_rank),
         plan.steps_formula
     );
+}
 
+/// The I/O per epoch section: GETs and bytes.
+fn render_io(w: &mut String, plan: &Plan) {
+    let s = &plan.settings;
+    let o = &plan.options;
     let _ = writeln!(w, "\nI/O per epoch");
     let per_rank_gets = plan.get_count as f64 / f64::from(o.np);
     let _ = writeln!(
@@ -242,7 +277,12 @@ pub fn render(plan: &Plan, full: bool) -> String {
         bytes(plan.bytes_per_epoch / u64::from(o.np)),
         bytes(per_step as u64),
     );
+}
 
+/// The Memory section: buffers, size classes, connections, the server, the total, locking.
+fn render_memory(w: &mut String, plan: &Plan) {
+    let s = &plan.settings;
+    let o = &plan.options;
     let m = &plan.memory;
     let _ = writeln!(w, "\nMemory (checked before anything is allocated)");
     let _ = writeln!(
@@ -295,7 +335,10 @@ pub fn render(plan: &Plan, full: bool) -> String {
     for note in &plan.limits.notes {
         let _ = writeln!(w, "  probe       {note}");
     }
+}
 
+/// The Ranks section: each rank's files, GETs, row groups, bytes and first GET (16 without `full`).
+fn render_ranks(w: &mut String, plan: &Plan, full: bool) {
     let _ = writeln!(w, "\nRanks");
     let _ = writeln!(
         w,
@@ -334,7 +377,10 @@ pub fn render(plan: &Plan, full: bool) -> String {
             plan.ranks.len() - shown
         );
     }
+}
 
+/// The Readers sections: rank 0's readers and first GETs (every rank's, all GETs, with `full`).
+fn render_readers(w: &mut String, plan: &Plan, full: bool) {
     let ranks_listed = if full { plan.ranks.len() } else { 1 };
     for rank in plan.ranks.iter().take(ranks_listed) {
         let _ = writeln!(
@@ -365,7 +411,11 @@ pub fn render(plan: &Plan, full: bool) -> String {
             }
         }
     }
+}
 
+/// The Notes section and the DLIO keys ringload does not use.
+fn render_notes(w: &mut String, plan: &Plan) {
+    let s = &plan.settings;
     if !plan.notes.is_empty() {
         let _ = writeln!(w, "\nNotes");
         for note in &plan.notes {
@@ -376,7 +426,6 @@ pub fn render(plan: &Plan, full: bool) -> String {
     {
         let _ = writeln!(w, "\n{line}");
     }
-    out
 }
 
 /// The whole-object dataset's lines: format, names, sizes, the catalog's bytes.

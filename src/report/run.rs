@@ -111,6 +111,18 @@ pub fn computation_time_banner(s: &RunSummary) -> Option<String> {
 pub fn render(s: &RunSummary) -> String {
     let mut out = String::new();
     let w = &mut out;
+    render_header(w, s);
+    let _ = writeln!(w, "\n{TABLE_HEADER}\n{}\n", table_row(s));
+    render_au(w, s);
+    render_bytes(w, s);
+    render_verify(w, s);
+    render_latency(w, s);
+    render_cost(w, s);
+    out
+}
+
+/// The header line: the workload, where it ran, the engine and the run's shape.
+fn render_header(w: &mut String, s: &RunSummary) {
     let where_ = if s.target.embedded {
         format!(
             "embedded virtual server, s3://{} at {}",
@@ -138,7 +150,10 @@ pub fn render(s: &RunSummary) -> String {
         if s.epochs == 1 { "" } else { "s" },
         s.sharding
     );
-    let _ = writeln!(w, "\n{TABLE_HEADER}\n{}\n", table_row(s));
+}
+
+/// The AU lines: AU against its target, DLIO's metric, the implied and measured waits.
+fn render_au(w: &mut String, s: &RunSummary) {
     let _ = writeln!(
         w,
         "AU {} (target {}%: {})",
@@ -171,6 +186,12 @@ pub fn render(s: &RunSummary) -> String {
         "barrier wait per step: {}",
         ms(&s.barrier_wait_per_step_ms)
     );
+}
+
+/// The bytes read, GETs, retries and errors, and what the loader read past the last steps.
+fn render_bytes(w: &mut String, s: &RunSummary) {
+    // Whole objects are one GET each: no footer.
+    let parquet = s.format == "parquet";
     let _ = writeln!(
         w,
         "read {} ({} bytes) in {} at {:.0} MiB/s on the wire ({} nominal); {}{}, {}",
@@ -200,6 +221,10 @@ pub fn render(s: &RunSummary) -> String {
             s.drain_s
         );
     }
+}
+
+/// The verification line, of whole objects or of Parquet column chunks; none unverified.
+fn render_verify(w: &mut String, s: &RunSummary) {
     if let Some(v) = s.verify.as_ref().filter(|v| v.objects > 0) {
         let _ = writeln!(
             w,
@@ -231,6 +256,10 @@ pub fn render(s: &RunSummary) -> String {
             or_dash(v.cpu_s_per_gib, |x| format!("{x:.3} CPU-s per GiB"))
         );
     }
+}
+
+/// Request latency, each endpoint's figures (with several) and the TLS line.
+fn render_latency(w: &mut String, s: &RunSummary) {
     let _ = writeln!(
         w,
         "request latency, first byte: {}",
@@ -241,12 +270,6 @@ pub fn render(s: &RunSummary) -> String {
         "request latency, total: {}",
         ms(&s.request_latency_ms.total)
     );
-    let per_gib = or_dash(s.cpu_s_per_gib, |v| format!("{v:.3} CPU-s per GiB"));
-    // Only an in-process server has its CPU here; with an external one, nothing.
-    let server = s
-        .server_cpu_s
-        .map(|v| format!("; in-process server {v:.2} CPU-s, not included"))
-        .unwrap_or_default();
     if s.endpoints.len() > 1 {
         for e in &s.endpoints {
             let _ = writeln!(
@@ -282,6 +305,17 @@ pub fn render(s: &RunSummary) -> String {
             }
         );
     }
+}
+
+/// The client's CPU (and an in-process server's), peak RSS, set-up and wall time, the legend,
+/// the notes.
+fn render_cost(w: &mut String, s: &RunSummary) {
+    let per_gib = or_dash(s.cpu_s_per_gib, |v| format!("{v:.3} CPU-s per GiB"));
+    // Only an in-process server has its CPU here; with an external one, nothing.
+    let server = s
+        .server_cpu_s
+        .map(|v| format!("; in-process server {v:.2} CPU-s, not included"))
+        .unwrap_or_default();
     let _ = writeln!(w, "client CPU {:.2} s ({per_gib}){server}", s.client_cpu_s);
     let _ = writeln!(
         w,
@@ -295,7 +329,6 @@ pub fn render(s: &RunSummary) -> String {
     for note in &s.notes {
         let _ = writeln!(w, "note: {note}");
     }
-    out
 }
 
 /// The per-step CSV: one line per rank, epoch and step.

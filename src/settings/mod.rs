@@ -139,49 +139,113 @@ pub fn invalid(cfg: &RawConfig, key: &str, reason: impl Into<String>) -> Setting
 impl Settings {
     /// Reads and validates every value ringload uses from `cfg`.
     pub fn resolve(cfg: &RawConfig) -> Result<Settings, SettingsError> {
-        let format = cfg.text("dataset.format")?;
-        let object_format = match format.as_deref() {
-            Some("parquet") => None,
-            None => {
-                return Err(invalid(
-                    cfg,
-                    "dataset.format",
-                    "ringload reads Parquet row groups; set dataset.format=parquet",
-                ));
-            }
-            Some(name) => Some(Format::parse(name).ok_or_else(|| {
-                invalid(
-                    cfg,
-                    "dataset.format",
-                    "ringload reads Parquet row groups (parquet) or whole objects (npz, jpeg, \
-                     tfrecord); set dataset.format to one of them",
-                )
-            })?),
-        };
-        if cfg.count("dataset.num_subfolders_train", 0)?.unwrap_or(0) > 0 {
+        let object_format = dataset_format(cfg)?;
+        let train_prefix = train_prefix(cfg)?;
+        let scalars = Scalars::read(cfg, object_format)?;
+        if let Some(format) = object_format {
+            let objects = object_dataset(
+                cfg,
+                format,
+                &train_prefix,
+                scalars.num_files,
+                scalars.samples_per_file,
+            )?;
+            let record_bytes = objects.record_length.round() as u64;
+            let dataset = DatasetSpec {
+                train_prefix,
+                columns: Vec::new(),
+                rows_per_file: scalars.samples_per_file,
+                row_group_rows: scalars.samples_per_file,
+                seed: scalars.seed as u64,
+            };
+            return finish(cfg, &scalars, dataset, record_bytes, None, Some(objects));
+        }
+        let (dataset, record_bytes, columns_read) = parquet_dataset(cfg, train_prefix, &scalars)?;
+        finish(cfg, &scalars, dataset, record_bytes, columns_read, None)
+    }
+
+    /// Checks that `generate` can write this dataset: ringload writes uncompressed Parquet.
+    pub fn check_generatable(&self) -> Result<(), SettingsError> {
+        match self.compression.to_ascii_lowercase().as_str() {
+            "none" | "null" | "" => Ok(()),
+            other => Err(SettingsError::Unsatisfiable(format!(
+                "dataset.compression = '{other}': ringload writes uncompressed Parquet and whole objects, as the Flux dataset and DLIO's defaults are; set dataset.compression=none"
+            ))),
+        }
+    }
+}
+
+/// `dataset.format`: `None` for Parquet, else the whole objects' format.
+fn dataset_format(cfg: &RawConfig) -> Result<Option<Format>, SettingsError> {
+    let format = cfg.text("dataset.format")?;
+    Ok(match format.as_deref() {
+        Some("parquet") => None,
+        None => {
             return Err(invalid(
                 cfg,
-                "dataset.num_subfolders_train",
-                "ringload reads files directly under <data_folder>/train/; set it to 0",
+                "dataset.format",
+                "ringload reads Parquet row groups; set dataset.format=parquet",
             ));
         }
-        let folder = cfg
-            .text("dataset.data_folder")?
-            .unwrap_or_else(|| DLIO_DEFAULT_DATA_FOLDER.to_string());
-        // Always relative: to --dir, to generate's --out, to the bucket.
-        let folder = folder.trim_start_matches("./").trim_matches('/');
-        if folder.split('/').any(|part| part == "..") {
-            return Err(invalid(
+        Some(name) => Some(Format::parse(name).ok_or_else(|| {
+            invalid(
                 cfg,
-                "dataset.data_folder",
-                "must stay inside the dataset root; remove the '..'",
-            ));
-        }
-        let train_prefix = if folder.is_empty() {
-            "train/".to_string()
-        } else {
-            format!("{folder}/train/")
-        };
+                "dataset.format",
+                "ringload reads Parquet row groups (parquet) or whole objects (npz, jpeg, \
+                 tfrecord); set dataset.format to one of them",
+            )
+        })?),
+    })
+}
+
+/// The training files' prefix, `<data_folder>/train/`, relative and without subfolders.
+fn train_prefix(cfg: &RawConfig) -> Result<String, SettingsError> {
+    if cfg.count("dataset.num_subfolders_train", 0)?.unwrap_or(0) > 0 {
+        return Err(invalid(
+            cfg,
+            "dataset.num_subfolders_train",
+            "ringload reads files directly under <data_folder>/train/; set it to 0",
+        ));
+    }
+    let folder = cfg
+        .text("dataset.data_folder")?
+        .unwrap_or_else(|| DLIO_DEFAULT_DATA_FOLDER.to_string());
+    // Always relative: to --dir, to generate's --out, to the bucket.
+    let folder = folder.trim_start_matches("./").trim_matches('/');
+    if folder.split('/').any(|part| part == "..") {
+        return Err(invalid(
+            cfg,
+            "dataset.data_folder",
+            "must stay inside the dataset root; remove the '..'",
+        ));
+    }
+    Ok(if folder.is_empty() {
+        "train/".to_string()
+    } else {
+        format!("{folder}/train/")
+    })
+}
+
+/// The counts and times [`Settings::resolve`] reads before the dataset, not yet checked for size.
+struct Scalars {
+    num_files: u64,
+    samples_per_file: u64,
+    batch_size: u64,
+    read_threads: u64,
+    prefetch_size: u64,
+    prefetch: u64,
+    coalesce_rgs: u64,
+    epochs: u64,
+    computation_time_s: f64,
+    workload_computation_time_s: f64,
+    total_training_steps: Option<u64>,
+    au: f64,
+    seed: i64,
+}
+
+impl Scalars {
+    /// Reads the dataset's, the reader's and the training's counts and times from `cfg`.
+    fn read(cfg: &RawConfig, object_format: Option<Format>) -> Result<Scalars, SettingsError> {
         let num_files = cfg
             .count("dataset.num_files_train", 1)?
             .unwrap_or(DLIO_DEFAULT_NUM_FILES);
@@ -252,158 +316,175 @@ impl Settings {
         let seed = cfg
             .integer("train.seed", i64::MIN)?
             .unwrap_or(DLIO_DEFAULT_SEED);
+        Ok(Scalars {
+            num_files,
+            samples_per_file,
+            batch_size,
+            read_threads,
+            prefetch_size,
+            prefetch,
+            coalesce_rgs,
+            epochs,
+            computation_time_s,
+            workload_computation_time_s,
+            total_training_steps,
+            au,
+            seed,
+        })
+    }
+}
 
-        let small = |key: &str, v: u64, max: u64| -> Result<u32, SettingsError> {
-            if v > max {
-                Err(invalid(cfg, key, format!("must be at most {max}")))
-            } else {
-                Ok(v as u32)
-            }
-        };
-        let finish = |dataset: DatasetSpec,
-                      record_bytes: u64,
-                      columns_read: Option<Vec<String>>,
-                      objects: Option<ObjectDataset>|
-         -> Result<Settings, SettingsError> {
-            let storage = storage_settings(cfg)?;
-            Ok(Settings {
-                workload: cfg.source.clone(),
-                model: cfg
-                    .text("model.name")?
-                    .unwrap_or_else(|| cfg.source.name.clone()),
-                dataset,
-                compression: cfg
-                    .text("dataset.compression")?
-                    .unwrap_or_else(|| "none".to_string()),
-                num_files: small("dataset.num_files_train", num_files, 10_000_000)? as usize,
-                samples_per_file,
-                record_bytes,
-                columns_read,
-                batch_size,
-                read_threads: small("reader.read_threads", read_threads, 1024)?,
-                prefetch: small("storage.storage_options.prefetch_workers", prefetch, 1024)?,
-                prefetch_size: small("reader.prefetch_size", prefetch_size, 1024)?,
-                prefetch_window: small(
-                    "storage.storage_options.prefetch_window",
-                    cfg.count("storage.storage_options.prefetch_window", 1)?
-                        .unwrap_or(u64::from(crate::loader::S3DLIO_PREFETCH_WINDOW)),
-                    1024,
-                )?,
-                coalesce_rgs: small(
-                    "storage.storage_options.coalesce_rgs",
-                    coalesce_rgs,
-                    1 << 20,
-                )?,
-                epochs: small("train.epochs", epochs, 1 << 20)?,
-                computation_time_s,
-                workload_computation_time_s,
-                total_training_steps,
-                au_target_percent: au * 100.0,
-                storage,
-                ignored_keys: cfg
-                    .ignored_keys()
-                    .into_iter()
-                    .map(|(key, hint)| IgnoredKey { key, hint })
-                    .collect(),
-                objects,
-            })
-        };
+/// `v` as a `u32`, refused above `max` with `key` named.
+fn small(cfg: &RawConfig, key: &str, v: u64, max: u64) -> Result<u32, SettingsError> {
+    if v > max {
+        Err(invalid(cfg, key, format!("must be at most {max}")))
+    } else {
+        Ok(v as u32)
+    }
+}
 
-        if let Some(format) = object_format {
-            let objects = object_dataset(cfg, format, &train_prefix, num_files, samples_per_file)?;
-            let record_bytes = objects.record_length.round() as u64;
-            let dataset = DatasetSpec {
-                train_prefix,
-                columns: Vec::new(),
-                rows_per_file: samples_per_file,
-                row_group_rows: samples_per_file,
-                seed: seed as u64,
-            };
-            return finish(dataset, record_bytes, None, Some(objects));
-        }
-        let record_length = match (
-            cfg.count("dataset.record_length_bytes", 1)?,
-            cfg.count("dataset.record_length", 1)?,
-        ) {
-            (Some(a), Some(b)) if a != b => {
-                return Err(invalid(
-                    cfg,
-                    "dataset.record_length",
-                    format!("disagrees with dataset.record_length_bytes = {a}; keep one"),
-                ));
-            }
-            (a, b) => a.or(b),
-        };
-        let columns = match parse_columns(cfg)? {
-            Some(columns) => columns,
-            // DLIO's Parquet generator without a column list: one `data` column of
-            // record_length bytes.
-            None => vec![ColumnSpec {
-                name: "data".to_string(),
-                dtype: Dtype::Uint8,
-                size: record_length.unwrap_or(DLIO_DEFAULT_RECORD_LENGTH),
-                read: true,
-            }],
-        };
-        let schema_bytes: u64 = columns.iter().map(ColumnSpec::row_bytes).sum();
-        let record_bytes = match record_length {
-            Some(r) if r != schema_bytes => {
-                let key = if cfg.get("dataset.record_length_bytes").is_some() {
-                    "dataset.record_length_bytes"
-                } else {
-                    "dataset.record_length"
-                };
-                return Err(invalid(
-                    cfg,
-                    key,
-                    format!(
-                        "disagrees with dataset.parquet.columns, which make {schema_bytes} bytes per sample; fix one"
-                    ),
-                ));
-            }
-            _ => schema_bytes,
-        };
-        let columns_read = if columns.iter().all(|c| c.read) {
-            None
-        } else {
-            Some(
-                columns
-                    .iter()
-                    .filter(|c| c.read)
-                    .map(|c| c.name.clone())
-                    .collect(),
-            )
-        };
-        if columns_read.as_ref().is_some_and(Vec::is_empty) {
+/// The settings from `scalars` and the dataset, with the storage, the model and the ignored keys.
+fn finish(
+    cfg: &RawConfig,
+    scalars: &Scalars,
+    dataset: DatasetSpec,
+    record_bytes: u64,
+    columns_read: Option<Vec<String>>,
+    objects: Option<ObjectDataset>,
+) -> Result<Settings, SettingsError> {
+    let storage = storage_settings(cfg)?;
+    Ok(Settings {
+        workload: cfg.source.clone(),
+        model: cfg
+            .text("model.name")?
+            .unwrap_or_else(|| cfg.source.name.clone()),
+        dataset,
+        compression: cfg
+            .text("dataset.compression")?
+            .unwrap_or_else(|| "none".to_string()),
+        num_files: small(
+            cfg,
+            "dataset.num_files_train",
+            scalars.num_files,
+            10_000_000,
+        )? as usize,
+        samples_per_file: scalars.samples_per_file,
+        record_bytes,
+        columns_read,
+        batch_size: scalars.batch_size,
+        read_threads: small(cfg, "reader.read_threads", scalars.read_threads, 1024)?,
+        prefetch: small(
+            cfg,
+            "storage.storage_options.prefetch_workers",
+            scalars.prefetch,
+            1024,
+        )?,
+        prefetch_size: small(cfg, "reader.prefetch_size", scalars.prefetch_size, 1024)?,
+        prefetch_window: small(
+            cfg,
+            "storage.storage_options.prefetch_window",
+            cfg.count("storage.storage_options.prefetch_window", 1)?
+                .unwrap_or(u64::from(crate::loader::S3DLIO_PREFETCH_WINDOW)),
+            1024,
+        )?,
+        coalesce_rgs: small(
+            cfg,
+            "storage.storage_options.coalesce_rgs",
+            scalars.coalesce_rgs,
+            1 << 20,
+        )?,
+        epochs: small(cfg, "train.epochs", scalars.epochs, 1 << 20)?,
+        computation_time_s: scalars.computation_time_s,
+        workload_computation_time_s: scalars.workload_computation_time_s,
+        total_training_steps: scalars.total_training_steps,
+        au_target_percent: scalars.au * 100.0,
+        storage,
+        ignored_keys: cfg
+            .ignored_keys()
+            .into_iter()
+            .map(|(key, hint)| IgnoredKey { key, hint })
+            .collect(),
+        objects,
+    })
+}
+
+/// The Parquet dataset: its columns, the bytes of a sample, the columns read (`None`: all).
+fn parquet_dataset(
+    cfg: &RawConfig,
+    train_prefix: String,
+    scalars: &Scalars,
+) -> Result<(DatasetSpec, u64, Option<Vec<String>>), SettingsError> {
+    let record_length = match (
+        cfg.count("dataset.record_length_bytes", 1)?,
+        cfg.count("dataset.record_length", 1)?,
+    ) {
+        (Some(a), Some(b)) if a != b => {
             return Err(invalid(
                 cfg,
-                "dataset.parquet.columns",
-                "every column has read: false; a reader must fetch at least one",
+                "dataset.record_length",
+                format!("disagrees with dataset.record_length_bytes = {a}; keep one"),
             ));
         }
-        let row_group_rows = cfg
-            .count("dataset.parquet.row_group_size", 1)?
-            .unwrap_or(batch_size);
-
-        let dataset = DatasetSpec {
-            train_prefix,
-            columns,
-            rows_per_file: samples_per_file,
-            row_group_rows,
-            seed: seed as u64,
-        };
-        finish(dataset, record_bytes, columns_read, None)
-    }
-
-    /// Checks that `generate` can write this dataset: ringload writes uncompressed Parquet.
-    pub fn check_generatable(&self) -> Result<(), SettingsError> {
-        match self.compression.to_ascii_lowercase().as_str() {
-            "none" | "null" | "" => Ok(()),
-            other => Err(SettingsError::Unsatisfiable(format!(
-                "dataset.compression = '{other}': ringload writes uncompressed Parquet and whole objects, as the Flux dataset and DLIO's defaults are; set dataset.compression=none"
-            ))),
+        (a, b) => a.or(b),
+    };
+    let columns = match parse_columns(cfg)? {
+        Some(columns) => columns,
+        // DLIO's Parquet generator without a column list: one `data` column of
+        // record_length bytes.
+        None => vec![ColumnSpec {
+            name: "data".to_string(),
+            dtype: Dtype::Uint8,
+            size: record_length.unwrap_or(DLIO_DEFAULT_RECORD_LENGTH),
+            read: true,
+        }],
+    };
+    let schema_bytes: u64 = columns.iter().map(ColumnSpec::row_bytes).sum();
+    let record_bytes = match record_length {
+        Some(r) if r != schema_bytes => {
+            let key = if cfg.get("dataset.record_length_bytes").is_some() {
+                "dataset.record_length_bytes"
+            } else {
+                "dataset.record_length"
+            };
+            return Err(invalid(
+                cfg,
+                key,
+                format!(
+                    "disagrees with dataset.parquet.columns, which make {schema_bytes} bytes per sample; fix one"
+                ),
+            ));
         }
+        _ => schema_bytes,
+    };
+    let columns_read = if columns.iter().all(|c| c.read) {
+        None
+    } else {
+        Some(
+            columns
+                .iter()
+                .filter(|c| c.read)
+                .map(|c| c.name.clone())
+                .collect(),
+        )
+    };
+    if columns_read.as_ref().is_some_and(Vec::is_empty) {
+        return Err(invalid(
+            cfg,
+            "dataset.parquet.columns",
+            "every column has read: false; a reader must fetch at least one",
+        ));
     }
+    let row_group_rows = cfg
+        .count("dataset.parquet.row_group_size", 1)?
+        .unwrap_or(scalars.batch_size);
+    let dataset = DatasetSpec {
+        train_prefix,
+        columns,
+        rows_per_file: scalars.samples_per_file,
+        row_group_rows,
+        seed: scalars.seed as u64,
+    };
+    Ok((dataset, record_bytes, columns_read))
 }
 
 /// The whole-object dataset of a workload whose `dataset.format` is `format`: DLIO's

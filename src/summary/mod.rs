@@ -420,41 +420,7 @@ fn steady_steps(record: &RankRecord) -> impl Iterator<Item = &metrics::StepTimes
 impl RunSummary {
     pub fn build(plan: &Plan, measured: &RunMeasurements, context: RunContext) -> RunSummary {
         let settings = &plan.settings;
-        let mut per_rank = Vec::with_capacity(measured.records.len());
-        // Each rank's epochs, for DLIO's metric; `None` once a rank has an epoch without figures.
-        let mut rank_epochs: Option<Vec<Vec<metrics::EpochMetrics>>> = Some(Vec::new());
-        for (rank, (record, stats)) in measured.records.iter().zip(&measured.stats).enumerate() {
-            let epochs: Vec<metrics::EpochMetrics> = record
-                .steps
-                .iter()
-                .zip(&record.windows_ns)
-                .filter_map(|(steps, &window)| {
-                    metrics::epoch_metrics(steps, window, settings.batch_size)
-                })
-                .collect();
-            let complete = epochs.len() == record.steps.len();
-            let au: Vec<f64> = epochs.iter().map(|e| e.au_percent).collect();
-            let sps: Vec<f64> = epochs.iter().map(|e| e.samples_per_s).collect();
-            let mut waits: Vec<u64> = steady_steps(record).map(|s| s.wait_ns).collect();
-            rank_epochs = rank_epochs.filter(|_| complete).map(|mut all| {
-                all.push(epochs);
-                all
-            });
-            per_rank.push(RankSummary {
-                rank,
-                au_percent: mean(&au).filter(|_| complete),
-                samples_per_s: mean(&sps).filter(|_| complete),
-                steps: record.steps.iter().map(|e| e.len() as u64).sum(),
-                bytes_read: stats.bytes_read,
-                requests: stats.requests,
-                retries: stats.retries,
-                io_wait_per_step_ms: Distribution::of_ns(&mut waits),
-                request_latency_ms: RequestLatency {
-                    first_byte: stats.first_byte.summary(),
-                    total: stats.total.summary(),
-                },
-            });
-        }
+        let (per_rank, rank_epochs) = rank_summaries(plan, measured);
         let au_per_rank: Vec<Option<f64>> = per_rank.iter().map(|r| r.au_percent).collect();
         let sps_per_rank: Vec<Option<f64>> = per_rank.iter().map(|r| r.samples_per_s).collect();
         let au_percent = au_per_rank
@@ -472,18 +438,7 @@ impl RunSummary {
         for stats in &measured.stats {
             all.merge(stats);
         }
-        let mut waits: Vec<u64> = measured
-            .records
-            .iter()
-            .flat_map(steady_steps)
-            .map(|s| s.wait_ns)
-            .collect();
-        let mut barriers: Vec<u64> = measured
-            .records
-            .iter()
-            .flat_map(steady_steps)
-            .map(|s| s.barrier_ns)
-            .collect();
+        let (mut waits, mut barriers) = steady_waits_ns(measured);
         let ct = settings.computation_time_s;
         let implied = au_percent.and_then(|au| metrics::implied_io_wait_s(ct, au));
         let projected_au_percent = implied
@@ -500,58 +455,14 @@ impl RunSummary {
             .iter()
             .map(|r| r.bytes_by_last_step)
             .sum::<u64>();
-        let mut notes = plan.notes.clone();
-        notes.extend(context.notes.iter().cloned());
-        if au_percent.is_none() {
-            notes.push(
-                "AU is not defined: a rank has fewer than two steps per epoch (the first step \
-                 is not measured); add files or lower --np"
-                    .into(),
-            );
-        }
-        if !context.peak_rss_since_setup {
-            notes.push(
-                "peak_rss_bytes is the whole process's peak (the kernel refused to reset it \
-                 after set-up)"
-                    .into(),
-            );
-        }
-        if all.stray_connections > 0 {
-            notes.push(format!(
-                "{} kept-alive connection{} carried bytes after a body (the server sent more than \
-                 its Content-Length) and {} dropped; the first followed {}",
-                all.stray_connections,
-                if all.stray_connections == 1 { "" } else { "s" },
-                if all.stray_connections == 1 {
-                    "was"
-                } else {
-                    "were"
-                },
-                all.stray_after.as_deref().unwrap_or("an unknown GET")
-            ));
-        }
-        if let Some(failure) = &context.failure {
-            notes.push(format!(
-                "the run did not finish ({failure}); every figure is up to then"
-            ));
-        }
+        let notes = run_notes(plan, &context, au_percent, &all);
         let au_target_percent = settings.au_target_percent;
         let outcome = match (&context.failure, context.interrupted) {
             (None, _) => Outcome::Completed,
             (Some(_), true) => Outcome::Interrupted,
             (Some(_), false) => Outcome::Failed,
         };
-        // DLIO writes no summary for a run that did not finish: none meets the expectation.
-        let metric = rank_epochs
-            .and_then(|r| {
-                dlio::DlioTrainMetric::of_ranks(&r, settings.record_bytes, au_target_percent)
-            })
-            .map(|mut m| {
-                if outcome != Outcome::Completed {
-                    m.train_au_meet_expectation = dlio::Expectation::Fail;
-                }
-                m
-            });
+        let metric = train_metric(rank_epochs, settings, outcome);
         RunSummary {
             outcome,
             failure: context.failure,
@@ -605,25 +516,11 @@ impl RunSummary {
             requests: all.requests,
             retries: all.retries,
             errors: all.errors,
-            retries_by_cause: all
-                .retries_by_cause
-                .iter()
-                .map(|(c, n)| (c.to_string(), *n))
-                .collect(),
-            errors_by_cause: all
-                .errors_by_cause
-                .iter()
-                .map(|(c, n)| (c.to_string(), *n))
-                .collect(),
+            retries_by_cause: by_cause(&all.retries_by_cause),
+            errors_by_cause: by_cause(&all.errors_by_cause),
             stray_connections: all.stray_connections,
             wall_s: measured.wall_s,
-            drain_s: measured
-                .records
-                .iter()
-                .map(|r| r.drain_ns.iter().sum::<u64>())
-                .max()
-                .unwrap_or(0) as f64
-                / 1e9,
+            drain_s: drain_s(measured),
             setup_s: context.setup_s,
             setup_cpu_s: context.setup_cpu_s,
             io_wait_per_step_ms: Distribution::of_ns(&mut waits),
@@ -643,29 +540,9 @@ impl RunSummary {
             verify: (plan.catalog.files.iter().any(|f| f.chunks.is_some())
                 || plan.verify_objects.is_some())
             .then(|| VerifySummary::of(&all.verify)),
-            endpoints: context
-                .endpoint_urls
-                .iter()
-                .enumerate()
-                .map(|(i, url)| {
-                    let e = all.by_endpoint.get(i).cloned().unwrap_or_default();
-                    EndpointSummary {
-                        url: url.clone(),
-                        requests: e.requests,
-                        bytes_read: e.bytes_read,
-                        retries: e.retries,
-                        errors: e.errors,
-                        latency_ms: e.total.summary(),
-                    }
-                })
-                .collect(),
+            endpoints: endpoint_summaries(&context.endpoint_urls, &all),
             target: context.target,
-            num_hosts: {
-                let mut names: Vec<&str> = context.hosts.iter().map(|h| h.host.as_str()).collect();
-                names.sort_unstable();
-                names.dedup();
-                names.len().max(1)
-            },
+            num_hosts: num_hosts(&context.hosts),
             num_accelerators: plan.ranks.len(),
             hosts: context.hosts,
             per_rank,
@@ -673,4 +550,173 @@ impl RunSummary {
             timeseries: measured.timeseries.clone().without_histograms(),
         }
     }
+}
+
+/// Each rank's summary, and each rank's epochs for DLIO's metric (`None` once a rank has an
+/// epoch without figures).
+fn rank_summaries(
+    plan: &Plan,
+    measured: &RunMeasurements,
+) -> (Vec<RankSummary>, Option<Vec<Vec<metrics::EpochMetrics>>>) {
+    let settings = &plan.settings;
+    let mut per_rank = Vec::with_capacity(measured.records.len());
+    // Each rank's epochs, for DLIO's metric; `None` once a rank has an epoch without figures.
+    let mut rank_epochs: Option<Vec<Vec<metrics::EpochMetrics>>> = Some(Vec::new());
+    for (rank, (record, stats)) in measured.records.iter().zip(&measured.stats).enumerate() {
+        let epochs: Vec<metrics::EpochMetrics> = record
+            .steps
+            .iter()
+            .zip(&record.windows_ns)
+            .filter_map(|(steps, &window)| {
+                metrics::epoch_metrics(steps, window, settings.batch_size)
+            })
+            .collect();
+        let complete = epochs.len() == record.steps.len();
+        let au: Vec<f64> = epochs.iter().map(|e| e.au_percent).collect();
+        let sps: Vec<f64> = epochs.iter().map(|e| e.samples_per_s).collect();
+        let mut waits: Vec<u64> = steady_steps(record).map(|s| s.wait_ns).collect();
+        rank_epochs = rank_epochs.filter(|_| complete).map(|mut all| {
+            all.push(epochs);
+            all
+        });
+        per_rank.push(RankSummary {
+            rank,
+            au_percent: mean(&au).filter(|_| complete),
+            samples_per_s: mean(&sps).filter(|_| complete),
+            steps: record.steps.iter().map(|e| e.len() as u64).sum(),
+            bytes_read: stats.bytes_read,
+            requests: stats.requests,
+            retries: stats.retries,
+            io_wait_per_step_ms: Distribution::of_ns(&mut waits),
+            request_latency_ms: RequestLatency {
+                first_byte: stats.first_byte.summary(),
+                total: stats.total.summary(),
+            },
+        });
+    }
+    (per_rank, rank_epochs)
+}
+
+/// The I/O wait and the barrier wait of every rank's steady steps, in ns.
+fn steady_waits_ns(measured: &RunMeasurements) -> (Vec<u64>, Vec<u64>) {
+    let waits: Vec<u64> = measured
+        .records
+        .iter()
+        .flat_map(steady_steps)
+        .map(|s| s.wait_ns)
+        .collect();
+    let barriers: Vec<u64> = measured
+        .records
+        .iter()
+        .flat_map(steady_steps)
+        .map(|s| s.barrier_ns)
+        .collect();
+    (waits, barriers)
+}
+
+/// The run's notes: the plan's and the session's, then an undefined AU, a whole-process peak
+/// RSS, stray bytes on kept-alive connections, a run that did not finish.
+fn run_notes(
+    plan: &Plan,
+    context: &RunContext,
+    au_percent: Option<f64>,
+    all: &RequestStats,
+) -> Vec<String> {
+    let mut notes = plan.notes.clone();
+    notes.extend(context.notes.iter().cloned());
+    if au_percent.is_none() {
+        notes.push(
+            "AU is not defined: a rank has fewer than two steps per epoch (the first step \
+             is not measured); add files or lower --np"
+                .into(),
+        );
+    }
+    if !context.peak_rss_since_setup {
+        notes.push(
+            "peak_rss_bytes is the whole process's peak (the kernel refused to reset it \
+             after set-up)"
+                .into(),
+        );
+    }
+    if all.stray_connections > 0 {
+        notes.push(format!(
+            "{} kept-alive connection{} carried bytes after a body (the server sent more than \
+             its Content-Length) and {} dropped; the first followed {}",
+            all.stray_connections,
+            if all.stray_connections == 1 { "" } else { "s" },
+            if all.stray_connections == 1 {
+                "was"
+            } else {
+                "were"
+            },
+            all.stray_after.as_deref().unwrap_or("an unknown GET")
+        ));
+    }
+    if let Some(failure) = &context.failure {
+        notes.push(format!(
+            "the run did not finish ({failure}); every figure is up to then"
+        ));
+    }
+    notes
+}
+
+/// DLIO's training metric from every rank's epochs; a run that did not finish fails it.
+fn train_metric(
+    rank_epochs: Option<Vec<Vec<metrics::EpochMetrics>>>,
+    settings: &crate::settings::Settings,
+    outcome: Outcome,
+) -> Option<dlio::DlioTrainMetric> {
+    // DLIO writes no summary for a run that did not finish: none meets the expectation.
+    rank_epochs
+        .and_then(|r| {
+            dlio::DlioTrainMetric::of_ranks(&r, settings.record_bytes, settings.au_target_percent)
+        })
+        .map(|mut m| {
+            if outcome != Outcome::Completed {
+                m.train_au_meet_expectation = dlio::Expectation::Fail;
+            }
+            m
+        })
+}
+
+/// Retries or errors by cause, the cause as text.
+fn by_cause(counts: &BTreeMap<&'static str, u64>) -> BTreeMap<String, u64> {
+    counts.iter().map(|(c, n)| (c.to_string(), *n)).collect()
+}
+
+/// The longest drain of any rank, in seconds.
+fn drain_s(measured: &RunMeasurements) -> f64 {
+    measured
+        .records
+        .iter()
+        .map(|r| r.drain_ns.iter().sum::<u64>())
+        .max()
+        .unwrap_or(0) as f64
+        / 1e9
+}
+
+/// Each endpoint's requests, bytes, retries, errors and latency.
+fn endpoint_summaries(urls: &[String], all: &RequestStats) -> Vec<EndpointSummary> {
+    urls.iter()
+        .enumerate()
+        .map(|(i, url)| {
+            let e = all.by_endpoint.get(i).cloned().unwrap_or_default();
+            EndpointSummary {
+                url: url.clone(),
+                requests: e.requests,
+                bytes_read: e.bytes_read,
+                retries: e.retries,
+                errors: e.errors,
+                latency_ms: e.total.summary(),
+            }
+        })
+        .collect()
+}
+
+/// The hosts of the run, counted by name (1 without any).
+fn num_hosts(hosts: &[HostSummary]) -> usize {
+    let mut names: Vec<&str> = hosts.iter().map(|h| h.host.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    names.len().max(1)
 }

@@ -127,6 +127,61 @@ fn run_checkpoint(
     setup_done: Arc<AtomicBool>,
 ) -> anyhow::Result<u8> {
     let settings = CheckpointSettings::resolve(cfg)?;
+    check_checkpoint_flags(args, &settings)?;
+    std::fs::create_dir_all(&args.output).map_err(|e| {
+        UsageError(format!(
+            "cannot create --output {}: {e}",
+            args.output.display()
+        ))
+    })?;
+    prepare_output(&args.output)?;
+    super::claim_output(&args.output, args.resume, args.force)?;
+    let mut axes = axes_of_lists(args, vec![0]);
+    axes.loaders = vec![crate::plan::Loader::Ringload];
+    let points = grid(&axes);
+    let options = &args.options;
+    let planned = plan_checkpoint_points(args, &settings, points);
+    eprintln!(
+        "sweep: {} of checkpoint workload {} ({} over the memory budget or not plannable, \
+         skipped) into {}",
+        crate::units::counted(planned.len() as u64, "point"),
+        settings.model_name,
+        planned.iter().filter(|p| p.skip.is_some()).count(),
+        args.output.display()
+    );
+    let exe = std::env::current_exe().context("finding the ringload binary for the points")?;
+    let secret_env = options.s3.secret_env();
+    let child = |point: &Point, folder: &Path| {
+        let mut run_args = point_args(args, options, point, folder);
+        run_args.shape.read_threads = None;
+        let mut c = std::process::Command::new(&exe);
+        c.arg("run").args(run_args.to_args());
+        if let Some((name, value)) = &secret_env {
+            c.env(name, value);
+        }
+        c
+    };
+    setup_done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let runner = Runner {
+        dir: args.output.clone(),
+        workload: settings.model_name.clone(),
+        command: crate::cli::redacted_command_line(std::env::args()),
+        gate: args.gate,
+        resume: args.resume,
+        child: &child,
+        server_cpu_s: &|| None,
+        interrupt,
+    };
+    let (sweep, interrupted) = runner.run(&planned)?;
+    write_checkpoint_study(args, &sweep)?;
+    if interrupted {
+        return Err(SweepInterrupted(args.output.display().to_string()).into());
+    }
+    Ok(sweep.exit_code())
+}
+
+/// Refuses a checkpoint sweep's training-only flags and NP values its parallelism cannot take.
+fn check_checkpoint_flags(args: &SweepArgs, settings: &CheckpointSettings) -> anyhow::Result<()> {
     if args.find.find_max_np || args.find.server_bandwidth_mib_per_s.is_some() {
         return Err(UsageError(
             "--find-max-np and --server-bandwidth-mib-per-s are for training workloads (AU); a \
@@ -173,24 +228,23 @@ fn run_checkpoint(
         ))
         .into());
     }
-    std::fs::create_dir_all(&args.output).map_err(|e| {
-        UsageError(format!(
-            "cannot create --output {}: {e}",
-            args.output.display()
-        ))
-    })?;
-    prepare_output(&args.output)?;
-    super::claim_output(&args.output, args.resume, args.force)?;
-    let mut axes = axes_of_lists(args, vec![0]);
-    axes.loaders = vec![crate::plan::Loader::Ringload];
-    let points = grid(&axes);
+    Ok(())
+}
+
+/// Each point's checkpoint plan: skipped where it is not plannable or over the memory budget,
+/// with an estimate of its time.
+fn plan_checkpoint_points(
+    args: &SweepArgs,
+    settings: &CheckpointSettings,
+    points: Vec<Point>,
+) -> Vec<Planned> {
     let options = &args.options;
     let limits = budget::probe();
-    let planned: Vec<Planned> = points
+    points
         .into_iter()
         .map(|point| {
             let plan = CheckpointPlan::resolve(
-                &settings,
+                settings,
                 &CheckpointOptions {
                     np: point.np,
                     hosts: 1,
@@ -216,41 +270,14 @@ fn run_checkpoint(
                 estimate_s,
             }
         })
-        .collect();
-    eprintln!(
-        "sweep: {} of checkpoint workload {} ({} over the memory budget or not plannable, \
-         skipped) into {}",
-        crate::units::counted(planned.len() as u64, "point"),
-        settings.model_name,
-        planned.iter().filter(|p| p.skip.is_some()).count(),
-        args.output.display()
-    );
-    let exe = std::env::current_exe().context("finding the ringload binary for the points")?;
-    let secret_env = options.s3.secret_env();
-    let child = |point: &Point, folder: &Path| {
-        let mut run_args = point_args(args, options, point, folder);
-        run_args.shape.read_threads = None;
-        let mut c = std::process::Command::new(&exe);
-        c.arg("run").args(run_args.to_args());
-        if let Some((name, value)) = &secret_env {
-            c.env(name, value);
-        }
-        c
-    };
-    setup_done.store(true, std::sync::atomic::Ordering::SeqCst);
-    let runner = Runner {
-        dir: args.output.clone(),
-        workload: settings.model_name.clone(),
-        command: crate::cli::redacted_command_line(std::env::args()),
-        gate: args.gate,
-        resume: args.resume,
-        child: &child,
-        server_cpu_s: &|| None,
-        interrupt,
-    };
-    let (sweep, interrupted) = runner.run(&planned)?;
-    let rows = super::checkpoint::rows(&sweep);
-    let markdown = super::checkpoint::markdown(&sweep, &rows);
+        .collect()
+}
+
+/// Writes the checkpoint study (markdown, CSV, JSON) into the output folder, and the markdown
+/// (or, with `--json`, the JSON) to stdout.
+fn write_checkpoint_study(args: &SweepArgs, sweep: &SweepFile) -> anyhow::Result<()> {
+    let rows = super::checkpoint::rows(sweep);
+    let markdown = super::checkpoint::markdown(sweep, &rows);
     let study_json = serde_json::to_string_pretty(&rows)?;
     for (name, text) in [
         ("study.md", markdown.as_str()),
@@ -267,10 +294,7 @@ fn run_checkpoint(
     } else {
         write!(stdout, "{markdown}")?;
     }
-    if interrupted {
-        return Err(SweepInterrupted(args.output.display().to_string()).into());
-    }
-    Ok(sweep.exit_code())
+    Ok(())
 }
 
 /// The grid's axes: the flags' lists, each empty one the workload's value.

@@ -298,40 +298,11 @@ pub fn markdown(sweep: &SweepFile, rows: &[Row]) -> String {
     if let Some(banner) = computation_time_banner(sweep) {
         let _ = writeln!(w, "{banner}\n");
     }
-    let (pf, cr, ct) = varying(rows);
-    let extra_head = |w: &mut String| {
-        let mut h = String::new();
-        if pf {
-            h.push_str(" prefetch |");
-        }
-        if cr {
-            h.push_str(" coalesce |");
-        }
-        if ct {
-            h.push_str(" ct (s) |");
-        }
-        w.push_str(&h);
-        h.matches('|').count()
-    };
-    let extra_cells = |r: &Row| {
-        let mut c = String::new();
-        let opt = |v: Option<String>| v.unwrap_or_else(|| "workload".into());
-        if pf {
-            c.push_str(&format!(" {} |", opt(r.prefetch.map(|v| v.to_string()))));
-        }
-        if cr {
-            c.push_str(&format!(
-                " {} |",
-                opt(r.coalesce_rgs.map(|v| v.to_string()))
-            ));
-        }
-        if ct {
-            c.push_str(&format!(
-                " {} |",
-                opt(r.computation_time.map(|v| v.to_string()))
-            ));
-        }
-        c
+    let (prefetch, coalesce, computation_time) = varying(rows);
+    let extra = ExtraColumns {
+        prefetch,
+        coalesce,
+        computation_time,
     };
     let mut engines: Vec<String> = Vec::new();
     for r in rows {
@@ -341,140 +312,206 @@ pub fn markdown(sweep: &SweepFile, rows: &[Row]) -> String {
     }
     for engine in &engines {
         let mine: Vec<&Row> = rows.iter().filter(|r| &r.profile() == engine).collect();
-        let _ = writeln!(w, "## {engine}\n");
-        w.push_str("| NP | RT |");
-        let n = extra_head(w);
-        w.push_str(
-            " AU% | samples/s | samp/s/GPU | nominal MiB/s | Wall (s) | Steps | Notes |\n|---|---|",
-        );
-        w.push_str(&"---|".repeat(n));
-        w.push_str("---|---|---|---|---|---|---|\n");
-        for r in &mine {
-            let _ = writeln!(
-                w,
-                "| {} | {} |{} {} | {} | {} | {} | {} | {} | {} |",
-                r.np,
-                r.read_threads,
-                extra_cells(r),
-                show(&r.au_percent, 1),
-                show(&r.samples_per_s, 0),
-                show(&r.samples_per_s_per_gpu, 0),
-                show(&r.io_mib_per_s, 0),
-                show(&r.wall_s, 1),
-                r.steps_per_rank.map_or("—".into(), |s| s.to_string()),
-                r.notes.join("; ")
-            );
-        }
-        let times: Vec<String> = {
-            let mut t: Vec<String> = mine
-                .iter()
-                .flat_map(|r| r.projected_au_percent.keys().cloned())
-                .collect();
-            t.sort_by(|a, b| {
-                a.parse::<f64>()
-                    .unwrap_or(0.0)
-                    .total_cmp(&b.parse::<f64>().unwrap_or(0.0))
-            });
-            t.dedup();
-            t
-        };
-        let _ = writeln!(
-            w,
-            "\nThe study's analysis: implied I/O wait per step `ct × (100/AU − 1)` and projected AU.\n"
-        );
-        w.push_str("| NP | RT |");
-        let n = extra_head(w);
-        w.push_str(" implied I/O wait (ms) |");
-        for t in &times {
-            let _ = write!(w, " AU at {t} s |");
-        }
-        w.push_str("\n|---|---|");
-        w.push_str(&"---|".repeat(n + 1 + times.len()));
-        w.push('\n');
-        for r in &mine {
-            let _ = write!(
-                w,
-                "| {} | {} |{} {} |",
-                r.np,
-                r.read_threads,
-                extra_cells(r),
-                show(&r.implied_io_wait_per_step_ms, 2)
-            );
-            for t in &times {
-                let _ = write!(w, " {} |", show(&r.projected_au_percent.get(t).copied(), 1));
-            }
-            w.push('\n');
-        }
-        let _ = writeln!(w, "\nWhat DLIO cannot show.\n");
-        w.push_str("| NP | RT |");
-        let n = extra_head(w);
-        w.push_str(" MiB/s on the wire | client CPU-s/GiB | peak RSS (MiB) | planned (MiB) | GET p50 (ms) | GET p99 (ms) | server CPU-s |\n|---|---|");
-        w.push_str(&"---|".repeat(n + 7));
-        w.push('\n');
-        for r in &mine {
-            let _ = writeln!(
-                w,
-                "| {} | {} |{} {} | {} | {} | {} | {} | {} | {} |",
-                r.np,
-                r.read_threads,
-                extra_cells(r),
-                show(&r.measured_mib_per_s, 0),
-                show(&r.cpu_s_per_gib, 3),
-                mib(&r.peak_rss_bytes),
-                r.memory_budget_bytes
-                    .map_or("—".into(), |b| format!("{:.0}", b as f64 / 1048576.0)),
-                show(&r.latency_p50_ms, 2),
-                show(&r.latency_p99_ms, 2),
-                show(&r.server_cpu_s, 2)
-            );
-        }
-        let _ = writeln!(w, "{}.\n", crate::report::run::MIB_PER_S_LEGEND);
+        study_table(w, engine, &mine, &extra);
+        analysis_table(w, &mine, &extra);
+        dlio_cannot_show_table(w, &mine, &extra);
     }
     if engines.len() == 2 {
-        let (a, b) = (&engines[0], &engines[1]);
+        engines_table(w, rows, (&engines[0], &engines[1]), &extra);
+    }
+    out
+}
+
+/// The columns of the sweep's varying parameters: prefetch, coalesce_rgs, computation_time.
+struct ExtraColumns {
+    prefetch: bool,
+    coalesce: bool,
+    computation_time: bool,
+}
+
+impl ExtraColumns {
+    /// Writes their headers; returns how many.
+    fn head(&self, w: &mut String) -> usize {
+        let mut h = String::new();
+        if self.prefetch {
+            h.push_str(" prefetch |");
+        }
+        if self.coalesce {
+            h.push_str(" coalesce |");
+        }
+        if self.computation_time {
+            h.push_str(" ct (s) |");
+        }
+        w.push_str(&h);
+        h.matches('|').count()
+    }
+
+    /// Their cells of row `r` (`workload` where the workload's value ran).
+    fn cells(&self, r: &Row) -> String {
+        let mut c = String::new();
+        let opt = |v: Option<String>| v.unwrap_or_else(|| "workload".into());
+        if self.prefetch {
+            c.push_str(&format!(" {} |", opt(r.prefetch.map(|v| v.to_string()))));
+        }
+        if self.coalesce {
+            c.push_str(&format!(
+                " {} |",
+                opt(r.coalesce_rgs.map(|v| v.to_string()))
+            ));
+        }
+        if self.computation_time {
+            c.push_str(&format!(
+                " {} |",
+                opt(r.computation_time.map(|v| v.to_string()))
+            ));
+        }
+        c
+    }
+}
+
+/// One engine's study table: AU, samples/s, MiB/s, wall time and steps per point.
+fn study_table(w: &mut String, engine: &str, mine: &[&Row], extra: &ExtraColumns) {
+    let _ = writeln!(w, "## {engine}\n");
+    w.push_str("| NP | RT |");
+    let n = extra.head(w);
+    w.push_str(
+        " AU% | samples/s | samp/s/GPU | nominal MiB/s | Wall (s) | Steps | Notes |\n|---|---|",
+    );
+    w.push_str(&"---|".repeat(n));
+    w.push_str("---|---|---|---|---|---|---|\n");
+    for r in mine {
         let _ = writeln!(
             w,
-            "## {a} against {b}\n\nRatios of the medians: CPU-s/GiB {b} ÷ {a} (how many times \
-             cheaper {a} is per byte), AU and samples/s {a} ÷ {b}.\n"
+            "| {} | {} |{} {} | {} | {} | {} | {} | {} | {} |",
+            r.np,
+            r.read_threads,
+            extra.cells(r),
+            show(&r.au_percent, 1),
+            show(&r.samples_per_s, 0),
+            show(&r.samples_per_s_per_gpu, 0),
+            show(&r.io_mib_per_s, 0),
+            show(&r.wall_s, 1),
+            r.steps_per_rank.map_or("—".into(), |s| s.to_string()),
+            r.notes.join("; ")
         );
-        w.push_str("| NP | RT |");
-        let n = extra_head(w);
-        let _ = writeln!(
+    }
+}
+
+/// One engine's hand analysis: the implied I/O wait per step and the projected AU.
+fn analysis_table(w: &mut String, mine: &[&Row], extra: &ExtraColumns) {
+    let times: Vec<String> = {
+        let mut t: Vec<String> = mine
+            .iter()
+            .flat_map(|r| r.projected_au_percent.keys().cloned())
+            .collect();
+        t.sort_by(|a, b| {
+            a.parse::<f64>()
+                .unwrap_or(0.0)
+                .total_cmp(&b.parse::<f64>().unwrap_or(0.0))
+        });
+        t.dedup();
+        t
+    };
+    let _ = writeln!(
+        w,
+        "\nThe study's analysis: implied I/O wait per step `ct × (100/AU − 1)` and projected AU.\n"
+    );
+    w.push_str("| NP | RT |");
+    let n = extra.head(w);
+    w.push_str(" implied I/O wait (ms) |");
+    for t in &times {
+        let _ = write!(w, " AU at {t} s |");
+    }
+    w.push_str("\n|---|---|");
+    w.push_str(&"---|".repeat(n + 1 + times.len()));
+    w.push('\n');
+    for r in mine {
+        let _ = write!(
             w,
-            " AU% {a} | AU% {b} | AU ratio | samples/s ratio | CPU-s/GiB {a} | CPU-s/GiB {b} | CPU ratio |"
+            "| {} | {} |{} {} |",
+            r.np,
+            r.read_threads,
+            extra.cells(r),
+            show(&r.implied_io_wait_per_step_ms, 2)
         );
-        w.push_str("|---|---|");
-        w.push_str(&"---|".repeat(n + 7));
-        w.push('\n');
-        let ratio = |x: &Option<Stat>, y: &Option<Stat>| match (x, y) {
-            (Some(x), Some(y)) if y.median > 0.0 => format!("{:.2}×", x.median / y.median),
-            _ => "—".into(),
-        };
-        for ra in rows.iter().filter(|r| &r.engine == a) {
-            let Some(rb) = rows
-                .iter()
-                .find(|r| &r.engine == b && r.cell() == ra.cell())
-            else {
-                continue;
-            };
-            let _ = writeln!(
-                w,
-                "| {} | {} |{} {} | {} | {} | {} | {} | {} | {} |",
-                ra.np,
-                ra.read_threads,
-                extra_cells(ra),
-                show(&ra.au_percent, 1),
-                show(&rb.au_percent, 1),
-                ratio(&ra.au_percent, &rb.au_percent),
-                ratio(&ra.samples_per_s, &rb.samples_per_s),
-                show(&ra.cpu_s_per_gib, 3),
-                show(&rb.cpu_s_per_gib, 3),
-                ratio(&rb.cpu_s_per_gib, &ra.cpu_s_per_gib)
-            );
+        for t in &times {
+            let _ = write!(w, " {} |", show(&r.projected_au_percent.get(t).copied(), 1));
         }
         w.push('\n');
     }
-    out
+}
+
+/// One engine's figures DLIO cannot show: wire MiB/s, CPU, memory, latency, the server's CPU.
+fn dlio_cannot_show_table(w: &mut String, mine: &[&Row], extra: &ExtraColumns) {
+    let _ = writeln!(w, "\nWhat DLIO cannot show.\n");
+    w.push_str("| NP | RT |");
+    let n = extra.head(w);
+    w.push_str(" MiB/s on the wire | client CPU-s/GiB | peak RSS (MiB) | planned (MiB) | GET p50 (ms) | GET p99 (ms) | server CPU-s |\n|---|---|");
+    w.push_str(&"---|".repeat(n + 7));
+    w.push('\n');
+    for r in mine {
+        let _ = writeln!(
+            w,
+            "| {} | {} |{} {} | {} | {} | {} | {} | {} | {} |",
+            r.np,
+            r.read_threads,
+            extra.cells(r),
+            show(&r.measured_mib_per_s, 0),
+            show(&r.cpu_s_per_gib, 3),
+            mib(&r.peak_rss_bytes),
+            r.memory_budget_bytes
+                .map_or("—".into(), |b| format!("{:.0}", b as f64 / 1048576.0)),
+            show(&r.latency_p50_ms, 2),
+            show(&r.latency_p99_ms, 2),
+            show(&r.server_cpu_s, 2)
+        );
+    }
+    let _ = writeln!(w, "{}.\n", crate::report::run::MIB_PER_S_LEGEND);
+}
+
+/// Two engines side by side: AU, samples/s and CPU-s/GiB, and their ratios.
+fn engines_table(w: &mut String, rows: &[Row], (a, b): (&String, &String), extra: &ExtraColumns) {
+    let _ = writeln!(
+        w,
+        "## {a} against {b}\n\nRatios of the medians: CPU-s/GiB {b} ÷ {a} (how many times \
+         cheaper {a} is per byte), AU and samples/s {a} ÷ {b}.\n"
+    );
+    w.push_str("| NP | RT |");
+    let n = extra.head(w);
+    let _ = writeln!(
+        w,
+        " AU% {a} | AU% {b} | AU ratio | samples/s ratio | CPU-s/GiB {a} | CPU-s/GiB {b} | CPU ratio |"
+    );
+    w.push_str("|---|---|");
+    w.push_str(&"---|".repeat(n + 7));
+    w.push('\n');
+    let ratio = |x: &Option<Stat>, y: &Option<Stat>| match (x, y) {
+        (Some(x), Some(y)) if y.median > 0.0 => format!("{:.2}×", x.median / y.median),
+        _ => "—".into(),
+    };
+    for ra in rows.iter().filter(|r| &r.engine == a) {
+        let Some(rb) = rows
+            .iter()
+            .find(|r| &r.engine == b && r.cell() == ra.cell())
+        else {
+            continue;
+        };
+        let _ = writeln!(
+            w,
+            "| {} | {} |{} {} | {} | {} | {} | {} | {} | {} |",
+            ra.np,
+            ra.read_threads,
+            extra.cells(ra),
+            show(&ra.au_percent, 1),
+            show(&rb.au_percent, 1),
+            ratio(&ra.au_percent, &rb.au_percent),
+            ratio(&ra.samples_per_s, &rb.samples_per_s),
+            show(&ra.cpu_s_per_gib, 3),
+            show(&rb.cpu_s_per_gib, 3),
+            ratio(&rb.cpu_s_per_gib, &ra.cpu_s_per_gib)
+        );
+    }
+    w.push('\n');
 }
 
 /// The study's warning when the points ran at another computation time than the workload's.
