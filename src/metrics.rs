@@ -527,6 +527,20 @@ pub fn rss_over_budget(peak_rss_bytes: Option<u64>, budget_bytes: u64) -> Option
         .map(|p| p - budget_bytes)
 }
 
+/// The warning a run keeps in its notes when its peak resident set went past the budget, in
+/// words: what the budget under-counted.
+pub fn rss_over_budget_note(peak_rss_bytes: Option<u64>, budget_bytes: u64) -> Option<String> {
+    let over = rss_over_budget(peak_rss_bytes, budget_bytes)?;
+    let b = crate::units::bytes;
+    Some(format!(
+        "peak RSS {} exceeded the memory budget {} by {}: the budget's fixed allowances \
+         (PROCESS_OVERHEAD_BYTES, CONNECTION_OVERHEAD_BYTES) are too small for this run",
+        b(budget_bytes + over),
+        b(budget_bytes),
+        b(over)
+    ))
+}
+
 /// CPU time of the whole process so far (all threads, live and exited): user + system.
 pub fn process_cpu_s() -> f64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);

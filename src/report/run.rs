@@ -389,17 +389,6 @@ pub fn requests_csv(plan: &Plan, stats: &[RequestStats]) -> String {
     }
     out
 }
-/// The warning when the peak resident set went `over_bytes` past the budget.
-pub fn rss_over_budget(budget_bytes: u64, over_bytes: u64) -> String {
-    format!(
-        "peak RSS {} exceeded the memory budget {} by {}: the budget's fixed allowances \
-         (PROCESS_OVERHEAD_BYTES, CONNECTION_OVERHEAD_BYTES) are too small for this run",
-        bytes(budget_bytes + over_bytes),
-        bytes(budget_bytes),
-        bytes(over_bytes)
-    )
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

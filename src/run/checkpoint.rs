@@ -18,7 +18,7 @@
 //! found); at the end process 0 gathers every process's phases and volume and reports for the
 //! job ([`super::checkpoint_hosts`]). A failure on any process ends the job (`commands::run`).
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -26,10 +26,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 
+use super::RunConfig;
 use super::checkpoint_hosts::{self, HostCheckpoint, PhaseResult, agreed};
 use super::objects::{PhaseFailure, PhaseMeasurements, run_objects_phase};
 use super::prepare::Prepared;
-use super::{RunConfig, session::RunFailed};
+use super::session::{Finished, RunFailed};
 use crate::checkpoint::settings::CheckpointSettings;
 use crate::checkpoint::{CheckpointOptions, CheckpointPlan};
 use crate::cli::RunArgs;
@@ -42,8 +43,6 @@ use crate::metrics::{self, CpuReading};
 use crate::mlperf::checkpoint_rules::{self, CheckpointFacts};
 use crate::rank::RankError;
 use crate::rank::checkpoint::{ObjectSpec, Phase};
-use crate::results as leaf;
-use crate::results::dlio::PhaseTimes;
 use crate::s3::{self, Client};
 use crate::setup::engine::EngineNeeds;
 use crate::setup::store::env;
@@ -51,7 +50,7 @@ use crate::summary::TargetSummary;
 use crate::summary::checkpoint::{
     CheckpointSummary, DlioCheckpointMetric, HostVolume, PhaseIo, rows,
 };
-use crate::{affinity, budget, report, server, setup};
+use crate::{affinity, budget, server, setup};
 
 /// A checkpoint run set up and ready to start: everything before its first phase.
 #[derive(Debug)]
@@ -85,6 +84,24 @@ pub struct CheckpointSession<'a> {
     /// their own: a connection pooled by one runtime hangs when another runtime picks it up.
     setup_client: Client,
     setup_runtime: tokio::runtime::Runtime,
+}
+
+/// What a checkpoint run produced: the data its caller writes (`--output`, MLPerf's results
+/// tree) and renders.
+#[derive(Debug)]
+pub struct CheckpointOutcome {
+    pub summary: CheckpointSummary,
+    /// The job's phases, in the order they ran.
+    pub results: Vec<PhaseResult>,
+    /// When each phase's clock started.
+    pub clocks: Vec<SystemTime>,
+    pub started_wall: SystemTime,
+    pub ended_wall: SystemTime,
+    /// The workload's configuration, for MLPerf's results tree.
+    pub config: RawConfig,
+    /// The line of a phase that failed once its clock had started, and whether it was an
+    /// interrupt.
+    pub failure: Option<(String, bool)>,
 }
 
 /// What the phases of a run left: each phase's result, when its clock started, and the
@@ -241,9 +258,11 @@ impl<'a> CheckpointSession<'a> {
         })
     }
 
-    /// Runs the saves, the LIST and the loads, then reports: `Ok` carries the exit code. A
-    /// phase that failed once its clock started still reports what the phases measured.
-    pub fn execute(mut self) -> anyhow::Result<u8> {
+    /// Runs the saves, the LIST and the loads, and merges the hosts' phases under mpirun:
+    /// process 0's [`Finished::Outcome`] is the job's summary and phases, for the caller to
+    /// write and render (a phase that failed once its clock started keeps what the phases
+    /// measured, with its failure); another process's is the exit code process 0 sends.
+    pub fn execute(mut self) -> anyhow::Result<Finished<CheckpointOutcome>> {
         let hosts = !self.cluster.is_single();
         let peak_rss_since_setup = metrics::reset_peak_rss();
         self.setup_done
@@ -272,7 +291,9 @@ impl<'a> CheckpointSession<'a> {
             let Some(job) = checkpoint_hosts::gather(self.cluster, &mine)? else {
                 // Process 0 reports for the job; its exit code is everyone's.
                 let code = self.cluster.broadcast(Vec::new());
-                return Ok(code.first().copied().unwrap_or(exit::FAILED));
+                return Ok(Finished::Follower(
+                    code.first().copied().unwrap_or(exit::FAILED),
+                ));
             };
             job
         } else {
@@ -280,8 +301,7 @@ impl<'a> CheckpointSession<'a> {
         };
         let peak_rss_bytes = host_volumes.iter().filter_map(|h| h.peak_rss_bytes).max();
         let plan_bytes = self.plan.memory.total_bytes;
-        if let Some(over) = metrics::rss_over_budget(peak_rss_bytes, plan_bytes) {
-            let warning = report::run::rss_over_budget(plan_bytes, over);
+        if let Some(warning) = metrics::rss_over_budget_note(peak_rss_bytes, plan_bytes) {
             eprintln!("ringload run: WARNING: {warning}");
             self.notes.push(warning);
         }
@@ -298,19 +318,15 @@ impl<'a> CheckpointSession<'a> {
             ended_wall,
             failure.as_ref().map(|(line, _)| line.clone()),
         );
-        let human = write_report(self.args, &summary)?;
-        if self.args.options.results.results_dir.is_some() && failure.is_none() {
-            self.results_leaf(&summary, &results, &clocks, ended_wall, human)?;
-        }
-        let code = match failure {
-            Some((_, true)) => return Err(super::session::RunInterrupted.into()),
-            Some((line, false)) => return Err(RunFailed(line).into()),
-            None => exit::OK,
-        };
-        if hosts {
-            self.cluster.broadcast(vec![code]);
-        }
-        Ok(code)
+        Ok(Finished::Outcome(CheckpointOutcome {
+            summary,
+            results,
+            clocks,
+            started_wall: self.started_wall,
+            ended_wall,
+            config: self.config,
+            failure,
+        }))
     }
 
     /// The saves, then (when there are checkpoints to read) the LIST and the loads. Under
@@ -555,53 +571,6 @@ impl<'a> CheckpointSession<'a> {
             timeseries: phases_series(results),
         }
     }
-
-    /// `--results-dir`: the run's leaf of MLPerf's results tree ([`leaf::write`]).
-    fn results_leaf(
-        &self,
-        summary: &CheckpointSummary,
-        results: &[PhaseResult],
-        clocks: &[SystemTime],
-        ended_wall: SystemTime,
-        human: String,
-    ) -> anyhow::Result<()> {
-        let phases: Vec<PhaseTimes> = results
-            .iter()
-            .zip(clocks)
-            .map(|(r, &clock_start)| PhaseTimes {
-                phase: r.phase,
-                steps: &r.steps,
-                records: &r.records,
-                clock_start,
-            })
-            .collect();
-        let hosts_n = summary.num_hosts as u32;
-        let (fields, ranks) =
-            leaf::dlio::checkpoint(summary, &phases, hosts_n, self.started_wall, ended_wall);
-        let written = leaf::write(&leaf::Leaf {
-            benchmark: leaf::Benchmark::Checkpointing,
-            args: self.args,
-            config: &self.config,
-            model: &self.plan.settings.model_name,
-            np: self.plan.np,
-            hosts: hosts_n,
-            accelerator: (self.args.options.checkpoint.accelerator_memory)
-                .map_or(Some("b200".into()), |_| None),
-            start: self.started_wall,
-            end: ended_wall,
-            summary: fields,
-            ranks,
-            ringload_summary: serde_json::to_value(summary)?,
-            stdout: human,
-            stderr: summary
-                .notes
-                .iter()
-                .map(|n| format!("ringload run: {n}\n"))
-                .collect(),
-        })?;
-        eprintln!("ringload run: MLPerf results in {}", written.display());
-        Ok(())
-    }
 }
 
 /// Rank `rank`'s objects of each of `steps`: `[i]` is checkpoint `steps[i]`'s.
@@ -680,40 +649,6 @@ fn phases_series(results: &[PhaseResult]) -> crate::timeseries::Series {
             run.then(p.timeseries.clone(), p.started_s - first.started_s)
         })
         .without_histograms()
-}
-
-/// summary.json into --output, the summary on stdout with --json, and the report (returned).
-fn write_report(args: &RunArgs, summary: &CheckpointSummary) -> anyhow::Result<String> {
-    if let Some(dir) = &args.output {
-        let heading = format!(
-            "ringload run: {} checkpoints, NP {}, {} engine",
-            summary.workload, summary.np, summary.engine
-        );
-        let series = &summary.timeseries;
-        let html = report::timeseries::html(&heading, series).map_err(|e| anyhow::anyhow!(e))?;
-        for (name, text) in [("timeseries.csv", series.csv()), ("timeseries.html", html)] {
-            std::fs::write(dir.join(name), text)
-                .with_context(|| format!("writing {}", dir.join(name).display()))?;
-        }
-        let path = dir.join("summary.json");
-        let tmp = dir.join(".summary.json.tmp");
-        let text = serde_json::to_string_pretty(summary)?;
-        std::fs::write(&tmp, text + "\n")
-            .and_then(|()| std::fs::rename(&tmp, &path))
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
-    if args.json {
-        let mut stdout = std::io::stdout().lock();
-        serde_json::to_writer_pretty(&mut stdout, summary)?;
-        writeln!(stdout)?;
-    }
-    let human = report::checkpoint_run::render(summary);
-    if args.json {
-        eprint!("{human}");
-    } else {
-        print!("{human}");
-    }
-    Ok(human)
 }
 
 /// Aborts every multipart upload open under `prefix` (only there: never another run's

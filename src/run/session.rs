@@ -3,11 +3,11 @@
 //! [`Session::execute`] runs it ([`crate::run::run_ranks`]), merges the hosts' results under
 //! mpirun, and writes the summary, its files and the report.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use anyhow::Context;
 
@@ -25,16 +25,41 @@ use crate::metrics::{self, CpuCosts, CpuReading};
 use crate::plan::{Loader, Plan, PlanOptions};
 use crate::rank::RankError;
 use crate::rank::RunMeasurements;
-use crate::results;
 use crate::s3::{self, Bucket, Client};
 use crate::settings::Settings;
 use crate::setup::store::{Storage, catalog_from};
 use crate::setup::{self, engine::EngineNeeds};
 use crate::summary::{HostSummary, RunContext, RunSummary, TargetSummary};
-use crate::{affinity, budget, cluster, report};
+use crate::{affinity, budget, cluster};
 
 /// The tail DLIO's Parquet reader fetches to read a footer.
 const DLIO_FOOTER_TAIL_BYTES: u64 = 4 << 20;
+
+/// How a run's process ends: process 0 (the only one, without mpirun) with the job's
+/// outcome, which its caller writes and renders; another process under mpirun with the exit
+/// code process 0 sent.
+#[derive(Debug)]
+pub enum Finished<T> {
+    Outcome(T),
+    Follower(u8),
+}
+
+/// What a training run produced: the data its caller writes (`--output`, MLPerf's results
+/// tree) and renders.
+#[derive(Debug)]
+pub struct TrainingOutcome {
+    pub summary: RunSummary,
+    pub measured: RunMeasurements,
+    pub plan: Plan,
+    /// The workload's configuration, for MLPerf's results tree.
+    pub config: crate::config::RawConfig,
+    /// When set-up started.
+    pub started: Instant,
+    /// The line of a run that failed once the clock had started (what it measured is above),
+    /// and whether it was an interrupt.
+    pub failure: Option<String>,
+    pub interrupted: bool,
+}
 
 /// A run set up and ready to start: everything before the clock.
 #[derive(Debug)]
@@ -170,10 +195,11 @@ impl<'a> Session<'a> {
         })
     }
 
-    /// Runs the ranks, then reports: `Ok` carries the exit code (0, or 1 for a missed AU
-    /// target); a run that failed or was interrupted once the clock started still writes what
-    /// it measured before its error.
-    pub fn execute(mut self) -> anyhow::Result<u8> {
+    /// Runs the ranks and merges the hosts' results under mpirun: process 0's
+    /// [`Finished::Outcome`] is the job's summary and measurements, for the caller to write
+    /// and render (a run that failed or was interrupted once the clock started keeps what it
+    /// measured, with its failure); another process's is the exit code process 0 sends.
+    pub fn execute(mut self) -> anyhow::Result<Finished<TrainingOutcome>> {
         let hosts = !self.cluster.is_single();
         let outcome = {
             let server = self.storage.server.as_ref();
@@ -247,7 +273,9 @@ impl<'a> Session<'a> {
             let Some(reports) = self.cluster.gather_reports(&mine)? else {
                 // Process 0 reports for the job; its exit code is everyone's.
                 let code = self.cluster.broadcast(Vec::new());
-                return Ok(code.first().copied().unwrap_or(exit::FAILED));
+                return Ok(Finished::Follower(
+                    code.first().copied().unwrap_or(exit::FAILED),
+                ));
             };
             let merged = Merged::of(&reports);
             measured.records = merged.records;
@@ -260,8 +288,9 @@ impl<'a> Session<'a> {
             host_summaries = reports.iter().map(HostSummary::of).collect();
         }
         let plan = &self.plan;
-        if let Some(over) = metrics::rss_over_budget(peak_rss_bytes, plan.memory.total_bytes) {
-            let warning = report::run::rss_over_budget(plan.memory.total_bytes, over);
+        if let Some(warning) =
+            metrics::rss_over_budget_note(peak_rss_bytes, plan.memory.total_bytes)
+        {
             eprintln!("ringload run: WARNING: {warning}");
             self.notes.push(warning);
         }
@@ -290,100 +319,15 @@ impl<'a> Session<'a> {
                 hosts: host_summaries,
             },
         );
-        let code = self.report(&summary, &measured, failure, interrupted)?;
-        if hosts {
-            self.cluster.broadcast(vec![code]);
-        }
-        Ok(code)
-    }
-
-    /// Writes the summary's files into --output, then the report (or the failure).
-    fn report(
-        &self,
-        summary: &RunSummary,
-        measured: &RunMeasurements,
-        failure: Option<String>,
-        interrupted: bool,
-    ) -> anyhow::Result<u8> {
-        let args = self.args;
-        if let Some(dir) = &args.output {
-            write_output(dir, &self.plan, summary, measured)?;
-        }
-        if let Some(line) = failure {
-            // The figures up to the failure are in --output and on stdout with --json; stderr
-            // keeps its one line.
-            if args.json {
-                let mut stdout = std::io::stdout().lock();
-                serde_json::to_writer_pretty(&mut stdout, summary)?;
-                writeln!(stdout)?;
-            }
-            if interrupted {
-                return Err(RunInterrupted.into());
-            }
-            return Err(RunFailed(line).into());
-        }
-        let human = report::run::render(summary);
-        // Before the table it qualifies (both streams end on one terminal).
-        let banner = report::run::computation_time_banner(summary);
-        if let Some(banner) = &banner {
-            eprintln!("{banner}");
-        }
-        if args.json {
-            let mut stdout = std::io::stdout().lock();
-            serde_json::to_writer_pretty(&mut stdout, summary)?;
-            writeln!(stdout)?;
-            eprint!("{human}");
-        } else {
-            print!("{human}");
-        }
-        if args.options.results.results_dir.is_some() {
-            let leaf = self.results_leaf(summary, measured, human, banner)?;
-            eprintln!("ringload run: MLPerf results in {}", leaf.display());
-        }
-        Ok(if summary.au_target_met {
-            exit::OK
-        } else {
-            exit::AU_MISSED
-        })
-    }
-}
-
-impl Session<'_> {
-    /// `--results-dir`: the run's leaf of MLPerf's results tree ([`results::write`]).
-    fn results_leaf(
-        &self,
-        summary: &RunSummary,
-        measured: &RunMeasurements,
-        stdout: String,
-        banner: Option<String>,
-    ) -> anyhow::Result<std::path::PathBuf> {
-        let now = SystemTime::now();
-        let start = now - self.started.elapsed();
-        let clock = now - measured.ready_at.elapsed();
-        let hosts = summary.hosts.len().max(1) as u32;
-        let (fields, ranks) = results::dlio::training(&self.plan, summary, measured, hosts, clock);
-        let config = &self.config;
-        let stderr: String = banner
-            .into_iter()
-            .chain(summary.notes.iter().map(|n| format!("ringload run: {n}")))
-            .map(|line| line + "\n")
-            .collect();
-        results::write(&results::Leaf {
-            benchmark: results::Benchmark::Training,
-            args: self.args,
-            config,
-            model: &self.plan.settings.model,
-            np: summary.np,
-            hosts,
-            accelerator: results::accelerator_of(&summary.workload),
-            start,
-            end: now,
-            summary: fields,
-            ranks,
-            ringload_summary: serde_json::to_value(summary)?,
-            stdout,
-            stderr,
-        })
+        Ok(Finished::Outcome(TrainingOutcome {
+            summary,
+            measured,
+            plan: self.plan,
+            config: self.config,
+            started: self.started,
+            failure,
+            interrupted,
+        }))
     }
 }
 
@@ -538,44 +482,4 @@ impl ExitClass for RunInterrupted {
 
 fn exit_line(e: &RankError) -> String {
     e.to_string().replace('\n', " ")
-}
-
-/// Writes summary.json, steps.csv and requests.csv into `dir`, each through a temporary file
-/// renamed into place.
-fn write_output(
-    dir: &std::path::Path,
-    plan: &Plan,
-    summary: &RunSummary,
-    measured: &RunMeasurements,
-) -> anyhow::Result<()> {
-    let fail = |what: &str, e: std::io::Error| {
-        UsageError(format!(
-            "cannot write {what} into --output {}: {e}; choose another directory",
-            dir.display()
-        ))
-    };
-    std::fs::create_dir_all(dir).map_err(|e| fail("results", e))?;
-    let json = serde_json::to_string_pretty(summary)? + "\n";
-    let heading = format!(
-        "ringload run: {}, NP {}, RT {}, {} engine",
-        summary.workload, summary.np, summary.read_threads, summary.engine
-    );
-    let series = &summary.timeseries;
-    let html = report::timeseries::html(&heading, series).map_err(|e| anyhow::anyhow!(e))?;
-    let files = [
-        ("summary.json", json),
-        ("timeseries.csv", series.csv()),
-        ("timeseries.html", html),
-        ("steps.csv", report::run::steps_csv(&measured.records)),
-        (
-            "requests.csv",
-            report::run::requests_csv(plan, &measured.stats),
-        ),
-    ];
-    for (name, text) in files {
-        let temp = dir.join(format!(".{name}.tmp"));
-        std::fs::write(&temp, text).map_err(|e| fail(name, e))?;
-        std::fs::rename(&temp, dir.join(name)).map_err(|e| fail(name, e))?;
-    }
-    Ok(())
 }

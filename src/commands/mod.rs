@@ -1,5 +1,8 @@
 //! What each subcommand does, top to bottom: configuration → settings → catalog → plan →
-//! output. [`exit_code`] maps an error to its documented code.
+//! output. [`exit_code`] maps an error to its documented code. A run's session returns its
+//! outcome; [`output`] writes and renders it.
+
+mod output;
 
 use std::io::{IsTerminal, Write};
 
@@ -15,7 +18,7 @@ use crate::exit::{ExitClass, UsageError};
 use crate::plan::{Plan, PlanError};
 use crate::run::checkpoint::CheckpointSession;
 use crate::run::prepare::Prepared;
-use crate::run::session::{RunFailed, RunInterrupted, Session};
+use crate::run::session::{Finished, RunFailed, RunInterrupted, Session};
 use crate::s3::{self, Bucket, RequestError};
 use crate::server::ServerError;
 use crate::server::virtual_dataset::VirtualError;
@@ -227,11 +230,24 @@ fn generate(args: &GenerateArgs) -> anyhow::Result<u8> {
 /// (src/cluster.rs), and a failure here ends every process with this one's exit code.
 fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let cluster = Cluster::start(&env).map_err(UsageError)?;
-    let result =
-        Prepared::start(args, &cluster).and_then(|prepared| match prepared.workload.kind() {
-            Kind::Checkpoint => CheckpointSession::prepare(prepared)?.execute(),
-            Kind::RowGroups | Kind::WholeObjects => Session::prepare(prepared)?.execute(),
-        });
+    let result = Prepared::start(args, &cluster).and_then(|prepared| {
+        // The session of the workload's kind returns its outcome; it is written and rendered
+        // here, and under mpirun process 0's exit code is sent to every process.
+        let code = match prepared.workload.kind() {
+            Kind::Checkpoint => match CheckpointSession::prepare(prepared)?.execute()? {
+                Finished::Outcome(outcome) => output::checkpoint(args, &outcome)?,
+                Finished::Follower(code) => return Ok(code),
+            },
+            Kind::RowGroups | Kind::WholeObjects => match Session::prepare(prepared)?.execute()? {
+                Finished::Outcome(outcome) => output::training(args, &outcome)?,
+                Finished::Follower(code) => return Ok(code),
+            },
+        };
+        if !cluster.is_single() {
+            cluster.broadcast(vec![code]);
+        }
+        Ok(code)
+    });
     if let Err(e) = &result
         && !cluster.is_single()
     {

@@ -1,0 +1,242 @@
+//! What a finished run leaves behind, from the outcome its session returned (the sessions
+//! return data; this is where it is rendered and written): its files in `--output`, the
+//! summary on stdout with `--json`, the report for people, its leaf in MLPerf's results tree
+//! with `--results-dir`, and the exit code.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::SystemTime;
+
+use anyhow::Context;
+
+use crate::cli::RunArgs;
+use crate::exit::{self, UsageError};
+use crate::plan::Plan;
+use crate::rank::RunMeasurements;
+use crate::report;
+use crate::results::{self, dlio::PhaseTimes};
+use crate::run::checkpoint::CheckpointOutcome;
+use crate::run::session::{RunFailed, RunInterrupted, TrainingOutcome};
+use crate::summary::RunSummary;
+use crate::summary::checkpoint::CheckpointSummary;
+
+/// A training run's files, then its report (or its failure); the exit code (0, or 1 for a
+/// missed AU target).
+pub fn training(args: &RunArgs, outcome: &TrainingOutcome) -> anyhow::Result<u8> {
+    let summary = &outcome.summary;
+    if let Some(dir) = &args.output {
+        write_training_files(dir, &outcome.plan, summary, &outcome.measured)?;
+    }
+    if let Some(line) = &outcome.failure {
+        // The figures up to the failure are in --output and on stdout with --json; stderr
+        // keeps its one line.
+        if args.json {
+            let mut stdout = std::io::stdout().lock();
+            serde_json::to_writer_pretty(&mut stdout, summary)?;
+            writeln!(stdout)?;
+        }
+        if outcome.interrupted {
+            return Err(RunInterrupted.into());
+        }
+        return Err(RunFailed(line.clone()).into());
+    }
+    let human = report::run::render(summary);
+    // Before the table it qualifies (both streams end on one terminal).
+    let banner = report::run::computation_time_banner(summary);
+    if let Some(banner) = &banner {
+        eprintln!("{banner}");
+    }
+    if args.json {
+        let mut stdout = std::io::stdout().lock();
+        serde_json::to_writer_pretty(&mut stdout, summary)?;
+        writeln!(stdout)?;
+        eprint!("{human}");
+    } else {
+        print!("{human}");
+    }
+    if args.options.results.results_dir.is_some() {
+        let leaf = training_leaf(args, outcome, human, banner)?;
+        eprintln!("ringload run: MLPerf results in {}", leaf.display());
+    }
+    Ok(if summary.au_target_met {
+        exit::OK
+    } else {
+        exit::AU_MISSED
+    })
+}
+
+/// `--results-dir`: a training run's leaf of MLPerf's results tree ([`results::write`]).
+fn training_leaf(
+    args: &RunArgs,
+    outcome: &TrainingOutcome,
+    stdout: String,
+    banner: Option<String>,
+) -> anyhow::Result<std::path::PathBuf> {
+    let (summary, measured) = (&outcome.summary, &outcome.measured);
+    let now = SystemTime::now();
+    let start = now - outcome.started.elapsed();
+    let clock = now - measured.ready_at.elapsed();
+    let hosts = summary.hosts.len().max(1) as u32;
+    let (fields, ranks) = results::dlio::training(&outcome.plan, summary, measured, hosts, clock);
+    let stderr: String = banner
+        .into_iter()
+        .chain(summary.notes.iter().map(|n| format!("ringload run: {n}")))
+        .map(|line| line + "\n")
+        .collect();
+    results::write(&results::Leaf {
+        benchmark: results::Benchmark::Training,
+        args,
+        config: &outcome.config,
+        model: &outcome.plan.settings.model,
+        np: summary.np,
+        hosts,
+        accelerator: results::accelerator_of(&summary.workload),
+        start,
+        end: now,
+        summary: fields,
+        ranks,
+        ringload_summary: serde_json::to_value(summary)?,
+        stdout,
+        stderr,
+    })
+}
+
+/// Writes summary.json, the time series (CSV and HTML), steps.csv and requests.csv into
+/// `dir`, each through a temporary file renamed into place.
+fn write_training_files(
+    dir: &Path,
+    plan: &Plan,
+    summary: &RunSummary,
+    measured: &RunMeasurements,
+) -> anyhow::Result<()> {
+    let fail = |what: &str, e: std::io::Error| {
+        UsageError(format!(
+            "cannot write {what} into --output {}: {e}; choose another directory",
+            dir.display()
+        ))
+    };
+    std::fs::create_dir_all(dir).map_err(|e| fail("results", e))?;
+    let json = serde_json::to_string_pretty(summary)? + "\n";
+    let heading = format!(
+        "ringload run: {}, NP {}, RT {}, {} engine",
+        summary.workload, summary.np, summary.read_threads, summary.engine
+    );
+    let series = &summary.timeseries;
+    let html = report::timeseries::html(&heading, series).map_err(|e| anyhow::anyhow!(e))?;
+    let files = [
+        ("summary.json", json),
+        ("timeseries.csv", series.csv()),
+        ("timeseries.html", html),
+        ("steps.csv", report::run::steps_csv(&measured.records)),
+        (
+            "requests.csv",
+            report::run::requests_csv(plan, &measured.stats),
+        ),
+    ];
+    for (name, text) in files {
+        let temp = dir.join(format!(".{name}.tmp"));
+        std::fs::write(&temp, text).map_err(|e| fail(name, e))?;
+        std::fs::rename(&temp, dir.join(name)).map_err(|e| fail(name, e))?;
+    }
+    Ok(())
+}
+
+/// A checkpoint run's files, summary and report, its leaf with `--results-dir` (a complete
+/// run's), then the exit code, or its failure.
+pub fn checkpoint(args: &RunArgs, outcome: &CheckpointOutcome) -> anyhow::Result<u8> {
+    let human = write_checkpoint_report(args, &outcome.summary)?;
+    if args.options.results.results_dir.is_some() && outcome.failure.is_none() {
+        checkpoint_leaf(args, outcome, human)?;
+    }
+    match &outcome.failure {
+        Some((_, true)) => Err(RunInterrupted.into()),
+        Some((line, false)) => Err(RunFailed(line.clone()).into()),
+        None => Ok(exit::OK),
+    }
+}
+
+/// summary.json and the time series into --output, the summary on stdout with --json, and
+/// the report (returned).
+fn write_checkpoint_report(args: &RunArgs, summary: &CheckpointSummary) -> anyhow::Result<String> {
+    if let Some(dir) = &args.output {
+        let heading = format!(
+            "ringload run: {} checkpoints, NP {}, {} engine",
+            summary.workload, summary.np, summary.engine
+        );
+        let series = &summary.timeseries;
+        let html = report::timeseries::html(&heading, series).map_err(|e| anyhow::anyhow!(e))?;
+        for (name, text) in [("timeseries.csv", series.csv()), ("timeseries.html", html)] {
+            std::fs::write(dir.join(name), text)
+                .with_context(|| format!("writing {}", dir.join(name).display()))?;
+        }
+        let path = dir.join("summary.json");
+        let tmp = dir.join(".summary.json.tmp");
+        let text = serde_json::to_string_pretty(summary)?;
+        std::fs::write(&tmp, text + "\n")
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if args.json {
+        let mut stdout = std::io::stdout().lock();
+        serde_json::to_writer_pretty(&mut stdout, summary)?;
+        writeln!(stdout)?;
+    }
+    let human = report::checkpoint_run::render(summary);
+    if args.json {
+        eprint!("{human}");
+    } else {
+        print!("{human}");
+    }
+    Ok(human)
+}
+
+/// `--results-dir`: a checkpoint run's leaf of MLPerf's results tree ([`results::write`]).
+fn checkpoint_leaf(
+    args: &RunArgs,
+    outcome: &CheckpointOutcome,
+    human: String,
+) -> anyhow::Result<()> {
+    let summary = &outcome.summary;
+    let phases: Vec<PhaseTimes> = outcome
+        .results
+        .iter()
+        .zip(&outcome.clocks)
+        .map(|(r, &clock_start)| PhaseTimes {
+            phase: r.phase,
+            steps: &r.steps,
+            records: &r.records,
+            clock_start,
+        })
+        .collect();
+    let hosts = summary.num_hosts as u32;
+    let (fields, ranks) = results::dlio::checkpoint(
+        summary,
+        &phases,
+        hosts,
+        outcome.started_wall,
+        outcome.ended_wall,
+    );
+    let written = results::write(&results::Leaf {
+        benchmark: results::Benchmark::Checkpointing,
+        args,
+        config: &outcome.config,
+        model: &summary.model,
+        np: summary.np as u32,
+        hosts,
+        accelerator: (args.options.checkpoint.accelerator_memory)
+            .map_or(Some("b200".into()), |_| None),
+        start: outcome.started_wall,
+        end: outcome.ended_wall,
+        summary: fields,
+        ranks,
+        ringload_summary: serde_json::to_value(summary)?,
+        stdout: human,
+        stderr: summary
+            .notes
+            .iter()
+            .map(|n| format!("ringload run: {n}\n"))
+            .collect(),
+    })?;
+    eprintln!("ringload run: MLPerf results in {}", written.display());
+    Ok(())
+}
