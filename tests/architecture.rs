@@ -4,7 +4,8 @@
 //! `self::`, through a child module's name, in an expression, a type or a macro's tokens — must
 //! point to a module of a lower layer (or the same top-level module); engines never import each
 //! other; the hot path (the rank loop and the engines) never imports the code that formats
-//! numbers for people; and no two files, and no two modules, import each other.
+//! numbers for people; and no two files, and no two modules, import each other. ARCHITECTURE.md's
+//! layer table must say what `LAYERS` says.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use std::collections::{BTreeMap, BTreeSet};
@@ -623,6 +624,127 @@ fn no_two_files_or_modules_import_each_other() {
     let refs = references(&sources).unwrap();
     let all = import_cycles(&refs);
     assert!(all.is_empty(), "import cycles:\n{}", all.join("\n"));
+}
+
+/// The rows of ARCHITECTURE.md's layer table (`| layer | modules |` under "## Arrows that must
+/// never exist"): each backticked module with its row's layer, in the order written.
+fn doc_layers(doc: &str) -> Result<Vec<(String, u32)>, String> {
+    let section = doc
+        .split("\n## ")
+        .find(|s| s.starts_with("Arrows that must never exist"))
+        .ok_or("no section \"## Arrows that must never exist\"")?;
+    let mut lines = section
+        .lines()
+        .skip_while(|l| l.trim() != "| layer | modules |");
+    lines
+        .next()
+        .ok_or("no table headed \"| layer | modules |\" in \"## Arrows that must never exist\"")?;
+    let mut out = Vec::new();
+    for line in lines.skip(1).take_while(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let [_, layer, modules, _] = cells[..] else {
+            return Err(format!("a row that is not `| layer | modules |`: {line}"));
+        };
+        let layer: u32 = layer
+            .parse()
+            .map_err(|_| format!("a row whose layer is not a number: {line}"))?;
+        let names: Vec<&str> = modules.split('`').skip(1).step_by(2).collect();
+        if names.is_empty() {
+            return Err(format!("a row that names no `module`: {line}"));
+        }
+        out.extend(names.into_iter().map(|m| (m.to_string(), layer)));
+    }
+    if out.is_empty() {
+        return Err("the layer table has no rows".to_string());
+    }
+    Ok(out)
+}
+
+/// How the documented table differs from `layers`: each module missing from it, listed in it
+/// but not in `layers`, listed twice, or listed in another layer.
+fn layer_table_drift(documented: &[(String, u32)], layers: &[(&str, u32)]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut doc: BTreeMap<&str, u32> = BTreeMap::new();
+    for (module, layer) in documented {
+        if let Some(first) = doc.insert(module, *layer) {
+            out.push(format!(
+                "`{module}` is listed twice in ARCHITECTURE.md's layer table (layers {first} and {layer})"
+            ));
+        }
+    }
+    for (module, layer) in layers {
+        match doc.remove(module) {
+            None => out.push(format!(
+                "`{module}` (layer {layer} in LAYERS) is missing from ARCHITECTURE.md's layer table"
+            )),
+            Some(d) if d != *layer => out.push(format!(
+                "`{module}` is layer {layer} in LAYERS but layer {d} in ARCHITECTURE.md's layer table"
+            )),
+            Some(_) => {}
+        }
+    }
+    for (module, layer) in doc {
+        out.push(format!(
+            "`{module}` (layer {layer} in ARCHITECTURE.md's layer table) is not in LAYERS"
+        ));
+    }
+    out
+}
+
+#[test]
+fn architecture_md_lists_the_layers_this_test_checks() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md");
+    let doc = std::fs::read_to_string(&path).unwrap();
+    let documented = doc_layers(&doc).unwrap_or_else(|e| panic!("ARCHITECTURE.md: {e}"));
+    let drift = layer_table_drift(&documented, LAYERS);
+    assert!(
+        drift.is_empty(),
+        "ARCHITECTURE.md's layer table and LAYERS (tests/architecture.rs) differ; make the table \
+         say what LAYERS says:\n{}",
+        drift.join("\n")
+    );
+}
+
+#[test]
+fn the_layer_table_check_sees_what_it_must() {
+    let doc = "# A\n\n## Arrows that must never exist\n\ntext\n\n| layer | modules |\n|---|---|\n\
+               | 0 | `exit`, `units` |\n| 1 | `config`, `exit` |\n| 2 | `s3` (tests only) |\n\
+               | 3 | `extra` |\n\nWhich means:\n\n| layer | modules |\n|---|---|\n| 9 | `not_read` |\n";
+    let documented = doc_layers(doc).unwrap();
+    assert_eq!(
+        documented,
+        [
+            ("exit", 0),
+            ("units", 0),
+            ("config", 1),
+            ("exit", 1),
+            ("s3", 2),
+            ("extra", 3)
+        ]
+        .map(|(m, l)| (m.to_string(), l))
+    );
+    let drift = layer_table_drift(
+        &documented,
+        &[("exit", 0), ("config", 1), ("s3", 3), ("run", 9)],
+    );
+    assert_eq!(
+        drift,
+        [
+            "`exit` is listed twice in ARCHITECTURE.md's layer table (layers 0 and 1)",
+            "`exit` is layer 0 in LAYERS but layer 1 in ARCHITECTURE.md's layer table",
+            "`s3` is layer 3 in LAYERS but layer 2 in ARCHITECTURE.md's layer table",
+            "`run` (layer 9 in LAYERS) is missing from ARCHITECTURE.md's layer table",
+            "`extra` (layer 3 in ARCHITECTURE.md's layer table) is not in LAYERS",
+            "`units` (layer 0 in ARCHITECTURE.md's layer table) is not in LAYERS",
+        ]
+    );
+    assert!(
+        doc_layers(
+            "## Arrows that must never exist\n\n| layer | modules |\n|---|---|\n| x | `a` |\n"
+        )
+        .is_err()
+    );
+    assert!(doc_layers("## Elsewhere\n\n| layer | modules |\n|---|---|\n| 0 | `a` |\n").is_err());
 }
 
 /// A made-up crate: every module LAYERS and FORBIDDEN name, a few below them, and `module`
