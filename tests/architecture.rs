@@ -5,7 +5,8 @@
 //! point to a module of a lower layer (or the same top-level module); engines never import each
 //! other; the hot path (the rank loop and the engines) never imports the code that formats
 //! numbers for people; and no two files, and no two modules, import each other. ARCHITECTURE.md's
-//! layer table must say what `LAYERS` says.
+//! layer table must say what `LAYERS` says, and README.md's layout must name every folder of
+//! `src/` and every file directly in it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use std::collections::{BTreeMap, BTreeSet};
@@ -745,6 +746,179 @@ fn the_layer_table_check_sees_what_it_must() {
         .is_err()
     );
     assert!(doc_layers("## Elsewhere\n\n| layer | modules |\n|---|---|\n| 0 | `a` |\n").is_err());
+}
+
+/// Where a layout entry's description starts: a line indented this far or more continues the
+/// entry above it.
+const LAYOUT_DESCRIPTION_COLUMN: usize = 20;
+
+/// What README.md's layout (the code block of "## Layout") names under `src/`: each entry's
+/// path relative to `src/`, a folder ending in `/` (`engine/uring/`), a file in its name
+/// (`main.rs`). An entry starts a line: `src/<dir>/` or `src/<file>.rs` at its start, or a
+/// folder inside the folder above as `<dir>/`, two spaces deeper than its parent's entry.
+fn layout_entries(readme: &str) -> Result<BTreeSet<String>, String> {
+    let section = readme
+        .split("\n## ")
+        .find(|s| s.starts_with("Layout\n"))
+        .ok_or("no section \"## Layout\"")?;
+    let block = section
+        .split("```")
+        .nth(1)
+        .ok_or("no code block in \"## Layout\"")?;
+    let mut out = BTreeSet::new();
+    // The folders above the current line, outermost first (`engine`, `engine/uring`).
+    let mut parents: Vec<String> = Vec::new();
+    for line in block.lines().filter(|l| !l.trim().is_empty()) {
+        let indent = line.len() - line.trim_start().len();
+        if indent >= LAYOUT_DESCRIPTION_COLUMN {
+            continue;
+        }
+        let name = line.split_whitespace().next().unwrap();
+        if indent == 0 {
+            parents.clear();
+            let Some(path) = name.strip_prefix("src/") else {
+                continue; // configs/, scripts/, tests/
+            };
+            if let Some(dir) = path.strip_suffix('/') {
+                parents.push(dir.to_string());
+            } else if !path.ends_with(".rs") || path.contains('/') {
+                return Err(format!(
+                    "`{name}` is neither `src/<dir>/` nor `src/<file>.rs`: {line}"
+                ));
+            }
+            out.insert(path.to_string());
+            continue;
+        }
+        let depth = indent / 2;
+        let Some(dir) = name.strip_suffix('/') else {
+            return Err(format!(
+                "an indented entry is a folder, `<dir>/`, or the description starts at column \
+                 {LAYOUT_DESCRIPTION_COLUMN}: {line}"
+            ));
+        };
+        if indent % 2 != 0 || depth > parents.len() || dir.contains('/') {
+            return Err(format!(
+                "`{name}` is not two spaces deeper than a folder's entry above it: {line}"
+            ));
+        }
+        parents.truncate(depth);
+        let path = format!("{}/{dir}", parents[depth - 1]);
+        out.insert(format!("{path}/"));
+        parents.push(path);
+    }
+    Ok(out)
+}
+
+/// What README.md's layout must name: every folder under `src/` (`engine/uring/`) and every file
+/// directly in it (`main.rs`).
+fn src_entries(src: &Path) -> BTreeSet<String> {
+    fn folders(src: &Path, dir: &Path, out: &mut BTreeSet<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                let rel = path.strip_prefix(src).unwrap();
+                let parts: Vec<String> = rel
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect();
+                out.insert(format!("{}/", parts.join("/")));
+                folders(src, &path, out);
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    folders(src, src, &mut out);
+    for entry in std::fs::read_dir(src).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() && path.extension().is_some_and(|e| e == "rs") {
+            out.insert(path.file_name().unwrap().to_string_lossy().into_owned());
+        }
+    }
+    out
+}
+
+/// How the layout differs from `src/`: each folder or file it does not name, and each entry
+/// that names nothing there.
+fn layout_drift(named: &BTreeSet<String>, present: &BTreeSet<String>) -> Vec<String> {
+    let mut out: Vec<String> = present
+        .difference(named)
+        .map(|p| format!("src/{p} has no entry in README.md's layout"))
+        .collect();
+    out.extend(
+        named
+            .difference(present)
+            .map(|p| format!("README.md's layout names src/{p}, which does not exist")),
+    );
+    out
+}
+
+#[test]
+fn readme_layout_names_every_folder_of_src() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let named = layout_entries(&readme).unwrap_or_else(|e| panic!("README.md's layout: {e}"));
+    let present = src_entries(&root.join("src"));
+    assert!(
+        present.contains("engine/uring/tls/"),
+        "found only {present:?} under src/"
+    );
+    let drift = layout_drift(&named, &present);
+    assert!(
+        drift.is_empty(),
+        "README.md's layout (## Layout) and src/ differ; an entry is `src/<dir>/` or \
+         `src/<file>.rs` at a line's start, a folder inside one `<dir>/` two spaces deeper under \
+         its parent's entry:\n{}",
+        drift.join("\n")
+    );
+}
+
+#[test]
+fn the_layout_check_sees_what_it_must() {
+    let readme = "# x\n\n## Layout\n\ntext\n\n```\nconfigs/            workloads\n\
+                  src/main.rs         parse\n\
+                  src/engine/         window.rs (src/engine/gone/ in a description is no entry)\n\
+                  \x20                   uring/ in a continuation line is no entry either\n\
+                  \x20 uring/            the ring\n\
+                  \x20   tls/            records\n\
+                  \x20 baseline/         hyper\n\
+                  src/server/         the server\n\
+                  \x20 handler/          operations\n\
+                  tests/              tests\n```\n\n## Development\n\n```\nsrc/other/\n```\n";
+    let named = layout_entries(readme).unwrap();
+    let expected = [
+        "main.rs",
+        "engine/",
+        "engine/uring/",
+        "engine/uring/tls/",
+        "engine/baseline/",
+        "server/",
+        "server/handler/",
+    ];
+    assert_eq!(named, expected.map(String::from).into());
+    let present: BTreeSet<String> = [
+        "main.rs",
+        "lib.rs",
+        "engine/",
+        "engine/uring/",
+        "engine/baseline/",
+        "server/",
+        "server/handler/",
+    ]
+    .map(String::from)
+    .into();
+    assert_eq!(
+        layout_drift(&named, &present),
+        [
+            "src/lib.rs has no entry in README.md's layout",
+            "README.md's layout names src/engine/uring/tls/, which does not exist",
+        ]
+    );
+    // A nested folder with no parent entry, or one level too deep; a file indented as a folder.
+    let bad = |entry: &str| layout_entries(&format!("## Layout\n```\n{entry}\n```\n")).is_err();
+    assert!(bad("  uring/            the ring"));
+    assert!(bad("src/engine/         x\n    tls/            records"));
+    assert!(bad("src/engine/         x\n  common.rs         shared"));
+    assert!(bad("src/engine/uring.x  x"));
 }
 
 /// A made-up crate: every module LAYERS and FORBIDDEN name, a few below them, and `module`
