@@ -4,7 +4,9 @@
 //! `self::`, through a child module's name, in an expression, a type or a macro's tokens — must
 //! point to a module of a lower layer (or the same top-level module); engines never import each
 //! other; the hot path (the rank loop and the engines) never imports the code that formats
-//! numbers for people; and no two files, and no two modules, import each other.
+//! numbers for people; and no two files, and no two modules, import each other. ARCHITECTURE.md's
+//! layer table must say what `LAYERS` says, and README.md's layout must name every folder of
+//! `src/` and every file directly in it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use std::collections::{BTreeMap, BTreeSet};
@@ -629,6 +631,300 @@ fn no_two_files_or_modules_import_each_other() {
     let refs = references(&sources).unwrap();
     let all = import_cycles(&refs);
     assert!(all.is_empty(), "import cycles:\n{}", all.join("\n"));
+}
+
+/// The rows of ARCHITECTURE.md's layer table (`| layer | modules |` under "## Arrows that must
+/// never exist"): each backticked module with its row's layer, in the order written.
+fn doc_layers(doc: &str) -> Result<Vec<(String, u32)>, String> {
+    let section = doc
+        .split("\n## ")
+        .find(|s| s.starts_with("Arrows that must never exist"))
+        .ok_or("no section \"## Arrows that must never exist\"")?;
+    let mut lines = section
+        .lines()
+        .skip_while(|l| l.trim() != "| layer | modules |");
+    lines
+        .next()
+        .ok_or("no table headed \"| layer | modules |\" in \"## Arrows that must never exist\"")?;
+    let mut out = Vec::new();
+    for line in lines.skip(1).take_while(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let [_, layer, modules, _] = cells[..] else {
+            return Err(format!("a row that is not `| layer | modules |`: {line}"));
+        };
+        let layer: u32 = layer
+            .parse()
+            .map_err(|_| format!("a row whose layer is not a number: {line}"))?;
+        let names: Vec<&str> = modules.split('`').skip(1).step_by(2).collect();
+        if names.is_empty() {
+            return Err(format!("a row that names no `module`: {line}"));
+        }
+        out.extend(names.into_iter().map(|m| (m.to_string(), layer)));
+    }
+    if out.is_empty() {
+        return Err("the layer table has no rows".to_string());
+    }
+    Ok(out)
+}
+
+/// How the documented table differs from `layers`: each module missing from it, listed in it
+/// but not in `layers`, listed twice, or listed in another layer.
+fn layer_table_drift(documented: &[(String, u32)], layers: &[(&str, u32)]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut doc: BTreeMap<&str, u32> = BTreeMap::new();
+    for (module, layer) in documented {
+        if let Some(first) = doc.insert(module, *layer) {
+            out.push(format!(
+                "`{module}` is listed twice in ARCHITECTURE.md's layer table (layers {first} and {layer})"
+            ));
+        }
+    }
+    for (module, layer) in layers {
+        match doc.remove(module) {
+            None => out.push(format!(
+                "`{module}` (layer {layer} in LAYERS) is missing from ARCHITECTURE.md's layer table"
+            )),
+            Some(d) if d != *layer => out.push(format!(
+                "`{module}` is layer {layer} in LAYERS but layer {d} in ARCHITECTURE.md's layer table"
+            )),
+            Some(_) => {}
+        }
+    }
+    for (module, layer) in doc {
+        out.push(format!(
+            "`{module}` (layer {layer} in ARCHITECTURE.md's layer table) is not in LAYERS"
+        ));
+    }
+    out
+}
+
+#[test]
+fn architecture_md_lists_the_layers_this_test_checks() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md");
+    let doc = std::fs::read_to_string(&path).unwrap();
+    let documented = doc_layers(&doc).unwrap_or_else(|e| panic!("ARCHITECTURE.md: {e}"));
+    let drift = layer_table_drift(&documented, LAYERS);
+    assert!(
+        drift.is_empty(),
+        "ARCHITECTURE.md's layer table and LAYERS (tests/architecture.rs) differ; make the table \
+         say what LAYERS says:\n{}",
+        drift.join("\n")
+    );
+}
+
+#[test]
+fn the_layer_table_check_sees_what_it_must() {
+    let doc = "# A\n\n## Arrows that must never exist\n\ntext\n\n| layer | modules |\n|---|---|\n\
+               | 0 | `exit`, `units` |\n| 1 | `config`, `exit` |\n| 2 | `s3` (tests only) |\n\
+               | 3 | `extra` |\n\nWhich means:\n\n| layer | modules |\n|---|---|\n| 9 | `not_read` |\n";
+    let documented = doc_layers(doc).unwrap();
+    assert_eq!(
+        documented,
+        [
+            ("exit", 0),
+            ("units", 0),
+            ("config", 1),
+            ("exit", 1),
+            ("s3", 2),
+            ("extra", 3)
+        ]
+        .map(|(m, l)| (m.to_string(), l))
+    );
+    let drift = layer_table_drift(
+        &documented,
+        &[("exit", 0), ("config", 1), ("s3", 3), ("run", 9)],
+    );
+    assert_eq!(
+        drift,
+        [
+            "`exit` is listed twice in ARCHITECTURE.md's layer table (layers 0 and 1)",
+            "`exit` is layer 0 in LAYERS but layer 1 in ARCHITECTURE.md's layer table",
+            "`s3` is layer 3 in LAYERS but layer 2 in ARCHITECTURE.md's layer table",
+            "`run` (layer 9 in LAYERS) is missing from ARCHITECTURE.md's layer table",
+            "`extra` (layer 3 in ARCHITECTURE.md's layer table) is not in LAYERS",
+            "`units` (layer 0 in ARCHITECTURE.md's layer table) is not in LAYERS",
+        ]
+    );
+    assert!(
+        doc_layers(
+            "## Arrows that must never exist\n\n| layer | modules |\n|---|---|\n| x | `a` |\n"
+        )
+        .is_err()
+    );
+    assert!(doc_layers("## Elsewhere\n\n| layer | modules |\n|---|---|\n| 0 | `a` |\n").is_err());
+}
+
+/// Where a layout entry's description starts: a line indented this far or more continues the
+/// entry above it.
+const LAYOUT_DESCRIPTION_COLUMN: usize = 20;
+
+/// What README.md's layout (the code block of "## Layout") names under `src/`: each entry's
+/// path relative to `src/`, a folder ending in `/` (`engine/uring/`), a file in its name
+/// (`main.rs`). An entry starts a line: `src/<dir>/` or `src/<file>.rs` at its start, or a
+/// folder inside the folder above as `<dir>/`, two spaces deeper than its parent's entry.
+fn layout_entries(readme: &str) -> Result<BTreeSet<String>, String> {
+    let section = readme
+        .split("\n## ")
+        .find(|s| s.starts_with("Layout\n"))
+        .ok_or("no section \"## Layout\"")?;
+    let block = section
+        .split("```")
+        .nth(1)
+        .ok_or("no code block in \"## Layout\"")?;
+    let mut out = BTreeSet::new();
+    // The folders above the current line, outermost first (`engine`, `engine/uring`).
+    let mut parents: Vec<String> = Vec::new();
+    for line in block.lines().filter(|l| !l.trim().is_empty()) {
+        let indent = line.len() - line.trim_start().len();
+        if indent >= LAYOUT_DESCRIPTION_COLUMN {
+            continue;
+        }
+        let name = line.split_whitespace().next().unwrap();
+        if indent == 0 {
+            parents.clear();
+            let Some(path) = name.strip_prefix("src/") else {
+                continue; // configs/, scripts/, tests/
+            };
+            if let Some(dir) = path.strip_suffix('/') {
+                parents.push(dir.to_string());
+            } else if !path.ends_with(".rs") || path.contains('/') {
+                return Err(format!(
+                    "`{name}` is neither `src/<dir>/` nor `src/<file>.rs`: {line}"
+                ));
+            }
+            out.insert(path.to_string());
+            continue;
+        }
+        let depth = indent / 2;
+        let Some(dir) = name.strip_suffix('/') else {
+            return Err(format!(
+                "an indented entry is a folder, `<dir>/`, or the description starts at column \
+                 {LAYOUT_DESCRIPTION_COLUMN}: {line}"
+            ));
+        };
+        if indent % 2 != 0 || depth > parents.len() || dir.contains('/') {
+            return Err(format!(
+                "`{name}` is not two spaces deeper than a folder's entry above it: {line}"
+            ));
+        }
+        parents.truncate(depth);
+        let path = format!("{}/{dir}", parents[depth - 1]);
+        out.insert(format!("{path}/"));
+        parents.push(path);
+    }
+    Ok(out)
+}
+
+/// What README.md's layout must name: every folder under `src/` (`engine/uring/`) and every file
+/// directly in it (`main.rs`).
+fn src_entries(src: &Path) -> BTreeSet<String> {
+    fn folders(src: &Path, dir: &Path, out: &mut BTreeSet<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                let rel = path.strip_prefix(src).unwrap();
+                let parts: Vec<String> = rel
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect();
+                out.insert(format!("{}/", parts.join("/")));
+                folders(src, &path, out);
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    folders(src, src, &mut out);
+    for entry in std::fs::read_dir(src).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() && path.extension().is_some_and(|e| e == "rs") {
+            out.insert(path.file_name().unwrap().to_string_lossy().into_owned());
+        }
+    }
+    out
+}
+
+/// How the layout differs from `src/`: each folder or file it does not name, and each entry
+/// that names nothing there.
+fn layout_drift(named: &BTreeSet<String>, present: &BTreeSet<String>) -> Vec<String> {
+    let mut out: Vec<String> = present
+        .difference(named)
+        .map(|p| format!("src/{p} has no entry in README.md's layout"))
+        .collect();
+    out.extend(
+        named
+            .difference(present)
+            .map(|p| format!("README.md's layout names src/{p}, which does not exist")),
+    );
+    out
+}
+
+#[test]
+fn readme_layout_names_every_folder_of_src() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let named = layout_entries(&readme).unwrap_or_else(|e| panic!("README.md's layout: {e}"));
+    let present = src_entries(&root.join("src"));
+    assert!(
+        present.contains("engine/uring/tls/"),
+        "found only {present:?} under src/"
+    );
+    let drift = layout_drift(&named, &present);
+    assert!(
+        drift.is_empty(),
+        "README.md's layout (## Layout) and src/ differ; an entry is `src/<dir>/` or \
+         `src/<file>.rs` at a line's start, a folder inside one `<dir>/` two spaces deeper under \
+         its parent's entry:\n{}",
+        drift.join("\n")
+    );
+}
+
+#[test]
+fn the_layout_check_sees_what_it_must() {
+    let readme = "# x\n\n## Layout\n\ntext\n\n```\nconfigs/            workloads\n\
+                  src/main.rs         parse\n\
+                  src/engine/         window.rs (src/engine/gone/ in a description is no entry)\n\
+                  \x20                   uring/ in a continuation line is no entry either\n\
+                  \x20 uring/            the ring\n\
+                  \x20   tls/            records\n\
+                  \x20 baseline/         hyper\n\
+                  src/server/         the server\n\
+                  \x20 handler/          operations\n\
+                  tests/              tests\n```\n\n## Development\n\n```\nsrc/other/\n```\n";
+    let named = layout_entries(readme).unwrap();
+    let expected = [
+        "main.rs",
+        "engine/",
+        "engine/uring/",
+        "engine/uring/tls/",
+        "engine/baseline/",
+        "server/",
+        "server/handler/",
+    ];
+    assert_eq!(named, expected.map(String::from).into());
+    let present: BTreeSet<String> = [
+        "main.rs",
+        "lib.rs",
+        "engine/",
+        "engine/uring/",
+        "engine/baseline/",
+        "server/",
+        "server/handler/",
+    ]
+    .map(String::from)
+    .into();
+    assert_eq!(
+        layout_drift(&named, &present),
+        [
+            "src/lib.rs has no entry in README.md's layout",
+            "README.md's layout names src/engine/uring/tls/, which does not exist",
+        ]
+    );
+    // A nested folder with no parent entry, or one level too deep; a file indented as a folder.
+    let bad = |entry: &str| layout_entries(&format!("## Layout\n```\n{entry}\n```\n")).is_err();
+    assert!(bad("  uring/            the ring"));
+    assert!(bad("src/engine/         x\n    tls/            records"));
+    assert!(bad("src/engine/         x\n  common.rs         shared"));
+    assert!(bad("src/engine/uring.x  x"));
 }
 
 /// A made-up crate: every module LAYERS and FORBIDDEN name, a few below them, and `module`

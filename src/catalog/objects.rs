@@ -25,7 +25,7 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
-use crate::dataset::{Format, ObjectDataset};
+use crate::dataset::{Format, ObjectDataset, object_name, parse_object_name};
 use crate::s3::ObjectMeta;
 
 /// The keys of an object catalog.
@@ -94,11 +94,11 @@ impl ObjectCatalog {
             ObjectKeys::Dlio {
                 train_prefix,
                 names_of,
-            } => Cow::Owned(dlio_name(
+            } => Cow::Owned(object_name(
                 train_prefix,
+                i as u64,
                 *names_of,
                 &self.extension,
-                i as u64,
             )),
             ObjectKeys::Arena { text, ends } => {
                 let start = if i == 0 { 0 } else { ends[i - 1] as usize };
@@ -129,12 +129,6 @@ impl ObjectCatalog {
         };
         (min, mean, max)
     }
-}
-
-/// DLIO's name of file `i` of a dataset of `n` files, as [`ObjectDataset::key`] writes it.
-fn dlio_name(train_prefix: &str, n: u64, extension: &str, i: u64) -> String {
-    let width = n.to_string().len();
-    format!("{train_prefix}img_{i:0width$}_of_{n}.{extension}")
 }
 
 impl ObjectCatalog {
@@ -177,14 +171,16 @@ impl ObjectCatalog {
         }
         objects.truncate(files);
         let sizes: Vec<u64> = objects.iter().map(|o| o.size_bytes).collect();
+        // DLIO's names when the first is one, and each key is the name of its index.
         let names_of = objects
             .first()
-            .and_then(|o| names_of(&o.key, prefix, extension));
+            .and_then(|o| parse_object_name(&o.key, prefix, extension))
+            .map(|(_, n)| n);
         let dlio = names_of.filter(|&n| {
             objects
                 .iter()
                 .enumerate()
-                .all(|(i, o)| o.key == dlio_name(prefix, n, extension, i as u64))
+                .all(|(i, o)| o.key == object_name(prefix, i as u64, n, extension))
         });
         let keys = match dlio {
             Some(names_of) => ObjectKeys::Dlio {
@@ -210,17 +206,6 @@ impl ObjectCatalog {
             listing_bytes,
         })
     }
-}
-
-/// The N of a DLIO name `<prefix>img_<i>_of_<N>.<ext>`, if `key` is one.
-fn names_of(key: &str, prefix: &str, extension: &str) -> Option<u64> {
-    let name = key.strip_prefix(prefix)?.strip_prefix("img_")?;
-    let (_, rest) = name.split_once("_of_")?;
-    let digits = rest.strip_suffix(extension)?.strip_suffix('.')?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 use clap::Args;
 
 use super::values::{parse_rate, parse_size};
+use crate::mlperf::training_rules::RUNS;
 
 /// `sweep --find-max-np` and its rules.
 #[derive(Debug, Clone, Args)]
@@ -41,9 +42,6 @@ pub struct FindMaxNpArgs {
     pub server_bandwidth_mib_per_s: Option<f64>,
 }
 
-/// The runs per NP with --find-max-np when --runs is not given: 1 warm-up + 5 timed.
-pub const MLPERF_RUNS: u32 = 6;
-
 /// An AU target: a percentage above 0 and at most 100.
 fn parse_percent(text: &str) -> Result<f64, String> {
     match text.trim().trim_end_matches('%').parse::<f64>() {
@@ -60,7 +58,7 @@ fn parse_runs(text: &str) -> Result<u32, String> {
         Ok(n) if (2..=100).contains(&n) => Ok(n),
         _ => Err(format!(
             "'{text}' is not a number of runs; write 2 to 100 (one warm-up, then timed runs; \
-             MLPerf counts 6)"
+             MLPerf counts {RUNS})"
         )),
     }
 }

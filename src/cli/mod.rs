@@ -14,7 +14,7 @@ mod values;
 mod workload;
 pub use checkpoint::{CheckpointArgs, CheckpointPlanArgs};
 pub use data::{GenerateArgs, ServeArgs};
-pub use maxnp::{FindMaxNpArgs, MLPERF_RUNS};
+pub use maxnp::FindMaxNpArgs;
 pub use mlperf::{DatasizeArgs, ResultsArgs};
 pub use s3::S3Args;
 pub use values::{

@@ -103,35 +103,20 @@ impl ObjectDataset {
         }
     }
 
-    /// Digits of the zero-padded index in names: `len(str(N))`.
-    fn width(&self) -> usize {
-        self.num_files.to_string().len()
-    }
-
-    /// DLIO's name of file `i`: `<prefix>img_<i>_of_<N>.<fmt>`, `i` zero-padded to the width
-    /// of N, so key order is index order.
+    /// DLIO's name of file `i` ([`object_name`]).
     pub fn key(&self, i: u64) -> String {
-        format!(
-            "{}img_{:0width$}_of_{}.{}",
-            self.train_prefix,
+        object_name(
+            &self.train_prefix,
             i,
             self.num_files,
             self.format.extension(),
-            width = self.width()
         )
     }
 
-    /// The index of `key` if it is one of this dataset's names.
+    /// The index of `key` if it is one of this dataset's names ([`parse_object_name`]).
     pub fn index_of(&self, key: &str) -> Option<u64> {
-        let name = key.strip_prefix(&self.train_prefix)?;
-        let rest = name.strip_prefix("img_")?;
-        let suffix = format!("_of_{}.{}", self.num_files, self.format.extension());
-        let digits = rest.strip_suffix(&suffix)?;
-        if digits.len() != self.width() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        let i: u64 = digits.parse().ok()?;
-        (i < self.num_files).then_some(i)
+        parse_object_name(key, &self.train_prefix, self.format.extension())
+            .and_then(|(i, n)| (n == self.num_files).then_some(i))
     }
 
     /// The first index whose key sorts after `key` (S3's `start-after`), for listing from the
@@ -268,9 +253,76 @@ fn normal_pair(seed: u64, i: u64) -> (f64, f64) {
     (r * theta.cos(), r * theta.sin())
 }
 
+/// DLIO's name of whole object `i` of `n`: `<prefix>img_<i>_of_<n>.<extension>`, `i`
+/// zero-padded to the digits of `n` (`len(str(n))`), so key order is index order.
+pub fn object_name(prefix: &str, i: u64, n: u64, extension: &str) -> String {
+    let width = n.to_string().len();
+    format!("{prefix}img_{i:0width$}_of_{n}.{extension}")
+}
+
+/// `(i, n)` when `key` is exactly [`object_name`]`(prefix, i, n, extension)` with `i < n`: the
+/// index padded to the digits of `n`, `n` without leading zeros. Anything else is `None`.
+pub fn parse_object_name(key: &str, prefix: &str, extension: &str) -> Option<(u64, u64)> {
+    let name = key.strip_prefix(prefix)?.strip_prefix("img_")?;
+    let (index, rest) = name.split_once("_of_")?;
+    let total = rest.strip_suffix(extension)?.strip_suffix('.')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(index) || !digits(total) {
+        return None;
+    }
+    let (i, n): (u64, u64) = (index.parse().ok()?, total.parse().ok()?);
+    let canonical = n.to_string() == total && index.len() == total.len();
+    (canonical && i < n).then_some((i, n))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn object_names_parse_back_only_as_dlio_writes_them() {
+        assert_eq!(object_name("p/", 7, 12, "npz"), "p/img_07_of_12.npz");
+        assert_eq!(object_name("", 0, 1, "jpeg"), "img_0_of_1.jpeg");
+        assert_eq!(object_name("", 3, 0, "npz"), "img_3_of_0.npz");
+        for (key, parsed) in [
+            ("p/img_07_of_12.npz", Some((7, 12))),
+            ("p/img_11_of_12.npz", Some((11, 12))),
+            ("p/img_0_of_1.npz", Some((0, 1))),
+            (
+                "p/img_09999999_of_10000000.npz",
+                Some((9_999_999, 10_000_000)),
+            ),
+            // Not padded to N's digits, padded too far, N with a leading zero.
+            ("p/img_7_of_12.npz", None),
+            ("p/img_007_of_12.npz", None),
+            ("p/img_07_of_012.npz", None),
+            // The index at or past N.
+            ("p/img_12_of_12.npz", None),
+            ("p/img_0_of_0.npz", None),
+            // Another prefix or extension, a missing part, signs, other characters.
+            ("q/img_07_of_12.npz", None),
+            ("p/img_07_of_12.jpeg", None),
+            ("p/img_07_of_12npz", None),
+            ("p/img__of_12.npz", None),
+            ("p/img_07_of_.npz", None),
+            ("p/img_+7_of_12.npz", None),
+            ("p/img_07_of_+2.npz", None),
+            ("p/img_07_of_12.npz.npz", None),
+            ("p/img_07_of_12_of_12.npz", None),
+            ("p/im_07_of_12.npz", None),
+            ("", None),
+        ] {
+            assert_eq!(parse_object_name(key, "p/", "npz"), parsed, "{key}");
+        }
+        // u64's widest N, and one past it.
+        let n = u64::MAX;
+        let key = object_name("", n - 1, n, "npz");
+        assert_eq!(parse_object_name(&key, "", "npz"), Some((n - 1, n)));
+        assert_eq!(
+            parse_object_name("img_0_of_18446744073709551616.npz", "", "npz"),
+            None
+        );
+    }
 
     fn unet3d(files: u64) -> ObjectDataset {
         ObjectDataset {

@@ -1,11 +1,13 @@
 //! MLPerf Storage's rules, as ringload checks them: each a line that passes or fails
 //! ([`Rule`]), and the figures the rules are stated in ([`datasize`]: how large a training
-//! dataset must be).
+//! dataset must be). [`training_rules`] checks a training submission's runs,
+//! [`checkpoint_rules`] a checkpoint run.
 //!
 //! Pure arithmetic over numbers the caller gives: nothing here reads a run or a file.
 
 pub mod checkpoint_rules;
 pub mod datasize;
+pub mod training_rules;
 
 use serde::{Deserialize, Serialize};
 

@@ -1,13 +1,99 @@
-//! The steps of [`Plan::resolve`]: the steps per rank, each rank's share, the window each
+//! [`Plan::resolve`] and its steps: the steps per rank, each rank's share, the window each
 //! reader holds, the largest GET, the memory budget, and the plan's notes.
 
 use super::{
     Loader, ObjectFetch, Plan, PlanError, PlanOptions, RankPlan, RowGroupGet, RowGroupRef,
-    Sharding, split_shares, v3_shares,
+    Sharding, plan_rank, split_shares, v3_shares,
 };
 use crate::budget::{self, BudgetShape, MemoryBudget, MemoryLimits};
 use crate::catalog::Catalog;
 use crate::settings::Settings;
+
+impl Plan {
+    /// Resolves the plan of a run. Pure: the catalog and limits were read before.
+    pub fn resolve(
+        settings: &Settings,
+        catalog: &Catalog,
+        options: &PlanOptions,
+        limits: &MemoryLimits,
+    ) -> Result<Plan, PlanError> {
+        let np = options.np;
+        if np == 0 {
+            return Err(PlanError::Unsatisfiable(
+                "--np 0: a run needs at least one rank".to_string(),
+            ));
+        }
+        let (formula_steps, steps, steps_formula) = steps_per_rank(settings, np)?;
+        let rows_per_rank = steps * settings.batch_size;
+        let units = row_group_sequence(catalog);
+        let window = options.window(settings);
+        let object_fetch = match (options.loader, &settings.objects) {
+            (Loader::Dlio, Some(_)) => Some(
+                ObjectFetch::for_record_length(settings.record_bytes)
+                    .map_err(PlanError::Unsatisfiable)?,
+            ),
+            _ => None,
+        };
+        let whole_objects = catalog.objects.is_some();
+        let (shares, overshoot) =
+            rank_shares(&units, options, whole_objects, window, rows_per_rank)?;
+        let mut ranks = Vec::with_capacity(np as usize);
+        for (rank, share) in shares.iter().enumerate() {
+            ranks.push(plan_rank(rank, share, catalog, settings, steps, overshoot)?);
+        }
+        check_held(&ranks, settings, options, window, whole_objects)?;
+        let largest_get_bytes = largest_get_bytes(&ranks, catalog, settings, options);
+        // s3dlio's window never holds more objects than its reader has.
+        let readers = ranks.iter().flat_map(|r| &r.readers);
+        let most = readers.map(|r| r.gets.len() as u32).max().unwrap_or(1);
+        let window = object_fetch.map_or(window, |_| window.min(most.max(1)));
+        let shape = BudgetShape {
+            np,
+            read_threads: settings.read_threads,
+            prefetch: window,
+            largest_get_bytes,
+            server_bytes: options.server_bytes,
+            catalog_bytes: catalog.listing_bytes(),
+            tls: options.tls,
+            batch_hold: whole_objects.then_some((settings.batch_size, settings.samples_per_file)),
+            small_class: None,
+            // s3dlio's ranged chunks of one object go over connections of their own.
+            slot_connections: object_fetch.map_or(1, |f| f.most_in_flight(largest_get_bytes)),
+        };
+        let memory = check_budget(
+            &shape,
+            settings,
+            catalog,
+            options,
+            limits,
+            &ranks,
+            object_fetch,
+        )?;
+        let notes = plan_notes(settings, catalog, &ranks, np, steps, formula_steps);
+        Ok(Plan {
+            settings: settings.clone(),
+            options: PlanOptions {
+                sharding: options.effective_sharding(),
+                ..options.clone()
+            },
+            steps_per_rank: steps,
+            steps_formula,
+            samples_per_rank: rows_per_rank,
+            catalog: catalog.clone(),
+            get_count: ranks.iter().map(|r| r.get_count).sum(),
+            bytes_per_epoch: ranks.iter().map(|r| r.bytes).sum(),
+            largest_get_bytes,
+            ranks,
+            window_per_reader: window,
+            prefetch_factor: options.prefetch_factor(settings),
+            object_fetch,
+            verify_objects: None,
+            memory,
+            limits: limits.clone(),
+            notes,
+        })
+    }
+}
 
 /// Steps per rank per epoch: `(the formula's, after the total_training_steps cap, the formula)`.
 pub(super) fn steps_per_rank(

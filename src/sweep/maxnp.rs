@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{PointResult, Status};
 use crate::mlperf::Rule;
+use crate::mlperf::training_rules::{self, TimedRun};
 
 /// The largest NP tried when `--np` is one value.
 pub const DEFAULT_MAX_NP: u32 = 1024;
@@ -112,11 +113,10 @@ impl NpOutcome {
             .filter(|m| m.is_finite())
     }
 
-    /// The mean of the timed runs' `f`, when every timed run has it.
+    /// The mean of the timed runs' `f`, when every timed run has it (MLPerf's published
+    /// figures: [`training_rules::timed_mean`]).
     pub fn timed_mean(&self, f: impl Fn(&RunEvidence) -> Option<f64>) -> Option<f64> {
-        let values: Option<Vec<f64>> = self.timed().map(f).collect();
-        let values = values?;
-        (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+        training_rules::timed_mean(self.timed().map(f))
     }
 }
 
@@ -175,8 +175,17 @@ impl RunEvidence {
 
     /// Whether the run ran and its AU meets `target`.
     pub fn meets(&self, target: f64) -> bool {
-        matches!(self.status, Status::Met | Status::Missed)
-            && self.au_percent.is_some_and(|au| au >= target)
+        self.timed_run().meets(target)
+    }
+
+    /// The run in the figures MLPerf's rules are stated in (they judge the timed ones).
+    pub fn timed_run(&self) -> TimedRun {
+        TimedRun {
+            run: self.run,
+            finished: matches!(self.status, Status::Met | Status::Missed),
+            au_percent: self.au_percent,
+            io_mib_per_s: self.io_mib_per_s,
+        }
     }
 
     /// Why it does not meet `target`, in a few words.

@@ -8,10 +8,10 @@ use std::io::Write as _;
 
 use super::maxnp::{Family, FindMaxNp, NpOutcome, NpVerdict, RunEvidence};
 use super::{SweepFile, html, table};
-use crate::cli::{FindMaxNpArgs, MLPERF_RUNS, SweepArgs};
+use crate::cli::{FindMaxNpArgs, SweepArgs};
 use crate::exit::UsageError;
-use crate::mlperf::datasize::{Clients, training_files};
-use crate::mlperf::{Rule, Verdict};
+use crate::mlperf::Rule;
+use crate::mlperf::training_rules::{self, DatasetFacts, TrainingFacts};
 use crate::settings::Settings;
 
 /// A client busier than this share of its cores is taken as saturated.
@@ -87,7 +87,8 @@ pub fn which_limit(family: &Family, cores: usize) -> String {
     }
 }
 
-/// MLPerf's rules at the family's answer (or at the first NP tried, with no answer).
+/// MLPerf's rules ([`training_rules`]) at the family's answer (or at the first NP tried, with
+/// no answer).
 pub fn rules(
     family: &Family,
     find: &FindMaxNp,
@@ -96,160 +97,27 @@ pub fn rules(
     files: usize,
     measured_memory_bytes: u64,
 ) -> Vec<Rule> {
-    let target = find.au_target_percent;
     let Some(at) = family.last_pass().or_else(|| family.tried.first()) else {
         return Vec::new();
     };
-    let np = at.np;
-    let mut rules = Vec::new();
-    let timed: Vec<&RunEvidence> = at.timed().collect();
-    // AU per timed run.
-    if at.verdict == NpVerdict::Refused {
-        rules.push(Rule::new(
-            "AU per timed run",
-            Verdict::Fail,
-            format!(
-                "NP={np} was not run: {}",
-                at.reason.as_deref().unwrap_or("refused")
-            ),
-        ));
-        return rules;
-    }
-    let listed: Vec<String> = timed
-        .iter()
-        .map(|r| match r.au_percent {
-            Some(au) => format!("run {} {au:.2} %", r.run),
-            None => format!("run {} none", r.run),
-        })
-        .collect();
-    let all_meet = !timed.is_empty() && timed.iter().all(|r| r.meets(target));
-    rules.push(Rule::new(
-        "AU per timed run",
-        Verdict::of(all_meet),
-        format!(
-            "NP={np}: {} {} the threshold {target} % (run 1, the warm-up, excluded)",
-            if listed.is_empty() {
-                "no timed run".into()
-            } else {
-                listed.join(", ")
-            },
-            if all_meet { "≥" } else { "not all ≥" }
-        ),
-    ));
-    // Runs counted.
-    let ran = at.runs.len() as u32;
-    rules.push(Rule::new(
-        "runs",
-        Verdict::of(ran == MLPERF_RUNS),
-        if ran == MLPERF_RUNS {
-            format!("{ran} = 1 warm-up + {} timed, back to back", ran - 1)
-        } else {
-            format!(
-                "{ran} run{} = 1 warm-up + {} timed; MLPerf counts 6 (1 warm-up + 5 timed){}",
-                if ran == 1 { "" } else { "s" },
-                ran.saturating_sub(1),
-                if ran < find.runs {
-                    " — this NP stopped at its first timed miss"
-                } else {
-                    ""
-                }
-            )
-        },
-    ));
-    // The published figures, as the rules compute them.
-    let n = timed.len();
-    match at.timed_mean(|r| r.au_percent) {
-        Some(mean) => rules.push(Rule::new(
-            "published AU",
-            Verdict::of(mean >= target),
-            format!("mean of the {n} timed runs: {mean:.2} % (threshold {target} %)"),
-        )),
-        None => rules.push(Rule::new(
-            "published AU",
-            Verdict::Unknown,
-            "a timed run has no AU",
-        )),
-    }
-    match at.timed_mean(|r| r.io_mib_per_s) {
-        Some(mean) => rules.push(Rule::new(
-            "published Read B/W",
-            Verdict::Pass,
-            format!(
-                "mean of the {n} timed runs' train_io_mean_MB_per_second ÷ 1024: {:.3} GiB/s",
-                mean / 1024.0
-            ),
-        )),
-        None => rules.push(Rule::new(
-            "published Read B/W",
-            Verdict::Unknown,
-            "a timed run has no train_io_mean_MB_per_second",
-        )),
-    }
-    rules.push(dataset_rule(
-        settings,
-        args,
-        files,
-        measured_memory_bytes,
-        np,
-    ));
-    rules
-}
-
-/// The dataset-size rule (Rules.md 3.1.2) at `np` processes: the files the store holds
-/// against the files the rule asks for.
-fn dataset_rule(
-    settings: &Settings,
-    args: &FindMaxNpArgs,
-    files: usize,
-    measured_memory_bytes: u64,
-    np: u32,
-) -> Rule {
-    let (memory, source) = match args.client_memory {
-        Some(m) => (m, "given"),
-        None => (measured_memory_bytes, "measured: this machine's MemTotal"),
-    };
-    if memory == 0 {
-        return Rule::new(
-            "dataset size",
-            Verdict::Unknown,
-            "the client's memory was neither given (--client-memory) nor measured",
-        );
-    }
-    let size = training_files(
-        Clients {
+    training_rules::rules(&TrainingFacts {
+        np: at.np,
+        au_target_percent: find.au_target_percent,
+        not_run: (at.verdict == NpVerdict::Refused)
+            .then(|| at.reason.clone().unwrap_or_else(|| "refused".into())),
+        runs: at.runs.len() as u32,
+        runs_asked: find.runs,
+        timed: at.timed().map(RunEvidence::timed_run).collect(),
+        dataset: DatasetFacts {
+            files: files as u64,
             hosts: args.hosts,
-            memory_per_host_bytes: memory,
-            processes: u64::from(np),
+            memory_per_host_bytes: args.client_memory.unwrap_or(measured_memory_bytes),
+            memory_given: args.client_memory.is_some(),
+            batch_size: settings.batch_size,
+            samples_per_file: settings.samples_per_file,
+            record_bytes: settings.record_bytes,
         },
-        settings.batch_size,
-        settings.samples_per_file,
-        settings.record_bytes,
-    );
-    let gib = |b: u128| b as f64 / (1u64 << 30) as f64;
-    Rule::new(
-        "dataset size",
-        Verdict::of(files as u64 >= size.files),
-        format!(
-            "{files} files {} the {} the rule asks for: max(5 × {:.1} GiB ({} × {:.1} GiB, {source}) \
-             ÷ {:.1} MiB per file = {}, 500 × NP {np} × batch {} ÷ {} samples per file = {}) \
-             ({:.1} GiB on the store)",
-            if files as u64 >= size.files {
-                "≥"
-            } else {
-                "<"
-            },
-            size.files,
-            gib(size.client_memory_bytes),
-            crate::units::counted(u64::from(args.hosts), "host"),
-            gib(u128::from(memory)),
-            size.file_bytes as f64 / (1u64 << 20) as f64,
-            size.files_for_memory,
-            settings.batch_size,
-            settings.samples_per_file,
-            size.files_for_steps,
-            gib(size.total_bytes)
-        ),
-    )
+    })
 }
 
 fn au(v: Option<f64>) -> String {
@@ -314,7 +182,7 @@ pub fn answer_markdown(find: &FindMaxNp, workload: &str) -> String {
         find.np_to,
         find.runs,
         find.runs - 1,
-        if find.runs == MLPERF_RUNS {
+        if find.runs == training_rules::RUNS {
             ", as MLPerf counts them"
         } else {
             "; fewer than MLPerf's 6: not MLPerf's count"

@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::maxnp::{Family, FindMaxNp, NpOutcome, NpVerdict, RunEvidence, np_range};
 use super::points::{Planner, point_command};
 use super::{Machine, Planned, Point, PointResult, Runner, SweepError, SweepFile};
-use crate::cli::{MLPERF_RUNS, SweepArgs};
+use crate::cli::SweepArgs;
+use crate::mlperf::training_rules;
 use crate::settings::Settings;
 use crate::setup::store::Storage;
 
@@ -227,7 +228,7 @@ pub fn run(
         )
         .into());
     }
-    let runs = args.find.runs.unwrap_or(MLPERF_RUNS);
+    let runs = args.find.runs.unwrap_or(training_rules::RUNS);
     let target = args.find.au_target.unwrap_or(settings.au_target_percent);
     let (from, to) = np_range(&args.np);
     // One point per family: the grid at the first NP, one round.
@@ -288,7 +289,7 @@ pub fn run(
         crate::units::counted(templates.len() as u64, "family"),
         crate::units::counted(u64::from(runs), "run"),
         runs - 1,
-        if runs == MLPERF_RUNS {
+        if runs == training_rules::RUNS {
             ""
         } else {
             "; MLPerf counts 6"
