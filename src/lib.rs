@@ -34,6 +34,7 @@ pub mod mlperf;
 pub mod plan;
 pub mod ranged;
 pub mod rank;
+pub mod redact;
 pub mod report;
 pub mod results;
 pub mod run;

@@ -26,6 +26,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("s3::sigv4", 0),
     ("config::keys", 0),
     ("verify", 0),
+    ("redact", 0),
     ("signals", 0),
     ("content", 0),
     // MLPerf Storage's rules and the figures they are stated in: arithmetic only.

@@ -356,6 +356,33 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
+    /// The run these flags ask for, as the sessions take it (values of their own).
+    pub fn request(&self) -> crate::run::request::RunRequest {
+        let options = &self.options;
+        crate::run::request::RunRequest {
+            plan: self.shape.plan_options(&options.shape, 0),
+            np_given: std::env::args().any(|a| a == "--np" || a.starts_with("--np=")),
+            engine: self.engine,
+            engine_threads: options.engine_threads,
+            server_threads: self.server_threads,
+            cpus: options.cpus.clone(),
+            sample_interval: std::time::Duration::from_secs_f64(
+                options.sample_interval.unwrap_or(1.0),
+            ),
+            verify: options.verify,
+            manifest: options.manifest.clone(),
+            target: options.s3.target_flags(),
+            bucket: options.s3.bucket.clone(),
+            retry: options.s3.retry_policy(),
+            checkpoint: crate::run::request::CheckpointRequest {
+                io: options.checkpoint.io_options(options.verify),
+                after: options.checkpoint.after.clone(),
+                accelerator_memory_bytes: options.checkpoint.accelerator_memory,
+            },
+            output: self.output.clone(),
+        }
+    }
+
     /// These arguments as the command line of `ringload run` (without the subcommand): what
     /// a sweep starts for each point.
     pub fn to_args(&self) -> Vec<String> {

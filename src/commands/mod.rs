@@ -230,24 +230,31 @@ fn generate(args: &GenerateArgs) -> anyhow::Result<u8> {
 /// (src/cluster.rs), and a failure here ends every process with this one's exit code.
 fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let cluster = Cluster::start(&env).map_err(UsageError)?;
-    let result = Prepared::start(args, &cluster).and_then(|prepared| {
-        // The session of the workload's kind returns its outcome; it is written and rendered
-        // here, and under mpirun process 0's exit code is sent to every process.
-        let code = match prepared.workload.kind() {
-            Kind::Checkpoint => match CheckpointSession::prepare(prepared)?.execute()? {
-                Finished::Outcome(outcome) => output::checkpoint(args, &outcome)?,
-                Finished::Follower(code) => return Ok(code),
-            },
-            Kind::RowGroups | Kind::WholeObjects => match Session::prepare(prepared)?.execute()? {
-                Finished::Outcome(outcome) => output::training(args, &outcome)?,
-                Finished::Follower(code) => return Ok(code),
-            },
-        };
-        if !cluster.is_single() {
-            cluster.broadcast(vec![code]);
-        }
-        Ok(code)
-    });
+    let request = args.request();
+    let result = load_config(&args.workload, Some(&args.shape))
+        .map_err(anyhow::Error::from)
+        .and_then(|config| Ok(Workload::resolve(config)?))
+        .and_then(|workload| Prepared::start(&request, workload, &cluster))
+        .and_then(|prepared| {
+            // The session of the workload's kind returns its outcome; it is written and rendered
+            // here, and under mpirun process 0's exit code is sent to every process.
+            let code = match prepared.workload.kind() {
+                Kind::Checkpoint => match CheckpointSession::prepare(prepared)?.execute()? {
+                    Finished::Outcome(outcome) => output::checkpoint(args, &outcome)?,
+                    Finished::Follower(code) => return Ok(code),
+                },
+                Kind::RowGroups | Kind::WholeObjects => {
+                    match Session::prepare(prepared)?.execute()? {
+                        Finished::Outcome(outcome) => output::training(args, &outcome)?,
+                        Finished::Follower(code) => return Ok(code),
+                    }
+                }
+            };
+            if !cluster.is_single() {
+                cluster.broadcast(vec![code]);
+            }
+            Ok(code)
+        });
     if let Err(e) = &result
         && !cluster.is_single()
     {

@@ -54,8 +54,8 @@ pub fn training(args: &RunArgs, outcome: &TrainingOutcome) -> anyhow::Result<u8>
     } else {
         print!("{human}");
     }
-    if args.options.results.results_dir.is_some() {
-        let leaf = training_leaf(args, outcome, human, banner)?;
+    if let Some(root) = &args.options.results.results_dir {
+        let leaf = training_leaf(args, root, outcome, human, banner)?;
         eprintln!("ringload run: MLPerf results in {}", leaf.display());
     }
     Ok(if summary.au_target_met {
@@ -68,6 +68,7 @@ pub fn training(args: &RunArgs, outcome: &TrainingOutcome) -> anyhow::Result<u8>
 /// `--results-dir`: a training run's leaf of MLPerf's results tree ([`results::write`]).
 fn training_leaf(
     args: &RunArgs,
+    root: &Path,
     outcome: &TrainingOutcome,
     stdout: String,
     banner: Option<String>,
@@ -85,7 +86,8 @@ fn training_leaf(
         .collect();
     results::write(&results::Leaf {
         benchmark: results::Benchmark::Training,
-        args,
+        root,
+        system: args.options.results.system.clone(),
         config: &outcome.config,
         model: &outcome.plan.settings.model,
         np: summary.np,
@@ -145,8 +147,10 @@ fn write_training_files(
 /// run's), then the exit code, or its failure.
 pub fn checkpoint(args: &RunArgs, outcome: &CheckpointOutcome) -> anyhow::Result<u8> {
     let human = write_checkpoint_report(args, &outcome.summary)?;
-    if args.options.results.results_dir.is_some() && outcome.failure.is_none() {
-        checkpoint_leaf(args, outcome, human)?;
+    if let Some(root) = args.options.results.results_dir.as_deref()
+        && outcome.failure.is_none()
+    {
+        checkpoint_leaf(args, root, outcome, human)?;
     }
     match &outcome.failure {
         Some((_, true)) => Err(RunInterrupted.into()),
@@ -193,6 +197,7 @@ fn write_checkpoint_report(args: &RunArgs, summary: &CheckpointSummary) -> anyho
 /// `--results-dir`: a checkpoint run's leaf of MLPerf's results tree ([`results::write`]).
 fn checkpoint_leaf(
     args: &RunArgs,
+    root: &Path,
     outcome: &CheckpointOutcome,
     human: String,
 ) -> anyhow::Result<()> {
@@ -218,7 +223,8 @@ fn checkpoint_leaf(
     );
     let written = results::write(&results::Leaf {
         benchmark: results::Benchmark::Checkpointing,
-        args,
+        root,
+        system: args.options.results.system.clone(),
         config: &outcome.config,
         model: &summary.model,
         np: summary.np as u32,

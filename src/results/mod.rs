@@ -17,10 +17,10 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value as Json, json};
 
-use crate::cli::{REDACTED, RunArgs, redacted_command_line};
 use crate::cluster::Cluster;
 use crate::config::{Origin, RawConfig, Value};
 use crate::exit::UsageError;
+use crate::redact::{REDACTED, redacted_command_line};
 
 /// The tool named in every file of a leaf.
 pub const TOOL: &str = "ringload";
@@ -51,7 +51,10 @@ impl Benchmark {
 #[derive(Debug)]
 pub struct Leaf<'a> {
     pub benchmark: Benchmark,
-    pub args: &'a RunArgs,
+    /// `--results-dir`: the tree's root.
+    pub root: &'a Path,
+    /// `--system`: the system's name in the tree [default: this host's name].
+    pub system: Option<String>,
     /// The workload's configuration, overrides and flags applied.
     pub config: &'a RawConfig,
     /// The model's name in the workload (`model.name`): `retinanet`, `llama3_8b`, …
@@ -99,11 +102,8 @@ pub fn host_figures() -> (f64, usize) {
 
 /// Writes the leaf; its path.
 pub fn write(leaf: &Leaf) -> anyhow::Result<PathBuf> {
-    let options = &leaf.args.options;
-    let Some(root) = options.results.results_dir.as_deref() else {
-        anyhow::bail!("no --results-dir");
-    };
-    let system = options.results.system.clone().unwrap_or_else(Cluster::host);
+    let root = leaf.root;
+    let system = leaf.system.clone().unwrap_or_else(Cluster::host);
     check_name("--system", &system)?;
     let model = mlperf_model(leaf.model);
     let parent = match leaf.benchmark {

@@ -30,10 +30,10 @@ use super::RunConfig;
 use super::checkpoint_hosts::{self, HostCheckpoint, PhaseResult, agreed};
 use super::objects::{PhaseFailure, PhaseMeasurements, run_objects_phase};
 use super::prepare::Prepared;
+use super::request::RunRequest;
 use super::session::{Finished, RunFailed};
 use crate::checkpoint::settings::CheckpointSettings;
 use crate::checkpoint::{CheckpointOptions, CheckpointPlan};
-use crate::cli::RunArgs;
 use crate::cluster::Cluster;
 use crate::config::RawConfig;
 use crate::content::Content;
@@ -55,7 +55,7 @@ use crate::{affinity, budget, server, setup};
 /// A checkpoint run set up and ready to start: everything before its first phase.
 #[derive(Debug)]
 pub struct CheckpointSession<'a> {
-    args: &'a RunArgs,
+    request: &'a RunRequest,
     cluster: &'a Cluster,
     started_wall: SystemTime,
     interrupt: Arc<AtomicBool>,
@@ -121,12 +121,12 @@ impl<'a> CheckpointSession<'a> {
         let hosts = prepared.hosts();
         let lead = prepared.lead();
         let Prepared {
-            args,
+            request,
             cluster,
             started_wall,
             interrupt,
             setup_done,
-            shape,
+            np,
             local,
             workload,
             target: resolved,
@@ -134,7 +134,6 @@ impl<'a> CheckpointSession<'a> {
             shared_cores,
             ..
         } = prepared;
-        let options = &args.options;
         let Some(settings) = workload.checkpoint().cloned() else {
             return Err(UsageError(format!(
                 "{}: a training workload, run by the training session (a bug)",
@@ -153,10 +152,10 @@ impl<'a> CheckpointSession<'a> {
             CheckpointPlan::resolve(
                 &settings,
                 &CheckpointOptions {
-                    np: shape.np,
+                    np,
                     hosts: cluster.processes() as u32,
-                    io: options.checkpoint.io_options(options.verify),
-                    memory_cap_bytes: options.shape.memory_budget,
+                    io: request.checkpoint.io,
+                    memory_cap_bytes: request.plan.memory_cap_bytes,
                     server_bytes,
                 },
                 &unlocked,
@@ -170,7 +169,7 @@ impl<'a> CheckpointSession<'a> {
             None => {
                 let draft = plan_for(0)?;
                 let (server, target) =
-                    start_sink(&draft, &settings, args.server_threads, options.verify)?;
+                    start_sink(&draft, &settings, request.server_threads, request.verify)?;
                 (Some(server), target)
             }
         };
@@ -183,7 +182,7 @@ impl<'a> CheckpointSession<'a> {
         plan.io.send_zc = plan.send_zc.enabled(loopback);
         // Each host's share against its own memory; a refusal anywhere is every process's.
         let host_shape = plan.budget_shape(local.len() as u32, server_bytes);
-        let cap = options.shape.memory_budget;
+        let cap = request.plan.memory_cap_bytes;
         if hosts {
             let mine = budget::check_objects(&host_shape, &unlocked, cap).map(|_| ());
             cluster
@@ -206,14 +205,14 @@ impl<'a> CheckpointSession<'a> {
                     .to_string()
             }),
         };
-        let choice = setup::engine::choose(args.engine, &needs, &limits).map_err(UsageError)?;
+        let choice = setup::engine::choose(request.engine, &needs, &limits).map_err(UsageError)?;
         if let Some(note) = choice.note {
             eprintln!("ringload run: NOTE: {note}");
             notes.push(note);
         }
-        let policy = options.s3.retry_policy();
+        let policy = request.retry;
         let client = Client::new(target.clone(), policy)?;
-        let engine_threads = options.engine_threads.unwrap_or_else(affinity::cores);
+        let engine_threads = request.engine_threads.unwrap_or_else(affinity::cores);
         let engine = Engine::for_checkpoint(choice.kind, &client, engine_threads)
             .map_err(|e| UsageError(format!("cannot start the {} engine: {e}", choice.kind)))?;
         let setup_client = Client::new(target.clone(), policy)?;
@@ -228,12 +227,12 @@ impl<'a> CheckpointSession<'a> {
             &plan.prefix(),
             &mut notes,
         )?;
-        let after_write_run_s = match options.checkpoint.after.as_ref().filter(|_| lead) {
+        let after_write_run_s = match request.checkpoint.after.as_ref().filter(|_| lead) {
             Some(dir) => Some(seconds_since_end_of(dir, started_wall)?),
             None => None,
         };
         Ok(CheckpointSession {
-            args,
+            request,
             cluster,
             started_wall,
             interrupt,
@@ -430,9 +429,7 @@ impl<'a> CheckpointSession<'a> {
             interrupt: Arc::clone(&self.interrupt),
             ranks: self.local.clone(),
             hosts: !self.cluster.is_single(),
-            sample_interval: Duration::from_secs_f64(
-                self.args.options.sample_interval.unwrap_or(1.0),
-            ),
+            sample_interval: self.request.sample_interval,
         };
         let start = CpuReading::now(server_cpu_now());
         let plan = &self.plan;
@@ -524,7 +521,6 @@ impl<'a> CheckpointSession<'a> {
                 .find(|r| r.phase == phase)
                 .map(|r| PhaseIo::of(phase, &r.stats, r.wall_s, r.client_cpu_s, r.server_cpu_s))
         };
-        let checkpoint = &self.args.options.checkpoint;
         let rules = checkpoint_rules::rules(&CheckpointFacts {
             writes: plan.settings.num_checkpoints_write,
             reads: plan.settings.num_checkpoints_read,
@@ -534,7 +530,7 @@ impl<'a> CheckpointSession<'a> {
             bytes_per_checkpoint_per_host: plan.host_bytes.iter().copied().max().unwrap_or(0),
             host_memory_bytes: self.limits.mem_total_bytes,
             checkpoint_bytes: plan.checkpoint_bytes,
-            accelerator_memory_bytes: (checkpoint.accelerator_memory)
+            accelerator_memory_bytes: (self.request.checkpoint.accelerator_memory_bytes)
                 .unwrap_or(checkpoint_rules::B200_MEMORY_BYTES),
         });
         CheckpointSummary {

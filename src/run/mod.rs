@@ -16,6 +16,7 @@ pub mod checkpoint;
 pub mod checkpoint_hosts;
 pub mod objects;
 pub mod prepare;
+pub mod request;
 pub mod session;
 
 use std::io::Write;

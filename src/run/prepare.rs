@@ -1,6 +1,6 @@
 //! The first part of every `ringload run`, whatever its workload's kind: Ctrl-C and SIGTERM
-//! watched, this process's share of the ranks under mpirun, the workload resolved once
-//! ([`Workload`]), `--output` checked writable, the target resolved (under mpirun one must be
+//! watched, this process's share of the ranks under mpirun, the workload (resolved once, by
+//! the caller: [`Workload`]) checked, `--output` checked writable, the target resolved (under mpirun one must be
 //! given), the CPUs chosen. Then `commands::run` hands it to the session of its kind — the
 //! training session ([`super::session`]) or the checkpoint session ([`super::checkpoint`]) —
 //! which sets up its store, plan, budget and engine, and executes.
@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Instant, SystemTime};
 
-use crate::cli::{RunArgs, ShapeArgs, load_config};
+use super::request::RunRequest;
 use crate::cluster::Cluster;
 use crate::exit::UsageError;
 use crate::s3::Target;
@@ -22,7 +22,7 @@ use crate::{affinity, s3};
 /// A run's common set-up, before its kind's session takes over.
 #[derive(Debug)]
 pub struct Prepared<'a> {
-    pub args: &'a RunArgs,
+    pub request: &'a RunRequest,
     pub cluster: &'a Cluster,
     pub started: Instant,
     pub started_wall: SystemTime,
@@ -30,8 +30,8 @@ pub struct Prepared<'a> {
     pub interrupt: Arc<AtomicBool>,
     /// Set when the ranks start: a stop signal before it ends the process at once.
     pub setup_done: Arc<AtomicBool>,
-    /// The shape flags, `--np` the world size under mpirun when not given.
-    pub shape: ShapeArgs,
+    /// The ranks of the job: `--np`, or the world size under mpirun when not given.
+    pub np: u32,
     /// The plan's ranks this process runs.
     pub local: Range<usize>,
     pub workload: Workload,
@@ -44,8 +44,13 @@ pub struct Prepared<'a> {
 }
 
 impl<'a> Prepared<'a> {
-    /// Sets up what every run needs (see the module docs).
-    pub fn start(args: &'a RunArgs, cluster: &'a Cluster) -> anyhow::Result<Prepared<'a>> {
+    /// Sets up what every run needs (see the module docs), for `workload` as the caller
+    /// resolved it.
+    pub fn start(
+        request: &'a RunRequest,
+        workload: Workload,
+        cluster: &'a Cluster,
+    ) -> anyhow::Result<Prepared<'a>> {
         let started = Instant::now();
         let started_wall = SystemTime::now();
         // Ctrl-C or SIGTERM during set-up: one line and exit 3, not a silent 130.
@@ -54,36 +59,34 @@ impl<'a> Prepared<'a> {
         raise_on_stop_signals(Arc::clone(&interrupt))?;
         exit_if_stopped_in_setup(Arc::clone(&interrupt), Arc::clone(&setup_done), "run")?;
         let hosts = !cluster.is_single();
-        let mut shape = args.shape.clone();
-        if hosts && !np_given() {
+        let np = match hosts && !request.np_given {
             // As DLIO under mpirun: one rank per process.
-            shape.np = cluster.processes() as u32;
-        }
-        let local = Cluster::ranks_of(cluster.process(), cluster.processes(), shape.np as usize);
+            true => cluster.processes() as u32,
+            false => request.plan.np,
+        };
+        let local = Cluster::ranks_of(cluster.process(), cluster.processes(), np as usize);
         if hosts && local.is_empty() {
             return Err(UsageError(format!(
-                "--np {} is fewer than the {} processes mpirun started; pass --np {} or more",
-                shape.np,
+                "--np {np} is fewer than the {} processes mpirun started; pass --np {} or more",
                 cluster.processes(),
                 cluster.processes()
             ))
             .into());
         }
-        let workload = Workload::resolve(load_config(&args.workload, Some(&shape))?)?;
         workload.check_reachable()?;
         if workload.kind() == Kind::Checkpoint {
-            refuse_checkpoint_manifest(args.options.manifest.as_deref())?;
+            refuse_checkpoint_manifest(request.manifest.as_deref())?;
         }
         // Results are written where --output says: checked now, so a run never ends unable to
         // (by process 0, which reports for the job).
-        if let Some(dir) = args.output.as_ref().filter(|_| cluster.process() == 0) {
+        if let Some(dir) = request.output.as_ref().filter(|_| cluster.process() == 0) {
             prepare_output(dir)?;
         }
         let storage = match &workload.settled {
             crate::workload::Settled::Training(s) => &s.storage,
             crate::workload::Settled::Checkpoint(s) => &s.storage,
         };
-        let target = s3::target::resolve(&args.options.s3.target_flags(), storage, env)?;
+        let target = s3::target::resolve(&request.target, storage, env)?;
         if hosts && target.is_none() {
             return Err(UsageError(
                 "under mpirun, pass --endpoint (or AWS_ENDPOINT_URL): the embedded server would \
@@ -94,15 +97,15 @@ impl<'a> Prepared<'a> {
             .into());
         }
         let (cpus, shared_cores) =
-            affinity::choose_cpus(args.options.cpus.as_deref(), local.len() as u32)?;
+            affinity::choose_cpus(request.cpus.as_deref(), local.len() as u32)?;
         Ok(Prepared {
-            args,
+            request,
             cluster,
             started,
             started_wall,
             interrupt,
             setup_done,
-            shape,
+            np,
             local,
             workload,
             target,
@@ -120,9 +123,4 @@ impl<'a> Prepared<'a> {
     pub fn lead(&self) -> bool {
         self.cluster.process() == 0
     }
-}
-
-/// Whether `--np` was on the command line (under mpirun its default is the world size).
-fn np_given() -> bool {
-    std::env::args().any(|a| a == "--np" || a.starts_with("--np="))
 }

@@ -12,10 +12,10 @@ use std::time::Instant;
 use anyhow::Context;
 
 use super::prepare::Prepared;
+use super::request::RunRequest;
 use super::{RunConfig, RunFailure, run_ranks};
 use crate::catalog::objects::ObjectKeys;
 use crate::catalog::{Catalog, CatalogError};
-use crate::cli::RunArgs;
 use crate::cluster::{Cluster, HostReport, Merged};
 use crate::dataset::ObjectDataset;
 use crate::dataset::check::ObjectRef;
@@ -64,7 +64,7 @@ pub struct TrainingOutcome {
 /// A run set up and ready to start: everything before the clock.
 #[derive(Debug)]
 pub struct Session<'a> {
-    args: &'a RunArgs,
+    request: &'a RunRequest,
     cluster: &'a Cluster,
     started: Instant,
     /// The plan's ranks this process runs.
@@ -93,12 +93,12 @@ impl<'a> Session<'a> {
     /// plan checked against each host's memory, and the engine.
     pub fn prepare(prepared: Prepared<'a>) -> anyhow::Result<Session<'a>> {
         let Prepared {
-            args,
+            request,
             cluster,
             started,
             interrupt,
             setup_done,
-            shape,
+            np,
             local,
             workload,
             target: resolved,
@@ -107,7 +107,6 @@ impl<'a> Session<'a> {
             ..
         } = prepared;
         let hosts = !cluster.is_single();
-        let options = &args.options;
         let config = workload.config.clone();
         let Some(settings) = workload.training().cloned() else {
             return Err(UsageError(format!(
@@ -120,14 +119,14 @@ impl<'a> Session<'a> {
         let storage = Storage::open(
             resolved,
             &settings,
-            options.s3.bucket.as_deref(),
-            args.server_threads,
+            request.bucket.as_deref(),
+            request.server_threads,
         )?;
         // Costs are counted from here: the virtual dataset's layout above is not the loader's.
         let setup_cpu = CpuReading::now(storage.server.as_ref().map_or(0.0, |s| s.stats().cpu_s));
         let peak_rss_since_setup = metrics::reset_peak_rss();
 
-        let policy = options.s3.retry_policy();
+        let policy = request.retry;
         let target = &storage.target;
         // Process 0 lists and reads the footers; the others get its catalog.
         let (bucket, catalog) = if cluster.process() == 0 {
@@ -135,8 +134,8 @@ impl<'a> Session<'a> {
                 target,
                 policy,
                 &settings,
-                options.verify,
-                options.manifest.as_deref(),
+                request.verify,
+                request.manifest.as_deref(),
             )?
         } else {
             let bucket = Bucket::new(target.clone(), policy).context("starting the S3 client")?;
@@ -149,14 +148,16 @@ impl<'a> Session<'a> {
         };
         // Whole objects under --verify: each compared with what `generate` writes for its name.
         let verify_objects = match &settings.objects {
-            Some(dataset) if options.verify => Some(objects_to_verify(dataset, &catalog)?),
+            Some(dataset) if request.verify => Some(objects_to_verify(dataset, &catalog)?),
             _ => None,
         };
-        let loader_footers = dlio_footers(args.shape.loader, &bucket, &catalog, local.len())?;
+        let loader_footers = dlio_footers(request.plan.loader, &bucket, &catalog, local.len())?;
         drop(bucket);
         let plan_options = PlanOptions {
             tls: storage.tls(),
-            ..shape.plan_options(&options.shape, storage.server_bytes)
+            np,
+            server_bytes: storage.server_bytes,
+            ..request.plan.clone()
         };
         let limits = budget::probe();
         let mut plan = plan(
@@ -173,10 +174,10 @@ impl<'a> Session<'a> {
             eprintln!("ringload run: WARNING: {note}");
             notes.push(note);
         }
-        let engine = choose_engine(args.engine, &plan, &limits, &mut notes)?;
+        let engine = choose_engine(request.engine, &plan, &limits, &mut notes)?;
         let client = Client::new(target.clone(), policy)?;
         Ok(Session {
-            args,
+            request,
             cluster,
             started,
             local,
@@ -206,19 +207,13 @@ impl<'a> Session<'a> {
             let server_cpu_now = || server.map_or(0.0, |s| s.stats().cpu_s);
             let config = RunConfig {
                 engine: self.engine,
-                engine_threads: self
-                    .args
-                    .options
-                    .engine_threads
-                    .unwrap_or_else(affinity::cores),
+                engine_threads: (self.request.engine_threads).unwrap_or_else(affinity::cores),
                 show_progress: std::io::stderr().is_terminal(),
                 cpus: self.cpus.clone(),
                 interrupt: Arc::clone(&self.interrupt),
                 ranks: self.local.clone(),
                 hosts,
-                sample_interval: std::time::Duration::from_secs_f64(
-                    self.args.options.sample_interval.unwrap_or(1.0),
-                ),
+                sample_interval: self.request.sample_interval,
             };
             // From here Ctrl-C and SIGTERM stop the run and keep what it measured.
             self.setup_done

@@ -249,7 +249,7 @@ pub fn run(
     let runner = Runner {
         dir: args.output.clone(),
         workload: settings.workload.name.clone(),
-        command: crate::cli::redacted_command_line(std::env::args()),
+        command: crate::redact::redacted_command_line(std::env::args()),
         gate: false,
         resume: args.resume,
         child: &child,

@@ -79,7 +79,7 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
     let runner = Runner {
         dir: args.output.clone(),
         workload: settings.workload.name.clone(),
-        command: crate::cli::redacted_command_line(std::env::args()),
+        command: crate::redact::redacted_command_line(std::env::args()),
         gate: args.gate,
         resume: args.resume,
         child: &child,
@@ -165,7 +165,7 @@ fn run_checkpoint(
     let runner = Runner {
         dir: args.output.clone(),
         workload: settings.model_name.clone(),
-        command: crate::cli::redacted_command_line(std::env::args()),
+        command: crate::redact::redacted_command_line(std::env::args()),
         gate: args.gate,
         resume: args.resume,
         child: &child,
