@@ -3,14 +3,12 @@
 //! commands that make and serve it, and whether the store (`--dir`) or this machine (the
 //! virtual server and a run's catalog) can hold it.
 
-use std::io::Write;
 use std::path::Path;
 
 use serde::Serialize;
 
 use crate::catalog::{self, FileLayout, RowGroupSpan};
-use crate::cli::{DatasizeArgs, load_config};
-use crate::exit::{self, UsageError};
+use crate::exit::UsageError;
 use crate::mlperf::datasize::{Clients, TrainingSize, training_files};
 use crate::settings::Settings;
 use crate::units::{bytes, count};
@@ -45,15 +43,20 @@ pub struct Datasize {
     pub dir_holds_it: Option<bool>,
 }
 
-/// Runs `datasize`; exit 0, or 2 (after the figures) when `--dir` cannot hold the dataset.
-pub fn run(args: &DatasizeArgs) -> anyhow::Result<u8> {
-    if args.workload.files.is_some() {
-        return Err(UsageError(
-            "datasize --files: datasize computes the number of files; drop --files".into(),
-        )
-        .into());
-    }
-    let workload = Workload::resolve(load_config(&args.workload, None)?)?;
+/// What `datasize` is asked: the clients and, with `--dir`, the folder that will hold the
+/// dataset; the overrides the workload was loaded with (its commands carry them).
+#[derive(Debug, Clone)]
+pub struct DatasizeRequest {
+    pub hosts: u32,
+    pub client_memory_bytes: u64,
+    pub np: u64,
+    pub dir: Option<std::path::PathBuf>,
+    pub overrides: Vec<String>,
+}
+
+/// Sizes `workload`'s dataset for `request` (its figures, the commands that make and serve
+/// it, and whether this machine and `--dir` can hold it); a checkpoint workload is refused.
+pub fn size(request: &DatasizeRequest, workload: &Workload) -> anyhow::Result<Datasize> {
     let Settled::Training(settings) = &workload.settled else {
         return Err(UsageError(format!(
             "datasize sizes training datasets; {} is a checkpoint workload (its size is the \
@@ -64,24 +67,23 @@ pub fn run(args: &DatasizeArgs) -> anyhow::Result<u8> {
     };
     let size = training_files(
         Clients {
-            hosts: args.hosts,
-            memory_per_host_bytes: args.client_memory,
-            processes: args.np,
+            hosts: request.hosts,
+            memory_per_host_bytes: request.client_memory_bytes,
+            processes: request.np,
         },
         settings.batch_size,
         settings.samples_per_file,
         settings.record_bytes,
     );
     let name = &settings.workload.name;
-    let dir = args
+    let dir = request
         .dir
         .as_ref()
         .map_or("DIR".to_string(), |d| d.display().to_string());
     let files = size.files;
     // The overrides the figures were sized with make the same files (a record length changed
     // by an override changes every file).
-    let overrides: String = args
-        .workload
+    let overrides: String = request
         .overrides
         .iter()
         .map(|o| format!(" {}", shell_word(o)))
@@ -91,14 +93,14 @@ pub fn run(args: &DatasizeArgs) -> anyhow::Result<u8> {
         format!("ringload serve {name}{overrides} --files {files}"),
         format!(
             "ringload run {name}{overrides} --files {files} --np {}",
-            args.np
+            request.np
         ),
     ];
-    if args.hosts > 1 {
+    if request.hosts > 1 {
         commands.push(format!(
             "(--hosts {}: run it under mpirun, one process per host, the {} ranks shared among \
              them: see the README's mpirun section)",
-            args.hosts, args.np
+            request.hosts, request.np
         ));
     }
     let mut warnings = Vec::new();
@@ -122,16 +124,16 @@ pub fn run(args: &DatasizeArgs) -> anyhow::Result<u8> {
             bytes(avail)
         ));
     }
-    let dir_free_bytes = match &args.dir {
+    let dir_free_bytes = match &request.dir {
         Some(dir) => Some(free_bytes(dir)?),
         None => None,
     };
     let dir_holds_it = dir_free_bytes.map(|free| u128::from(free) >= size.total_bytes);
-    let out = Datasize {
+    Ok(Datasize {
         workload: name.clone(),
-        hosts: args.hosts,
-        client_memory_per_host_bytes: args.client_memory,
-        np: args.np,
+        hosts: request.hosts,
+        client_memory_per_host_bytes: request.client_memory_bytes,
+        np: request.np,
         batch_size: settings.batch_size,
         samples_per_file: settings.samples_per_file,
         record_length_bytes: settings.record_bytes,
@@ -142,26 +144,21 @@ pub fn run(args: &DatasizeArgs) -> anyhow::Result<u8> {
         mem_available_bytes,
         dir_free_bytes,
         dir_holds_it,
+    })
+}
+
+/// The error when `--dir` cannot hold the dataset (exit 2, after the figures).
+pub fn dir_too_small(dir: &Path, d: &Datasize) -> Option<UsageError> {
+    let (Some(free), Some(false)) = (d.dir_free_bytes, d.dir_holds_it) else {
+        return None;
     };
-    let mut stdout = std::io::stdout().lock();
-    if args.json {
-        serde_json::to_writer_pretty(&mut stdout, &out)?;
-        writeln!(stdout)?;
-    } else {
-        write!(stdout, "{}", render(&out))?;
-    }
-    drop(stdout);
-    if let (Some(dir), Some(free), Some(false)) = (&args.dir, dir_free_bytes, dir_holds_it) {
-        return Err(UsageError(format!(
-            "--dir {}: {} free, the dataset needs {}; choose a larger store or fewer \
-             --client-memory/--np",
-            dir.display(),
-            bytes(free),
-            bytes(u64::try_from(out.size.total_bytes).unwrap_or(u64::MAX))
-        ))
-        .into());
-    }
-    Ok(exit::OK)
+    Some(UsageError(format!(
+        "--dir {}: {} free, the dataset needs {}; choose a larger store or fewer \
+         --client-memory/--np",
+        dir.display(),
+        bytes(free),
+        bytes(u64::try_from(d.size.total_bytes).unwrap_or(u64::MAX))
+    )))
 }
 
 /// The report of `datasize`.

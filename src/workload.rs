@@ -89,6 +89,14 @@ impl Workload {
         }
     }
 
+    /// The workload's storage keys (`storage.*`), whatever its kind.
+    pub fn storage(&self) -> &crate::s3::target::StorageSettings {
+        match &self.settled {
+            Settled::Training(s) => &s.storage,
+            Settled::Checkpoint(s) => &s.storage,
+        }
+    }
+
     /// A training workload's settings; `None` for a checkpoint.
     pub fn training(&self) -> Option<&Settings> {
         match &self.settled {

@@ -10,7 +10,9 @@ use anyhow::Context;
 
 use crate::catalog::{self, Catalog, CatalogError, DirSource};
 use crate::checkpoint::{CheckpointError, CheckpointOptions, CheckpointPlan, CheckpointSettings};
-use crate::cli::{Command, CompareArgs, GenerateArgs, PlanArgs, RunArgs, load_config};
+use crate::cli::{
+    Command, CompareArgs, DatasizeArgs, GenerateArgs, PlanArgs, RunArgs, load_config,
+};
 use crate::cluster::Cluster;
 use crate::config::ConfigError;
 use crate::datagen::{self, DirSink, GenerateError};
@@ -24,6 +26,7 @@ use crate::server::ServerError;
 use crate::server::virtual_dataset::VirtualError;
 use crate::settings::{Settings, SettingsError};
 use crate::setup::store::{env, parquet_manifest, refuse_checkpoint_manifest};
+use crate::sizing::{self, DatasizeRequest};
 use crate::sweep::session::SweepInterrupted;
 use crate::workload::{Kind, Settled, Workload};
 use crate::{affinity, budget, exit, report};
@@ -40,7 +43,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::Run(args) => run(&args),
         Command::Sweep(args) => crate::sweep::session::run(&args),
         Command::Compare(args) => compare(&args),
-        Command::Datasize(args) => crate::sizing::run(&args),
+        Command::Datasize(args) => datasize(&args),
     }
 }
 
@@ -265,6 +268,42 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         cluster.abort(exit_code(e));
     }
     result
+}
+
+/// `ringload datasize` ([`crate::sizing`]): exit 0, or 2 (after the figures) when `--dir`
+/// cannot hold the dataset.
+fn datasize(args: &DatasizeArgs) -> anyhow::Result<u8> {
+    if args.workload.files.is_some() {
+        return Err(UsageError(
+            "datasize --files: datasize computes the number of files; drop --files".into(),
+        )
+        .into());
+    }
+    let workload = Workload::resolve(load_config(&args.workload, None)?)?;
+    let request = DatasizeRequest {
+        hosts: args.hosts,
+        client_memory_bytes: args.client_memory,
+        np: args.np,
+        dir: args.dir.clone(),
+        overrides: args.workload.overrides.clone(),
+    };
+    let out = sizing::size(&request, &workload)?;
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut stdout, &out)?;
+        writeln!(stdout)?;
+    } else {
+        write!(stdout, "{}", sizing::render(&out))?;
+    }
+    drop(stdout);
+    match args
+        .dir
+        .as_deref()
+        .and_then(|dir| sizing::dir_too_small(dir, &out))
+    {
+        Some(error) => Err(error.into()),
+        None => Ok(exit::OK),
+    }
 }
 
 fn compare(args: &CompareArgs) -> anyhow::Result<u8> {

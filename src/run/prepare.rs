@@ -1,7 +1,7 @@
 //! The first part of every `ringload run`, whatever its workload's kind: Ctrl-C and SIGTERM
 //! watched, this process's share of the ranks under mpirun, the workload (resolved once, by
-//! the caller: [`Workload`]) checked, `--output` checked writable, the target resolved (under mpirun one must be
-//! given), the CPUs chosen. Then `commands::run` hands it to the session of its kind — the
+//! the caller: [`Workload`]) checked, `--output` checked writable, the target resolved (under
+//! mpirun one must be given), the CPUs chosen. Then `commands::run` hands it to the session of its kind — the
 //! training session ([`super::session`]) or the checkpoint session ([`super::checkpoint`]) —
 //! which sets up its store, plan, budget and engine, and executes.
 
@@ -82,11 +82,7 @@ impl<'a> Prepared<'a> {
         if let Some(dir) = request.output.as_ref().filter(|_| cluster.process() == 0) {
             prepare_output(dir)?;
         }
-        let storage = match &workload.settled {
-            crate::workload::Settled::Training(s) => &s.storage,
-            crate::workload::Settled::Checkpoint(s) => &s.storage,
-        };
-        let target = s3::target::resolve(&request.target, storage, env)?;
+        let target = s3::target::resolve(&request.target, workload.storage(), env)?;
         if hosts && target.is_none() {
             return Err(UsageError(
                 "under mpirun, pass --endpoint (or AWS_ENDPOINT_URL): the embedded server would \

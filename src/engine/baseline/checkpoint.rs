@@ -140,9 +140,12 @@ impl BaselineCheckpoint {
             let started = Instant::now();
             let (result, causes) = with_retries(client.policy(), &what, || async {
                 let (parts, _) = client.send_attempt(&spec).await?;
-                match parts.headers.get(ETAG).and_then(|v| v.to_str().ok()) {
-                    Some(etag) if !etag.is_empty() => Ok(etag.to_string()),
-                    _ => Err(RequestError::BadResponse {
+                let etag = parts.headers.get(ETAG).and_then(|v| v.to_str().ok());
+                match etag.filter(|e| !e.is_empty()) {
+                    Some(etag) => Ok(etag.to_string()),
+                    // A part's ETag goes into the completion; a single PUT's is not needed.
+                    None if upload.is_none() => Ok(String::new()),
+                    None => Err(RequestError::BadResponse {
                         operation: what.clone(),
                         reason: "answered without an ETag".into(),
                     }),
