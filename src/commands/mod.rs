@@ -2,6 +2,7 @@
 //! output. [`exit_code`] maps an error to its documented code. A run's session returns its
 //! outcome; [`output`] writes and renders it.
 
+mod compare;
 mod output;
 
 use std::io::{IsTerminal, Write};
@@ -10,9 +11,7 @@ use anyhow::Context;
 
 use crate::catalog::{self, Catalog, CatalogError, DirSource};
 use crate::checkpoint::{CheckpointError, CheckpointOptions, CheckpointPlan, CheckpointSettings};
-use crate::cli::{
-    Command, CompareArgs, DatasizeArgs, GenerateArgs, PlanArgs, RunArgs, load_config,
-};
+use crate::cli::{Command, DatasizeArgs, GenerateArgs, PlanArgs, RunArgs, load_config};
 use crate::cluster::Cluster;
 use crate::config::ConfigError;
 use crate::datagen::{self, DirSink, GenerateError};
@@ -42,7 +41,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::Serve(args) => crate::serve::serve(&args),
         Command::Run(args) => run(&args),
         Command::Sweep(args) => crate::sweep::session::run(&args),
-        Command::Compare(args) => compare(&args),
+        Command::Compare(args) => compare::compare(&args),
         Command::Datasize(args) => datasize(&args),
     }
 }
@@ -304,70 +303,6 @@ fn datasize(args: &DatasizeArgs) -> anyhow::Result<u8> {
         Some(error) => Err(error.into()),
         None => Ok(exit::OK),
     }
-}
-
-fn compare(args: &CompareArgs) -> anyhow::Result<u8> {
-    use crate::compare::{CompareError, Input, checkpoint};
-    let mut entries = Vec::new();
-    let mut checkpoints = Vec::new();
-    let mut first_of_kind: [Option<&std::path::PathBuf>; 2] = [None, None];
-    for (i, path) in args.inputs.iter().enumerate() {
-        let letter = (b'A' + (i % 26) as u8) as char;
-        match crate::compare::read_input(path, letter)? {
-            Input::Training(e) => {
-                first_of_kind[0].get_or_insert(path);
-                entries.extend(e);
-            }
-            Input::Checkpoint(e) => {
-                first_of_kind[1].get_or_insert(path);
-                checkpoints.extend(e);
-            }
-        }
-    }
-    if let [Some(training), Some(checkpoint)] = first_of_kind {
-        return Err(CompareError {
-            path: checkpoint.clone(),
-            reason: format!(
-                "a checkpoint result beside training results ({}); compare checkpoint results \
-                 with checkpoint results only",
-                training.display()
-            ),
-        }
-        .into());
-    }
-    let (json, csv, markdown) = if first_of_kind[1].is_some() {
-        let c = checkpoint::compare(checkpoints);
-        (
-            serde_json::to_string_pretty(&c)?,
-            checkpoint::csv(&c),
-            checkpoint::markdown(&c),
-        )
-    } else {
-        let c = crate::compare::compare(entries);
-        (
-            serde_json::to_string_pretty(&c)?,
-            crate::compare::csv(&c),
-            crate::compare::markdown(&c),
-        )
-    };
-    let mut stdout = std::io::stdout().lock();
-    if args.json {
-        writeln!(stdout, "{json}")?;
-    } else if args.csv {
-        write!(stdout, "{csv}")?;
-    } else {
-        for (i, path) in args.inputs.iter().enumerate() {
-            writeln!(
-                stdout,
-                "{}: {}",
-                (b'A' + (i % 26) as u8) as char,
-                path.display()
-            )?;
-        }
-        writeln!(stdout)?;
-        write!(stdout, "{markdown}")?;
-    }
-    Ok(exit::OK)
 }
 
 /// The exit code for an error: the first cause in its chain whose type knows its class
