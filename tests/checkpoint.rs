@@ -175,10 +175,14 @@ fn both_engines_write_and_restore_against_the_embedded_sink_with_verify() {
     }
 }
 
+/// One request as the test compares it: method, path, query (less its upload id), Range,
+/// status.
+type Logged = (String, String, String, String, u64);
+
 /// The requests `ringload serve --sink --request-log` saw while `args` ran against it, each as
 /// (method, path, query less its upload id, Range, status), sorted: the order in which ranks and
 /// parts interleave is the scheduler's, the multiset of requests is the plan's.
-fn requests_sent(args: &[&str]) -> Vec<(String, String, String, String, u64)> {
+fn requests_sent(args: &[&str]) -> Vec<Logged> {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("requests.jsonl");
     let server = common::spawn_serve(&["--sink", "--request-log", log.to_str().unwrap()]);
@@ -236,7 +240,7 @@ fn both_engines_send_the_same_checkpoint_requests() {
         sent.push(requests_sent(&engine_args));
     }
     let (uring, baseline) = (&sent[0], &sent[1]);
-    let count = |method: &str, what: &dyn Fn(&(String, String, String, String, u64)) -> bool| {
+    let count = |method: &str, what: &dyn Fn(&Logged) -> bool| {
         uring.iter().filter(|r| r.0 == method && what(r)).count()
     };
     // The shape shows: single PUTs, parts, ranged GETs, and the set-up's LISTs.

@@ -31,20 +31,13 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
     let workload = Workload::resolve(load_config(&args.workload, None)?)?;
     workload.check_reachable()?;
     let settings = match &workload.settled {
-        Settled::Checkpoint(_) => {
+        Settled::Checkpoint(settings) => {
             crate::setup::store::refuse_checkpoint_manifest(args.options.manifest.as_deref())?;
-            return run_checkpoint(args, &workload.config, interrupt, setup_done);
+            return run_checkpoint(args, settings, interrupt, setup_done);
         }
         Settled::Training(settings) => settings.as_ref().clone(),
     };
-    std::fs::create_dir_all(&args.output).map_err(|e| {
-        UsageError(format!(
-            "cannot create --output {}: {e}",
-            args.output.display()
-        ))
-    })?;
-    prepare_output(&args.output)?;
-    super::claim_output(&args.output, args.resume, args.force)?;
+    claim_output(args)?;
     let points = grid(&axes(args, &settings));
     let options = &args.options;
     // The store: the one given, or one embedded server for every point.
@@ -122,25 +115,17 @@ fn limit_server(args: &SweepArgs, storage: &Storage) -> Result<(), UsageError> {
 /// ([`super::checkpoint`]), no plots.
 fn run_checkpoint(
     args: &SweepArgs,
-    cfg: &crate::config::RawConfig,
+    settings: &CheckpointSettings,
     interrupt: Arc<AtomicBool>,
     setup_done: Arc<AtomicBool>,
 ) -> anyhow::Result<u8> {
-    let settings = CheckpointSettings::resolve(cfg)?;
-    check_checkpoint_flags(args, &settings)?;
-    std::fs::create_dir_all(&args.output).map_err(|e| {
-        UsageError(format!(
-            "cannot create --output {}: {e}",
-            args.output.display()
-        ))
-    })?;
-    prepare_output(&args.output)?;
-    super::claim_output(&args.output, args.resume, args.force)?;
+    check_checkpoint_flags(args, settings)?;
+    claim_output(args)?;
     let mut axes = axes_of_lists(args, vec![0]);
     axes.loaders = vec![crate::plan::Loader::Ringload];
     let points = grid(&axes);
     let options = &args.options;
-    let planned = plan_checkpoint_points(args, &settings, points);
+    let planned = plan_checkpoint_points(args, settings, points);
     eprintln!(
         "sweep: {} of checkpoint workload {} ({} over the memory budget or not plannable, \
          skipped) into {}",
@@ -294,6 +279,19 @@ fn write_checkpoint_study(args: &SweepArgs, sweep: &SweepFile) -> anyhow::Result
     } else {
         write!(stdout, "{markdown}")?;
     }
+    Ok(())
+}
+
+/// Creates `--output`, checks it writable and claims it (`--resume`, `--force`).
+fn claim_output(args: &SweepArgs) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&args.output).map_err(|e| {
+        UsageError(format!(
+            "cannot create --output {}: {e}",
+            args.output.display()
+        ))
+    })?;
+    prepare_output(&args.output)?;
+    super::claim_output(&args.output, args.resume, args.force)?;
     Ok(())
 }
 
