@@ -27,6 +27,8 @@ pub enum StorageType {
     S3,
     /// A mounted file system (`local_fs`).
     LocalFs,
+    /// A parallel file system (`parallel_fs`).
+    ParallelFs,
 }
 
 /// The settings of a workload's kind.
@@ -52,11 +54,13 @@ impl Workload {
         let storage_type = match config.text("storage.storage_type")?.as_deref() {
             None | Some("s3") => StorageType::S3,
             Some("local_fs") => StorageType::LocalFs,
+            Some("parallel_fs") => StorageType::ParallelFs,
             Some(_) => {
                 return Err(invalid(
                     &config,
                     "storage.storage_type",
-                    "use s3 (an S3-compatible object store) or local_fs (a file system)",
+                    "use s3 (an S3-compatible object store), or local_fs or parallel_fs (a file \
+                     system)",
                 ));
             }
         };
@@ -117,7 +121,7 @@ impl Workload {
     pub fn check_reachable(&self) -> Result<(), SettingsError> {
         match self.storage_type {
             StorageType::S3 => Ok(()),
-            StorageType::LocalFs => Err(invalid(
+            StorageType::LocalFs | StorageType::ParallelFs => Err(invalid(
                 &self.config,
                 "storage.storage_type",
                 "ringload reaches S3-compatible object stores only so far; set \

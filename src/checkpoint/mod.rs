@@ -632,6 +632,24 @@ mod tests {
         assert_eq!(p.memory.pool_bytes, 8 * 2 * (128 << 20));
     }
 
+    /// The budget counts the buffers the engines hold: a connection's buffer per part in
+    /// flight or read block, each holding a part, a range or the largest single PUT.
+    #[test]
+    fn the_budget_counts_the_buffers_the_shape_gives_the_engines() {
+        let limits = MemoryLimits::unlimited();
+        let mut o = options(8);
+        for single_put_below in [None, Some(1 << 20), Some(600 << 20)] {
+            o.io.single_put_below = single_put_below;
+            let p =
+                CheckpointPlan::resolve(&settings("llama3_8b", &[]), &o, &limits, &no_env).unwrap();
+            let engines = p.io.connections() as u64 * p.io.buffer_bytes();
+            assert_eq!(p.budget_shape(1, 0).rank_buffer_bytes(), engines, "{p:?}");
+            let largest_single = p.ranks.iter().flatten().map(|o| o.bytes);
+            let largest_single = largest_single.filter(|&b| p.io.single_put(b)).max();
+            assert_eq!(p.io.single_put_bytes, largest_single.unwrap_or(0));
+        }
+    }
+
     #[test]
     fn the_io_shape_follows_the_fork_its_environment_and_the_flags() {
         let s = settings("llama3_8b", &[]);

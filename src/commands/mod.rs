@@ -122,7 +122,13 @@ fn checkpoint_plan(args: &PlanArgs, settings: &CheckpointSettings) -> anyhow::Re
         memory_cap_bytes: args.shape_options.memory_budget,
         server_bytes: 0,
     };
-    let plan = CheckpointPlan::resolve(settings, &options, &budget::probe(), &env)?;
+    // As `run` plans it: RLIMIT_MEMLOCK binds only the io_uring engine's pool, and the engine
+    // choice falls back to the baseline over it.
+    let limits = budget::MemoryLimits {
+        memlock_bytes: None,
+        ..budget::probe()
+    };
+    let plan = CheckpointPlan::resolve(settings, &options, &limits, &env)?;
     let mut stdout = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut stdout, &plan)?;

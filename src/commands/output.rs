@@ -7,8 +7,6 @@ use std::io::Write;
 use std::path::Path;
 use std::time::SystemTime;
 
-use anyhow::Context;
-
 use crate::cli::RunArgs;
 use crate::exit::{self, UsageError};
 use crate::plan::Plan;
@@ -111,13 +109,6 @@ fn write_training_files(
     summary: &RunSummary,
     measured: &RunMeasurements,
 ) -> anyhow::Result<()> {
-    let fail = |what: &str, e: std::io::Error| {
-        UsageError(format!(
-            "cannot write {what} into --output {}: {e}; choose another directory",
-            dir.display()
-        ))
-    };
-    std::fs::create_dir_all(dir).map_err(|e| fail("results", e))?;
     let json = serde_json::to_string_pretty(summary)? + "\n";
     let heading = format!(
         "ringload run: {}, NP {}, RT {}, {} engine",
@@ -125,16 +116,31 @@ fn write_training_files(
     );
     let series = &summary.timeseries;
     let html = report::timeseries::html(&heading, series).map_err(|e| anyhow::anyhow!(e))?;
-    let files = [
-        ("summary.json", json),
-        ("timeseries.csv", series.csv()),
-        ("timeseries.html", html),
-        ("steps.csv", report::run::steps_csv(&measured.records)),
-        (
-            "requests.csv",
-            report::run::requests_csv(plan, &measured.stats),
-        ),
-    ];
+    Ok(write_files(
+        dir,
+        [
+            ("summary.json", json),
+            ("timeseries.csv", series.csv()),
+            ("timeseries.html", html),
+            ("steps.csv", report::run::steps_csv(&measured.records)),
+            (
+                "requests.csv",
+                report::run::requests_csv(plan, &measured.stats),
+            ),
+        ],
+    )?)
+}
+
+/// Writes each `(name, text)` into `dir`, each through a temporary file renamed into place;
+/// a failure names the file and the fix.
+fn write_files<const N: usize>(dir: &Path, files: [(&str, String); N]) -> Result<(), UsageError> {
+    let fail = |what: &str, e: std::io::Error| {
+        UsageError(format!(
+            "cannot write {what} into --output {}: {e}; choose another directory",
+            dir.display()
+        ))
+    };
+    std::fs::create_dir_all(dir).map_err(|e| fail("results", e))?;
     for (name, text) in files {
         let temp = dir.join(format!(".{name}.tmp"));
         std::fs::write(&temp, text).map_err(|e| fail(name, e))?;
@@ -169,16 +175,15 @@ fn write_checkpoint_report(args: &RunArgs, summary: &CheckpointSummary) -> anyho
         );
         let series = &summary.timeseries;
         let html = report::timeseries::html(&heading, series).map_err(|e| anyhow::anyhow!(e))?;
-        for (name, text) in [("timeseries.csv", series.csv()), ("timeseries.html", html)] {
-            std::fs::write(dir.join(name), text)
-                .with_context(|| format!("writing {}", dir.join(name).display()))?;
-        }
-        let path = dir.join("summary.json");
-        let tmp = dir.join(".summary.json.tmp");
-        let text = serde_json::to_string_pretty(summary)?;
-        std::fs::write(&tmp, text + "\n")
-            .and_then(|()| std::fs::rename(&tmp, &path))
-            .with_context(|| format!("writing {}", path.display()))?;
+        let json = serde_json::to_string_pretty(summary)? + "\n";
+        write_files(
+            dir,
+            [
+                ("timeseries.csv", series.csv()),
+                ("timeseries.html", html),
+                ("summary.json", json),
+            ],
+        )?;
     }
     if args.json {
         let mut stdout = std::io::stdout().lock();

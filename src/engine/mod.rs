@@ -27,7 +27,7 @@ use crate::rank::{IoError, IoErrorKind, Progress, RankError, RankIo, StepBarrier
 use crate::s3::{Client, RequestError};
 
 /// Which engine moves the bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum EngineKind {
     /// io_uring per pinned rank thread, bodies read into registered buffers.

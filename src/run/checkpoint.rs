@@ -9,8 +9,8 @@
 //! 3. one LIST of the checkpoint folder (process 0; its count broadcast) checked against
 //!    `num_checkpoints_read`;
 //! 4. `num_checkpoints_read` loads of the same objects by the same ranks;
-//! 5. the summary (DLIO's names, [`crate::summary::checkpoint`]), its file and the report
-//!    ([`CheckpointSession::execute`] runs 2–5).
+//! 5. the summary (DLIO's names, [`crate::summary::checkpoint`]) and the phases, returned as
+//!    the outcome ([`CheckpointSession::execute`] runs 2–5; the caller writes and renders it).
 //!
 //! Under mpirun (the `mpi` feature) each process runs its share of the ranks against one
 //! endpoint, meeting the others at every barrier; each host's share of the memory budget is
@@ -69,7 +69,8 @@ pub struct CheckpointSession<'a> {
     server: Option<server::Server>,
     target: s3::Target,
     client: Client,
-    engine: Engine,
+    /// Shut down once the phases end (before the embedded server stops).
+    engine: Option<Engine>,
     engine_kind: EngineKind,
     engine_threads: usize,
     cpus: Vec<usize>,
@@ -205,8 +206,13 @@ impl<'a> CheckpointSession<'a> {
                     .to_string()
             }),
         };
-        let choice = setup::engine::choose(request.engine, &needs, &limits).map_err(UsageError)?;
-        if let Some(note) = choice.note {
+        let mut choice =
+            setup::engine::choose(request.engine, &needs, &limits).map_err(UsageError)?;
+        if hosts {
+            // Process 0's choice is every process's: one engine per job, as its summary says.
+            choice.kind = cluster.share(lead.then_some(choice.kind))?;
+        }
+        if let Some(note) = choice.note.filter(|_| lead) {
             eprintln!("ringload run: NOTE: {note}");
             notes.push(note);
         }
@@ -244,7 +250,7 @@ impl<'a> CheckpointSession<'a> {
             server,
             target,
             client,
-            engine,
+            engine: Some(engine),
             engine_kind: choice.kind,
             engine_threads,
             cpus,
@@ -272,6 +278,10 @@ impl<'a> CheckpointSession<'a> {
             failure,
         } = self.run_phases()?;
         let ended_wall = SystemTime::now();
+        // The engine before the server: the baseline's runtime stops while its peer is up.
+        if let Some(engine) = self.engine.take() {
+            engine.shutdown();
+        }
         let server_stats = self.server.take().map(|s| s.shutdown());
         if results.is_empty() {
             if let Some((line, _)) = failure {
@@ -434,8 +444,12 @@ impl<'a> CheckpointSession<'a> {
         let start = CpuReading::now(server_cpu_now());
         let plan = &self.plan;
         let objects = |rank: usize| objects_of(plan, rank, &steps);
+        let Some(engine) = &self.engine else {
+            let error = RankError::Engine("the engine was shut down (a bug)".into());
+            return Err(Box::new((error, None)));
+        };
         let result = run_objects_phase(
-            &self.engine,
+            engine,
             self.plan.io,
             phase,
             &objects,

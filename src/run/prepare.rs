@@ -11,13 +11,13 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Instant, SystemTime};
 
 use super::request::RunRequest;
+use crate::affinity;
 use crate::cluster::Cluster;
 use crate::exit::UsageError;
 use crate::s3::Target;
-use crate::setup::store::{env, prepare_output, refuse_checkpoint_manifest};
+use crate::setup::store::{prepare_output, refuse_checkpoint_manifest, resolve_target};
 use crate::signals::{exit_if_stopped_in_setup, raise_on_stop_signals};
 use crate::workload::{Kind, Workload};
-use crate::{affinity, s3};
 
 /// A run's common set-up, before its kind's session takes over.
 #[derive(Debug)]
@@ -82,7 +82,7 @@ impl<'a> Prepared<'a> {
         if let Some(dir) = request.output.as_ref().filter(|_| cluster.process() == 0) {
             prepare_output(dir)?;
         }
-        let target = s3::target::resolve(&request.target, workload.storage(), env)?;
+        let target = resolve_target(&request.target, workload.storage())?;
         if hosts && target.is_none() {
             return Err(UsageError(
                 "under mpirun, pass --endpoint (or AWS_ENDPOINT_URL): the embedded server would \

@@ -1,7 +1,8 @@
-//! `ringload run`, from its flags to its exit code: [`Session::prepare`] sets everything up
-//! before the clock (the store, the catalog, the plan and its memory budget, the engine), and
-//! [`Session::execute`] runs it ([`crate::run::run_ranks`]), merges the hosts' results under
-//! mpirun, and writes the summary, its files and the report.
+//! A training run, after the set-up every run shares ([`super::prepare`]):
+//! [`Session::prepare`] sets everything up before the clock (the store, the catalog, the plan
+//! and its memory budget, the engine), and [`Session::execute`] runs it
+//! ([`crate::run::run_ranks`]), merges the hosts' results under mpirun, and returns the
+//! outcome (the summary and the measurements) for the caller to write and render.
 
 use std::io::IsTerminal;
 use std::ops::Range;
@@ -174,7 +175,11 @@ impl<'a> Session<'a> {
             eprintln!("ringload run: WARNING: {note}");
             notes.push(note);
         }
-        let engine = choose_engine(request.engine, &plan, &limits, &mut notes)?;
+        let mut engine = choose_engine(request.engine, &plan, &limits, &mut notes)?;
+        if hosts {
+            // Process 0's choice is every process's: one engine per job, as its summary says.
+            engine = cluster.share((cluster.process() == 0).then_some(engine))?;
+        }
         let client = Client::new(target.clone(), policy)?;
         Ok(Session {
             request,

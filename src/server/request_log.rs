@@ -2,8 +2,9 @@
 //! path, query, `Range`, status — so a user (or a test) can see exactly what a client sent: a
 //! checkpoint's parts and ranged GETs, a loader's HEADs. Written as each answer is made, one
 //! `write` per line on a file opened for appending, so lines never interleave and nothing
-//! waits in a buffer when the server stops. Query parameters that carry a presigned URL's
-//! signature or credential (`X-Amz-*`) are left out: no secret reaches the file.
+//! waits in a buffer when the server stops. Headers are not logged, and query parameters that
+//! carry a presigned URL's signature or credential (SigV4's `X-Amz-*`, SigV2's `Signature` and
+//! `AWSAccessKeyId`) are left out.
 
 use std::fs::File;
 use std::io::Write;
@@ -52,12 +53,20 @@ impl RequestLog {
     }
 }
 
-/// `query` without the parameters that carry a presigned request's credential or signature.
+/// `query` without the parameters that carry a presigned request's credential or signature:
+/// SigV4's `X-Amz-*`, SigV2's `Signature` and `AWSAccessKeyId` (names compared decoded, in any
+/// case).
 pub fn without_secrets(query: &str) -> String {
+    let secret = |param: &str| {
+        let name = param.split_once('=').map_or(param, |(n, _)| n);
+        let name = percent_encoding::percent_decode_str(name)
+            .decode_utf8_lossy()
+            .to_ascii_lowercase();
+        name.starts_with("x-amz-") || name == "signature" || name == "awsaccesskeyid"
+    };
     query
         .split('&')
-        .filter(|p| !p.is_empty())
-        .filter(|p| !p.get(..6).is_some_and(|n| n.eq_ignore_ascii_case("x-amz-")))
+        .filter(|p| !p.is_empty() && !secret(p))
         .collect::<Vec<_>>()
         .join("&")
 }
@@ -70,7 +79,8 @@ mod tests {
     fn presigned_parameters_are_left_out() {
         assert_eq!(
             without_secrets(
-                "partNumber=2&X-Amz-Credential=AK%2F1&uploadId=u&x-amz-signature=abc&uploads"
+                "partNumber=2&X-Amz-Credential=AK%2F1&uploadId=u&x-amz-signature=abc&uploads\
+                 &Signature=s&AWSAccessKeyId=AK&%58-Amz-Security-Token=t"
             ),
             "partNumber=2&uploadId=u&uploads"
         );

@@ -26,9 +26,9 @@ pub fn env(name: &str) -> Option<String> {
 /// The target the flags, the environment or the workload name; `None` when none does.
 pub fn resolve_target(
     flags: &s3::TargetFlags,
-    settings: &Settings,
+    storage: &s3::target::StorageSettings,
 ) -> anyhow::Result<Option<Target>> {
-    Ok(s3::target::resolve(flags, &settings.storage, env)?)
+    Ok(s3::target::resolve(flags, storage, env)?)
 }
 
 /// `name`, when it is a valid bucket name.

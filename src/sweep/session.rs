@@ -42,7 +42,7 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
     let options = &args.options;
     // The store: the one given, or one embedded server for every point.
     let storage = Storage::open(
-        resolve_target(&options.s3.target_flags(), &settings)?,
+        resolve_target(&options.s3.target_flags(), &settings.storage)?,
         &settings,
         options.s3.bucket.as_deref(),
         args.server_threads,

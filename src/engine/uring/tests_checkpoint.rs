@@ -143,6 +143,22 @@ fn a_multipart_object_lands_whole_and_reads_back_verified() {
 
 #[test]
 fn a_tiny_object_as_a_multipart_upload_and_as_one_put() {
+    // An empty object is one empty part of a multipart upload, as the baseline and the
+    // fork's writer send it; a restore of it sends nothing.
+    {
+        let (root, server) = dir_server(false);
+        let Some(uring) = engine(&server.endpoint_url(), false, policy(2)) else {
+            return;
+        };
+        let mut io = uring.checkpoint(0, shape(5 * MIB, 0, false)).unwrap();
+        let o = object("tiny/empty.pt", 0);
+        io.put(&o).unwrap();
+        let written = std::fs::read(root.path().join(BUCKET).join(&o.key)).unwrap();
+        assert!(written.is_empty());
+        assert_eq!((io.stats().write.objects, io.stats().write.parts), (1, 1));
+        io.get(&o).unwrap();
+        assert_eq!(io.stats().read.requests, 0);
+    }
     let (root, server) = dir_server(false);
     let Some(uring) = engine(&server.endpoint_url(), false, policy(2)) else {
         return;
