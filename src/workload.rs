@@ -2,9 +2,9 @@
 //! overrides and the flags, read by the Face) becomes a [`Workload`] that knows its kind —
 //! row-group training, whole-object training or a checkpoint — and carries that kind's
 //! settings and its storage type. Whether a workload is a checkpoint is asked here and nowhere
-//! else; the sessions, `plan`, `serve --sink`, the sweep and `datasize` read the kind from it.
+//! else ([`is_checkpoint`]); the sessions, `plan`, `serve --sink`, the sweep and `datasize` read the kind from it.
 
-use crate::checkpoint::{CheckpointSettings, is_checkpoint_workload};
+use crate::checkpoint::CheckpointSettings;
 use crate::config::RawConfig;
 use crate::settings::{Settings, SettingsError, invalid};
 
@@ -29,6 +29,14 @@ pub enum StorageType {
     LocalFs,
     /// A parallel file system (`parallel_fs`).
     ParallelFs,
+}
+
+/// Whether a configuration is a checkpoint workload's: `workflow.checkpoint` true and
+/// `workflow.train` false (DLIO's defaults: false and true). Asked here only.
+pub fn is_checkpoint(config: &RawConfig) -> Result<bool, SettingsError> {
+    let checkpoint = config.boolean("workflow.checkpoint")?.unwrap_or(false);
+    let train = config.boolean("workflow.train")?.unwrap_or(true);
+    Ok(checkpoint && !train)
 }
 
 /// The settings of a workload's kind.
@@ -64,7 +72,7 @@ impl Workload {
                 ));
             }
         };
-        let settled = if is_checkpoint_workload(&config)? {
+        let settled = if is_checkpoint(&config)? {
             Settled::Checkpoint(Box::new(CheckpointSettings::resolve(&config)?))
         } else {
             Settled::Training(Box::new(Settings::resolve(&config)?))

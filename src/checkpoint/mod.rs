@@ -29,7 +29,7 @@ use crate::exit::{self, ExitClass};
 pub use io::{IoOptions, SendZc};
 use model::Parallelism;
 pub use object::{ObjectIoShape, PlannedObject};
-pub use settings::{CheckpointMode, CheckpointSettings, is_checkpoint_workload};
+pub use settings::{CheckpointMode, CheckpointSettings};
 
 /// A checkpoint plan that cannot be made. Configuration errors (exit 2).
 #[derive(Debug, thiserror::Error)]
@@ -314,7 +314,7 @@ mod tests {
         for o in overrides {
             cfg.apply_override(o).unwrap();
         }
-        assert!(is_checkpoint_workload(&cfg).unwrap(), "{workload}");
+        assert!(crate::workload::is_checkpoint(&cfg).unwrap(), "{workload}");
         CheckpointSettings::resolve(&cfg).unwrap()
     }
 
@@ -843,10 +843,11 @@ mod tests {
 
     #[test]
     fn training_workloads_are_not_checkpoint_workloads() {
-        assert!(!is_checkpoint_workload(&RawConfig::load("flux_b200").unwrap()).unwrap());
+        let is_checkpoint = crate::workload::is_checkpoint;
+        assert!(!is_checkpoint(&RawConfig::load("flux_b200").unwrap()).unwrap());
         let mut cfg = RawConfig::load("llama3_8b").unwrap();
         cfg.apply_override("workflow.train=True").unwrap();
-        assert!(!is_checkpoint_workload(&cfg).unwrap());
+        assert!(!is_checkpoint(&cfg).unwrap());
         let s = settings("llama3_8b", &[]);
         let ignored: Vec<&str> = s.ignored_keys.iter().map(|k| k.key.as_str()).collect();
         assert_eq!(ignored, ["framework", "workflow.generate_data"]);

@@ -26,14 +26,6 @@ pub enum CheckpointMode {
     Subset { data: u64 },
 }
 
-/// Whether the workload is a checkpoint workload: `workflow.checkpoint` true and
-/// `workflow.train` false (DLIO's defaults: false and true). `run` and `plan` route on it.
-pub fn is_checkpoint_workload(cfg: &RawConfig) -> Result<bool, SettingsError> {
-    let checkpoint = cfg.boolean("workflow.checkpoint")?.unwrap_or(false);
-    let train = cfg.boolean("workflow.train")?.unwrap_or(true);
-    Ok(checkpoint && !train)
-}
-
 /// A checkpoint workload's values, validated.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CheckpointSettings {
@@ -104,8 +96,10 @@ impl CheckpointSettings {
             storage: storage_settings(cfg)?,
             ignored_keys: Vec::new(),
         };
-        // The workflow keys are what routed here; read them so they are not called ignored.
-        is_checkpoint_workload(cfg)?;
+        // The workflow keys are what routed here (`workload::is_checkpoint`); read them so they
+        // are not called ignored.
+        cfg.boolean("workflow.checkpoint")?;
+        cfg.boolean("workflow.train")?;
         Ok(CheckpointSettings {
             ignored_keys: ignored_keys(cfg),
             ..settings
