@@ -271,6 +271,50 @@ fn both_engines_send_the_same_checkpoint_requests() {
     );
 }
 
+/// A checkpoint run makes the engine choice a training run makes: over https, where only the
+/// baseline writes checkpoints, the default falls back to it with a note, and an explicit
+/// `--engine uring` is one line and exit 2.
+#[test]
+fn over_https_a_checkpoint_runs_on_the_baseline_with_a_note() {
+    let tls = tempfile::tempdir().unwrap();
+    let tls_dir = tls.path().join("tls");
+    let server = common::spawn_serve(&["--sink", "--tls-self-signed", tls_dir.to_str().unwrap()]);
+    assert!(
+        server.endpoint.starts_with("https://"),
+        "{}",
+        server.endpoint
+    );
+    let ca = tls_dir.join("ca.pem");
+    let base = [
+        "llama3_tiny",
+        "--np",
+        "2",
+        "--endpoint",
+        &server.endpoint,
+        "--bucket",
+        "ringload",
+        "--ca-bundle",
+        ca.to_str().unwrap(),
+    ];
+    let s = run_json_env(&base, &[]);
+    assert_eq!(s["engine"], "baseline", "{s}");
+    assert!(
+        s["notes"].as_array().unwrap().iter().any(|n| n
+            .as_str()
+            .unwrap()
+            .contains("does not write or restore checkpoints over TLS")),
+        "{s}"
+    );
+    assert_dlio_fields(&s, 2, 2);
+    let mut cmd = ringload();
+    cmd.arg("run").args(base).args(["--engine", "uring"]);
+    let (code, stdout, stderr) = output(&mut cmd);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--engine baseline"), "{stderr}");
+}
+
 /// A directory server with bucket `ringload`, and its root.
 fn dir_server(extra: &[&str]) -> (tempfile::TempDir, common::ServeChild) {
     let root = tempfile::tempdir().unwrap();
