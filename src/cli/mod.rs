@@ -541,7 +541,7 @@ pub fn load_config(
         workload.workload.as_deref(),
         &workload.overrides,
         workload.files,
-        shape.map(|s| workload::ShapeKeys {
+        shape.map(|s| crate::config::shape::ShapeKeys {
             read_threads: s.read_threads,
             prefetch: s.prefetch,
             coalesce_rgs: s.coalesce_rgs,

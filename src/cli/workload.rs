@@ -3,16 +3,8 @@
 
 use clap::Args;
 
+use crate::config::shape::ShapeKeys;
 use crate::config::{ConfigError, DEFAULT_WORKLOAD, RawConfig, Value};
-
-/// The run-shape flags that set workload keys (`--read-threads`, …), as `ShapeArgs` gives them.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct ShapeKeys {
-    pub read_threads: Option<u64>,
-    pub prefetch: Option<u64>,
-    pub coalesce_rgs: Option<u64>,
-    pub computation_time: Option<f64>,
-}
 
 /// Loads workload `workload` (a built-in name or a YAML path; the default when `None`) and
 /// applies, in order, the `key=value` overrides and then the flags, so a flag wins over an
@@ -51,30 +43,7 @@ pub fn load(
         cfg.apply_flag("--files", "dataset.num_files_train", int(files))?;
     }
     if let Some(shape) = shape {
-        if let Some(v) = shape.read_threads {
-            cfg.apply_flag("--read-threads", "reader.read_threads", int(v))?;
-        }
-        if let Some(v) = shape.prefetch {
-            cfg.apply_flag(
-                "--prefetch",
-                "storage.storage_options.prefetch_workers",
-                int(v),
-            )?;
-        }
-        if let Some(v) = shape.coalesce_rgs {
-            cfg.apply_flag(
-                "--coalesce-rgs",
-                "storage.storage_options.coalesce_rgs",
-                int(v),
-            )?;
-        }
-        if let Some(v) = shape.computation_time {
-            cfg.apply_flag(
-                "--computation-time",
-                "train.computation_time",
-                Value::Float(v),
-            )?;
-        }
+        cfg.apply_shape(&shape)?;
     }
     Ok(cfg)
 }

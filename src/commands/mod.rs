@@ -40,7 +40,10 @@ pub fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::Generate(args) => generate(&args),
         Command::Serve(args) => crate::serve::serve(&args),
         Command::Run(args) => run(&args),
-        Command::Sweep(args) => crate::sweep::session::run(&args),
+        Command::Sweep(args) => {
+            let workload = Workload::resolve(load_config(&args.workload, None)?)?;
+            crate::sweep::session::run(&args, workload)
+        }
         Command::Compare(args) => compare::compare(&args),
         Command::Datasize(args) => datasize(&args),
     }

@@ -16,6 +16,7 @@
 //! collections), parsed the way Hydra would.
 
 pub mod keys;
+pub mod shape;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};

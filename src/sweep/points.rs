@@ -8,7 +8,9 @@ use anyhow::Context;
 
 use super::{Planned, Point};
 use crate::budget;
-use crate::cli::{RunArgs, RunOptions, ShapeArgs, SweepArgs, load_config};
+use crate::cli::{RunArgs, RunOptions, ShapeArgs, SweepArgs};
+use crate::config::RawConfig;
+use crate::config::shape::ShapeKeys;
 use crate::plan::{Plan, PlanOptions};
 use crate::settings::Settings;
 use crate::setup::store::{Storage, catalog_from};
@@ -74,6 +76,9 @@ pub fn point_args(args: &SweepArgs, options: &RunOptions, point: &Point, folder:
 /// the search reaches it).
 pub struct Planner<'a> {
     args: &'a SweepArgs,
+    /// The sweep's configuration (the workload, its overrides, `--files`): each point applies
+    /// its shape to a copy.
+    config: RawConfig,
     tls: bool,
     catalog: crate::catalog::Catalog,
     limits: budget::MemoryLimits,
@@ -92,6 +97,7 @@ impl<'a> Planner<'a> {
     pub fn new(
         args: &'a SweepArgs,
         storage: &Storage,
+        config: &RawConfig,
         settings: &Settings,
     ) -> anyhow::Result<Planner<'a>> {
         let (_, catalog) = catalog_from(
@@ -107,6 +113,7 @@ impl<'a> Planner<'a> {
         };
         Ok(Planner {
             args,
+            config: config.clone(),
             tls: storage.tls(),
             catalog,
             limits,
@@ -122,7 +129,14 @@ impl<'a> Planner<'a> {
     /// plannable.
     pub fn plan(&self, point: Point) -> anyhow::Result<Planned> {
         let shape = point_shape(&point);
-        let settings = Settings::resolve(&load_config(&self.args.workload, Some(&shape))?)?;
+        let mut config = self.config.clone();
+        config.apply_shape(&ShapeKeys {
+            read_threads: shape.read_threads,
+            prefetch: shape.prefetch,
+            coalesce_rgs: shape.coalesce_rgs,
+            computation_time: shape.computation_time,
+        })?;
+        let settings = Settings::resolve(&config)?;
         let options = PlanOptions {
             tls: self.tls,
             ..shape.plan_options(&self.args.options.shape, 0)

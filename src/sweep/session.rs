@@ -13,22 +13,22 @@ use super::points::{Planner, point_args, point_command};
 use super::{Axes, Planned, Point, Runner, SweepFile, grid, html, latency_lines, plots, table};
 use crate::budget;
 use crate::checkpoint::{CheckpointOptions, CheckpointPlan, CheckpointSettings};
-use crate::cli::{SweepArgs, load_config};
+use crate::cli::SweepArgs;
 use crate::exit::{self, ExitClass, UsageError};
 use crate::settings::Settings;
 use crate::setup::store::{Storage, prepare_output, resolve_target};
 use crate::signals::{exit_if_stopped_in_setup, raise_on_stop_signals};
 use crate::workload::{Settled, Workload};
 
-/// Runs the sweep `args` asks for; `Ok` carries the exit code.
-pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
+/// Runs the sweep `args` asks for, of `workload` as the caller resolved it; `Ok` carries the
+/// exit code.
+pub fn run(args: &SweepArgs, workload: Workload) -> anyhow::Result<u8> {
     // Ctrl-C or SIGTERM while the grid is planned: one line and exit 3; once points run, the
     // runner stops the running one and keeps what finished.
     let interrupt = Arc::new(AtomicBool::new(false));
     let setup_done = Arc::new(AtomicBool::new(false));
     raise_on_stop_signals(Arc::clone(&interrupt))?;
     exit_if_stopped_in_setup(Arc::clone(&interrupt), Arc::clone(&setup_done), "sweep")?;
-    let workload = Workload::resolve(load_config(&args.workload, None)?)?;
     workload.check_reachable()?;
     let settings = match &workload.settled {
         Settled::Checkpoint(settings) => {
@@ -49,7 +49,7 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
     )?;
     limit_server(args, &storage)?;
     if args.find.find_max_np {
-        let planner = Planner::new(args, &storage, &settings)?;
+        let planner = Planner::new(args, &storage, &workload.config, &settings)?;
         let (code, interrupted) = super::maxnp_search::run(
             args, &settings, &storage, &planner, points, interrupt, setup_done,
         )?;
@@ -58,7 +58,7 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<u8> {
         }
         return Ok(code);
     }
-    let planned = plan_points(args, &storage, &settings, points)?;
+    let planned = plan_points(args, &storage, &workload.config, &settings, points)?;
     let skipped = planned.iter().filter(|p| p.skip.is_some()).count();
     eprintln!(
         "sweep: {} ({} over the memory budget or not plannable, skipped) into {}",
@@ -340,10 +340,11 @@ fn axes_of_lists(args: &SweepArgs, read_threads: Vec<u64>) -> Axes {
 fn plan_points(
     args: &SweepArgs,
     storage: &Storage,
+    config: &crate::config::RawConfig,
     settings: &Settings,
     points: Vec<Point>,
 ) -> anyhow::Result<Vec<Planned>> {
-    let planner = Planner::new(args, storage, settings)?;
+    let planner = Planner::new(args, storage, config, settings)?;
     points.into_iter().map(|p| planner.plan(p)).collect()
 }
 
