@@ -20,12 +20,14 @@
 //! answer's body (an XML document, or nothing) into the scratch buffer and ends with
 //! [`Step::Answered`] instead of reading a `206` body.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use super::http::{self, HeadError, HeadReader, HeadStep, ResponseHead};
 use super::pool::BufIndex;
+use super::ring::Ring;
 use crate::plan::RangedGet;
+use crate::rank::RankError;
 use crate::s3::{RetryPolicy, Wait};
 
 /// `SO_RCVLOWAT` while a body streams.
@@ -698,6 +700,20 @@ impl Conn {
             _ => TimerAction::None,
         }
     }
+}
+
+/// The ring, and connection `c`'s socket to queue an operation on: the one lookup the
+/// training window's connections and a checkpoint's share.
+pub fn ring_and_socket<'a>(
+    ring: &'a mut Ring,
+    conns: &'a [Conn],
+    c: usize,
+) -> Result<(&'a mut Ring, BorrowedFd<'a>), RankError> {
+    let socket = conns[c]
+        .socket
+        .as_ref()
+        .ok_or_else(|| RankError::Engine(format!("connection {c} has no socket (a bug)")))?;
+    Ok((ring, socket.as_fd()))
 }
 
 #[cfg(test)]

@@ -239,11 +239,7 @@ impl RingCheckpoint {
 
     /// The ring, and connection `c`'s socket to queue an operation on.
     fn ring_and_socket(&mut self, c: usize) -> Result<(&mut Ring, BorrowedFd<'_>), RankError> {
-        let socket = self.conns[c]
-            .socket
-            .as_ref()
-            .ok_or_else(|| RankError::Engine(format!("connection {c} has no socket (a bug)")))?;
-        Ok((&mut self.ring, socket.as_fd()))
+        super::conn::ring_and_socket(&mut self.ring, &self.conns, c)
     }
 
     /// Queues the operation connection `c` asked for.
