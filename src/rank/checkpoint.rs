@@ -74,6 +74,9 @@ pub struct WriteStats {
     /// the data anyway (`IORING_NOTIF_USAGE_ZC_COPIED`, as on loopback).
     pub zc_sends: u64,
     pub zc_copied: u64,
+    /// Uploads whose CompleteMultipartUpload answer was lost or unclear, and that a HEAD
+    /// found completed (`s3::complete`).
+    pub settled_by_head: u64,
 }
 
 impl WriteStats {
@@ -90,6 +93,7 @@ impl WriteStats {
         self.generate_cpu += other.generate_cpu;
         self.zc_sends += other.zc_sends;
         self.zc_copied += other.zc_copied;
+        self.settled_by_head += other.settled_by_head;
     }
 }
 

@@ -136,6 +136,13 @@ fn phase_line(verb: &str, io: &PhaseIo) -> String {
             count(io.zc_sends)
         );
     }
+    if io.settled_by_head > 0 {
+        let _ = write!(
+            line,
+            "; {} completions confirmed by a HEAD (their answers were lost)",
+            count(io.settled_by_head)
+        );
+    }
     if io.aborted > 0 {
         let _ = write!(line, "; {} uploads aborted", count(io.aborted));
     }

@@ -216,6 +216,18 @@ impl<'a> CheckpointSession<'a> {
             eprintln!("ringload run: NOTE: {note}");
             notes.push(note);
         }
+        let zc = setup::engine::send_zc(
+            plan.send_zc,
+            loopback,
+            choice.kind,
+            crate::engine::uring::send_zc_cause,
+        )
+        .map_err(UsageError)?;
+        plan.io.send_zc = zc.on;
+        if let Some(note) = zc.note.filter(|_| lead) {
+            eprintln!("ringload run: NOTE: {note}");
+            notes.push(note);
+        }
         let policy = request.retry;
         let client = Client::new(target.clone(), policy)?;
         let engine_threads = request.engine_threads.unwrap_or_else(affinity::cores);

@@ -95,6 +95,7 @@ struct WireObjectStats {
     generate_cpu_ns: u64,
     zc_sends: u64,
     zc_copied: u64,
+    settled_by_head: u64,
     read: WireStats,
     read_first_byte_us: Vec<(u64, u64)>,
     read_latency_us: Vec<(u64, u64)>,
@@ -118,6 +119,7 @@ impl WireObjectStats {
             generate_cpu_ns: w.generate_cpu.as_nanos() as u64,
             zc_sends: w.zc_sends,
             zc_copied: w.zc_copied,
+            settled_by_head: w.settled_by_head,
             read: s.read.to_wire(),
             read_first_byte_us: s.read.first_byte.to_wire(),
             read_latency_us: s.read.total.to_wire(),
@@ -145,6 +147,7 @@ impl WireObjectStats {
                 generate_cpu: Duration::from_nanos(self.generate_cpu_ns),
                 zc_sends: self.zc_sends,
                 zc_copied: self.zc_copied,
+                settled_by_head: self.settled_by_head,
             },
             read,
         }

@@ -299,6 +299,7 @@ impl Bucket {
             parts: Vec::new(),
             in_flight: Arc::new(Semaphore::new(PARTS_IN_FLIGHT)),
             committed: false,
+            bytes: 0,
         }
     }
 }
@@ -317,6 +318,8 @@ pub struct BucketWriter {
     parts: Vec<JoinHandle<Result<String, RequestError>>>,
     in_flight: Arc<Semaphore>,
     committed: bool,
+    /// Bytes handed to parts so far.
+    bytes: u64,
 }
 
 impl BucketWriter {
@@ -340,6 +343,7 @@ impl BucketWriter {
                 reason: "the upload was closed".into(),
             })?;
         let number = self.parts.len() as u32 + 1;
+        self.bytes += body.len() as u64;
         let client = self.client.clone();
         let key = self.key.clone();
         let sign = self.sign_payloads;
@@ -384,10 +388,10 @@ impl BucketWriter {
             etags.push(etag);
         }
         let upload_id = self.upload_id.clone().unwrap_or_default();
-        self.runtime.block_on(
-            self.client
-                .complete_multipart(&self.key, &upload_id, &etags),
-        )
+        self.client
+            .complete_upload(&self.runtime, &self.key, &upload_id, &etags, self.bytes)
+            .0
+            .map(|_| ())
     }
 }
 

@@ -619,44 +619,12 @@ impl Client {
             ..RequestSpec::new(Method::PUT, Some(key))
         };
         let (parts, _) = self.send(&spec).await?;
-        parts
-            .headers
-            .get(ETAG)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-            .ok_or_else(|| RequestError::BadResponse {
-                operation: self.operation("UploadPart", Some(key)),
-                reason: format!("part {number} was answered without an ETag"),
-            })
-    }
-
-    /// Completes a multipart upload from its parts' ETags, in part order.
-    pub async fn complete_multipart(
-        &self,
-        key: &str,
-        upload_id: &str,
-        etags: &[String],
-    ) -> Result<(), RequestError> {
-        let query = [("uploadId", upload_id)];
-        let spec = RequestSpec {
-            query: &query,
-            body: Bytes::from(xml::complete_multipart_body(etags)),
-            sign_body: true,
-            ..RequestSpec::new(Method::POST, Some(key))
-        };
-        let (_, body) = self.send(&spec).await?;
-        // S3 may answer 200 and put the error in the body.
-        if let (Some(code), message) = super::error::error_document(&body) {
-            return Err(RequestError::Status {
-                operation: self.operation("CompleteMultipartUpload", Some(key)),
-                status: 200,
-                code: Some(code),
-                message,
-                hint: String::new(),
-                retry_after: None,
-            });
-        }
-        Ok(())
+        let etag = parts.headers.get(ETAG).and_then(|v| v.to_str().ok());
+        let operation = format!(
+            "{} (part {number})",
+            self.operation("UploadPart", Some(key))
+        );
+        super::complete::part_etag(&operation, etag)
     }
 
     /// Abandons a multipart upload (best effort: its parts are deleted by the server).

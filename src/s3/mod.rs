@@ -5,6 +5,8 @@
 //! - [`sign`]: SigV4 with the `aws-sigv4` crate, used by every request ringload sends;
 //! - [`error`]: S3 error documents decoded into one-line messages with a likely cause, and the
 //!   retry and exit-code rules;
+//! - [`complete`]: when a multipart upload counts as complete (a parsed result, a `200` with an
+//!   `<Error>` tried again, a lost answer settled by a HEAD), the same on both engines;
 //! - [`client`]: the async control-plane client (ListObjectsV2 with paging, ranged GETs,
 //!   PutObject, multipart uploads) on hyper's pooled HTTP/1.1 client, with retries;
 //! - [`bucket`]: a blocking handle on one bucket for the synchronous parts of the program: the
@@ -18,6 +20,7 @@
 
 pub mod bucket;
 pub mod client;
+pub mod complete;
 pub mod connect;
 pub mod error;
 pub mod framing;

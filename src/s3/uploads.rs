@@ -1,11 +1,14 @@
 //! What a checkpoint run asks of a bucket beside its parts: the multipart uploads left open
-//! under a prefix (ListMultipartUploads, every page) and the folders under a prefix
-//! (ListObjectsV2's common prefixes, every page).
+//! under a prefix (ListMultipartUploads, every page), the folders under a prefix
+//! (ListObjectsV2's common prefixes, every page), and an upload's completion as
+//! [`complete`] judges it (CompleteMultipartUpload, and a HEAD to settle an unclear answer).
 
+use bytes::Bytes;
 use http::Method;
+use http::header::{CONTENT_LENGTH, ETAG};
 
 use super::client::{Client, RequestSpec};
-use super::{RequestError, xml};
+use super::{RequestError, complete, xml};
 
 /// The most pages a listing follows before it gives up (a server paging in a loop).
 const MAX_PAGES: usize = 100_000;
@@ -159,6 +162,71 @@ impl Client {
             operation: operation(),
             reason: format!("more than {MAX_PAGES} pages of folders"),
         })
+    }
+}
+
+impl Client {
+    /// One CompleteMultipartUpload of `upload_id` from its parts' ETags in part order (its
+    /// transport retries included): the answer's document, for [`complete::complete`] to judge.
+    pub async fn complete_once(
+        &self,
+        key: &str,
+        upload_id: &str,
+        etags: &[String],
+    ) -> Result<Vec<u8>, RequestError> {
+        let query = [("uploadId", upload_id)];
+        let spec = RequestSpec {
+            query: &query,
+            body: Bytes::from(super::xml::complete_multipart_body(etags)),
+            sign_body: true,
+            ..RequestSpec::new(Method::POST, Some(key))
+        };
+        let (_, body) = self.send(&spec).await?;
+        Ok(body.to_vec())
+    }
+
+    /// A HEAD of `key`: its size and ETag, or `None` when there is no such object.
+    pub async fn head_object(
+        &self,
+        key: &str,
+    ) -> Result<Option<complete::HeadAnswer>, RequestError> {
+        let spec = RequestSpec::new(Method::HEAD, Some(key));
+        match self.send(&spec).await {
+            Ok((parts, _)) => {
+                let header = |name| parts.headers.get(name).and_then(|v| v.to_str().ok());
+                Ok(Some(complete::HeadAnswer {
+                    size: header(CONTENT_LENGTH)
+                        .and_then(|v| v.trim().parse().ok())
+                        .unwrap_or(0),
+                    etag: header(ETAG).map(str::to_string),
+                }))
+            }
+            Err(RequestError::Status { status: 404, .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`complete::complete`] on this client, from a thread outside `runtime` (it blocks): `size` is
+    /// the object's, `etags` the parts' in part order.
+    pub fn complete_upload(
+        &self,
+        runtime: &tokio::runtime::Handle,
+        key: &str,
+        upload_id: &str,
+        etags: &[String],
+        size: u64,
+    ) -> (Result<complete::Completed, RequestError>, Vec<&'static str>) {
+        let operation = self.operation("CompleteMultipartUpload", Some(key));
+        let policy = self.policy();
+        complete::complete(
+            policy.retries,
+            &operation,
+            size,
+            etags,
+            || runtime.block_on(self.complete_once(key, upload_id, etags)),
+            || runtime.block_on(self.head_object(key)),
+            |n, e| std::thread::sleep(policy.delay(n, e.retry_after())),
+        )
     }
 }
 

@@ -22,6 +22,9 @@
 //! | `hang` | the request is read and never answered |
 //! | `key-update` | over TLS 1.3, after this answer the server updates its keys and asks for the client's (a KeyUpdate, as rustls sends after 2^23 records); nothing over HTTP or TLS 1.2 |
 //! | `200-error` | (`@complete` only) `200 OK` whose body is an `<Error>` document (`InternalError`), as S3 may answer a CompleteMultipartUpload that failed |
+//! | `200-cut` | (`@complete` only) the upload is completed, then its `200` is cut after half its body: the connection drops |
+//! | `200-short` | (`@complete` only) the upload is completed, then its `200` carries only half its XML, with a Content-Length to match (the HTTP framing intact) |
+//! | `no-etag` | (`@part` only) the part is stored, and its answer carries no `ETag` |
 //! | `pause=MS` | the whole server pauses for MS milliseconds: this answer and every other one that is ready meanwhile, on every connection, is held until the pause ends (bodies already being sent go on); on a write target the write goes to the store and its answer is held |
 //!
 //! `TARGET` is what the fault applies to: `rg` (ranged GETs of row groups: every ranged GET
@@ -81,6 +84,22 @@ pub enum FaultKind {
     ErrorIn200,
     /// Every answer of the server held for this many milliseconds from now.
     Pause(u64),
+    /// The write is stored, then its `200`'s body is cut halfway (the connection drops).
+    CutAfterStore,
+    /// The write is stored, then its `200`'s XML is cut in half, its length to match.
+    ShortAfterStore,
+    /// The part is stored, and its answer carries no `ETag`.
+    NoEtag,
+}
+
+impl FaultKind {
+    /// Acts on the answer after the store took the write.
+    fn after_store(self) -> bool {
+        matches!(
+            self,
+            FaultKind::CutAfterStore | FaultKind::ShortAfterStore | FaultKind::NoEtag
+        )
+    }
 }
 
 /// What a request is, for matching faults.
@@ -114,6 +133,8 @@ pub enum WriteFault {
     Cut(u64),
     /// Read the body, never answer.
     Hang,
+    /// Let the store take the write, then change its answer ([`after_store`]).
+    AfterStore(FaultKind),
 }
 
 /// When a fault fires among the requests of its target.
@@ -204,6 +225,9 @@ fn parse_one(text: &str) -> Result<Fault, String> {
         "hang" => FaultKind::Hang,
         "key-update" => FaultKind::KeyUpdate,
         "200-error" => FaultKind::ErrorIn200,
+        "200-cut" => FaultKind::CutAfterStore,
+        "200-short" => FaultKind::ShortAfterStore,
+        "no-etag" => FaultKind::NoEtag,
         "pause" => match number("milliseconds")? {
             0 => return Err(bad("pause needs milliseconds above 0")),
             ms => FaultKind::Pause(ms),
@@ -213,7 +237,10 @@ fn parse_one(text: &str) -> Result<Fault, String> {
     let target = match (target_text, kind) {
         (None, FaultKind::BadXml | FaultKind::RepeatToken) => Target::List,
         (None, FaultKind::CorruptFooter) => Target::Footer,
-        (None, FaultKind::ErrorIn200) => Target::Complete,
+        (None, FaultKind::ErrorIn200 | FaultKind::CutAfterStore | FaultKind::ShortAfterStore) => {
+            Target::Complete
+        }
+        (None, FaultKind::NoEtag) => Target::Part,
         (None, _) => Target::RowGroup,
         (Some("rg"), _) => Target::RowGroup,
         (Some("footer"), _) => Target::Footer,
@@ -229,11 +256,17 @@ fn parse_one(text: &str) -> Result<Fault, String> {
         }
     };
     match (kind, target) {
-        (FaultKind::ErrorIn200, t) if t != Target::Complete => {
+        (FaultKind::ErrorIn200 | FaultKind::CutAfterStore | FaultKind::ShortAfterStore, t)
+            if t != Target::Complete =>
+        {
             return Err(bad(
                 "this kind applies to CompleteMultipartUpload only: @complete",
             ));
         }
+        (FaultKind::NoEtag, t) if t != Target::Part => {
+            return Err(bad("this kind applies to UploadPart only: @part"));
+        }
+        (FaultKind::CutAfterStore | FaultKind::ShortAfterStore | FaultKind::NoEtag, _) => {}
         (
             FaultKind::Status { .. } | FaultKind::Cut(_) | FaultKind::Hang | FaultKind::Pause(_),
             _,
@@ -242,7 +275,8 @@ fn parse_one(text: &str) -> Result<Fault, String> {
         (_, t) if t.is_write() => {
             return Err(bad(
                 "on part, complete and put only an error status (503, 500, 403, their -chunked \
-                 forms, 503-retry-after=S, 200-error), cut=N, hang or pause=MS apply",
+                 forms, 503-retry-after=S, 200-error), cut=N, hang, pause=MS, 200-cut, 200-short \
+                 or no-etag apply",
             ));
         }
         _ => {}
@@ -337,6 +371,7 @@ impl Faults {
         self.pick_among(target, false).and_then(|kind| match kind {
             FaultKind::Cut(n) => Some(WriteFault::Cut(n)),
             FaultKind::Hang => Some(WriteFault::Hang),
+            kind if kind.after_store() => Some(WriteFault::AfterStore(kind)),
             // The write is stored; its answer is held with every other one ([`Faults::apply`]).
             FaultKind::Pause(ms) => {
                 self.pause(ms);
@@ -435,6 +470,30 @@ fn range_end(response: &Response<Body>) -> Option<bool> {
     let (span, total) = range.strip_prefix("bytes ")?.split_once('/')?;
     let last: u64 = span.split_once('-')?.1.parse().ok()?;
     Some(total.parse::<u64>().ok()? == last + 1)
+}
+
+/// A stored write's answer, changed by an [`WriteFault::AfterStore`] fault.
+pub fn after_store(kind: FaultKind, response: Response<Body>) -> Response<Body> {
+    let (mut parts, body) = response.into_parts();
+    match kind {
+        FaultKind::NoEtag => {
+            parts.headers.remove(http::header::ETAG);
+            Response::from_parts(parts, body)
+        }
+        FaultKind::CutAfterStore => {
+            let bytes = body.into_bytes();
+            let half = bytes.len() as u64 / 2;
+            let whole = Body::from_chunks(vec![Bytes::from(bytes)]);
+            Response::from_parts(parts, whole.ending(Ending::FailAfter(half)))
+        }
+        FaultKind::ShortAfterStore => {
+            let mut bytes = body.into_bytes();
+            bytes.truncate(bytes.len() / 2);
+            parts.headers.remove(http::header::CONTENT_LENGTH);
+            Response::from_parts(parts, Body::from_chunks(vec![Bytes::from(bytes)]))
+        }
+        _ => Response::from_parts(parts, body),
+    }
 }
 
 /// The answer a write's `Answer` fault gives.
@@ -574,6 +633,10 @@ async fn inject(
             with_body(parts, Body::text(document.to_string()))
         }
         FaultKind::Pause(_) => with_body(parts, body),
+        // Write faults only, acted out by the handler (`after_store`).
+        FaultKind::CutAfterStore | FaultKind::ShortAfterStore | FaultKind::NoEtag => {
+            with_body(parts, body)
+        }
         FaultKind::Hang => {
             // Read and never answered: the client's timeout ends it (or the server's shutdown).
             loop {
@@ -645,6 +708,23 @@ mod tests {
         ] {
             let err = Faults::parse(bad, 1).unwrap_err();
             assert!(err.contains(why), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn after_store_faults_name_their_one_target() {
+        let f = Faults::parse("200-cut,200-short/nth=2,no-etag", 1).unwrap();
+        assert_eq!(
+            f.pick_write(Target::Complete),
+            Some(WriteFault::AfterStore(FaultKind::CutAfterStore))
+        );
+        assert_eq!(
+            f.pick_write(Target::Part),
+            Some(WriteFault::AfterStore(FaultKind::NoEtag))
+        );
+        for bad in ["200-cut@part", "200-short@rg", "no-etag@complete"] {
+            let e = Faults::parse(bad, 1).unwrap_err();
+            assert!(e.contains(bad) && e.contains("only"), "{e}");
         }
     }
 

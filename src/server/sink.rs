@@ -644,11 +644,16 @@ impl SinkStore {
             offset += part.size;
         }
         self.lock().uploads.remove(upload_id);
-        let etag = format!(
-            "{}-{}",
-            self.tag(&[content::seed(key), offset]),
-            parts.len()
-        );
+        // S3's multipart ETag, so that a client can tell this upload's object from an older
+        // one of the same key and size (s3::complete); its parts' ETags are 128-bit tags.
+        let etags: Vec<String> = parts.iter().map(|(_, p)| p.etag.clone()).collect();
+        let etag = crate::s3::complete::multipart_etag(&etags).unwrap_or_else(|| {
+            format!(
+                "{}-{}",
+                self.tag(&[content::seed(key), offset]),
+                parts.len()
+            )
+        });
         Ok(self.store(bucket, key, offset, etag))
     }
 

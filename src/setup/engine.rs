@@ -6,6 +6,7 @@
 //! baseline with a note naming it.
 
 use crate::budget::MemoryLimits;
+use crate::checkpoint::SendZc;
 use crate::engine::EngineKind;
 use crate::units;
 
@@ -23,6 +24,46 @@ pub struct EngineNeeds {
 pub struct EngineChoice {
     pub kind: EngineKind,
     pub note: Option<String>,
+}
+
+/// Whether a checkpoint's bodies go with `SEND_ZC`, and the note when `auto` fell back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendZcChoice {
+    pub on: bool,
+    pub note: Option<String>,
+}
+
+/// `--send-zc` on the engine chosen: only the io_uring engine sends with `SEND_ZC`, and only
+/// where `probe` (a real `SEND_ZC` with the usage-report flag, `uring::send_zc_cause`) finds
+/// no cause against it; then `auto` (which asks for it off loopback) falls back to `SEND` with
+/// a note, and `on` is the usage line returned.
+pub fn send_zc(
+    asked: SendZc,
+    loopback: bool,
+    kind: EngineKind,
+    probe: impl FnOnce() -> Option<String>,
+) -> Result<SendZcChoice, String> {
+    if kind != EngineKind::Uring || !asked.enabled(loopback) {
+        return Ok(SendZcChoice {
+            on: false,
+            note: None,
+        });
+    }
+    match (asked, probe()) {
+        (_, None) => Ok(SendZcChoice {
+            on: true,
+            note: None,
+        }),
+        (SendZc::On, Some(cause)) => Err(format!(
+            "--send-zc on: {cause}; run with --send-zc auto or off"
+        )),
+        (_, Some(cause)) => Ok(SendZcChoice {
+            on: false,
+            note: Some(format!(
+                "SEND_ZC cannot be used here ({cause}); parts are sent with SEND"
+            )),
+        }),
+    }
 }
 
 /// Chooses the engine (see the module docs). The error is the usage line for an explicit
@@ -92,6 +133,41 @@ mod tests {
             cap_ipc_lock: false,
             ..MemoryLimits::unlimited()
         }
+    }
+
+    #[test]
+    fn send_zc_is_probed_only_where_asked_and_a_refusal_falls_back_or_is_refused() {
+        let refused = || Some("EINVAL".to_string());
+        let never = || -> Option<String> { panic!("probed where SEND_ZC was not asked for") };
+        // Loopback with auto, and the baseline engine: no SEND_ZC, no probe.
+        assert!(
+            !send_zc(SendZc::Auto, true, EngineKind::Uring, never)
+                .unwrap()
+                .on
+        );
+        assert!(
+            !send_zc(SendZc::On, false, EngineKind::Baseline, never)
+                .unwrap()
+                .on
+        );
+        assert!(
+            !send_zc(SendZc::Off, false, EngineKind::Uring, never)
+                .unwrap()
+                .on
+        );
+        // Off loopback with auto: the probe decides; a refusal is SEND with a note.
+        assert_eq!(
+            send_zc(SendZc::Auto, false, EngineKind::Uring, || None).unwrap(),
+            SendZcChoice {
+                on: true,
+                note: None
+            }
+        );
+        let fell_back = send_zc(SendZc::Auto, false, EngineKind::Uring, refused).unwrap();
+        assert!(!fell_back.on && fell_back.note.unwrap().contains("EINVAL"));
+        // `on` and a refusal: one line naming the flag and the way out.
+        let line = send_zc(SendZc::On, true, EngineKind::Uring, refused).unwrap_err();
+        assert!(line.starts_with("--send-zc on: EINVAL") && line.contains("auto or off"));
     }
 
     #[test]

@@ -166,6 +166,9 @@ pub struct PhaseIo {
     /// `SEND_ZC` sends and notifications that said the kernel copied anyway (io_uring).
     pub zc_sends: u64,
     pub zc_copied: u64,
+    /// Uploads whose CompleteMultipartUpload answer was lost or unclear, found completed by
+    /// a HEAD of the object (saves).
+    pub settled_by_head: u64,
     /// The embedded server's CPU over the phase, per GiB (when it runs in-process).
     pub server_cpu_s_per_gib: Option<f64>,
 }
@@ -204,6 +207,7 @@ impl PhaseIo {
                 io.generate_cpu_s = w.generate_cpu.as_secs_f64();
                 io.zc_sends = w.zc_sends;
                 io.zc_copied = w.zc_copied;
+                io.settled_by_head = w.settled_by_head;
             }
             Phase::Load => {
                 let r = &all.read;

@@ -141,14 +141,10 @@ impl BaselineCheckpoint {
             let (result, causes) = with_retries(client.policy(), &what, || async {
                 let (parts, _) = client.send_attempt(&spec).await?;
                 let etag = parts.headers.get(ETAG).and_then(|v| v.to_str().ok());
-                match etag.filter(|e| !e.is_empty()) {
-                    Some(etag) => Ok(etag.to_string()),
+                match upload {
                     // A part's ETag goes into the completion; a single PUT's is not needed.
-                    None if upload.is_none() => Ok(String::new()),
-                    None => Err(RequestError::BadResponse {
-                        operation: what.clone(),
-                        reason: "answered without an ETag".into(),
-                    }),
+                    None => Ok(String::new()),
+                    Some(_) => crate::s3::complete::part_etag(&what, etag),
                 }
             })
             .await;
@@ -287,12 +283,18 @@ impl BaselineCheckpoint {
                 }
             }
         }
-        let client = self.client.clone();
-        let completed = self
-            .runtime
-            .block_on(async { client.complete_multipart(&key, &id, &etags).await });
-        if let Err(e) = completed {
-            return Err(self.failed(&key, &id, "CompleteMultipartUpload".into(), e));
+        let (completed, causes) =
+            self.client
+                .complete_upload(&self.runtime, &key, &id, &etags, object.bytes);
+        let w = &mut self.stats.write;
+        w.retries += causes.len() as u64;
+        for cause in causes {
+            *w.retries_by_cause.entry(cause).or_default() += 1;
+        }
+        match completed {
+            Ok(crate::s3::complete::Completed::Answered) => {}
+            Ok(crate::s3::complete::Completed::SettledByHead) => w.settled_by_head += 1,
+            Err(e) => return Err(self.failed(&key, &id, "CompleteMultipartUpload".into(), e)),
         }
         self.open.retain(|(k, u)| !(k == &key && u == &id));
         Ok(())

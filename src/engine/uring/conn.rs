@@ -96,8 +96,12 @@ pub enum Expect {
     #[default]
     Partial,
     /// A `2xx` whose body, if any, is a small document read into the scratch buffer
-    /// (a PUT, an upload's creation or completion, an abort).
+    /// (a PUT, an upload's creation or completion, an abort). A `2xx` document that ends
+    /// before its length, or outgrows the scratch buffer, fails the attempt: a result cut
+    /// short never counts.
     Document,
+    /// A HEAD: its answer is whole at its head, whatever length the head names.
+    Head,
 }
 
 impl Job {
@@ -195,6 +199,8 @@ pub enum Step {
         status: u16,
         document: Vec<u8>,
         etag: Option<String>,
+        /// The head's `Content-Length` (a HEAD's: the object's size).
+        length: Option<u64>,
     },
     Failed(Failure),
 }
@@ -268,8 +274,10 @@ pub struct Conn {
     reused: bool,
     /// The GET (reader, index) whose response the open socket carried last.
     previous: Option<(usize, usize)>,
-    /// The `ETag` of the answer being read (document jobs).
+    /// The `ETag` of the answer being read (document and HEAD jobs).
     etag: Option<String>,
+    /// The `Content-Length` of the answer being read (document and HEAD jobs).
+    length: Option<u64>,
     job: Option<Job>,
     phase: Phase,
 }
@@ -477,9 +485,27 @@ impl Conn {
     fn after_head(&mut self, head: ResponseHead, scratch_len: usize, body_len: usize) -> Step {
         // After `Connection: close` the socket is dropped once this response is read.
         self.reused = !head.closes;
-        let document = self.job.is_some_and(|j| j.expect == Expect::Document);
+        let expect = self.job.map(|j| j.expect).unwrap_or_default();
+        if expect == Expect::Head {
+            // No body follows a HEAD's answer, whatever its head says (RFC 9110 §9.3.2).
+            self.etag = head.etag.clone();
+            self.length = head.content_length;
+            return self.answer(head.status, Vec::new(), head.retry_after);
+        }
+        let document = expect == Expect::Document;
         if document {
             self.etag = head.etag.clone();
+            self.length = head.content_length;
+            let success = (200..300).contains(&head.status);
+            if let Some(len) = head
+                .content_length
+                .filter(|&l| success && l as usize > scratch_len)
+            {
+                return Step::Failed(Failure::BadResponse(format!(
+                    "a {}-byte answer where at most {scratch_len} bytes of XML were expected",
+                    len
+                )));
+            }
             // A document past the scratch buffer leaves bytes in the socket: not reused.
             if head.content_length.is_none_or(|l| l as usize > scratch_len) && !head.chunked {
                 self.reused = false;
@@ -579,9 +605,20 @@ impl Conn {
             },
             Framing::Length(_) | Framing::UntilClose => {}
         }
-        // The connection ended, or the document outgrew the scratch buffer: what came is the
-        // document (the connection is closed after a failed attempt either way).
+        // The connection ended, or the document outgrew the scratch buffer: what came is an
+        // error's document (the connection is closed after a failed attempt either way); a
+        // `2xx` cut short fails, unless the connection's end was its framing.
         if n == 0 || received >= scratch.len() {
+            if (200..300).contains(&status) {
+                if n == 0 && framing == Framing::UntilClose {
+                    return whole(raw.to_vec());
+                }
+                return Step::Failed(Failure::Transport(if n == 0 {
+                    format!("the connection ended after {received} bytes of the answer's body")
+                } else {
+                    format!("the answer's body passed {} bytes", scratch.len())
+                }));
+            }
             return whole(raw.to_vec());
         }
         self.phase = Phase::ErrorBody {
@@ -607,6 +644,7 @@ impl Conn {
                 status,
                 document,
                 etag: self.etag.take(),
+                length: self.length.take(),
             };
         }
         Step::Failed(Failure::Status {
@@ -1097,7 +1135,8 @@ mod tests {
             Step::Answered {
                 status: 200,
                 document: Vec::new(),
-                etag: Some("\"e1\"".into())
+                etag: Some("\"e1\"".into()),
+                length: Some(0)
             }
         );
         let job = conn.finish().unwrap();
@@ -1130,9 +1169,91 @@ mod tests {
             Step::Answered {
                 status: 200,
                 document: doc.as_bytes().to_vec(),
-                etag: None
+                etag: None,
+                length: Some(doc.len() as u64)
             }
         );
+
+        // A 200 whose document the connection cuts short fails: never a result.
+        conn.finish().unwrap();
+        conn.set_socket(std::fs::File::open("/dev/null").unwrap().into());
+        conn.assign(Job::request(0, BufIndex(0), 0, now));
+        conn.start_attempt(now);
+        step(&mut conn, 50, &scratch, now);
+        scratch[..head.len()].copy_from_slice(head.as_bytes());
+        step(&mut conn, n, &scratch, now);
+        step(&mut conn, n, &scratch, now);
+        scratch[..10].copy_from_slice(&doc.as_bytes()[..10]);
+        assert_eq!(
+            step(&mut conn, 10, &scratch, now),
+            Step::Queue(Op::Recv {
+                at: 10,
+                len: doc.len() - 10
+            })
+        );
+        assert!(matches!(
+            step(&mut conn, 0, &scratch, now),
+            Step::Failed(Failure::Transport(r)) if r.contains("after 10 bytes")
+        ));
+        // A 200 longer than any control-plane answer fails at its head.
+        conn.attempt_failed(None);
+        conn.set_socket(std::fs::File::open("/dev/null").unwrap().into());
+        conn.assign(Job::request(0, BufIndex(0), 0, now));
+        conn.start_attempt(now);
+        step(&mut conn, 50, &scratch, now);
+        let huge = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", SCRATCH + 1);
+        scratch[..huge.len()].copy_from_slice(huge.as_bytes());
+        step(&mut conn, huge.len() as i32, &scratch, now);
+        assert!(matches!(
+            step(&mut conn, huge.len() as i32, &scratch, now),
+            Step::Failed(Failure::BadResponse(r)) if r.contains("at most")
+        ));
+    }
+
+    #[test]
+    fn a_head_is_whole_at_its_head_with_its_length_and_etag() {
+        let now = Instant::now();
+        let none = range(0);
+        let mut conn = Conn::default();
+        let mut scratch = vec![0u8; SCRATCH];
+        let step = |conn: &mut Conn, n: i32, scratch: &[u8]| {
+            conn.on_completion(n, scratch, 50, &none, now).unwrap()
+        };
+        for (head, want) in [
+            (
+                "HTTP/1.1 200 OK\r\netag: \"x-2\"\r\ncontent-length: 123456789\r\n\r\n",
+                Step::Answered {
+                    status: 200,
+                    document: Vec::new(),
+                    etag: Some("\"x-2\"".into()),
+                    length: Some(123_456_789),
+                },
+            ),
+            (
+                "HTTP/1.1 404 Not Found\r\ncontent-length: 200\r\n\r\n",
+                Step::Failed(Failure::Status {
+                    status: 404,
+                    document: Vec::new(),
+                    retry_after: None,
+                }),
+            ),
+        ] {
+            conn.set_socket(std::fs::File::open("/dev/null").unwrap().into());
+            conn.assign(Job {
+                expect: Expect::Head,
+                ..Job::request(0, BufIndex(0), 0, now)
+            });
+            assert_eq!(conn.start_attempt(now), Op::SendRequest);
+            step(&mut conn, 50, &scratch);
+            scratch[..head.len()].copy_from_slice(head.as_bytes());
+            let n = head.len() as i32;
+            step(&mut conn, n, &scratch);
+            assert_eq!(step(&mut conn, n, &scratch), want, "{head}");
+            match want {
+                Step::Answered { .. } => drop(conn.finish()),
+                _ => drop(conn.attempt_failed(None)),
+            }
+        }
     }
 
     #[test]
@@ -1162,7 +1283,8 @@ mod tests {
             Step::Answered {
                 status: 204,
                 document: Vec::new(),
-                etag: None
+                etag: None,
+                length: None
             }
         );
     }

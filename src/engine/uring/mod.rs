@@ -66,7 +66,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use self::probe::unavailable_cause;
+pub use self::probe::{send_zc_cause, unavailable_cause};
 
 use self::conn::{Conn, Job, Op};
 use self::pool::{BufIndex, BufferPool};

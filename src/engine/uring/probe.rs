@@ -30,3 +30,24 @@ pub fn unavailable_cause() -> Option<String> {
         _ => format!("io_uring cannot be used: {err}"),
     })
 }
+
+/// Set to `fail` to make [`send_zc_cause`] report a refusal (tests of the fallback).
+pub const SEND_ZC_PROBE_ENV: &str = "RINGLOAD_TEST_SEND_ZC_PROBE";
+
+/// Why `SEND_ZC` with usage reports cannot be used here (`None`: it can): a real one, sent on
+/// a loopback socket pair at set-up.
+pub fn send_zc_cause() -> Option<String> {
+    if std::env::var(SEND_ZC_PROBE_ENV).is_ok_and(|v| v == "fail") {
+        return Some(format!(
+            "the probe was made to fail ({SEND_ZC_PROBE_ENV}=fail)"
+        ));
+    }
+    let err = ring::probe_send_zc().err()?;
+    Some(match err.raw_os_error() {
+        Some(libc::EINVAL) => format!(
+            "this kernel refuses SEND_ZC with usage reports ({err}; they need Linux 6.2 or a \
+             backport)"
+        ),
+        _ => format!("a SEND_ZC probe failed: {err}"),
+    })
+}

@@ -200,6 +200,65 @@ pub fn probe() -> io::Result<()> {
     Ok(())
 }
 
+/// Sends a few bytes with `SEND_ZC` and the usage-report flag on a loopback TCP pair, as the
+/// checkpoint writer sends its parts: `Err` with the kernel's answer when it refuses (Linux 6.0
+/// and 6.1 without the backport answer `EINVAL` to the flag), or when its notification does not
+/// come within a second.
+pub fn probe_send_zc() -> io::Result<()> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let client = std::net::TcpStream::connect(listener.local_addr()?)?;
+    let (mut server, _) = listener.accept()?;
+    let mut ring = build(4)?;
+    // Leaked if the kernel keeps it past the wait below: it must not be freed under a send.
+    let data = ManuallyDrop::new(vec![0x5au8; 64]);
+    let entry = opcode::SendZc::new(Fd(client.as_raw_fd()), data.as_ptr(), data.len() as u32)
+        .zc_flags(SEND_ZC_REPORT_USAGE)
+        .build()
+        .user_data(1);
+    // SAFETY: `data` outlives the operation: it is freed only once the notification said the
+    // kernel let go of it, and leaked otherwise.
+    unsafe { ring.submission().push(&entry) }
+        .map_err(|_| io::Error::other("the probe's submission queue is full"))?;
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let (mut sent, mut notified) = (None, false);
+    let mut sink = [0u8; 64];
+    while sent.is_none() || !notified {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        if wait.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "no SEND_ZC notification within a second",
+            ));
+        }
+        let ts = Timespec::from(wait.min(Duration::from_millis(50)));
+        match ring
+            .submitter()
+            .submit_with_args(1, &SubmitArgs::new().timespec(&ts))
+        {
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ETIME) => {}
+            Err(e) => return Err(e),
+        }
+        for cqe in ring.completion() {
+            if io_uring::cqueue::notif(cqe.flags()) {
+                notified = true;
+            } else if cqe.result() < 0 {
+                // A refused send has no notification to wait for: `data` can go.
+                drop(ManuallyDrop::into_inner(data));
+                return Err(io::Error::from_raw_os_error(-cqe.result()));
+            } else {
+                sent = Some(cqe.result());
+                notified |= !io_uring::cqueue::more(cqe.flags());
+            }
+        }
+        // The bytes read on the other end, so the kernel lets go of them.
+        server.set_nonblocking(true)?;
+        let _ = std::io::Read::read(&mut server, &mut sink);
+    }
+    drop(ManuallyDrop::into_inner(data));
+    Ok(())
+}
+
 fn build(entries: u32) -> io::Result<IoUring> {
     IoUring::builder()
         .setup_single_issuer()

@@ -32,6 +32,8 @@ pub enum Kind {
     Abort,
     /// A ranged GET into the connection's buffer.
     Range,
+    /// A HEAD of the object (settling a CompleteMultipartUpload whose answer was lost).
+    Head,
 }
 
 /// One request: what it is, and what goes on the wire.
@@ -65,6 +67,7 @@ impl Request {
             Kind::Part { len, .. } | Kind::Put { len } => ("PUT", len),
             Kind::Abort => ("DELETE", 0),
             Kind::Range => ("GET", 0),
+            Kind::Head => ("HEAD", 0),
         };
         Request {
             kind,
@@ -110,6 +113,7 @@ impl Request {
             Kind::Put { .. } => "PutObject",
             Kind::Abort => "AbortMultipartUpload",
             Kind::Range => "GET",
+            Kind::Head => "HEAD",
         };
         let operation = client.operation(name, Some(&self.key));
         match self.kind {

@@ -84,6 +84,8 @@ async fn write_fault(
                 tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
             }
         }
+        // Acted out after the store took the write, in `respond`.
+        WriteFault::AfterStore(_) => Err(std::io::Error::other("an after-store fault (a bug)")),
     }
 }
 
@@ -118,15 +120,21 @@ pub async fn respond(
         )
     });
     let write = write_target(&method, &resource, request.uri().query().unwrap_or(""));
-    if let Some(target) = write.filter(|_| !state.faults.is_empty())
-        && let Some(fault) = state.faults.pick_write(target)
+    let mut after_store = None;
+    match write
+        .filter(|_| !state.faults.is_empty())
+        .and_then(|t| state.faults.pick_write(t))
     {
-        let mut response = write_fault(&state, fault, request).await?;
-        if let Ok(v) = request_id.parse() {
-            response.headers_mut().insert("x-amz-request-id", v);
+        Some(WriteFault::AfterStore(kind)) => after_store = Some(kind),
+        Some(fault) => {
+            let mut response = write_fault(&state, fault, request).await?;
+            if let Ok(v) = request_id.parse() {
+                response.headers_mut().insert("x-amz-request-id", v);
+            }
+            log_request(&state, &method, &resource, logged, &response);
+            return Ok(response);
         }
-        log_request(&state, &method, &resource, logged, &response);
-        return Ok(response);
+        None => {}
     }
     let mut response = match dispatch(&state, request).await {
         Ok(r) => r,
@@ -147,7 +155,10 @@ pub async fn respond(
             r
         }
     };
-    if !state.faults.is_empty() {
+    if let Some(kind) = after_store.filter(|_| response.status().is_success()) {
+        state.counters.errors.fetch_add(1, Ordering::Relaxed);
+        response = faults::after_store(kind, response);
+    } else if !state.faults.is_empty() {
         // The answer, whatever it was, misbehaves as the spec says.
         response = state.faults.apply(listing, response, trailing).await;
     }

@@ -58,6 +58,8 @@ enum Outcome {
     Answered {
         document: Vec<u8>,
         etag: Option<String>,
+        /// The answer's `Content-Length` (a HEAD's: the object's size).
+        length: Option<u64>,
     },
     /// A ranged GET's body is in the buffer.
     Arrived,
@@ -204,6 +206,10 @@ impl RingCheckpoint {
         let now = Instant::now();
         let job = match request.kind {
             Kind::Range => Job::new(0, c, self.bufs[c], now),
+            Kind::Head => Job {
+                expect: super::conn::Expect::Head,
+                ..Job::request(c, self.bufs[c], 0, now)
+            },
             _ => Job::request(c, self.bufs[c], request.body_bytes, now),
         };
         self.requests[c] = Some(request);
@@ -365,9 +371,19 @@ impl RingCheckpoint {
         match step {
             Step::Queue(op) => self.queue(c, op),
             Step::Arrived => self.end(c, Outcome::Arrived),
-            Step::Answered { document, etag, .. } => {
-                self.end(c, Outcome::Answered { document, etag })
-            }
+            Step::Answered {
+                document,
+                etag,
+                length,
+                ..
+            } => self.end(
+                c,
+                Outcome::Answered {
+                    document,
+                    etag,
+                    length,
+                },
+            ),
             Step::Failed(failure) => {
                 let operation = request.operation(&self.engine.client, self.parts);
                 let gateway = &self.engine.endpoints[self.conn_endpoint[c]].url;
@@ -505,7 +521,7 @@ impl RingCheckpoint {
     fn document(&mut self, request: Request) -> Result<(Job, Vec<u8>, Option<String>), RankError> {
         let what = request.operation(&self.engine.client, self.parts);
         match self.one(0, request)? {
-            (job, Outcome::Answered { document, etag }) => Ok((job, document, etag)),
+            (job, Outcome::Answered { document, etag, .. }) => Ok((job, document, etag)),
             (_, Outcome::Failed(error)) => Err(RankError::Io(error.into())),
             (_, Outcome::Arrived) => Err(RankError::Engine(format!("{what}: a body (a bug)"))),
         }
@@ -618,7 +634,8 @@ impl RingCheckpoint {
             .collect()
     }
 
-    /// The upload's parts and its completion, after its creation.
+    /// The upload's parts and its completion, after its creation: the completion counts only
+    /// as `s3::complete` says (a parsed result, or a HEAD that finds the object).
     fn multipart(&mut self, object: &ObjectSpec, upload_id: &str) -> Result<(), RankError> {
         let etags = self.upload_parts(object, upload_id)?;
         let path = self.path(&object.key);
@@ -630,22 +647,61 @@ impl RingCheckpoint {
         );
         request.inline_body = crate::s3::xml::complete_multipart_body(&etags);
         let what = request.operation(&self.engine.client, self.parts);
-        let (_, document, _) = self.document(request)?;
-        // S3 may answer 200 and put the error in the body.
-        if let (Some(code), message) = crate::s3::error::error_document(&document) {
-            return Err(RankError::Io(
-                RequestError::Status {
-                    operation: what,
-                    status: 200,
-                    code: Some(code),
-                    message,
-                    hint: String::new(),
-                    retry_after: None,
+        let head = Request::new(Kind::Head, &object.key, &path, &[]);
+        let policy = self.policy;
+        // The rank's own failure (a stop, a bug) ends the completion where it happens.
+        let mut rank_error = None;
+        let this = std::cell::RefCell::new(&mut *self);
+        let (result, causes) = crate::s3::complete::complete(
+            policy.retries,
+            &what,
+            object.bytes,
+            &etags,
+            || match this.borrow_mut().one(0, request.clone()) {
+                Ok((_, Outcome::Answered { document, .. })) => Ok(document),
+                Ok((_, Outcome::Failed(error))) => Err(error),
+                Ok((_, Outcome::Arrived)) => Err(RequestError::BadResponse {
+                    operation: what.clone(),
+                    reason: "a body (a bug)".into(),
+                }),
+                Err(e) => {
+                    let error = RequestError::Transport {
+                        operation: what.clone(),
+                        reason: e.to_string(),
+                    };
+                    rank_error = Some(e);
+                    Err(error)
                 }
-                .into(),
-            ));
+            },
+            || match this.borrow_mut().one(0, head.clone()) {
+                Ok((_, Outcome::Answered { etag, length, .. })) => {
+                    Ok(Some(crate::s3::complete::HeadAnswer {
+                        size: length.unwrap_or(0),
+                        etag,
+                    }))
+                }
+                Ok((_, Outcome::Failed(RequestError::Status { status: 404, .. }))) => Ok(None),
+                Ok((_, Outcome::Failed(error))) => Err(error),
+                Ok((_, Outcome::Arrived)) | Err(_) => Ok(None),
+            },
+            |n, e| std::thread::sleep(policy.delay(n, e.retry_after())),
+        );
+        let write = &mut self.stats.write;
+        write.retries += causes.len() as u64;
+        for cause in causes {
+            *write.retries_by_cause.entry(cause).or_default() += 1;
         }
-        Ok(())
+        if let Some(error) = rank_error {
+            return Err(error);
+        }
+        match result {
+            Ok(crate::s3::complete::Completed::Answered) => Ok(()),
+            Ok(crate::s3::complete::Completed::SettledByHead) => {
+                write.settled_by_head += 1;
+                Ok(())
+            }
+            Err(error) => Err(RankError::Io(error.into())),
+        }
     }
 
     /// `Err(Aborted)` once the phase was told to stop.
