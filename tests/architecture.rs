@@ -108,6 +108,21 @@ const FORBIDDEN: &[(&str, &str, &str)] = &[
     ),
     ("engine", "units", "the hot path never formats for people"),
     ("rank", "units", "the hot path never formats for people"),
+    (
+        "run",
+        "cli",
+        "the Face's types stay in the Face: a run takes a RunRequest",
+    ),
+    (
+        "sweep",
+        "cli",
+        "the Face's types stay in the Face: a sweep takes a SweepRequest and a PointCommandLine",
+    ),
+    (
+        "results",
+        "cli",
+        "the Face's types stay in the Face: the results tree takes values of its own",
+    ),
 ];
 
 fn layer(module: &str) -> Option<u32> {
@@ -978,6 +993,14 @@ fn the_checker_sees_what_it_must() {
             true,
         ),
         ("exit", "use crate::commands::RunFailed;", true),
+        // Above the command line by layer, and still never reading its types.
+        ("sweep::session", "use crate::cli::SweepArgs;", true),
+        (
+            "sweep::points",
+            "fn f() { crate::cli::load_config(); }",
+            true,
+        ),
+        ("sweep::points", "use crate::sweep::{self, Point};", false),
         ("commands", "use crate::{affinity, budget, exit};", false),
         (
             "server::handler",

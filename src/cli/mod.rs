@@ -10,6 +10,7 @@ mod data;
 mod maxnp;
 mod mlperf;
 mod s3;
+mod sweep;
 mod values;
 mod workload;
 pub use checkpoint::{CheckpointArgs, CheckpointPlanArgs};

@@ -42,7 +42,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::Run(args) => run(&args),
         Command::Sweep(args) => {
             let workload = Workload::resolve(load_config(&args.workload, None)?)?;
-            crate::sweep::session::run(&args, workload)
+            crate::sweep::session::run(&args.request(), &args, workload)
         }
         Command::Compare(args) => compare::compare(&args),
         Command::Datasize(args) => datasize(&args),

@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 
 use super::maxnp::{Family, FindMaxNp, NpOutcome, NpVerdict, RunEvidence};
+use super::request::{FindMaxNpRequest, SweepRequest};
 use super::{SweepFile, html, table};
-use crate::cli::{FindMaxNpArgs, SweepArgs};
 use crate::exit::UsageError;
 use crate::mlperf::Rule;
 use crate::mlperf::training_rules::{self, DatasetFacts, TrainingFacts};
@@ -93,7 +93,7 @@ pub fn rules(
     family: &Family,
     find: &FindMaxNp,
     settings: &Settings,
-    args: &FindMaxNpArgs,
+    args: &FindMaxNpRequest,
     files: usize,
     measured_memory_bytes: u64,
 ) -> Vec<Rule> {
@@ -111,8 +111,8 @@ pub fn rules(
         dataset: DatasetFacts {
             files: files as u64,
             hosts: args.hosts,
-            memory_per_host_bytes: args.client_memory.unwrap_or(measured_memory_bytes),
-            memory_given: args.client_memory.is_some(),
+            memory_per_host_bytes: args.client_memory_bytes.unwrap_or(measured_memory_bytes),
+            memory_given: args.client_memory_bytes.is_some(),
             batch_size: settings.batch_size,
             samples_per_file: settings.samples_per_file,
             record_bytes: settings.record_bytes,
@@ -259,7 +259,7 @@ pub fn answer_markdown(find: &FindMaxNp, workload: &str) -> String {
 
 /// study.md (the answer, then every run's table), study.csv, study.json (the search and the
 /// rows), the plots and report.html (leading with the answer), and the answer on stdout.
-pub fn write_study(args: &SweepArgs, sweep: &SweepFile, find: &FindMaxNp) -> anyhow::Result<()> {
+pub fn write_study(args: &SweepRequest, sweep: &SweepFile, find: &FindMaxNp) -> anyhow::Result<()> {
     let rows = table::rows(sweep);
     let answer = answer_markdown(find, &sweep.workload);
     let runs_md = table::markdown(sweep, &rows);
@@ -381,24 +381,14 @@ mod tests {
             server_bandwidth_mib_per_s: None,
             families: vec![f.clone()],
         };
-        let settings = Settings::resolve(
-            &crate::cli::load_config(
-                &crate::cli::WorkloadArgs {
-                    workload: Some("flux_small".into()),
-                    overrides: Vec::new(),
-                    files: None,
-                },
-                None,
-            )
-            .unwrap(),
-        )
-        .unwrap();
-        let args = FindMaxNpArgs {
+        let settings =
+            Settings::resolve(&crate::config::RawConfig::load("flux_small").unwrap()).unwrap();
+        let args = FindMaxNpRequest {
             find_max_np: true,
             au_target: None,
             runs: Some(3),
             strict: false,
-            client_memory: Some(1 << 20),
+            client_memory_bytes: Some(1 << 20),
             hosts: 1,
             server_bandwidth_mib_per_s: None,
         };

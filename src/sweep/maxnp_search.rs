@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::maxnp::{Family, FindMaxNp, NpOutcome, NpVerdict, RunEvidence, np_range};
 use super::points::{Planner, point_command};
+use super::request::{PointCommandLine, SweepRequest};
 use super::{Machine, Planned, Point, PointResult, Runner, SweepError, SweepFile};
-use crate::cli::SweepArgs;
 use crate::mlperf::training_rules;
 use crate::settings::Settings;
 use crate::setup::store::Storage;
@@ -211,8 +211,10 @@ impl Search<'_> {
 /// Runs the search `args` asks for (`sweep --find-max-np`); `Ok` carries the exit code (0 an
 /// answer for every family and, with `--strict`, every rule passed; 1 otherwise) and whether
 /// Ctrl-C or SIGTERM stopped it (the study written from what finished).
+#[allow(clippy::too_many_arguments)]
 pub fn run(
-    args: &SweepArgs,
+    args: &SweepRequest,
+    line: &dyn PointCommandLine,
     settings: &Settings,
     storage: &Storage,
     planner: &Planner<'_>,
@@ -230,7 +232,7 @@ pub fn run(
     }
     let runs = args.find.runs.unwrap_or(training_rules::RUNS);
     let target = args.find.au_target.unwrap_or(settings.au_target_percent);
-    let (from, to) = np_range(&args.np);
+    let (from, to) = np_range(&args.grid.np);
     // One point per family: the grid at the first NP, one round.
     let mut templates: Vec<Point> = Vec::new();
     for p in points {
@@ -243,13 +245,13 @@ pub fn run(
             templates.push(template);
         }
     }
-    let child = point_command(args, storage)?;
+    let child = point_command(args, line, storage)?;
     let server_cpu = || storage.server.as_ref().map(|s| s.stats().cpu_s);
     setup_done.store(true, Ordering::SeqCst);
     let runner = Runner {
         dir: args.output.clone(),
         workload: settings.workload.name.clone(),
-        command: crate::redact::redacted_command_line(std::env::args()),
+        command: args.command.clone(),
         gate: false,
         resume: args.resume,
         child: &child,
@@ -326,7 +328,7 @@ pub fn run(
             }
         }
     }
-    if let (Some(dir), false) = (&args.options.results.results_dir, interrupted) {
+    if let (Some(dir), false) = (&args.results_dir, interrupted) {
         for line in super::maxnp_results::gather(&args.output, dir, &find)? {
             eprintln!("ringload sweep: MLPerf results: {line}");
         }

@@ -16,7 +16,7 @@
 //! - **Outcome of a point**: from the child's exit code (0 met, 1 missed, 3 failed, 2 a
 //!   configuration error, a signal: crashed) and its summary.json when it wrote one.
 //!
-//! [`session`] is the command itself (flags → grid → plans → points → study files);
+//! [`session`] is the command itself ([`request`] → grid → plans → points → study files);
 //! [`table`] turns the results into the study's tables.
 
 pub mod checkpoint;
@@ -27,6 +27,7 @@ pub mod maxnp_results;
 pub mod maxnp_search;
 pub mod plots;
 pub mod points;
+pub mod request;
 pub mod session;
 pub mod table;
 

@@ -1,14 +1,14 @@
-//! A sweep's points as child runs: each point's `ringload run` command line, and its plan
-//! against the store's files (shared by the grid in [`super::session`] and the search in
+//! A sweep's points as child runs: each point's `ringload run` process (its command line
+//! written by the Face, [`PointCommandLine`]), and its plan against the store's files (shared by the grid in [`super::session`] and the search in
 //! [`super::maxnp_search`]).
 
 use std::path::Path;
 
 use anyhow::Context;
 
+use super::request::{PointCommandLine, PointRun, PointStore, SweepRequest};
 use super::{Planned, Point};
 use crate::budget;
-use crate::cli::{RunArgs, RunOptions, ShapeArgs, SweepArgs};
 use crate::config::RawConfig;
 use crate::config::shape::ShapeKeys;
 use crate::plan::{Plan, PlanOptions};
@@ -17,65 +17,63 @@ use crate::setup::store::{Storage, catalog_from};
 
 /// The child `ringload run` of a point, writing into a folder: every point reads the same
 /// store (with the embedded server, its address); a secret key reaches the points through
-/// their environment, never their command line.
+/// their environment, never their command line. The command line's words are the Face's
+/// (`line`); the sweep spawns the process.
 pub fn point_command<'a>(
-    args: &'a SweepArgs,
+    request: &'a SweepRequest,
+    line: &'a dyn PointCommandLine,
     storage: &Storage,
 ) -> anyhow::Result<impl Fn(&Point, &Path) -> std::process::Command + 'a> {
     let exe = std::env::current_exe().context("finding the ringload binary for the points")?;
-    let mut point_options = args.options.clone();
-    if storage.server.is_some() {
-        point_options.s3.endpoint = Some(storage.target.endpoints_text());
-        point_options.s3.bucket = Some(storage.target.bucket.clone());
-    }
-    let secret_env = point_options.s3.secret_env();
+    let store = storage.server.is_some().then(|| PointStore {
+        endpoint: storage.target.endpoints_text(),
+        bucket: storage.target.bucket.clone(),
+    });
     // The search's runs write their MLPerf leaves beside their points; the answer's are
     // gathered into --results-dir at the end (sweep::maxnp_results).
-    let staged = args.find.find_max_np && point_options.results.results_dir.is_some();
+    let staged = request.find.find_max_np && request.results_dir.is_some();
     Ok(move |point: &Point, folder: &Path| {
-        let mut options = point_options.clone();
-        if staged {
-            options.results.results_dir = Some(super::maxnp_results::staging(folder));
-        }
-        let mut c = std::process::Command::new(&exe);
-        c.arg("run")
-            .args(point_args(args, &options, point, folder).to_args());
-        if let Some((name, value)) = &secret_env {
-            c.env(name, value);
-        }
-        c
+        let results_dir = staged.then(|| super::maxnp_results::staging(folder));
+        let run = PointRun {
+            store: store.as_ref(),
+            results_dir: results_dir.as_deref(),
+            ..point_run(point, folder)
+        };
+        point_process(&exe, request, &line.args(&run))
     })
 }
 
-/// A point's shape flags.
-pub fn point_shape(point: &Point) -> ShapeArgs {
-    ShapeArgs {
+/// The process of a point's `ringload run` with `args`, the secret key in its environment.
+pub fn point_process(exe: &Path, request: &SweepRequest, args: &[String]) -> std::process::Command {
+    let mut c = std::process::Command::new(exe);
+    c.arg("run").args(args);
+    if let Some((name, value)) = &request.secret_env {
+        c.env(name, value);
+    }
+    c
+}
+
+/// What a point's `ringload run` is asked, writing into `folder`: its shape, and the flags
+/// every point shares as given.
+pub fn point_run<'a>(point: &'a Point, folder: &'a Path) -> PointRun<'a> {
+    PointRun {
         np: point.np,
         read_threads: Some(point.read_threads),
         prefetch: point.prefetch,
         coalesce_rgs: point.coalesce_rgs,
         computation_time: point.computation_time,
         loader: point.loader,
-    }
-}
-
-/// The `ringload run` of a point, writing into `folder`.
-pub fn point_args(args: &SweepArgs, options: &RunOptions, point: &Point, folder: &Path) -> RunArgs {
-    RunArgs {
-        workload: args.workload.clone(),
-        shape: point_shape(point),
-        engine: clap::ValueEnum::from_str(&point.engine, false).ok(),
-        options: options.clone(),
-        output: Some(folder.to_path_buf()),
-        json: false,
-        server_threads: None,
+        engine: &point.engine,
+        output: folder,
+        store: None,
+        results_dir: None,
     }
 }
 
 /// Plans points against the store's files, one at a time (`--find-max-np` plans each NP as
 /// the search reaches it).
 pub struct Planner<'a> {
-    args: &'a SweepArgs,
+    request: &'a SweepRequest,
     /// The sweep's configuration (the workload, its overrides, `--files`): each point applies
     /// its shape to a copy.
     config: RawConfig,
@@ -95,24 +93,24 @@ impl std::fmt::Debug for Planner<'_> {
 impl<'a> Planner<'a> {
     /// Lists the store's files once.
     pub fn new(
-        args: &'a SweepArgs,
+        request: &'a SweepRequest,
         storage: &Storage,
         config: &RawConfig,
         settings: &Settings,
     ) -> anyhow::Result<Planner<'a>> {
         let (_, catalog) = catalog_from(
             &storage.target,
-            args.options.s3.retry_policy(),
+            request.retry,
             settings,
             false,
-            args.options.manifest.as_deref(),
+            request.manifest.as_deref(),
         )?;
         let limits = budget::MemoryLimits {
             memlock_bytes: None,
             ..budget::probe()
         };
         Ok(Planner {
-            args,
+            request,
             config: config.clone(),
             tls: storage.tls(),
             catalog,
@@ -128,18 +126,22 @@ impl<'a> Planner<'a> {
     /// `point`'s plan: skipped with the plan's reason when over the memory budget or not
     /// plannable.
     pub fn plan(&self, point: Point) -> anyhow::Result<Planned> {
-        let shape = point_shape(&point);
         let mut config = self.config.clone();
         config.apply_shape(&ShapeKeys {
-            read_threads: shape.read_threads,
-            prefetch: shape.prefetch,
-            coalesce_rgs: shape.coalesce_rgs,
-            computation_time: shape.computation_time,
+            read_threads: Some(point.read_threads),
+            prefetch: point.prefetch,
+            coalesce_rgs: point.coalesce_rgs,
+            computation_time: point.computation_time,
         })?;
         let settings = Settings::resolve(&config)?;
         let options = PlanOptions {
+            np: point.np,
+            sharding: self.request.sharding,
+            memory_cap_bytes: self.request.memory_budget_bytes,
+            server_bytes: 0,
+            loader: point.loader,
+            prefetch_factor: self.request.prefetch_factor,
             tls: self.tls,
-            ..shape.plan_options(&self.args.options.shape, 0)
         };
         let (skip, estimate_s) =
             match Plan::resolve(&settings, &self.catalog, &options, &self.limits) {

@@ -1,6 +1,6 @@
-//! `ringload sweep`, from its flags to its exit code: the grid from the flags, every point
-//! planned against the store's files, each run as a child `ringload run` (its command line from
-//! [`RunArgs::to_args`]), then the study's tables, plots and report.
+//! `ringload sweep`, from its request to its exit code: the grid from the request's lists,
+//! every point planned against the store's files, each run as a child `ringload run` (its
+//! command line the Face's, [`PointCommandLine`]), then the study's tables, plots and report.
 
 use std::io::Write;
 use std::path::Path;
@@ -9,20 +9,24 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
 
-use super::points::{Planner, point_args, point_command};
+use super::points::{Planner, point_command, point_process, point_run};
+use super::request::{PointCommandLine, PointRun, SweepRequest};
 use super::{Axes, Planned, Point, Runner, SweepFile, grid, html, latency_lines, plots, table};
 use crate::budget;
 use crate::checkpoint::{CheckpointOptions, CheckpointPlan, CheckpointSettings};
-use crate::cli::SweepArgs;
 use crate::exit::{self, ExitClass, UsageError};
 use crate::settings::Settings;
 use crate::setup::store::{Storage, prepare_output, resolve_target};
 use crate::signals::{exit_if_stopped_in_setup, raise_on_stop_signals};
 use crate::workload::{Settled, Workload};
 
-/// Runs the sweep `args` asks for, of `workload` as the caller resolved it; `Ok` carries the
-/// exit code.
-pub fn run(args: &SweepArgs, workload: Workload) -> anyhow::Result<u8> {
+/// Runs the sweep `args` asks for, of `workload` as the caller resolved it, each point's
+/// command line written by `line`; `Ok` carries the exit code.
+pub fn run(
+    args: &SweepRequest,
+    line: &dyn PointCommandLine,
+    workload: Workload,
+) -> anyhow::Result<u8> {
     // Ctrl-C or SIGTERM while the grid is planned: one line and exit 3; once points run, the
     // runner stops the running one and keeps what finished.
     let interrupt = Arc::new(AtomicBool::new(false));
@@ -32,26 +36,25 @@ pub fn run(args: &SweepArgs, workload: Workload) -> anyhow::Result<u8> {
     workload.check_reachable()?;
     let settings = match &workload.settled {
         Settled::Checkpoint(settings) => {
-            crate::setup::store::refuse_checkpoint_manifest(args.options.manifest.as_deref())?;
-            return run_checkpoint(args, settings, interrupt, setup_done);
+            crate::setup::store::refuse_checkpoint_manifest(args.manifest.as_deref())?;
+            return run_checkpoint(args, line, settings, interrupt, setup_done);
         }
         Settled::Training(settings) => settings.as_ref().clone(),
     };
     claim_output(args)?;
     let points = grid(&axes(args, &settings));
-    let options = &args.options;
     // The store: the one given, or one embedded server for every point.
     let storage = Storage::open(
-        resolve_target(&options.s3.target_flags(), &settings.storage)?,
+        resolve_target(&args.target, &settings.storage)?,
         &settings,
-        options.s3.bucket.as_deref(),
+        args.bucket.as_deref(),
         args.server_threads,
     )?;
     limit_server(args, &storage)?;
     if args.find.find_max_np {
         let planner = Planner::new(args, &storage, &workload.config, &settings)?;
         let (code, interrupted) = super::maxnp_search::run(
-            args, &settings, &storage, &planner, points, interrupt, setup_done,
+            args, line, &settings, &storage, &planner, points, interrupt, setup_done,
         )?;
         if interrupted {
             return Err(SweepInterrupted(args.output.display().to_string()).into());
@@ -66,13 +69,13 @@ pub fn run(args: &SweepArgs, workload: Workload) -> anyhow::Result<u8> {
         skipped,
         args.output.display()
     );
-    let child = point_command(args, &storage)?;
+    let child = point_command(args, line, &storage)?;
     let server_cpu = || storage.server.as_ref().map(|s| s.stats().cpu_s);
     setup_done.store(true, std::sync::atomic::Ordering::SeqCst);
     let runner = Runner {
         dir: args.output.clone(),
         workload: settings.workload.name.clone(),
-        command: crate::redact::redacted_command_line(std::env::args()),
+        command: args.command.clone(),
         gate: args.gate,
         resume: args.resume,
         child: &child,
@@ -92,7 +95,7 @@ pub fn run(args: &SweepArgs, workload: Workload) -> anyhow::Result<u8> {
 
 /// `--server-bandwidth-mib-per-s`: the shared embedded server's limit, all points' connections
 /// together; refused in one line when an endpoint is given (there is no embedded server).
-fn limit_server(args: &SweepArgs, storage: &Storage) -> Result<(), UsageError> {
+fn limit_server(args: &SweepRequest, storage: &Storage) -> Result<(), UsageError> {
     let Some(mib) = args.find.server_bandwidth_mib_per_s else {
         return Ok(());
     };
@@ -114,7 +117,8 @@ fn limit_server(args: &SweepArgs, storage: &Storage) -> Result<(), UsageError> {
 /// run` against its own embedded sink unless a target is given; then the checkpoint table
 /// ([`super::checkpoint`]), no plots.
 fn run_checkpoint(
-    args: &SweepArgs,
+    args: &SweepRequest,
+    line: &dyn PointCommandLine,
     settings: &CheckpointSettings,
     interrupt: Arc<AtomicBool>,
     setup_done: Arc<AtomicBool>,
@@ -124,7 +128,6 @@ fn run_checkpoint(
     let mut axes = axes_of_lists(args, vec![0]);
     axes.loaders = vec![crate::plan::Loader::Ringload];
     let points = grid(&axes);
-    let options = &args.options;
     let planned = plan_checkpoint_points(args, settings, points);
     eprintln!(
         "sweep: {} of checkpoint workload {} ({} over the memory budget or not plannable, \
@@ -135,22 +138,19 @@ fn run_checkpoint(
         args.output.display()
     );
     let exe = std::env::current_exe().context("finding the ringload binary for the points")?;
-    let secret_env = options.s3.secret_env();
+    // Each point against its own embedded sink unless a target is given: the flags as given.
     let child = |point: &Point, folder: &Path| {
-        let mut run_args = point_args(args, options, point, folder);
-        run_args.shape.read_threads = None;
-        let mut c = std::process::Command::new(&exe);
-        c.arg("run").args(run_args.to_args());
-        if let Some((name, value)) = &secret_env {
-            c.env(name, value);
-        }
-        c
+        let run = PointRun {
+            read_threads: None,
+            ..point_run(point, folder)
+        };
+        point_process(&exe, args, &line.args(&run))
     };
     setup_done.store(true, std::sync::atomic::Ordering::SeqCst);
     let runner = Runner {
         dir: args.output.clone(),
         workload: settings.model_name.clone(),
-        command: crate::redact::redacted_command_line(std::env::args()),
+        command: args.command.clone(),
         gate: args.gate,
         resume: args.resume,
         child: &child,
@@ -166,7 +166,10 @@ fn run_checkpoint(
 }
 
 /// Refuses a checkpoint sweep's training-only flags and NP values its parallelism cannot take.
-fn check_checkpoint_flags(args: &SweepArgs, settings: &CheckpointSettings) -> anyhow::Result<()> {
+fn check_checkpoint_flags(
+    args: &SweepRequest,
+    settings: &CheckpointSettings,
+) -> anyhow::Result<()> {
     if args.find.find_max_np || args.find.server_bandwidth_mib_per_s.is_some() {
         return Err(UsageError(
             "--find-max-np and --server-bandwidth-mib-per-s are for training workloads (AU); a \
@@ -176,11 +179,14 @@ fn check_checkpoint_flags(args: &SweepArgs, settings: &CheckpointSettings) -> an
         .into());
     }
     let training_only = [
-        ("--read-threads", !args.read_threads.is_empty()),
-        ("--prefetch", !args.prefetch.is_empty()),
-        ("--coalesce-rgs", !args.coalesce_rgs.is_empty()),
-        ("--computation-time", !args.computation_time.is_empty()),
-        ("--loader", args.loader != [crate::plan::Loader::Ringload]),
+        ("--read-threads", !args.grid.read_threads.is_empty()),
+        ("--prefetch", !args.grid.prefetch.is_empty()),
+        ("--coalesce-rgs", !args.grid.coalesce_rgs.is_empty()),
+        ("--computation-time", !args.grid.computation_time.is_empty()),
+        (
+            "--loader",
+            args.grid.loader != [crate::plan::Loader::Ringload],
+        ),
         ("--latency-point", args.latency_point.is_some()),
     ];
     if let Some((flag, _)) = training_only.iter().find(|(_, given)| *given) {
@@ -191,6 +197,7 @@ fn check_checkpoint_flags(args: &SweepArgs, settings: &CheckpointSettings) -> an
         .into());
     }
     let bad: Vec<String> = args
+        .grid
         .np
         .iter()
         .filter(|&&np| settings.parallelism(u64::from(np)).is_err())
@@ -219,11 +226,10 @@ fn check_checkpoint_flags(args: &SweepArgs, settings: &CheckpointSettings) -> an
 /// Each point's checkpoint plan: skipped where it is not plannable or over the memory budget,
 /// with an estimate of its time.
 fn plan_checkpoint_points(
-    args: &SweepArgs,
+    args: &SweepRequest,
     settings: &CheckpointSettings,
     points: Vec<Point>,
 ) -> Vec<Planned> {
-    let options = &args.options;
     let limits = budget::probe();
     points
         .into_iter()
@@ -233,8 +239,8 @@ fn plan_checkpoint_points(
                 &CheckpointOptions {
                     np: point.np,
                     hosts: 1,
-                    io: options.checkpoint.io_options(options.verify),
-                    memory_cap_bytes: options.shape.memory_budget,
+                    io: args.checkpoint_io,
+                    memory_cap_bytes: args.memory_budget_bytes,
                     server_bytes: 0,
                 },
                 &limits,
@@ -260,7 +266,7 @@ fn plan_checkpoint_points(
 
 /// Writes the checkpoint study (markdown, CSV, JSON) into the output folder, and the markdown
 /// (or, with `--json`, the JSON) to stdout.
-fn write_checkpoint_study(args: &SweepArgs, sweep: &SweepFile) -> anyhow::Result<()> {
+fn write_checkpoint_study(args: &SweepRequest, sweep: &SweepFile) -> anyhow::Result<()> {
     let rows = super::checkpoint::rows(sweep);
     let markdown = super::checkpoint::markdown(sweep, &rows);
     let study_json = serde_json::to_string_pretty(&rows)?;
@@ -283,7 +289,7 @@ fn write_checkpoint_study(args: &SweepArgs, sweep: &SweepFile) -> anyhow::Result
 }
 
 /// Creates `--output`, checks it writable and claims it (`--resume`, `--force`).
-fn claim_output(args: &SweepArgs) -> anyhow::Result<()> {
+fn claim_output(args: &SweepRequest) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.output).map_err(|e| {
         UsageError(format!(
             "cannot create --output {}: {e}",
@@ -296,8 +302,8 @@ fn claim_output(args: &SweepArgs) -> anyhow::Result<()> {
 }
 
 /// The grid's axes: the flags' lists, each empty one the workload's value.
-fn axes(args: &SweepArgs, settings: &Settings) -> Axes {
-    let read_threads = match args.read_threads.as_slice() {
+fn axes(args: &SweepRequest, settings: &Settings) -> Axes {
+    let read_threads = match args.grid.read_threads.as_slice() {
         [] => vec![u64::from(settings.read_threads)],
         list => list.to_vec(),
     };
@@ -305,11 +311,12 @@ fn axes(args: &SweepArgs, settings: &Settings) -> Axes {
 }
 
 /// The grid's axes from the flags' lists, with `read_threads`.
-fn axes_of_lists(args: &SweepArgs, read_threads: Vec<u64>) -> Axes {
-    let engines: Vec<String> = if args.engine.is_empty() {
+fn axes_of_lists(args: &SweepRequest, read_threads: Vec<u64>) -> Axes {
+    let lists = &args.grid;
+    let engines: Vec<String> = if lists.engine.is_empty() {
         vec![crate::setup::engine::default_kind().to_string()]
     } else {
-        args.engine.iter().map(ToString::to_string).collect()
+        lists.engine.iter().map(ToString::to_string).collect()
     };
     let some = |v: &[u64]| -> Vec<Option<u64>> {
         if v.is_empty() {
@@ -318,18 +325,18 @@ fn axes_of_lists(args: &SweepArgs, read_threads: Vec<u64>) -> Axes {
             v.iter().copied().map(Some).collect()
         }
     };
-    let cts: Vec<Option<f64>> = if args.computation_time.is_empty() {
+    let cts: Vec<Option<f64>> = if lists.computation_time.is_empty() {
         vec![None]
     } else {
-        args.computation_time.iter().copied().map(Some).collect()
+        lists.computation_time.iter().copied().map(Some).collect()
     };
     Axes {
-        loaders: args.loader.clone(),
+        loaders: lists.loader.clone(),
         engines,
-        np: args.np.clone(),
+        np: lists.np.clone(),
         read_threads,
-        prefetch: some(&args.prefetch),
-        coalesce_rgs: some(&args.coalesce_rgs),
+        prefetch: some(&lists.prefetch),
+        coalesce_rgs: some(&lists.coalesce_rgs),
         computation_time: cts,
         repeat: args.repeat,
     }
@@ -338,7 +345,7 @@ fn axes_of_lists(args: &SweepArgs, read_threads: Vec<u64>) -> Axes {
 /// Every point planned before the first runs, against the files the store holds: a point
 /// over the memory budget (or not plannable) is skipped with the plan's reason.
 fn plan_points(
-    args: &SweepArgs,
+    args: &SweepRequest,
     storage: &Storage,
     config: &crate::config::RawConfig,
     settings: &Settings,
@@ -349,7 +356,7 @@ fn plan_points(
 }
 
 /// The study: study.md, .csv, .json, the plots, report.html, and the table on stdout.
-fn write_study(args: &SweepArgs, sweep: &SweepFile) -> anyhow::Result<()> {
+fn write_study(args: &SweepRequest, sweep: &SweepFile) -> anyhow::Result<()> {
     let rows = table::rows(sweep);
     let markdown = table::markdown(sweep, &rows);
     let study_json = serde_json::to_string_pretty(&rows)?;
