@@ -170,7 +170,15 @@ pub struct RequestSpec<'a> {
     pub sign_body: bool,
     /// Which of the target's endpoints to send it to.
     pub endpoint: usize,
+    /// The most answer body bytes read before the attempt fails: [`CONTROL_BODY_LIMIT`]
+    /// unless the request reads data (a ranged GET sets its range's length).
+    pub body_limit: u64,
 }
+
+/// The most body bytes a control-plane answer (a listing page, an upload's creation or
+/// completion, an error document) may carry: a page of 1,000 keys of 1,024 bytes is under
+/// 2 MiB, so this is only passed by something that is not S3's answer.
+pub const CONTROL_BODY_LIMIT: u64 = 16 << 20;
 
 impl<'a> RequestSpec<'a> {
     pub fn new(method: Method, key: Option<&'a str>) -> RequestSpec<'a> {
@@ -182,6 +190,7 @@ impl<'a> RequestSpec<'a> {
             body: Bytes::new(),
             sign_body: false,
             endpoint: 0,
+            body_limit: CONTROL_BODY_LIMIT,
         }
     }
 }
@@ -393,6 +402,18 @@ impl Client {
             .get(CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
             .unwrap_or(0);
+        let limit = spec.body_limit;
+        let too_long = |what: String| RequestError::BadResponse {
+            operation: operation(),
+            reason: format!(
+                "{what}, past the {limit} bytes this request's answer may carry (an S3 \
+                 control-plane answer is far smaller): the endpoint, or a proxy before it, is \
+                 not answering as S3"
+            ),
+        };
+        if length as u64 > limit {
+            return Err(too_long(format!("the answer's Content-Length is {length}")));
+        }
         let mut bytes = bytes::BytesMut::with_capacity(length.min(64 << 20));
         while let Some(frame) = tokio::time::timeout(idle, body.frame())
             .await
@@ -401,6 +422,12 @@ impl Client {
             let frame = frame
                 .map_err(|e| transport_error(operation(), self.endpoint(spec.endpoint), &e))?;
             if let Ok(data) = frame.into_data() {
+                if (bytes.len() + data.len()) as u64 > limit {
+                    return Err(too_long(format!(
+                        "the answer's body ran to {} bytes",
+                        bytes.len() + data.len()
+                    )));
+                }
                 bytes.extend_from_slice(&data);
             }
         }
@@ -537,6 +564,12 @@ impl Client {
         let spec = RequestSpec {
             headers: vec![(RANGE, header)],
             endpoint,
+            // A wrong answer (a whole object for a footer) is read far enough to be named.
+            body_limit: match range {
+                ByteRange::Bounded { first, last } => (last - first).saturating_add(1),
+                ByteRange::Suffix(n) => n,
+            }
+            .max(CONTROL_BODY_LIMIT),
             ..RequestSpec::new(Method::GET, Some(key))
         };
         let (parts, body) = self.send(&spec).await?;

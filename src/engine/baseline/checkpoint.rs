@@ -337,6 +337,7 @@ impl BaselineCheckpoint {
             let spec = RequestSpec {
                 headers: vec![(RANGE, format!("bytes={offset}-{last}"))],
                 endpoint,
+                body_limit: len,
                 ..RequestSpec::new(Method::GET, Some(&key))
             };
             let operation = client.operation("GET", Some(&key));

@@ -517,8 +517,8 @@ impl Conn {
         if (200..300).contains(&head.status) && !document {
             let head_only = self.job.is_some_and(|j| j.part.is_some_and(|p| p.head));
             return match head.partial {
-                // A HEAD's answer has no body.
-                Ok(()) if head_only => Step::Arrived,
+                // A HEAD's answer has no body, nor has a zero-byte object's GET.
+                Ok(()) if head_only || body_len == 0 => Step::Arrived,
                 Ok(()) => self.body(0, body_len),
                 Err(reason) => Step::Failed(Failure::BadResponse(reason)),
             };
