@@ -694,3 +694,42 @@ fn retinanets_full_listing_stays_within_the_budget_the_plan_states() {
     );
     assert!(!stderr.contains("exceeded the memory budget"), "{stderr}");
 }
+
+#[test]
+fn a_zero_byte_object_is_planned_and_read_by_both_engines_and_loaders() {
+    // retinanet's 48 DLIO names as real files, one of them empty.
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("ringload/data/retinanet/train");
+    std::fs::create_dir_all(&dir).unwrap();
+    for i in 0..48 {
+        let size = if i == 3 { 0 } else { 322_624 };
+        std::fs::write(dir.join(format!("img_{i:02}_of_48.jpeg")), vec![7u8; size]).unwrap();
+    }
+    let served = common::spawn_serve(&["--dir", root.path().to_str().unwrap()]);
+    for engine in ["uring", "baseline"] {
+        for loader in ["ringload", "dlio"] {
+            let s = run_json_env(
+                &[
+                    "retinanet_b200",
+                    "dataset.num_files_train=48",
+                    "train.epochs=1",
+                    "--np",
+                    "1",
+                    "--engine",
+                    engine,
+                    "--loader",
+                    loader,
+                    "--endpoint",
+                    &served.endpoint,
+                    "--bucket",
+                    "ringload",
+                ],
+                &[],
+            );
+            let what = format!("{engine} {loader}");
+            assert_eq!(s["outcome"], "completed", "{what}");
+            assert_eq!(s["errors"], 0, "{what}");
+            assert_eq!(s["bytes_read"], 47 * 322_624, "{what}");
+        }
+    }
+}
