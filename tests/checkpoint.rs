@@ -712,3 +712,47 @@ fn an_interrupt_stops_every_rank_between_parts_and_leaves_no_upload_open() {
         assert_eq!(report["open_uploads"], 0, "{engine}: {report}");
     }
 }
+
+/// `checkpoint.checkpoint_folder: s3://bucket/prefix` is DLIO's S3 form: the keys go under the
+/// prefix in that bucket (the run's when no other is named); another bucket named by
+/// `--bucket` or `storage.storage_root` is one line naming both, exit 2.
+#[test]
+fn an_s3_checkpoint_folder_names_the_bucket_and_the_prefix() {
+    let (root, server) = dir_server(&[]);
+    std::fs::create_dir(root.path().join("ckpt-b")).unwrap();
+    let ep = server.endpoint.as_str();
+    let folder = "checkpoint.checkpoint_folder=s3://ckpt-b/runs/a/";
+    let s = run_json_env(&["llama3_tiny", "--np", "2", "--endpoint", ep, folder], &[]);
+    assert_eq!(s["target"]["bucket"], "ckpt-b", "{s}");
+    assert_dlio_fields(&s, 2, 2);
+    let expected = planned_objects(&["llama3_tiny", "--np", "2", folder], 2);
+    for (key, size) in &expected {
+        assert!(key.starts_with("runs/a/global_epoch1_step"), "{key}");
+        let file = root.path().join("ckpt-b").join(key);
+        assert_eq!(
+            std::fs::metadata(&file).map(|m| m.len()).ok(),
+            Some(*size),
+            "{key}"
+        );
+    }
+    // Nothing under a key that starts with the URI.
+    assert!(!root.path().join("ringload").join("s3:").exists());
+    for other in [
+        vec!["--bucket", "ringload"],
+        vec!["storage.storage_root=ringload"],
+    ] {
+        let mut cmd = ringload();
+        cmd.args(["run", "llama3_tiny", "--np", "2", "--endpoint", ep, folder])
+            .args(&other);
+        let (code, _, stderr) = output(&mut cmd);
+        assert_eq!(code, 2, "{other:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{other:?}: {stderr}");
+        assert!(
+            stderr.contains("ckpt-b") && stderr.contains("ringload"),
+            "{other:?}: {stderr}"
+        );
+    }
+    // The embedded sink takes the folder's bucket too.
+    let s = run_json_env(&["llama3_tiny", "--np", "2", folder], &[]);
+    assert_eq!(s["target"]["bucket"], "ckpt-b", "{s}");
+}

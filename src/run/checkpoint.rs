@@ -169,8 +169,13 @@ impl<'a> CheckpointSession<'a> {
             Some(target) => (None, target),
             None => {
                 let draft = plan_for(0)?;
-                let (server, target) =
-                    start_sink(&draft, &settings, request.server_threads, request.verify)?;
+                let (server, target) = start_sink(
+                    &draft,
+                    &settings,
+                    request.bucket.as_deref(),
+                    request.server_threads,
+                    request.verify,
+                )?;
                 (Some(server), target)
             }
         };
@@ -746,18 +751,19 @@ fn parse_rfc3339(text: &str) -> Option<SystemTime> {
     )
 }
 
-/// The embedded server of a checkpoint run with no endpoint: a sink that discards what is
-/// written (checking it with `--verify`) and serves the plan's objects by generating them.
+/// The embedded server of a checkpoint run with no endpoint: a sink in the run's bucket
+/// (`--bucket`, else the workload's: `storage.storage_root` or the checkpoint folder's) that
+/// discards what is written (checking it with `--verify`) and serves the plan's objects by
+/// generating them.
 fn start_sink(
     plan: &CheckpointPlan,
     settings: &CheckpointSettings,
+    bucket_flag: Option<&str>,
     server_threads: Option<usize>,
     verify: bool,
 ) -> anyhow::Result<(server::Server, s3::Target)> {
-    let bucket = settings
-        .storage
-        .bucket
-        .as_deref()
+    let bucket = bucket_flag
+        .or(settings.storage.bucket.as_deref())
         .unwrap_or(server::DEFAULT_BUCKET);
     let bucket = crate::setup::store::checked_bucket(bucket)?.to_string();
     let objects = crate::setup::store::checkpoint_sink_objects(plan);
