@@ -756,3 +756,83 @@ fn an_s3_checkpoint_folder_names_the_bucket_and_the_prefix() {
     let s = run_json_env(&["llama3_tiny", "--np", "2", folder], &[]);
     assert_eq!(s["target"]["bucket"], "ckpt-b", "{s}");
 }
+
+/// The ranged GETs (a restore's blocks) in a `serve --request-log` file.
+fn ranged_gets(log: &std::path::Path) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| {
+            let r: Value = serde_json::from_str(line).unwrap();
+            r["method"] == "GET" && r["range"].is_string()
+        })
+        .count()
+}
+
+/// A read-only run's checkpoint is listed and compared with the plan at set-up: another
+/// `--np`, another model and a missing object are each one line and exit 2, before any block
+/// is read; the same checkpoint whole restores.
+#[test]
+fn a_restore_of_another_np_model_or_a_partial_checkpoint_is_refused_before_any_block() {
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("requests.jsonl");
+    let (root, server) = dir_server(&["--request-log", log.to_str().unwrap()]);
+    let ep = server.endpoint.as_str();
+    let base = ["llama3_tiny", "--endpoint", ep, "--bucket", "ringload"];
+    let mut write = base.to_vec();
+    write.extend(["--np", "2", "checkpoint.num_checkpoints_read=0"]);
+    run_json_env(&write, &[]);
+    let restore = |extra: &[&str]| {
+        let mut cmd = ringload();
+        cmd.arg("run")
+            .args(base)
+            .arg("checkpoint.num_checkpoints_write=0")
+            .args(extra);
+        output(&mut cmd)
+    };
+    let refused = |extra: &[&str], says: &[&str]| {
+        let (code, stdout, stderr) = restore(extra);
+        assert_eq!(code, 2, "{extra:?}: {stderr}");
+        assert!(stdout.is_empty(), "{extra:?}: {stdout}");
+        // One line (beside a warning that ranks share this machine's cores).
+        let lines: Vec<&str> = stderr
+            .lines()
+            .filter(|l| !l.starts_with("ringload run: WARNING"))
+            .collect();
+        assert_eq!(lines.len(), 1, "{extra:?}: {stderr}");
+        for s in says {
+            assert!(stderr.contains(s), "{extra:?}: {s:?} not in {stderr}");
+        }
+        assert_eq!(ranged_gets(&log), 0, "{extra:?}: a block was read");
+    };
+    refused(
+        &["--np", "4"],
+        &[
+            "s3://ringload/checkpoints/llama3_tiny/global_epoch1_step1/",
+            "another --np",
+            "found 2 model files, the plan has 4",
+        ],
+    );
+    refused(
+        &["--np", "2", "model.transformer.hidden_size=256"],
+        &["bytes, the plan's is", "another model"],
+    );
+    // One object of the second checkpoint gone, as a write stopped by Ctrl-C leaves it.
+    let expected = planned_objects(&["llama3_tiny", "--np", "2"], 2);
+    let (gone, _) = expected
+        .iter()
+        .find(|(k, _)| k.contains("step2/") && k.ends_with("optim_states.pt"))
+        .unwrap();
+    let file = root.path().join("ringload").join(gone);
+    let aside = root.path().join("aside");
+    std::fs::rename(&file, &aside).unwrap();
+    refused(
+        &["--np", "2"],
+        &[&format!("s3://ringload/{gone} is missing"), "partial"],
+    );
+    // Put back, the same restore reads every block.
+    std::fs::rename(&aside, &file).unwrap();
+    let (code, _, stderr) = restore(&["--np", "2"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(ranged_gets(&log) > 0);
+}

@@ -3,8 +3,10 @@
 //!
 //! 1. set-up ([`CheckpointSession::prepare`], after the part every run shares,
 //!    [`super::prepare`]): the plan, the target (else the embedded server's sink), the memory
-//!    budget, the engine (the same choice training runs make: over https the baseline), and
-//!    incomplete uploads a killed run left under the checkpoint folder aborted;
+//!    budget, the engine (the same choice training runs make: over https the baseline),
+//!    incomplete uploads a killed run left under the checkpoint folder aborted, and, for a
+//!    read-only run, every object of the checkpoints it reads listed and compared with the
+//!    plan ([`super::checkpoint_list`]: a difference is one line, exit 2, before the clock);
 //! 2. `num_checkpoints_write` saves: sleep, barrier, each rank's objects in sequence;
 //! 3. one LIST of the checkpoint folder (process 0; its count broadcast) checked against
 //!    `num_checkpoints_read`;
@@ -28,10 +30,12 @@ use anyhow::Context;
 
 use super::RunConfig;
 use super::checkpoint_hosts::{self, HostCheckpoint, PhaseResult, agreed};
+use super::checkpoint_list::Lister;
 use super::objects::{PhaseFailure, PhaseMeasurements, run_objects_phase};
 use super::prepare::Prepared;
 use super::request::RunRequest;
 use super::session::{Finished, RunFailed};
+use crate::checkpoint::restore::too_few;
 use crate::checkpoint::settings::CheckpointSettings;
 use crate::checkpoint::{CheckpointOptions, CheckpointPlan};
 use crate::cluster::Cluster;
@@ -211,16 +215,7 @@ impl<'a> CheckpointSession<'a> {
                     .to_string()
             }),
         };
-        let mut choice =
-            setup::engine::choose(request.engine, &needs, &limits).map_err(UsageError)?;
-        if hosts {
-            // Process 0's choice is every process's: one engine per job, as its summary says.
-            choice.kind = cluster.share(lead.then_some(choice.kind))?;
-        }
-        if let Some(note) = choice.note.filter(|_| lead) {
-            eprintln!("ringload run: NOTE: {note}");
-            notes.push(note);
-        }
+        let choice = choose_engine(request.engine, &needs, &limits, cluster, &mut notes)?;
         let policy = request.retry;
         let client = Client::new(target.clone(), policy)?;
         let engine_threads = request.engine_threads.unwrap_or_else(affinity::cores);
@@ -242,7 +237,7 @@ impl<'a> CheckpointSession<'a> {
             Some(dir) => Some(seconds_since_end_of(dir, started_wall)?),
             None => None,
         };
-        Ok(CheckpointSession {
+        let session = CheckpointSession {
             request,
             cluster,
             started_wall,
@@ -265,7 +260,23 @@ impl<'a> CheckpointSession<'a> {
             after_write_run_s,
             setup_client,
             setup_runtime,
-        })
+        };
+        let s = &session.plan.settings;
+        if s.num_checkpoints_write == 0 && s.num_checkpoints_read > 0 {
+            // A restore of an earlier run's checkpoint: every object it reads, checked now.
+            session.lister().restore_checked()?;
+        }
+        Ok(session)
+    }
+
+    /// Process 0's LISTs of the checkpoint folder, on the set-up client.
+    fn lister(&self) -> Lister<'_> {
+        Lister {
+            cluster: self.cluster,
+            runtime: &self.setup_runtime,
+            client: &self.setup_client,
+            plan: &self.plan,
+        }
     }
 
     /// Runs the saves, the LIST and the loads, and merges the hosts' phases under mpirun:
@@ -377,17 +388,15 @@ impl<'a> CheckpointSession<'a> {
             run(&mut phases, Phase::Save, writes)?;
         }
         if phases.failure.is_none() && reads > 0 {
-            let found = self.checkpoints_listed()?;
+            // A read-only run listed and checked its checkpoint at set-up.
+            let found = match writes {
+                0 => reads,
+                _ => self.lister().checkpoints_listed()?,
+            };
             if found >= reads {
                 run(&mut phases, Phase::Load, reads)?;
             } else {
-                let prefix = self.plan.prefix();
-                let line = format!(
-                    "checkpoint.num_checkpoints_read={reads} but the LIST of {prefix} finds \
-                     {found} checkpoint{} (global_epoch1_step<k>/): write them first (a run \
-                     with checkpoint.num_checkpoints_write={reads}) or read fewer",
-                    if found == 1 { "" } else { "s" }
-                );
+                let line = too_few(&self.plan, reads, found);
                 if phases.results.is_empty() {
                     return Err(agreed(self.cluster, UsageError(line)));
                 }
@@ -398,29 +407,6 @@ impl<'a> CheckpointSession<'a> {
             }
         }
         Ok(phases)
-    }
-
-    /// One LIST of the checkpoint folder (process 0's, its count shared), as the DLIO fork
-    /// does before its reads: the checkpoints found.
-    fn checkpoints_listed(&self) -> anyhow::Result<u32> {
-        let prefix = self.plan.prefix();
-        let found = (self.cluster.process() == 0).then(|| {
-            self.setup_runtime
-                .block_on(self.setup_client.list_folders(&prefix))
-                .map(|found| {
-                    found
-                        .iter()
-                        .filter(|f| {
-                            f.strip_prefix(&prefix)
-                                .is_some_and(|r| r.starts_with("global_epoch"))
-                        })
-                        .count() as u32
-                })
-                .map_err(|e| format!("the LIST before the restores failed: {e}"))
-        });
-        self.cluster
-            .share(found)?
-            .map_err(|e| agreed(self.cluster, RunFailed(e)))
     }
 
     /// One phase over the local ranks, its CPU costs measured around it.
@@ -586,6 +572,28 @@ impl<'a> CheckpointSession<'a> {
             timeseries: phases_series(results),
         }
     }
+}
+
+/// The engine (the one choice every run makes); under mpirun process 0's choice is every
+/// process's, one engine per job as its summary says. Its note, process 0's, is printed and
+/// kept.
+fn choose_engine(
+    asked: Option<EngineKind>,
+    needs: &EngineNeeds,
+    limits: &budget::MemoryLimits,
+    cluster: &Cluster,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<setup::engine::EngineChoice> {
+    let lead = cluster.process() == 0;
+    let mut choice = setup::engine::choose(asked, needs, limits).map_err(UsageError)?;
+    if !cluster.is_single() {
+        choice.kind = cluster.share(lead.then_some(choice.kind))?;
+    }
+    if let Some(note) = choice.note.clone().filter(|_| lead) {
+        eprintln!("ringload run: NOTE: {note}");
+        notes.push(note);
+    }
+    Ok(choice)
 }
 
 /// Rank `rank`'s objects of each of `steps`: `[i]` is checkpoint `steps[i]`'s.
