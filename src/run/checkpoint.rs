@@ -11,8 +11,9 @@
 //! 3. one LIST of the checkpoint folder (process 0; its count broadcast) checked against
 //!    `num_checkpoints_read`;
 //! 4. `num_checkpoints_read` loads of the same objects by the same ranks;
-//! 5. the summary (DLIO's names, [`crate::summary::checkpoint`]) and the phases, returned as
-//!    the outcome ([`CheckpointSession::execute`] runs 2–5; the caller writes and renders it).
+//! 5. the summary (DLIO's names, [`crate::summary::checkpoint`]; its `outcome`, and no DLIO
+//!    figure for a phase that did not complete) and the phases, returned as the outcome
+//!    ([`CheckpointSession::execute`] runs 2–5; the caller writes and renders it).
 //!
 //! Under mpirun (the `mpi` feature) each process runs its share of the ranks against one
 //! endpoint, meeting the others at every barrier; each host's share of the memory budget is
@@ -50,10 +51,10 @@ use crate::rank::checkpoint::{ObjectSpec, Phase};
 use crate::s3::{self, Client};
 use crate::setup::engine::EngineNeeds;
 use crate::setup::store::env;
-use crate::summary::TargetSummary;
 use crate::summary::checkpoint::{
     CheckpointSummary, DlioCheckpointMetric, HostVolume, PhaseIo, rows,
 };
+use crate::summary::{Outcome, TargetSummary};
 use crate::{affinity, budget, server, setup};
 
 /// A checkpoint run set up and ready to start: everything before its first phase.
@@ -104,17 +105,27 @@ pub struct CheckpointOutcome {
     pub ended_wall: SystemTime,
     /// The workload's configuration, for MLPerf's results tree.
     pub config: RawConfig,
-    /// The line of a phase that failed once its clock had started, and whether it was an
-    /// interrupt.
-    pub failure: Option<(String, bool)>,
+    /// Why the phases ended early, when they did.
+    pub failure: Option<CheckpointFailure>,
+}
+
+/// Why a run's phases ended early (one process: under mpirun a failure ends the job).
+#[derive(Debug, Clone)]
+pub struct CheckpointFailure {
+    /// The one line exit 3 prints.
+    pub line: String,
+    /// Ctrl-C or SIGTERM stopped it.
+    pub interrupted: bool,
+    /// The phase that did not complete: its DLIO figures are left out of the summary.
+    pub phase: Phase,
 }
 
 /// What the phases of a run left: each phase's result, when its clock started, and the
-/// failure (its line, and whether it was an interrupt) that ended the run early.
+/// failure that ended the run early.
 struct Phases {
     results: Vec<PhaseResult>,
     clocks: Vec<SystemTime>,
-    failure: Option<(String, bool)>,
+    failure: Option<CheckpointFailure>,
 }
 
 impl<'a> CheckpointSession<'a> {
@@ -299,10 +310,7 @@ impl<'a> CheckpointSession<'a> {
             engine.shutdown();
         }
         let server_stats = self.server.take().map(|s| s.shutdown());
-        if results.is_empty() {
-            if let Some((line, _)) = failure {
-                return Err(RunFailed(line).into());
-            }
+        if results.is_empty() && failure.is_none() {
             return Err(UsageError(
                 "nothing to do: checkpoint.num_checkpoints_write and num_checkpoints_read are \
                  both 0"
@@ -341,7 +349,7 @@ impl<'a> CheckpointSession<'a> {
             peak_rss_bytes,
             server_stats,
             ended_wall,
-            failure.as_ref().map(|(line, _)| line.clone()),
+            failure.as_ref(),
         );
         Ok(Finished::Outcome(CheckpointOutcome {
             summary,
@@ -378,8 +386,11 @@ impl<'a> CheckpointSession<'a> {
                 Err(e) => {
                     let (error, partial) = *e;
                     phases.results.extend(partial);
-                    let interrupted = matches!(error, RankError::Interrupted);
-                    phases.failure = Some((error.to_string(), interrupted));
+                    phases.failure = Some(CheckpointFailure {
+                        interrupted: matches!(error, RankError::Interrupted),
+                        line: error.to_string().replace('\n', " "),
+                        phase,
+                    });
                 }
             }
             Ok(())
@@ -403,7 +414,11 @@ impl<'a> CheckpointSession<'a> {
                 if hosts {
                     return Err(agreed(self.cluster, RunFailed(line)));
                 }
-                phases.failure = Some((line, false));
+                phases.failure = Some(CheckpointFailure {
+                    line,
+                    interrupted: false,
+                    phase: Phase::Load,
+                });
             }
         }
         Ok(phases)
@@ -512,7 +527,7 @@ impl<'a> CheckpointSession<'a> {
         peak_rss_bytes: Option<u64>,
         server_stats: Option<server::ServerStats>,
         ended_wall: SystemTime,
-        failure: Option<String>,
+        failure: Option<&CheckpointFailure>,
     ) -> CheckpointSummary {
         let plan = &self.plan;
         let size_gib = plan.checkpoint_size_gb;
@@ -520,11 +535,26 @@ impl<'a> CheckpointSession<'a> {
         for r in results {
             all_rows.extend(rows(r.phase, &r.records, &r.steps, size_gib));
         }
+        let completed = |phase: Phase| failure.is_none_or(|f| f.phase != phase);
         let phase_io = |phase: Phase| {
-            results
-                .iter()
-                .find(|r| r.phase == phase)
-                .map(|r| PhaseIo::of(phase, &r.stats, r.wall_s, r.client_cpu_s, r.server_cpu_s))
+            results.iter().find(|r| r.phase == phase).map(|r| PhaseIo {
+                completed: completed(phase),
+                ..PhaseIo::of(phase, &r.stats, r.wall_s, r.client_cpu_s, r.server_cpu_s)
+            })
+        };
+        // DLIO's figures of the phases that completed only (DLIO writes no summary for a
+        // run that failed; the rows of a phase that did not complete stay, as ringload's).
+        let completed_rows: Vec<_> = all_rows
+            .iter()
+            .filter(|r| completed(r.phase))
+            .cloned()
+            .collect();
+        let metric = (!completed_rows.is_empty())
+            .then(|| DlioCheckpointMetric::of(size_gib, &completed_rows));
+        let outcome = match failure {
+            None => Outcome::Completed,
+            Some(f) if f.interrupted => Outcome::Interrupted,
+            Some(_) => Outcome::Failed,
         };
         let rules = checkpoint_rules::rules(&CheckpointFacts {
             writes: plan.settings.num_checkpoints_write,
@@ -540,6 +570,8 @@ impl<'a> CheckpointSession<'a> {
         });
         CheckpointSummary {
             kind: "checkpoint",
+            outcome,
+            failure: failure.map(|f| f.line.clone()),
             ringload_version: env!("CARGO_PKG_VERSION"),
             workload: plan.settings.workload.name.clone(),
             model: plan.settings.model_name.clone(),
@@ -548,7 +580,7 @@ impl<'a> CheckpointSession<'a> {
             num_hosts: host_volumes.len(),
             start: rfc3339(self.started_wall),
             end: rfc3339(ended_wall),
-            metric: DlioCheckpointMetric::of(size_gib, &all_rows),
+            metric,
             checkpoint_bytes: plan.checkpoint_bytes,
             objects_per_checkpoint: plan.objects_per_checkpoint,
             checkpoints: all_rows,
@@ -568,7 +600,6 @@ impl<'a> CheckpointSession<'a> {
             stale_uploads_aborted: self.stale,
             rules,
             notes: std::mem::take(&mut self.notes),
-            failure,
             timeseries: phases_series(results),
         }
     }
