@@ -252,6 +252,9 @@ fn sink_store(args: &ServeArgs) -> anyhow::Result<Store> {
         server_bytes: 0,
     };
     let plan = CheckpointPlan::resolve(&settings, &options, &budget::probe(), &env)?;
+    settings
+        .check_bucket(args.bucket.as_deref())
+        .map_err(UsageError)?;
     let bucket = args
         .bucket
         .as_deref()

@@ -84,6 +84,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("run::session", 16),
     ("run::checkpoint", 16),
     ("run::checkpoint_hosts", 16),
+    ("run::checkpoint_list", 16),
     ("sweep::session", 16),
     ("sweep::maxnp_search", 16),
     ("sweep::points", 16),

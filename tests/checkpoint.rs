@@ -84,6 +84,8 @@ fn assert_clean(report: &Value, what: &str) {
 
 /// DLIO's metric fields, present and consistent with the rows.
 fn assert_dlio_fields(summary: &Value, writes: usize, reads: usize) {
+    assert_eq!(summary["outcome"], "completed", "{summary}");
+    assert!(summary.get("failure").is_none(), "{summary}");
     let m = &summary["metric"];
     let size = m["checkpoint_size_GB"].as_f64().unwrap();
     assert!(size > 0.1 && size < 0.12, "{m}");
@@ -666,8 +668,10 @@ fn a_read_only_run_restores_from_a_fresh_sink_serving_the_workloads_plan() {
 fn an_interrupt_stops_every_rank_between_parts_and_leaves_no_upload_open() {
     for engine in ["uring", "baseline"] {
         let server = common::spawn_serve(&["--sink"]);
+        let results = tempfile::tempdir().unwrap();
         let child = ringload()
             .args(["run", "llama3_tiny", "--np", "1", "--engine", engine])
+            .args(["--output", results.path().to_str().unwrap()])
             .args(["--endpoint", &server.endpoint, "--bucket", "ringload"])
             // A 4 GB model object, then a 25 GB optimizer object: a rank that finished its
             // object before stopping would take far longer than the bound below.
@@ -710,5 +714,250 @@ fn an_interrupt_stops_every_rank_between_parts_and_leaves_no_upload_open() {
             &[],
         );
         assert_eq!(report["open_uploads"], 0, "{engine}: {report}");
+        // Its summary says so, with what was written until then and no DLIO figure.
+        let s: Value = serde_json::from_str(
+            &std::fs::read_to_string(results.path().join("summary.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(s["outcome"], "interrupted", "{engine}: {s}");
+        assert!(
+            s["failure"].as_str().unwrap().contains("interrupted"),
+            "{s}"
+        );
+        assert!(s.get("metric").is_none(), "{engine}: {s}");
+        assert_eq!(s["save"]["completed"], false, "{engine}: {s}");
+        assert!(s["save"]["bytes"].as_u64().unwrap() > 0, "{engine}: {s}");
     }
+}
+
+/// `checkpoint.checkpoint_folder: s3://bucket/prefix` is DLIO's S3 form: the keys go under the
+/// prefix in that bucket (the run's when no other is named); another bucket named by
+/// `--bucket` or `storage.storage_root` is one line naming both, exit 2.
+#[test]
+fn an_s3_checkpoint_folder_names_the_bucket_and_the_prefix() {
+    let (root, server) = dir_server(&[]);
+    std::fs::create_dir(root.path().join("ckpt-b")).unwrap();
+    let ep = server.endpoint.as_str();
+    let folder = "checkpoint.checkpoint_folder=s3://ckpt-b/runs/a/";
+    let s = run_json_env(&["llama3_tiny", "--np", "2", "--endpoint", ep, folder], &[]);
+    assert_eq!(s["outcome"], "completed", "{s}");
+    assert_eq!(s["target"]["bucket"], "ckpt-b", "{s}");
+    assert_dlio_fields(&s, 2, 2);
+    let expected = planned_objects(&["llama3_tiny", "--np", "2", folder], 2);
+    for (key, size) in &expected {
+        assert!(key.starts_with("runs/a/global_epoch1_step"), "{key}");
+        let file = root.path().join("ckpt-b").join(key);
+        assert_eq!(
+            std::fs::metadata(&file).map(|m| m.len()).ok(),
+            Some(*size),
+            "{key}"
+        );
+    }
+    // Nothing under a key that starts with the URI.
+    assert!(!root.path().join("ringload").join("s3:").exists());
+    for other in [
+        vec!["--bucket", "ringload"],
+        vec!["storage.storage_root=ringload"],
+    ] {
+        let mut cmd = ringload();
+        cmd.args(["run", "llama3_tiny", "--np", "2", "--endpoint", ep, folder])
+            .args(&other);
+        let (code, _, stderr) = output(&mut cmd);
+        assert_eq!(code, 2, "{other:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{other:?}: {stderr}");
+        assert!(
+            stderr.contains("ckpt-b") && stderr.contains("ringload"),
+            "{other:?}: {stderr}"
+        );
+    }
+    // The embedded sink takes the folder's bucket too.
+    let s = run_json_env(&["llama3_tiny", "--np", "2", folder], &[]);
+    assert_eq!(s["target"]["bucket"], "ckpt-b", "{s}");
+}
+
+/// The ranged GETs (a restore's blocks) in a `serve --request-log` file.
+fn ranged_gets(log: &std::path::Path) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| {
+            let r: Value = serde_json::from_str(line).unwrap();
+            r["method"] == "GET" && r["range"].is_string()
+        })
+        .count()
+}
+
+/// A read-only run's checkpoint is listed and compared with the plan at set-up: another
+/// `--np`, another model and a missing object are each one line and exit 2, before any block
+/// is read; the same checkpoint whole restores.
+#[test]
+fn a_restore_of_another_np_model_or_a_partial_checkpoint_is_refused_before_any_block() {
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("requests.jsonl");
+    let (root, server) = dir_server(&["--request-log", log.to_str().unwrap()]);
+    let ep = server.endpoint.as_str();
+    let base = ["llama3_tiny", "--endpoint", ep, "--bucket", "ringload"];
+    let mut write = base.to_vec();
+    write.extend(["--np", "2", "checkpoint.num_checkpoints_read=0"]);
+    run_json_env(&write, &[]);
+    let restore = |extra: &[&str]| {
+        let mut cmd = ringload();
+        cmd.arg("run")
+            .args(base)
+            .arg("checkpoint.num_checkpoints_write=0")
+            .args(extra);
+        output(&mut cmd)
+    };
+    let refused = |extra: &[&str], says: &[&str]| {
+        let (code, stdout, stderr) = restore(extra);
+        assert_eq!(code, 2, "{extra:?}: {stderr}");
+        assert!(stdout.is_empty(), "{extra:?}: {stdout}");
+        // One line (beside a warning that ranks share this machine's cores).
+        let lines: Vec<&str> = stderr
+            .lines()
+            .filter(|l| !l.starts_with("ringload run: WARNING"))
+            .collect();
+        assert_eq!(lines.len(), 1, "{extra:?}: {stderr}");
+        for s in says {
+            assert!(stderr.contains(s), "{extra:?}: {s:?} not in {stderr}");
+        }
+        assert_eq!(ranged_gets(&log), 0, "{extra:?}: a block was read");
+    };
+    refused(
+        &["--np", "4"],
+        &[
+            "s3://ringload/checkpoints/llama3_tiny/global_epoch1_step1/",
+            "another --np",
+            "found 2 model files, the plan has 4",
+        ],
+    );
+    refused(
+        &["--np", "2", "model.transformer.hidden_size=256"],
+        &["bytes, the plan's is", "another model"],
+    );
+    // One object of the second checkpoint gone, as a write stopped by Ctrl-C leaves it.
+    let expected = planned_objects(&["llama3_tiny", "--np", "2"], 2);
+    let (gone, _) = expected
+        .iter()
+        .find(|(k, _)| k.contains("step2/") && k.ends_with("optim_states.pt"))
+        .unwrap();
+    let file = root.path().join("ringload").join(gone);
+    let aside = root.path().join("aside");
+    std::fs::rename(&file, &aside).unwrap();
+    refused(
+        &["--np", "2"],
+        &[&format!("s3://ringload/{gone} is missing"), "partial"],
+    );
+    // Put back, the same restore reads every block.
+    std::fs::rename(&aside, &file).unwrap();
+    let (code, _, stderr) = restore(&["--np", "2"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(ranged_gets(&log) > 0);
+}
+
+/// Every DLIO `metric` name found anywhere in `json`.
+fn dlio_names(json: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![json];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Object(map) => {
+                for (k, v) in map {
+                    if k == "checkpoint_size_GB"
+                        || (k.contains("_checkpoint_") && k.ends_with("_second"))
+                        || (k.contains("_checkpoint_") && k.ends_with("_seconds"))
+                    {
+                        found.push(k.clone());
+                    }
+                    stack.push(v);
+                }
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    found
+}
+
+/// A run whose phase fails says `failed` with its line, and neither its summary.json nor its
+/// report carries a DLIO figure for that phase; the phase before it keeps its own; no MLPerf
+/// leaf is written.
+#[test]
+fn a_failed_checkpoint_run_has_outcome_failed_and_no_dlio_figure_for_the_failed_phase() {
+    // Every part refused: the save phase fails; nothing completed.
+    let server = common::spawn_serve(&["--sink", "--faults", "403@part/every=1"]);
+    let out = tempfile::tempdir().unwrap();
+    let results = tempfile::tempdir().unwrap();
+    let (code, stdout, stderr) = run(&[
+        "run",
+        "llama3_tiny",
+        "--np",
+        "2",
+        "--endpoint",
+        &server.endpoint,
+        "--bucket",
+        "ringload",
+        "--retries",
+        "1",
+        "--output",
+        out.path().to_str().unwrap(),
+        "--results-dir",
+        results.path().to_str().unwrap(),
+    ]);
+    assert_eq!(code, 3, "{stderr}");
+    let s: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(s["outcome"], "failed", "{s}");
+    let failure = s["failure"].as_str().unwrap();
+    assert!(stderr.contains(failure), "{failure} vs {stderr}");
+    assert!(
+        failure.contains("AccessDenied") || failure.contains("403"),
+        "{failure}"
+    );
+    assert!(s.get("metric").is_none(), "{s}");
+    assert_eq!(dlio_names(&s), Vec::<String>::new(), "{s}");
+    assert_eq!(s["save"]["completed"], false, "{s}");
+    // The report: the failure, no headline of DLIO's.
+    assert!(stdout.contains("FAILED"), "{stdout}");
+    assert!(!stdout.contains("GiB/s, "), "{stdout}");
+    assert!(!stdout.contains("DLIO's figures"), "{stdout}");
+    assert_eq!(
+        std::fs::read_dir(results.path()).unwrap().count(),
+        0,
+        "a failed run wrote an MLPerf leaf"
+    );
+    drop(server);
+
+    // Every ranged GET of a block refused: the saves complete and keep DLIO's figures, the
+    // restore fails and has none.
+    let server = common::spawn_serve(&["--sink", "--faults", "403@rg/every=1"]);
+    let (code, stdout, stderr) = run(&[
+        "run",
+        "llama3_tiny",
+        "--np",
+        "2",
+        "--endpoint",
+        &server.endpoint,
+        "--bucket",
+        "ringload",
+        "--retries",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(code, 3, "{stderr}");
+    let s: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(s["outcome"], "failed", "{s}");
+    assert!(s["failure"].is_string(), "{s}");
+    let m = &s["metric"];
+    assert!(
+        m["save_checkpoint_io_mean_GB_per_second"].is_number(),
+        "{m}"
+    );
+    assert!(dlio_names(m).iter().all(|k| !k.starts_with("load_")), "{m}");
+    assert_eq!(s["save"]["completed"], true, "{s}");
+    assert_eq!(s["load"]["completed"], false, "{s}");
+    // With --json the report is on stderr: save's headline, no load headline.
+    assert!(stderr.contains("  save: "), "{stderr}");
+    assert!(!stderr.contains("  load: "), "{stderr}");
 }

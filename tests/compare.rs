@@ -448,6 +448,25 @@ fn dlio_and_ringload_checkpoint_summaries_line_up_by_workload_and_np() {
     let expected = m["save_checkpoint_io_mean_GB_per_second"].as_f64().unwrap() / 133.27;
     assert!((ratio - expected).abs() < 1e-9, "{ratio} {expected}");
     assert!(line["load_ratio"][1].is_null(), "{line}");
+
+    // A run that did not complete is not a result to compare: one line naming its failure.
+    let failed = dir.path().join("failed");
+    std::fs::create_dir(&failed).unwrap();
+    let mut edited = s.clone();
+    edited["outcome"] = "failed".into();
+    edited["failure"] = "a part failed: HTTP 403 AccessDenied".into();
+    std::fs::write(failed.join("summary.json"), edited.to_string()).unwrap();
+    let (code, _, stderr) = common::run(&[
+        "compare",
+        fixture.to_str().unwrap(),
+        failed.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("did not complete") && stderr.contains("403 AccessDenied"),
+        "{stderr}"
+    );
 }
 
 /// A change to a summary.json.

@@ -20,6 +20,7 @@
 pub mod io;
 pub mod model;
 mod object;
+pub mod restore;
 pub mod settings;
 
 use serde::Serialize;

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::model::{self, ModelSpec, Parallelism, Transformer};
 use crate::config::{RawConfig, WorkloadSource};
-use crate::s3::target::StorageSettings;
+use crate::s3::target::{StorageSettings, check_bucket_name};
 use crate::settings::{IgnoredKey, SettingsError, invalid, storage_settings};
 
 /// DLIO's defaults (`utils/config.py`).
@@ -40,8 +40,11 @@ pub struct CheckpointSettings {
     pub zero_stage: u8,
     pub mode: CheckpointMode,
     /// `checkpoint.checkpoint_folder`, relative to the bucket: no leading `./` or `/`, no
-    /// trailing `/` (DLIO strips it too).
+    /// trailing `/` (DLIO strips it too); of `s3://bucket/prefix`, the prefix.
     pub folder: String,
+    /// The bucket `checkpoint.checkpoint_folder` names as `s3://bucket/prefix` (DLIO's S3
+    /// form), when it does: it must be the run's bucket ([`Self::check_bucket`]).
+    pub folder_bucket: Option<String>,
     /// `checkpoint.num_checkpoints_write` (DLIO's -1 default writes none).
     pub num_checkpoints_write: u32,
     pub num_checkpoints_read: u32,
@@ -65,7 +68,8 @@ impl CheckpointSettings {
         let (model, model_datatype, optimizer_datatype) = model_spec(cfg)?;
         let (tensor, pipeline, zero_stage) = model_parallelism(cfg, &model)?;
         let mode = checkpoint_mode(cfg)?;
-        let folder = checkpoint_folder(cfg)?;
+        let (folder, folder_bucket) = checkpoint_folder(cfg)?;
+        let storage = run_bucket(cfg, storage_settings(cfg)?, folder_bucket.as_deref())?;
         let (num_checkpoints_write, num_checkpoints_read) = checkpoint_counts(cfg)?;
         let time_between_checkpoints_s = cfg
             .number("checkpoint.time_between_checkpoints", f64::MIN, f64::MAX)?
@@ -87,13 +91,14 @@ impl CheckpointSettings {
             zero_stage,
             mode,
             folder,
+            folder_bucket,
             num_checkpoints_write,
             num_checkpoints_read,
             time_between_checkpoints_s,
             fsync: flag("checkpoint.fsync", false)?,
             rank_sync: flag("checkpoint.rank_sync", false)?,
             randomize_tensor: flag("checkpoint.randomize_tensor", true)?,
-            storage: storage_settings(cfg)?,
+            storage,
             ignored_keys: Vec::new(),
         };
         // The workflow keys are what routed here (`workload::is_checkpoint`); read them so they
@@ -104,6 +109,20 @@ impl CheckpointSettings {
             ignored_keys: ignored_keys(cfg),
             ..settings
         })
+    }
+
+    /// Refuses `--bucket` naming another bucket than `checkpoint.checkpoint_folder`'s
+    /// `s3://bucket/…`, in one line naming both.
+    pub fn check_bucket(&self, flag: Option<&str>) -> Result<(), String> {
+        match (flag, self.folder_bucket.as_deref()) {
+            (Some(flag), Some(folder)) if flag != folder => Err(format!(
+                "--bucket {flag} is not the bucket checkpoint.checkpoint_folder names \
+                 (s3://{folder}/{}): a run writes to one bucket; drop --bucket or make them \
+                 the same",
+                self.folder
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// The parallelism of a run of `np` processes, or the line that refuses it (DLIO's
@@ -287,23 +306,74 @@ fn checkpoint_mode(cfg: &RawConfig) -> Result<CheckpointMode, SettingsError> {
     })
 }
 
-/// `checkpoint.checkpoint_folder`, relative to the bucket and inside it.
-fn checkpoint_folder(cfg: &RawConfig) -> Result<String, SettingsError> {
-    let folder = cfg
-        .text("checkpoint.checkpoint_folder")?
+/// `checkpoint.checkpoint_folder`, relative to the bucket and inside it, and the bucket it
+/// names when it is DLIO's S3 form, `s3://bucket/prefix`: the fork's object store takes such
+/// a URI's host as the bucket and its path, less the leading `/`, as the key prefix
+/// (`obj_store_lib.py` `_normalize_object_key`); another scheme is refused.
+fn checkpoint_folder(cfg: &RawConfig) -> Result<(String, Option<String>), SettingsError> {
+    let key = "checkpoint.checkpoint_folder";
+    let text = cfg
+        .text(key)?
         .unwrap_or_else(|| DLIO_DEFAULT_CHECKPOINT_FOLDER.to_string());
-    let folder = folder
-        .trim_start_matches("./")
-        .trim_matches('/')
-        .to_string();
+    let (bucket, path) = match text.split_once("://") {
+        None => (None, text.as_str()),
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("s3") => {
+            let (bucket, path) = rest.split_once('/').unwrap_or((rest, ""));
+            check_bucket_name(bucket).map_err(|e| {
+                invalid(
+                    cfg,
+                    key,
+                    format!(
+                        "names no bucket ringload can use: {e} (the form is s3://bucket/prefix)"
+                    ),
+                )
+            })?;
+            (Some(bucket.to_string()), path)
+        }
+        Some((scheme, _)) => {
+            return Err(invalid(
+                cfg,
+                key,
+                format!(
+                    "is a {scheme}:// URI: ringload writes checkpoints to S3; give \
+                     s3://bucket/prefix, or a prefix inside the run's bucket"
+                ),
+            ));
+        }
+    };
+    let folder = path.trim_start_matches("./").trim_matches('/').to_string();
     if folder.split('/').any(|part| part == "..") {
         return Err(invalid(
             cfg,
-            "checkpoint.checkpoint_folder",
+            key,
             "must stay inside the bucket; remove the '..'",
         ));
     }
-    Ok(folder)
+    Ok((folder, bucket))
+}
+
+/// The workload's storage keys with the run's bucket: `storage.storage_root`, else the bucket
+/// `checkpoint.checkpoint_folder` names; the two naming different buckets is refused.
+fn run_bucket(
+    cfg: &RawConfig,
+    mut storage: StorageSettings,
+    folder_bucket: Option<&str>,
+) -> Result<StorageSettings, SettingsError> {
+    match (storage.bucket.as_deref(), folder_bucket) {
+        (Some(root), Some(folder)) if root != folder => Err(invalid(
+            cfg,
+            "checkpoint.checkpoint_folder",
+            format!(
+                "names bucket '{folder}' but storage.storage_root is '{root}': a run writes to \
+                 one bucket; make them the same, or give the folder as a prefix only"
+            ),
+        )),
+        (None, Some(folder)) => {
+            storage.bucket = Some(folder.to_string());
+            Ok(storage)
+        }
+        _ => Ok(storage),
+    }
 }
 
 /// `checkpoint.num_checkpoints_write` and `_read`: something to do, no more reads than writes.
@@ -351,4 +421,76 @@ fn ignored_keys(cfg: &RawConfig) -> Vec<IgnoredKey> {
                 .unwrap_or_default(),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolve(overrides: &[&str]) -> Result<CheckpointSettings, SettingsError> {
+        let mut cfg = RawConfig::load("llama3_tiny").unwrap();
+        for o in overrides {
+            cfg.apply_override(o).unwrap();
+        }
+        CheckpointSettings::resolve(&cfg)
+    }
+
+    #[test]
+    fn an_s3_folder_is_a_bucket_and_a_prefix_as_dlio_reads_it() {
+        let s = resolve(&["checkpoint.checkpoint_folder=s3://ckpt-b/runs/a/"]).unwrap();
+        assert_eq!(s.folder, "runs/a");
+        assert_eq!(s.folder_bucket.as_deref(), Some("ckpt-b"));
+        // No storage.storage_root: the folder's bucket is the run's.
+        assert_eq!(s.storage.bucket.as_deref(), Some("ckpt-b"));
+        assert_eq!(s.check_bucket(None), Ok(()));
+        assert_eq!(s.check_bucket(Some("ckpt-b")), Ok(()));
+        let err = s.check_bucket(Some("other")).unwrap_err();
+        assert!(
+            err.contains("--bucket other") && err.contains("s3://ckpt-b/runs/a"),
+            "{err}"
+        );
+        // The bucket's root.
+        let s = resolve(&["checkpoint.checkpoint_folder=s3://ckpt-b"]).unwrap();
+        assert_eq!(
+            (s.folder.as_str(), s.folder_bucket.as_deref()),
+            ("", Some("ckpt-b"))
+        );
+        // A plain folder names no bucket.
+        let s = resolve(&["checkpoint.checkpoint_folder=./ck/"]).unwrap();
+        assert_eq!(
+            (s.folder.as_str(), s.folder_bucket.as_deref()),
+            ("ck", None)
+        );
+        assert_eq!(s.check_bucket(Some("any")), Ok(()));
+    }
+
+    #[test]
+    fn a_folder_in_another_bucket_or_scheme_is_refused_naming_both() {
+        let s = resolve(&[
+            "checkpoint.checkpoint_folder=s3://ckpt-b/x",
+            "storage.storage_root=ckpt-b",
+        ])
+        .unwrap();
+        assert_eq!(s.storage.bucket.as_deref(), Some("ckpt-b"));
+        let err = resolve(&[
+            "checkpoint.checkpoint_folder=s3://ckpt-b/x",
+            "storage.storage_root=data-b",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("'ckpt-b'") && err.contains("'data-b'"),
+            "{err}"
+        );
+        for (folder, says) in [
+            ("gs://b/x", "gs://"),
+            ("s3:///x", "empty"),
+            ("s3://b/../x", "'..'"),
+        ] {
+            let err = resolve(&[&format!("checkpoint.checkpoint_folder={folder}")])
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(says), "{folder}: {err}");
+        }
+    }
 }

@@ -150,7 +150,8 @@ fn write_files<const N: usize>(dir: &Path, files: [(&str, String); N]) -> Result
 }
 
 /// A checkpoint run's files, summary and report, its leaf with `--results-dir` (a complete
-/// run's), then the exit code, or its failure.
+/// run's only: a run that failed or was interrupted leaves no DLIO-shaped result), then the
+/// exit code, or its failure.
 pub fn checkpoint(args: &RunArgs, outcome: &CheckpointOutcome) -> anyhow::Result<u8> {
     let human = write_checkpoint_report(args, &outcome.summary)?;
     if let Some(root) = args.options.results.results_dir.as_deref()
@@ -159,8 +160,8 @@ pub fn checkpoint(args: &RunArgs, outcome: &CheckpointOutcome) -> anyhow::Result
         checkpoint_leaf(args, root, outcome, human)?;
     }
     match &outcome.failure {
-        Some((_, true)) => Err(RunInterrupted.into()),
-        Some((line, false)) => Err(RunFailed(line.clone()).into()),
+        Some(f) if f.interrupted => Err(RunInterrupted.into()),
+        Some(f) => Err(RunFailed(f.line.clone()).into()),
         None => Ok(exit::OK),
     }
 }

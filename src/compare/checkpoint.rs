@@ -250,6 +250,18 @@ fn epoch_counts(path: &Path) -> Result<Option<(u64, u64)>, CompareError> {
 
 /// A ringload checkpoint summary (`kind: "checkpoint"`).
 pub fn ringload(json: &Value, file: &Path, letter: char) -> Result<CheckpointEntry, CompareError> {
+    // A run that failed or was interrupted has no DLIO figure for the phase that stopped:
+    // not a result to put beside others.
+    if let Some(outcome) = json["outcome"].as_str().filter(|o| *o != "completed") {
+        return Err(error(
+            file,
+            format!(
+                "a ringload checkpoint run that did not complete (outcome {outcome}: {}); \
+                 compare takes completed runs",
+                json["failure"].as_str().unwrap_or("no reason recorded")
+            ),
+        ));
+    }
     let (size, save, load) = figures(json, file, "ringload")?;
     let missing = |field: &str| {
         error(

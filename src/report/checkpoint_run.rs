@@ -4,13 +4,13 @@
 use std::fmt::Write;
 
 use crate::rank::checkpoint::Phase;
-use crate::summary::checkpoint::{CheckpointSummary, PhaseIo};
+use crate::summary::Outcome;
+use crate::summary::checkpoint::{CheckpointSummary, DlioCheckpointMetric, PhaseIo, gib};
 use crate::units::{bytes, count};
 
-/// The report of `summary`.
+/// The report of `summary`: DLIO's headline only for a phase that completed.
 pub fn render(summary: &CheckpointSummary) -> String {
     let mut out = String::new();
-    let m = &summary.metric;
     let _ = writeln!(
         out,
         "{} checkpoint on {} ranks, {} engine: {:.2} GiB per checkpoint (DLIO's \
@@ -18,9 +18,35 @@ pub fn render(summary: &CheckpointSummary) -> String {
         summary.workload,
         summary.np,
         summary.engine,
-        m.checkpoint_size_GB,
+        gib(summary.checkpoint_bytes),
         count(summary.objects_per_checkpoint as u64)
     );
+    if summary.outcome != Outcome::Completed {
+        let word = match summary.outcome {
+            Outcome::Interrupted => "INTERRUPTED",
+            _ => "FAILED",
+        };
+        let phases: Vec<&str> = [("save", &summary.save), ("load", &summary.load)]
+            .into_iter()
+            .filter(|(_, io)| io.as_ref().is_some_and(|io| !io.completed))
+            .map(|(name, _)| name)
+            .collect();
+        let _ = writeln!(
+            out,
+            "  {word}: {}\n  no DLIO figure for a phase that did not complete{}; the rows and \
+             bytes below are up to then",
+            summary
+                .failure
+                .as_deref()
+                .unwrap_or("the run did not complete"),
+            match phases.as_slice() {
+                [] => String::new(),
+                names => format!(" ({})", names.join(", ")),
+            }
+        );
+    }
+    let empty = DlioCheckpointMetric::default();
+    let m = summary.metric.as_ref().unwrap_or(&empty);
     let dlio =
         |what: &str, mean: Option<f64>, sd: Option<f64>, d: Option<f64>, dsd: Option<f64>| match (
             mean, sd, d, dsd,
@@ -70,10 +96,24 @@ pub fn render(summary: &CheckpointSummary) -> String {
     }
     out.push('\n');
     if let Some(io) = &summary.save {
-        out.push_str(&phase_line("written", io));
+        out.push_str(&phase_line(
+            if io.completed {
+                "written"
+            } else {
+                "written before it stopped"
+            },
+            io,
+        ));
     }
     if let Some(io) = &summary.load {
-        out.push_str(&phase_line("restored", io));
+        out.push_str(&phase_line(
+            if io.completed {
+                "restored"
+            } else {
+                "restored before it stopped"
+            },
+            io,
+        ));
     }
     if let Some(rss) = summary.peak_rss_bytes {
         let _ = writeln!(

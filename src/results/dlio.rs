@@ -133,7 +133,7 @@ pub fn checkpoint(
     start: SystemTime,
     end: SystemTime,
 ) -> (Map<String, Json>, Vec<(Json, Json)>) {
-    let size_gib = summary.metric.checkpoint_size_GB;
+    let size_gib = crate::summary::checkpoint::gib(summary.checkpoint_bytes);
     let mut fields = Map::new();
     fields.insert("metric".into(), json!(summary.metric));
     fields.insert(

@@ -3,14 +3,17 @@
 //!
 //! 1. set-up ([`CheckpointSession::prepare`], after the part every run shares,
 //!    [`super::prepare`]): the plan, the target (else the embedded server's sink), the memory
-//!    budget, the engine (the same choice training runs make: over https the baseline), and
-//!    incomplete uploads a killed run left under the checkpoint folder aborted;
+//!    budget, the engine (the same choice training runs make: over https the baseline),
+//!    incomplete uploads a killed run left under the checkpoint folder aborted, and, for a
+//!    read-only run, every object of the checkpoints it reads listed and compared with the
+//!    plan ([`super::checkpoint_list`]: a difference is one line, exit 2, before the clock);
 //! 2. `num_checkpoints_write` saves: sleep, barrier, each rank's objects in sequence;
 //! 3. one LIST of the checkpoint folder (process 0; its count broadcast) checked against
 //!    `num_checkpoints_read`;
 //! 4. `num_checkpoints_read` loads of the same objects by the same ranks;
-//! 5. the summary (DLIO's names, [`crate::summary::checkpoint`]) and the phases, returned as
-//!    the outcome ([`CheckpointSession::execute`] runs 2–5; the caller writes and renders it).
+//! 5. the summary (DLIO's names, [`crate::summary::checkpoint`]; its `outcome`, and no DLIO
+//!    figure for a phase that did not complete) and the phases, returned as the outcome
+//!    ([`CheckpointSession::execute`] runs 2–5; the caller writes and renders it).
 //!
 //! Under mpirun (the `mpi` feature) each process runs its share of the ranks against one
 //! endpoint, meeting the others at every barrier; each host's share of the memory budget is
@@ -28,10 +31,12 @@ use anyhow::Context;
 
 use super::RunConfig;
 use super::checkpoint_hosts::{self, HostCheckpoint, PhaseResult, agreed};
+use super::checkpoint_list::Lister;
 use super::objects::{PhaseFailure, PhaseMeasurements, run_objects_phase};
 use super::prepare::Prepared;
 use super::request::RunRequest;
 use super::session::{Finished, RunFailed};
+use crate::checkpoint::restore::too_few;
 use crate::checkpoint::settings::CheckpointSettings;
 use crate::checkpoint::{CheckpointOptions, CheckpointPlan};
 use crate::cluster::Cluster;
@@ -46,10 +51,10 @@ use crate::rank::checkpoint::{ObjectSpec, Phase};
 use crate::s3::{self, Client};
 use crate::setup::engine::EngineNeeds;
 use crate::setup::store::env;
-use crate::summary::TargetSummary;
 use crate::summary::checkpoint::{
     CheckpointSummary, DlioCheckpointMetric, HostVolume, PhaseIo, rows,
 };
+use crate::summary::{Outcome, TargetSummary};
 use crate::{affinity, budget, server, setup};
 
 /// A checkpoint run set up and ready to start: everything before its first phase.
@@ -100,17 +105,27 @@ pub struct CheckpointOutcome {
     pub ended_wall: SystemTime,
     /// The workload's configuration, for MLPerf's results tree.
     pub config: RawConfig,
-    /// The line of a phase that failed once its clock had started, and whether it was an
-    /// interrupt.
-    pub failure: Option<(String, bool)>,
+    /// Why the phases ended early, when they did.
+    pub failure: Option<CheckpointFailure>,
+}
+
+/// Why a run's phases ended early (one process: under mpirun a failure ends the job).
+#[derive(Debug, Clone)]
+pub struct CheckpointFailure {
+    /// The one line exit 3 prints.
+    pub line: String,
+    /// Ctrl-C or SIGTERM stopped it.
+    pub interrupted: bool,
+    /// The phase that did not complete: its DLIO figures are left out of the summary.
+    pub phase: Phase,
 }
 
 /// What the phases of a run left: each phase's result, when its clock started, and the
-/// failure (its line, and whether it was an interrupt) that ended the run early.
+/// failure that ended the run early.
 struct Phases {
     results: Vec<PhaseResult>,
     clocks: Vec<SystemTime>,
-    failure: Option<(String, bool)>,
+    failure: Option<CheckpointFailure>,
 }
 
 impl<'a> CheckpointSession<'a> {
@@ -169,8 +184,13 @@ impl<'a> CheckpointSession<'a> {
             Some(target) => (None, target),
             None => {
                 let draft = plan_for(0)?;
-                let (server, target) =
-                    start_sink(&draft, &settings, request.server_threads, request.verify)?;
+                let (server, target) = start_sink(
+                    &draft,
+                    &settings,
+                    request.bucket.as_deref(),
+                    request.server_threads,
+                    request.verify,
+                )?;
                 (Some(server), target)
             }
         };
@@ -206,28 +226,8 @@ impl<'a> CheckpointSession<'a> {
                     .to_string()
             }),
         };
-        let mut choice =
-            setup::engine::choose(request.engine, &needs, &limits).map_err(UsageError)?;
-        if hosts {
-            // Process 0's choice is every process's: one engine per job, as its summary says.
-            choice.kind = cluster.share(lead.then_some(choice.kind))?;
-        }
-        if let Some(note) = choice.note.filter(|_| lead) {
-            eprintln!("ringload run: NOTE: {note}");
-            notes.push(note);
-        }
-        let zc = setup::engine::send_zc(
-            plan.send_zc,
-            loopback,
-            choice.kind,
-            crate::engine::uring::send_zc_cause,
-        )
-        .map_err(UsageError)?;
-        plan.io.send_zc = zc.on;
-        if let Some(note) = zc.note.filter(|_| lead) {
-            eprintln!("ringload run: NOTE: {note}");
-            notes.push(note);
-        }
+        let choice = choose_engine(request.engine, &needs, &limits, cluster, &mut notes)?;
+        plan.io.send_zc = choose_send_zc(&plan, loopback, choice.kind, cluster, &mut notes)?;
         let policy = request.retry;
         let client = Client::new(target.clone(), policy)?;
         let engine_threads = request.engine_threads.unwrap_or_else(affinity::cores);
@@ -249,7 +249,7 @@ impl<'a> CheckpointSession<'a> {
             Some(dir) => Some(seconds_since_end_of(dir, started_wall)?),
             None => None,
         };
-        Ok(CheckpointSession {
+        let session = CheckpointSession {
             request,
             cluster,
             started_wall,
@@ -272,7 +272,23 @@ impl<'a> CheckpointSession<'a> {
             after_write_run_s,
             setup_client,
             setup_runtime,
-        })
+        };
+        let s = &session.plan.settings;
+        if s.num_checkpoints_write == 0 && s.num_checkpoints_read > 0 {
+            // A restore of an earlier run's checkpoint: every object it reads, checked now.
+            session.lister().restore_checked()?;
+        }
+        Ok(session)
+    }
+
+    /// Process 0's LISTs of the checkpoint folder, on the set-up client.
+    fn lister(&self) -> Lister<'_> {
+        Lister {
+            cluster: self.cluster,
+            runtime: &self.setup_runtime,
+            client: &self.setup_client,
+            plan: &self.plan,
+        }
     }
 
     /// Runs the saves, the LIST and the loads, and merges the hosts' phases under mpirun:
@@ -295,10 +311,7 @@ impl<'a> CheckpointSession<'a> {
             engine.shutdown();
         }
         let server_stats = self.server.take().map(|s| s.shutdown());
-        if results.is_empty() {
-            if let Some((line, _)) = failure {
-                return Err(RunFailed(line).into());
-            }
+        if results.is_empty() && failure.is_none() {
             return Err(UsageError(
                 "nothing to do: checkpoint.num_checkpoints_write and num_checkpoints_read are \
                  both 0"
@@ -337,7 +350,7 @@ impl<'a> CheckpointSession<'a> {
             peak_rss_bytes,
             server_stats,
             ended_wall,
-            failure.as_ref().map(|(line, _)| line.clone()),
+            failure.as_ref(),
         );
         Ok(Finished::Outcome(CheckpointOutcome {
             summary,
@@ -374,8 +387,11 @@ impl<'a> CheckpointSession<'a> {
                 Err(e) => {
                     let (error, partial) = *e;
                     phases.results.extend(partial);
-                    let interrupted = matches!(error, RankError::Interrupted);
-                    phases.failure = Some((error.to_string(), interrupted));
+                    phases.failure = Some(CheckpointFailure {
+                        interrupted: matches!(error, RankError::Interrupted),
+                        line: error.to_string().replace('\n', " "),
+                        phase,
+                    });
                 }
             }
             Ok(())
@@ -384,50 +400,29 @@ impl<'a> CheckpointSession<'a> {
             run(&mut phases, Phase::Save, writes)?;
         }
         if phases.failure.is_none() && reads > 0 {
-            let found = self.checkpoints_listed()?;
+            // A read-only run listed and checked its checkpoint at set-up.
+            let found = match writes {
+                0 => reads,
+                _ => self.lister().checkpoints_listed()?,
+            };
             if found >= reads {
                 run(&mut phases, Phase::Load, reads)?;
             } else {
-                let prefix = self.plan.prefix();
-                let line = format!(
-                    "checkpoint.num_checkpoints_read={reads} but the LIST of {prefix} finds \
-                     {found} checkpoint{} (global_epoch1_step<k>/): write them first (a run \
-                     with checkpoint.num_checkpoints_write={reads}) or read fewer",
-                    if found == 1 { "" } else { "s" }
-                );
+                let line = too_few(&self.plan, reads, found);
                 if phases.results.is_empty() {
                     return Err(agreed(self.cluster, UsageError(line)));
                 }
                 if hosts {
                     return Err(agreed(self.cluster, RunFailed(line)));
                 }
-                phases.failure = Some((line, false));
+                phases.failure = Some(CheckpointFailure {
+                    line,
+                    interrupted: false,
+                    phase: Phase::Load,
+                });
             }
         }
         Ok(phases)
-    }
-
-    /// One LIST of the checkpoint folder (process 0's, its count shared), as the DLIO fork
-    /// does before its reads: the checkpoints found.
-    fn checkpoints_listed(&self) -> anyhow::Result<u32> {
-        let prefix = self.plan.prefix();
-        let found = (self.cluster.process() == 0).then(|| {
-            self.setup_runtime
-                .block_on(self.setup_client.list_folders(&prefix))
-                .map(|found| {
-                    found
-                        .iter()
-                        .filter(|f| {
-                            f.strip_prefix(&prefix)
-                                .is_some_and(|r| r.starts_with("global_epoch"))
-                        })
-                        .count() as u32
-                })
-                .map_err(|e| format!("the LIST before the restores failed: {e}"))
-        });
-        self.cluster
-            .share(found)?
-            .map_err(|e| agreed(self.cluster, RunFailed(e)))
     }
 
     /// One phase over the local ranks, its CPU costs measured around it.
@@ -533,7 +528,7 @@ impl<'a> CheckpointSession<'a> {
         peak_rss_bytes: Option<u64>,
         server_stats: Option<server::ServerStats>,
         ended_wall: SystemTime,
-        failure: Option<String>,
+        failure: Option<&CheckpointFailure>,
     ) -> CheckpointSummary {
         let plan = &self.plan;
         let size_gib = plan.checkpoint_size_gb;
@@ -541,11 +536,26 @@ impl<'a> CheckpointSession<'a> {
         for r in results {
             all_rows.extend(rows(r.phase, &r.records, &r.steps, size_gib));
         }
+        let completed = |phase: Phase| failure.is_none_or(|f| f.phase != phase);
         let phase_io = |phase: Phase| {
-            results
-                .iter()
-                .find(|r| r.phase == phase)
-                .map(|r| PhaseIo::of(phase, &r.stats, r.wall_s, r.client_cpu_s, r.server_cpu_s))
+            results.iter().find(|r| r.phase == phase).map(|r| PhaseIo {
+                completed: completed(phase),
+                ..PhaseIo::of(phase, &r.stats, r.wall_s, r.client_cpu_s, r.server_cpu_s)
+            })
+        };
+        // DLIO's figures of the phases that completed only (DLIO writes no summary for a
+        // run that failed; the rows of a phase that did not complete stay, as ringload's).
+        let completed_rows: Vec<_> = all_rows
+            .iter()
+            .filter(|r| completed(r.phase))
+            .cloned()
+            .collect();
+        let metric = (!completed_rows.is_empty())
+            .then(|| DlioCheckpointMetric::of(size_gib, &completed_rows));
+        let outcome = match failure {
+            None => Outcome::Completed,
+            Some(f) if f.interrupted => Outcome::Interrupted,
+            Some(_) => Outcome::Failed,
         };
         let rules = checkpoint_rules::rules(&CheckpointFacts {
             writes: plan.settings.num_checkpoints_write,
@@ -561,6 +571,8 @@ impl<'a> CheckpointSession<'a> {
         });
         CheckpointSummary {
             kind: "checkpoint",
+            outcome,
+            failure: failure.map(|f| f.line.clone()),
             ringload_version: env!("CARGO_PKG_VERSION"),
             workload: plan.settings.workload.name.clone(),
             model: plan.settings.model_name.clone(),
@@ -569,7 +581,7 @@ impl<'a> CheckpointSession<'a> {
             num_hosts: host_volumes.len(),
             start: rfc3339(self.started_wall),
             end: rfc3339(ended_wall),
-            metric: DlioCheckpointMetric::of(size_gib, &all_rows),
+            metric,
             checkpoint_bytes: plan.checkpoint_bytes,
             objects_per_checkpoint: plan.objects_per_checkpoint,
             checkpoints: all_rows,
@@ -589,10 +601,54 @@ impl<'a> CheckpointSession<'a> {
             stale_uploads_aborted: self.stale,
             rules,
             notes: std::mem::take(&mut self.notes),
-            failure,
             timeseries: phases_series(results),
         }
     }
+}
+
+/// The engine (the one choice every run makes); under mpirun process 0's choice is every
+/// process's, one engine per job as its summary says. Its note, process 0's, is printed and
+/// kept.
+fn choose_engine(
+    asked: Option<EngineKind>,
+    needs: &EngineNeeds,
+    limits: &budget::MemoryLimits,
+    cluster: &Cluster,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<setup::engine::EngineChoice> {
+    let lead = cluster.process() == 0;
+    let mut choice = setup::engine::choose(asked, needs, limits).map_err(UsageError)?;
+    if !cluster.is_single() {
+        choice.kind = cluster.share(lead.then_some(choice.kind))?;
+    }
+    if let Some(note) = choice.note.clone().filter(|_| lead) {
+        eprintln!("ringload run: NOTE: {note}");
+        notes.push(note);
+    }
+    Ok(choice)
+}
+
+/// Whether parts go with `SEND_ZC`: `--send-zc` on the engine chosen, after the probe
+/// (`setup::engine::send_zc`); a fallback's note printed by process 0 and kept.
+fn choose_send_zc(
+    plan: &CheckpointPlan,
+    loopback: bool,
+    kind: EngineKind,
+    cluster: &Cluster,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<bool> {
+    let zc = setup::engine::send_zc(
+        plan.send_zc,
+        loopback,
+        kind,
+        crate::engine::uring::send_zc_cause,
+    )
+    .map_err(UsageError)?;
+    if let Some(note) = zc.note.filter(|_| cluster.process() == 0) {
+        eprintln!("ringload run: NOTE: {note}");
+        notes.push(note);
+    }
+    Ok(zc.on)
 }
 
 /// Rank `rank`'s objects of each of `steps`: `[i]` is checkpoint `steps[i]`'s.
@@ -758,18 +814,19 @@ fn parse_rfc3339(text: &str) -> Option<SystemTime> {
     )
 }
 
-/// The embedded server of a checkpoint run with no endpoint: a sink that discards what is
-/// written (checking it with `--verify`) and serves the plan's objects by generating them.
+/// The embedded server of a checkpoint run with no endpoint: a sink in the run's bucket
+/// (`--bucket`, else the workload's: `storage.storage_root` or the checkpoint folder's) that
+/// discards what is written (checking it with `--verify`) and serves the plan's objects by
+/// generating them.
 fn start_sink(
     plan: &CheckpointPlan,
     settings: &CheckpointSettings,
+    bucket_flag: Option<&str>,
     server_threads: Option<usize>,
     verify: bool,
 ) -> anyhow::Result<(server::Server, s3::Target)> {
-    let bucket = settings
-        .storage
-        .bucket
-        .as_deref()
+    let bucket = bucket_flag
+        .or(settings.storage.bucket.as_deref())
         .unwrap_or(server::DEFAULT_BUCKET);
     let bucket = crate::setup::store::checked_bucket(bucket)?.to_string();
     let objects = crate::setup::store::checkpoint_sink_objects(plan);

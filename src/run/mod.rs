@@ -14,6 +14,7 @@
 
 pub mod checkpoint;
 pub mod checkpoint_hosts;
+mod checkpoint_list;
 pub mod objects;
 pub mod prepare;
 pub mod request;

@@ -17,7 +17,7 @@ use crate::exit::UsageError;
 use crate::s3::Target;
 use crate::setup::store::{prepare_output, refuse_checkpoint_manifest, resolve_target};
 use crate::signals::{exit_if_stopped_in_setup, raise_on_stop_signals};
-use crate::workload::{Kind, Workload};
+use crate::workload::Workload;
 
 /// A run's common set-up, before its kind's session takes over.
 #[derive(Debug)]
@@ -74,8 +74,13 @@ impl<'a> Prepared<'a> {
             .into());
         }
         workload.check_reachable()?;
-        if workload.kind() == Kind::Checkpoint {
+        if let Some(settings) = workload.checkpoint() {
             refuse_checkpoint_manifest(request.manifest.as_deref())?;
+            // checkpoint.checkpoint_folder's s3://bucket/… against --bucket (against
+            // storage.storage_root when the workload was resolved).
+            settings
+                .check_bucket(request.target.bucket.as_deref())
+                .map_err(UsageError)?;
         }
         // Results are written where --output says: checked now, so a run never ends unable to
         // (by process 0, which reports for the job).

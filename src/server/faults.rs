@@ -169,6 +169,43 @@ pub struct Faults {
     since: Option<std::time::Instant>,
 }
 
+/// Why `kind` cannot aim at `target` (`Ok`: it can).
+fn check_target(kind: FaultKind, target: Target) -> Result<(), &'static str> {
+    match (kind, target) {
+        (FaultKind::ErrorIn200 | FaultKind::CutAfterStore | FaultKind::ShortAfterStore, t)
+            if t != Target::Complete =>
+        {
+            Err("this kind applies to CompleteMultipartUpload only: @complete")
+        }
+        (FaultKind::NoEtag, t) if t != Target::Part => {
+            Err("this kind applies to UploadPart only: @part")
+        }
+        (FaultKind::BadXml | FaultKind::RepeatToken, t) if t != Target::List => {
+            Err("this kind applies to listings only: @list")
+        }
+        (FaultKind::CorruptFooter, t) if t != Target::Footer => {
+            Err("this kind applies to footer reads only: @footer")
+        }
+        (
+            FaultKind::Status { .. }
+            | FaultKind::Cut(_)
+            | FaultKind::Hang
+            | FaultKind::Pause(_)
+            | FaultKind::ErrorIn200
+            | FaultKind::CutAfterStore
+            | FaultKind::ShortAfterStore
+            | FaultKind::NoEtag,
+            _,
+        ) => Ok(()),
+        (_, t) if t.is_write() => Err(
+            "on part, complete and put only an error status (503, 500, 403, their -chunked \
+             forms, 503-retry-after=S, 200-error), cut=N, hang, pause=MS, 200-cut, 200-short \
+             or no-etag apply",
+        ),
+        _ => Ok(()),
+    }
+}
+
 fn parse_one(text: &str) -> Result<Fault, String> {
     let bad =
         |why: &str| format!("fault '{text}': {why}; see 'ringload serve --help' for the forms");
@@ -255,41 +292,7 @@ fn parse_one(text: &str) -> Result<Fault, String> {
             )));
         }
     };
-    match (kind, target) {
-        (FaultKind::ErrorIn200 | FaultKind::CutAfterStore | FaultKind::ShortAfterStore, t)
-            if t != Target::Complete =>
-        {
-            return Err(bad(
-                "this kind applies to CompleteMultipartUpload only: @complete",
-            ));
-        }
-        (FaultKind::NoEtag, t) if t != Target::Part => {
-            return Err(bad("this kind applies to UploadPart only: @part"));
-        }
-        (FaultKind::CutAfterStore | FaultKind::ShortAfterStore | FaultKind::NoEtag, _) => {}
-        (
-            FaultKind::Status { .. } | FaultKind::Cut(_) | FaultKind::Hang | FaultKind::Pause(_),
-            _,
-        ) => {}
-        (FaultKind::ErrorIn200, _) => {}
-        (_, t) if t.is_write() => {
-            return Err(bad(
-                "on part, complete and put only an error status (503, 500, 403, their -chunked \
-                 forms, 503-retry-after=S, 200-error), cut=N, hang, pause=MS, 200-cut, 200-short \
-                 or no-etag apply",
-            ));
-        }
-        _ => {}
-    }
-    match (kind, target) {
-        (FaultKind::BadXml | FaultKind::RepeatToken, t) if t != Target::List => {
-            return Err(bad("this kind applies to listings only: @list"));
-        }
-        (FaultKind::CorruptFooter, t) if t != Target::Footer => {
-            return Err(bad("this kind applies to footer reads only: @footer"));
-        }
-        _ => {}
-    }
+    check_target(kind, target).map_err(|why| bad(why))?;
     let when = match when.map(|w| w.split_once('=')) {
         None => When::Nth(1),
         Some(Some(("nth", n))) => When::Nth(

@@ -11,7 +11,7 @@
 
 use serde::Serialize;
 
-use super::TargetSummary;
+use super::{Outcome, TargetSummary};
 use crate::metrics::{Distribution, cpu_s_per_gib, mean_stdev};
 use crate::rank::checkpoint::{ObjectStats, Phase, PhaseRecord};
 
@@ -144,6 +144,9 @@ impl DlioCheckpointMetric {
 /// What one phase's I/O did, over every rank.
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct PhaseIo {
+    /// Whether every rank finished every checkpoint of the phase (else the figures are up to
+    /// its failure, and `metric` has none of it).
+    pub completed: bool,
     pub bytes: u64,
     /// Parts (and single PUTs) for saves, ranged GETs for loads.
     pub requests: u64,
@@ -252,6 +255,12 @@ pub struct HostVolume {
 pub struct CheckpointSummary {
     /// `checkpoint`: tells a reader this is not a training summary.
     pub kind: &'static str,
+    /// How the run ended, as a training summary says it: `completed`, `failed` or
+    /// `interrupted`.
+    pub outcome: Outcome,
+    /// Why the run did not complete (the one line exit 3 prints); absent when it completed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
     pub ringload_version: &'static str,
     pub workload: String,
     pub model: String,
@@ -261,8 +270,12 @@ pub struct CheckpointSummary {
     /// Wall-clock start and end of the measured phases, RFC 3339 UTC.
     pub start: String,
     pub end: String,
-    /// DLIO's fields, under DLIO's names, computed as DLIO does (rank 0's figures).
-    pub metric: DlioCheckpointMetric,
+    /// DLIO's fields, under DLIO's names, computed as DLIO does (rank 0's figures), of the
+    /// phases that completed only: a phase that failed or was interrupted puts no figure
+    /// here (its rows and bytes stay, under ringload's names), and a run in which none
+    /// completed has no `metric` at all, as DLIO writes no summary for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metric: Option<DlioCheckpointMetric>,
     pub checkpoint_bytes: u64,
     pub objects_per_checkpoint: usize,
     pub checkpoints: Vec<CheckpointRow>,
@@ -284,8 +297,6 @@ pub struct CheckpointSummary {
     /// MLPerf's checkpointing rules, one line each ([`crate::mlperf::checkpoint_rules`]).
     pub rules: Vec<crate::mlperf::Rule>,
     pub notes: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub failure: Option<String>,
     /// One sample per `interval_s` of the save phase then the load phase, each from its own
     /// clock's start, on the run's time (timeseries.csv).
     pub timeseries: crate::timeseries::Series,
