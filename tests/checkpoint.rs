@@ -539,6 +539,9 @@ fn a_killed_writer_leaves_uploads_that_the_next_run_aborts_and_says_so() {
         .env("AWS_REGION", "us-east-1")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
+    // The journals live here, for both runs (wherever their --output).
+    let state = tempfile::tempdir().unwrap();
+    cmd.env("RINGLOAD_STATE_DIR", state.path());
     let mut child = cmd.spawn().unwrap();
     let waited = common::python_json(
         WAIT_FOR_UPLOAD,
@@ -563,39 +566,93 @@ fn a_killed_writer_leaves_uploads_that_the_next_run_aborts_and_says_so() {
     );
     assert!(report["open_uploads"].as_u64().unwrap() >= 1, "{report}");
 
-    // The next run of the same workload (into the same folder; the small model, to be quick)
-    // aborts them before it starts, and says so.
-    let mut next = ringload();
-    next.arg("run")
-        .args([
-            "llama3_tiny",
-            "--np",
-            "1",
-            "--engine",
-            "baseline",
-            "--bucket",
+    // Another writer's upload under the same folder, started with boto3, and one outside it.
+    let foreign = common::python_json(
+        START_UPLOADS,
+        &[
+            &g.endpoint,
             &g.bucket,
-        ])
-        .args([&overrides[0], &overrides[3], &overrides[4]])
-        .env("AWS_ENDPOINT_URL", &g.endpoint)
-        .env("AWS_ACCESS_KEY_ID", &g.key)
-        .env("AWS_SECRET_ACCESS_KEY", &g.secret)
-        .env("AWS_REGION", "us-east-1");
-    let (code, _, stderr) = output(&mut next);
+            &g.key,
+            &g.secret,
+            &format!("{folder}/foreign.bin"),
+            "elsewhere/foreign.bin",
+        ],
+    );
+    let foreign_id = foreign["ids"][0].as_str().unwrap().to_string();
+
+    // The next run of the same workload (into the same folder; the small model, to be quick)
+    // aborts the killed run's uploads before it starts, and says so; it names the other
+    // writer's and leaves it open.
+    let next = |extra: &[&str]| {
+        let mut next = ringload();
+        next.arg("run")
+            .args([
+                "llama3_tiny",
+                "--np",
+                "1",
+                "--engine",
+                "baseline",
+                "--bucket",
+                &g.bucket,
+            ])
+            .args([&overrides[0], &overrides[3], &overrides[4]])
+            .args(extra)
+            .env("RINGLOAD_STATE_DIR", state.path())
+            .env("AWS_ENDPOINT_URL", &g.endpoint)
+            .env("AWS_ACCESS_KEY_ID", &g.key)
+            .env("AWS_SECRET_ACCESS_KEY", &g.secret)
+            .env("AWS_REGION", "us-east-1");
+        output(&mut next)
+    };
+    let (code, _, stderr) = next(&[]);
     assert_eq!(code, 0, "{stderr}");
     assert!(
         stderr.contains("aborted") && stderr.contains("incomplete multipart upload"),
         "{stderr}"
     );
-    let report = check_bucket(
-        &g.endpoint,
-        &g.bucket,
-        (&g.key, &g.secret),
-        &format!("{folder}/"),
-        &[],
+    let left_alone: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("left alone"))
+        .collect();
+    assert_eq!(left_alone.len(), 1, "{stderr}");
+    assert!(
+        left_alone[0].contains(&format!("{folder}/foreign.bin ({foreign_id})"))
+            && left_alone[0].contains("--abort-foreign-uploads")
+            && !left_alone[0].contains("elsewhere"),
+        "{stderr}"
     );
-    assert_eq!(report["open_uploads"], 0, "{report}");
+    let open_under = |prefix: &str| {
+        check_bucket(&g.endpoint, &g.bucket, (&g.key, &g.secret), prefix, &[])["open_uploads"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(
+        open_under(&format!("{folder}/")),
+        1,
+        "the foreign upload stays"
+    );
+    // Nothing journaled is left: a third run aborts nothing of ringload's.
+    let (code, _, stderr) = next(&["--abort-foreign-uploads"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains("incomplete multipart upload"), "{stderr}");
+    assert!(stderr.contains("(--abort-foreign-uploads)"), "{stderr}");
+    assert_eq!(open_under(&format!("{folder}/")), 0);
+    assert_eq!(
+        open_under("elsewhere/"),
+        1,
+        "outside the folder: never touched"
+    );
 }
+
+/// Starts a multipart upload of each key given after the credentials; prints their ids.
+const START_UPLOADS: &str = r#"
+import json, sys, boto3
+endpoint, bucket, key, secret = sys.argv[1:5]
+s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=key,
+                  aws_secret_access_key=secret, region_name="us-east-1")
+ids = [s3.create_multipart_upload(Bucket=bucket, Key=k)["UploadId"] for k in sys.argv[5:]]
+print(json.dumps({"ids": ids}))
+"#;
 
 #[test]
 fn a_read_run_without_checkpoints_names_the_fix() {

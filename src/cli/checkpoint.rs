@@ -48,6 +48,12 @@ pub struct CheckpointArgs {
     /// checkpoint [default: 180GB, B200's; MI355's is 288GB]
     #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = "Checkpoint")]
     pub accelerator_memory: Option<u64>,
+
+    /// Before the clock, abort every multipart upload open under the checkpoint folder, not
+    /// only those an earlier ringload run journaled (another writer's included: use it only
+    /// when no other writer is live there)
+    #[arg(long, help_heading = "Checkpoint")]
+    pub abort_foreign_uploads: bool,
 }
 
 impl CheckpointArgs {
@@ -93,6 +99,9 @@ impl CheckpointArgs {
         );
         if self.send_zc != SendZc::Auto {
             push("--send-zc", Some(self.send_zc.to_string()));
+        }
+        if self.abort_foreign_uploads {
+            args.push("--abort-foreign-uploads".to_string());
         }
         args
     }

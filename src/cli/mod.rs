@@ -379,6 +379,7 @@ impl RunArgs {
                 io: options.checkpoint.io_options(options.verify),
                 after: options.checkpoint.after.clone(),
                 accelerator_memory_bytes: options.checkpoint.accelerator_memory,
+                abort_foreign_uploads: options.checkpoint.abort_foreign_uploads,
             },
             output: self.output.clone(),
         }

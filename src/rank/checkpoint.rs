@@ -37,6 +37,9 @@ pub trait ObjectIo {
     /// Counts each request sent, ended (bytes, latency) and retried into `counter`, the time
     /// series' live counters of the rank.
     fn count_into(&mut self, counter: crate::timeseries::Counter);
+    /// Journals every upload the rank starts (before its first part) and ends, in the
+    /// process's journal (`super::journal`).
+    fn set_journal(&mut self, journal: super::journal::UploadJournal);
     /// Aborts the uploads this rank has open (after a failure elsewhere, or an interrupt), so
     /// none is left behind. Best effort; returns how many it aborted.
     fn abort_open(&mut self) -> usize;

@@ -20,6 +20,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 pub mod checkpoint;
+pub mod journal;
 
 use crate::metrics::{CpuReading, RequestStats, StepTimes};
 use crate::plan::{RangedGet, RankPlan};

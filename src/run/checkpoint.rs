@@ -32,6 +32,7 @@ use anyhow::Context;
 use super::RunConfig;
 use super::checkpoint_hosts::{self, HostCheckpoint, PhaseResult, agreed};
 use super::checkpoint_list::Lister;
+use super::checkpoint_uploads;
 use super::objects::{PhaseFailure, PhaseMeasurements, run_objects_phase};
 use super::prepare::Prepared;
 use super::request::RunRequest;
@@ -48,6 +49,7 @@ use crate::metrics::{self, CpuReading};
 use crate::mlperf::checkpoint_rules::{self, CheckpointFacts};
 use crate::rank::RankError;
 use crate::rank::checkpoint::{ObjectSpec, Phase};
+use crate::rank::journal::UploadJournal;
 use crate::s3::{self, Client};
 use crate::setup::engine::EngineNeeds;
 use crate::setup::store::env;
@@ -84,6 +86,8 @@ pub struct CheckpointSession<'a> {
     host_budget_bytes: u64,
     /// Uploads an earlier run left open under the checkpoint folder, aborted at set-up.
     stale: usize,
+    /// This process's journal of the uploads it starts (`rank::journal`).
+    journal: UploadJournal,
     /// `--after`: seconds from the end of the write run to this run's start.
     after_write_run_s: Option<f64>,
     /// Set-up requests (the LIST before the restores) on a small runtime and a client of
@@ -233,16 +237,16 @@ impl<'a> CheckpointSession<'a> {
         let engine_threads = request.engine_threads.unwrap_or_else(affinity::cores);
         let engine = Engine::for_checkpoint(choice.kind, &client, engine_threads)
             .map_err(|e| UsageError(format!("cannot start the {} engine: {e}", choice.kind)))?;
-        let setup_client = Client::new(target.clone(), policy)?;
-        let setup_runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("starting the set-up runtime")?;
-        let stale = clean_up(
+        let (setup_client, setup_runtime) = set_up_client(&target, policy)?;
+        let cleaned = checkpoint_uploads::clean_up(
             cluster,
-            &setup_runtime,
-            &setup_client,
-            &plan.prefix(),
+            &checkpoint_uploads::Where {
+                client: &setup_client,
+                runtime: &setup_runtime,
+                prefix: &plan.prefix(),
+                embedded: server.is_some(),
+                abort_foreign: request.checkpoint.abort_foreign_uploads,
+            },
             &mut notes,
         )?;
         let after_write_run_s = match request.checkpoint.after.as_ref().filter(|_| lead) {
@@ -268,7 +272,8 @@ impl<'a> CheckpointSession<'a> {
             cpus,
             notes,
             host_budget_bytes,
-            stale,
+            stale: cleaned.aborted,
+            journal: cleaned.journal,
             after_write_run_s,
             setup_client,
             setup_runtime,
@@ -311,6 +316,8 @@ impl<'a> CheckpointSession<'a> {
             engine.shutdown();
         }
         let server_stats = self.server.take().map(|s| s.shutdown());
+        // Removed when every upload ended; kept, for the next run, when one is left open.
+        std::mem::take(&mut self.journal).close();
         if results.is_empty() && failure.is_none() {
             return Err(UsageError(
                 "nothing to do: checkpoint.num_checkpoints_write and num_checkpoints_read are \
@@ -464,6 +471,7 @@ impl<'a> CheckpointSession<'a> {
             s.rank_sync,
             barrier_timeout,
             &config,
+            &self.journal,
             &server_cpu_now,
         );
         let end = CpuReading::now(server_cpu_now());
@@ -628,6 +636,18 @@ fn choose_engine(
     Ok(choice)
 }
 
+/// The client and runtime of the requests outside the phases (the clean-up, the LISTs).
+fn set_up_client(
+    target: &s3::Target,
+    policy: s3::RetryPolicy,
+) -> anyhow::Result<(Client, tokio::runtime::Runtime)> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the set-up runtime")?;
+    Ok((Client::new(target.clone(), policy)?, runtime))
+}
+
 /// Whether parts go with `SEND_ZC`: `--send-zc` on the engine chosen, after the probe
 /// (`setup::engine::send_zc`); a fallback's note printed by process 0 and kept.
 fn choose_send_zc(
@@ -685,36 +705,6 @@ fn failed(error: RankError) -> anyhow::Error {
     }
 }
 
-/// Process 0 aborts the uploads an earlier run left open under `prefix` before any process
-/// writes (the others wait for its count); how many, each also noted.
-fn clean_up(
-    cluster: &Cluster,
-    runtime: &tokio::runtime::Runtime,
-    client: &Client,
-    prefix: &str,
-    notes: &mut Vec<String>,
-) -> anyhow::Result<usize> {
-    let lead = cluster.process() == 0;
-    let stale = lead.then(|| {
-        runtime
-            .block_on(abort_stale_uploads(client, prefix))
-            .map_err(|e| format!("cannot clean up the checkpoint folder: {e}"))
-    });
-    let stale = cluster
-        .share(stale)?
-        .map_err(|e| agreed(cluster, UsageError(e)))?;
-    if stale > 0 && lead {
-        let line = format!(
-            "aborted {stale} incomplete multipart upload{} under {prefix} that an earlier run \
-             left (killed or failed before it could abort them)",
-            if stale == 1 { "" } else { "s" }
-        );
-        eprintln!("ringload run: {line}");
-        notes.push(line);
-    }
-    Ok(stale)
-}
-
 /// The run's time series: each phase's, placed after the first phase's clock start (the time
 /// between phases, the LIST among it, has no samples).
 fn phases_series(results: &[PhaseResult]) -> crate::timeseries::Series {
@@ -727,22 +717,6 @@ fn phases_series(results: &[PhaseResult]) -> crate::timeseries::Series {
             run.then(p.timeseries.clone(), p.started_s - first.started_s)
         })
         .without_histograms()
-}
-
-/// Aborts every multipart upload open under `prefix` (only there: never another run's
-/// uploads elsewhere in the bucket); how many it aborted.
-async fn abort_stale_uploads(client: &Client, prefix: &str) -> Result<usize, s3::RequestError> {
-    if prefix.is_empty() {
-        // The bucket's root: too wide to clean up blindly.
-        return Ok(0);
-    }
-    let open = client.list_uploads(prefix).await?;
-    for upload in &open {
-        client
-            .abort_multipart(&upload.key, &upload.upload_id)
-            .await?;
-    }
-    Ok(open.len())
 }
 
 /// Seconds from the end of the write run whose `--output` is `dir` (its summary.json's `end`)

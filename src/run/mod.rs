@@ -15,6 +15,7 @@
 pub mod checkpoint;
 pub mod checkpoint_hosts;
 mod checkpoint_list;
+mod checkpoint_uploads;
 pub mod objects;
 pub mod prepare;
 pub mod request;

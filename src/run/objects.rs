@@ -13,6 +13,7 @@ use crate::checkpoint::ObjectIoShape;
 use crate::engine::Engine;
 use crate::metrics::CpuReading;
 use crate::rank::checkpoint::{ObjectSpec, ObjectStats, Phase, PhaseRecord, PhaseSpec, run_phase};
+use crate::rank::journal::UploadJournal;
 use crate::rank::{Progress, RankError, StepBarrier};
 
 /// What one phase of the local ranks did.
@@ -54,6 +55,7 @@ pub fn run_objects_phase(
     rank_sync: bool,
     barrier_timeout: Duration,
     config: &RunConfig,
+    journal: &UploadJournal,
     server_cpu_s: &(dyn Fn() -> f64 + Sync),
 ) -> Result<PhaseMeasurements, Box<PhaseFailure>> {
     let np = config.ranks.len();
@@ -110,6 +112,7 @@ pub fn run_objects_phase(
                             }
                         };
                         io.set_stop(stop);
+                        io.set_journal(journal.clone());
                         io.count_into(progress.counter(local));
                         let spec = PhaseSpec {
                             phase,

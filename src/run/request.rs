@@ -50,4 +50,7 @@ pub struct CheckpointRequest {
     pub after: Option<PathBuf>,
     /// `--accelerator-memory` (the checkpointing rules' figure), when given.
     pub accelerator_memory_bytes: Option<u64>,
+    /// `--abort-foreign-uploads`: the clean-up before the clock also aborts open uploads
+    /// under the checkpoint folder that ringload did not start.
+    pub abort_foreign_uploads: bool,
 }

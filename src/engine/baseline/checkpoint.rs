@@ -18,6 +18,7 @@ use tokio::task::JoinSet;
 use crate::checkpoint::ObjectIoShape;
 use crate::metrics::{GetRecord, thread_cpu};
 use crate::rank::checkpoint::{ObjectIo, ObjectSpec, ObjectStats};
+use crate::rank::journal::UploadJournal;
 use crate::rank::{IoError, RankError};
 use crate::s3::client::{RequestSpec, with_retries};
 use crate::s3::{Client, RequestError};
@@ -34,6 +35,8 @@ pub struct BaselineCheckpoint {
     stats: ObjectStats,
     /// Uploads started and not yet completed or aborted: (key, upload id).
     open: Vec<(String, String)>,
+    /// The process's journal of the uploads it starts.
+    journal: UploadJournal,
     /// Raised when the phase stops: no new part or GET starts.
     stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     /// The time series' counters of the rank.
@@ -81,6 +84,7 @@ impl BaselineCheckpoint {
             slot_endpoint,
             stats: ObjectStats::default(),
             open: Vec::new(),
+            journal: UploadJournal::off(),
             stop: None,
             live: Default::default(),
         }
@@ -187,6 +191,9 @@ impl BaselineCheckpoint {
             .block_on(async { client.abort_multipart(key, id).await })
             .is_ok();
         self.open.retain(|(k, u)| !(k == key && u == id));
+        if ok {
+            self.journal.done(key, id);
+        }
         self.stats.write.aborted += 1;
         ok
     }
@@ -214,6 +221,10 @@ impl BaselineCheckpoint {
             .block_on(async { client.create_multipart(&key).await })
             .map_err(|e| RankError::Io(e.into()))?;
         self.open.push((key.clone(), id.clone()));
+        if let Err(e) = self.journal.opened(&key, &id) {
+            let aborted = self.abort(&key, &id);
+            return Err(super::super::common::unjournaled(&key, &e, aborted));
+        }
         let count = self.shape.part_count(object.bytes);
         let mut etags = vec![String::new(); count as usize];
         let mut tasks = JoinSet::new();
@@ -297,6 +308,7 @@ impl BaselineCheckpoint {
             Err(e) => return Err(self.failed(&key, &id, "CompleteMultipartUpload".into(), e)),
         }
         self.open.retain(|(k, u)| !(k == &key && u == &id));
+        self.journal.done(&key, &id);
         Ok(())
     }
 
@@ -501,6 +513,10 @@ impl ObjectIo for BaselineCheckpoint {
 
     fn set_stop(&mut self, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {
         self.stop = Some(stop);
+    }
+
+    fn set_journal(&mut self, journal: UploadJournal) {
+        self.journal = journal;
     }
 
     fn abort_open(&mut self) -> usize {

@@ -45,6 +45,7 @@ use crate::checkpoint::ObjectIoShape;
 use crate::metrics::thread_cpu;
 use crate::rank::RankError;
 use crate::rank::checkpoint::{ObjectIo, ObjectSpec, ObjectStats};
+use crate::rank::journal::UploadJournal;
 use crate::s3::{RequestError, RetryPolicy};
 
 /// The most body bytes one send carries: each is sent whole (`MSG_WAITALL`: one completion,
@@ -96,6 +97,8 @@ pub struct RingCheckpoint {
     draining: bool,
     /// Uploads created and neither completed nor aborted: (key, upload id).
     open: Vec<(String, String)>,
+    /// The process's journal of the uploads it starts.
+    journal: UploadJournal,
     completions: Vec<Completion>,
     stats: ObjectStats,
     /// The time series' counters of the rank.
@@ -153,6 +156,7 @@ impl UringEngine {
             stop: None,
             live: Default::default(),
             open: Vec::new(),
+            journal: UploadJournal::off(),
             completions: Vec::with_capacity(2 * n + 8),
             stats: ObjectStats::default(),
         };
@@ -722,6 +726,7 @@ impl RingCheckpoint {
         let aborted = self.document(request).is_ok();
         if aborted {
             self.stats.write.aborted += 1;
+            self.journal.done(key, upload_id);
         }
         aborted
     }
@@ -760,10 +765,15 @@ impl ObjectIo for RingCheckpoint {
             )
         })?;
         self.open.push((object.key.clone(), upload_id.clone()));
+        if let Err(e) = self.journal.opened(&object.key, &upload_id) {
+            let aborted = self.abort(&object.key, &upload_id);
+            return Err(super::super::common::unjournaled(&object.key, &e, aborted));
+        }
         match self.multipart(object, &upload_id) {
             Ok(()) => {
                 self.open
                     .retain(|(k, id)| !(k == &object.key && id == &upload_id));
+                self.journal.done(&object.key, &upload_id);
                 self.stats.write.objects += 1;
                 Ok(())
             }
@@ -799,6 +809,10 @@ impl ObjectIo for RingCheckpoint {
 
     fn set_stop(&mut self, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {
         self.stop = Some(stop);
+    }
+
+    fn set_journal(&mut self, journal: UploadJournal) {
+        self.journal = journal;
     }
 
     fn abort_open(&mut self) -> usize {
