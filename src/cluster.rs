@@ -334,9 +334,7 @@ pub fn host_share(plan: &Plan, ranks: usize, tls: bool) -> BudgetShape {
             .memory
             .small_buffers
             .map(|s| (s.per_reader, s.get_bytes)),
-        slot_connections: plan
-            .object_fetch
-            .map_or(1, |f| f.most_in_flight(plan.largest_get_bytes)),
+        slot_connections: plan.slot_connections,
     }
 }
 

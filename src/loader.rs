@@ -162,11 +162,23 @@ impl ObjectFetch {
             .collect()
     }
 
+    /// The most requests any object of `sizes` keeps in flight: a mid-size object can need
+    /// more than the largest (255 MiB in 4 MiB chunks with 48 cores: 48; 260 MiB in 8 MiB
+    /// chunks: 33).
+    pub fn most_in_flight_of(&self, sizes: impl IntoIterator<Item = u64>) -> u32 {
+        sizes
+            .into_iter()
+            .map(|s| self.most_in_flight(s))
+            .max()
+            .unwrap_or(1)
+    }
+
     /// The most requests one object keeps in flight (1 when it is not split).
     pub fn most_in_flight(&self, size: u64) -> u32 {
         if self.splits(size) {
+            let chunks = size.div_ceil(self.chunk_bytes_for(size).max(1));
             self.concurrency_for(size)
-                .min(self.chunks(size).len() as u32)
+                .min(u32::try_from(chunks).unwrap_or(u32::MAX))
         } else {
             1
         }
@@ -208,6 +220,22 @@ mod tests {
         assert_eq!(fetch(true, 2).concurrency_for(size), 4);
         // Without the HEAD s3dlio never splits.
         assert_eq!(fetch(false, 16).chunks(size), [(0, size)]);
+    }
+
+    #[test]
+    fn the_connections_an_object_slot_needs_are_the_most_any_object_needs() {
+        // 48 cores: a 250 MiB object keeps 48 of its 63 chunks of 4 MiB in flight, a larger
+        // 260 MiB one only its 33 chunks of 8 MiB.
+        let f = fetch(true, 48);
+        assert_eq!(f.most_in_flight(250 * MIB), 48);
+        assert_eq!(f.most_in_flight(260 * MIB), 33);
+        assert_eq!(f.most_in_flight_of([260 * MIB, 250 * MIB, MIB]), 48);
+        assert_eq!(f.most_in_flight_of([]), 1);
+        // The count without building the chunks agrees with them.
+        for size in [32 * MIB, 146_600_628, 382_000_000, 600 * MIB + 1] {
+            let chunks = f.chunks(size).len() as u32;
+            assert_eq!(f.most_in_flight(size), f.concurrency_for(size).min(chunks));
+        }
     }
 
     #[test]

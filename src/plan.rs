@@ -197,6 +197,9 @@ pub struct Plan {
     pub get_count: usize,
     pub bytes_per_epoch: u64,
     pub largest_get_bytes: u64,
+    /// The connections each reader's object slot needs: the most ranged GETs any object of
+    /// the plan keeps in flight when fetched as s3dlio does (1 otherwise).
+    pub slot_connections: u32,
     pub memory: MemoryBudget,
     pub limits: MemoryLimits,
     pub notes: Vec<String>,

@@ -108,9 +108,11 @@ impl Engine {
                     prefetch,
                     small,
                     // An object fetched as s3dlio does keeps this many ranges in flight.
-                    plan.object_fetch
-                        .filter(|f| f.head)
-                        .map_or(1, |f| f.most_in_flight(plan.largest_get_bytes) as usize),
+                    if plan.object_fetch.is_some_and(|f| f.head) {
+                        plan.slot_connections as usize
+                    } else {
+                        1
+                    },
                     epochs,
                     first_reader,
                     plan.memory.buffer_bytes as usize,

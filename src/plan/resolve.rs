@@ -43,6 +43,9 @@ impl Plan {
         }
         check_held(&ranks, settings, options, window, whole_objects)?;
         let largest_get_bytes = largest_get_bytes(&ranks, catalog, settings, options);
+        let slot_connections = object_fetch.map_or(1, |f| {
+            most_in_flight(&f, &ranks, catalog, settings, options)
+        });
         // s3dlio's window never holds more objects than its reader has.
         let readers = ranks.iter().flat_map(|r| &r.readers);
         let most = readers.map(|r| r.gets.len() as u32).max().unwrap_or(1);
@@ -58,7 +61,7 @@ impl Plan {
             batch_hold: whole_objects.then_some((settings.batch_size, settings.samples_per_file)),
             small_class: None,
             // s3dlio's ranged chunks of one object go over connections of their own.
-            slot_connections: object_fetch.map_or(1, |f| f.most_in_flight(largest_get_bytes)),
+            slot_connections,
         };
         let memory = check_budget(
             &shape,
@@ -83,6 +86,7 @@ impl Plan {
             get_count: ranks.iter().map(|r| r.get_count).sum(),
             bytes_per_epoch: ranks.iter().map(|r| r.bytes).sum(),
             largest_get_bytes,
+            slot_connections,
             ranks,
             window_per_reader: window,
             prefetch_factor: options.prefetch_factor(settings),
@@ -225,6 +229,23 @@ pub(super) fn largest_get_bytes(
         largest_get_bytes = objects.sizes().iter().copied().max().unwrap_or(0);
     }
     largest_get_bytes
+}
+
+/// The most ranged GETs one object keeps in flight, fetched as `fetch` says, over every
+/// object the run can read (as [`largest_get_bytes`] goes over them).
+pub(super) fn most_in_flight(
+    fetch: &ObjectFetch,
+    ranks: &[RankPlan],
+    catalog: &Catalog,
+    settings: &Settings,
+    options: &PlanOptions,
+) -> u32 {
+    match catalog.objects.as_ref() {
+        Some(objects) if options.reshuffles(settings.epochs) => {
+            fetch.most_in_flight_of(objects.sizes().iter().copied())
+        }
+        _ => fetch.most_in_flight_of(all_gets(ranks).map(|g| g.len_bytes)),
+    }
 }
 
 /// Every GET of every reader of `ranks`.

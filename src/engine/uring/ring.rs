@@ -104,7 +104,7 @@ struct ConnIo {
     /// The pool buffer a send in flight reads from.
     sending: Option<BufIndex>,
     /// The buffers of this connection's `SEND_ZC`s whose notification has not come, in order.
-    zc_notifs: Vec<BufIndex>,
+    zc_notifs: Vec<(BufIndex, Instant)>,
     /// An operation of this connection is in flight.
     pending: bool,
 }
@@ -318,6 +318,15 @@ impl Ring {
         let mut probe = io_uring::Probe::new();
         self.ring.submitter().register_probe(&mut probe).is_ok()
             && probe.is_supported(opcode::SendZc::CODE)
+    }
+
+    /// How long the oldest `SEND_ZC` notification still awaited has been (its send completed
+    /// and the kernel still holds the buffer); `None` when none is awaited.
+    pub fn oldest_notification_wait(&self) -> Option<Duration> {
+        self.conns
+            .iter()
+            .filter_map(|io| io.zc_notifs.first().map(|(_, since)| since.elapsed()))
+            .max()
     }
 
     /// Whether the kernel may still read pool buffer `buf` (a send, or a `SEND_ZC` whose
@@ -662,7 +671,7 @@ impl Ring {
                 if let Some(io) = io
                     && !io.zc_notifs.is_empty()
                 {
-                    let buf = io.zc_notifs.remove(0);
+                    let (buf, _) = io.zc_notifs.remove(0);
                     self.sends[usize::from(buf.0)] -= 1;
                 }
                 out.push(Completion {
@@ -682,7 +691,7 @@ impl Ring {
                 io.filling = None;
                 if let Some(buf) = io.sending.take() {
                     if more {
-                        io.zc_notifs.push(buf);
+                        io.zc_notifs.push((buf, Instant::now()));
                     } else {
                         self.sends[usize::from(buf.0)] -= 1;
                     }

@@ -343,6 +343,17 @@ impl RingCheckpoint {
             });
         self.completions = completions;
         handled?;
+        // A notification that never comes would hold its buffer, and every part after it,
+        // for ever: it gets the whole request's limit.
+        if let Some(waited) = self.ring.oldest_notification_wait()
+            && waited > self.policy.timeout
+        {
+            return Err(RankError::Stalled(format!(
+                "io_uring: a SEND_ZC notification did not come within {:?} (--request-timeout): \
+                 the kernel still holds a part's buffer; run with --send-zc off",
+                self.policy.timeout
+            )));
+        }
         self.timers()
     }
 
