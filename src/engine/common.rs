@@ -72,6 +72,21 @@ pub fn check_partial_content(
     }
 }
 
+/// The error of an upload that could not be journaled before its first part (the journal's
+/// folder is not writable): the upload was aborted (or, `aborted` false, left open).
+pub fn unjournaled(key: &str, error: &std::io::Error, aborted: bool) -> crate::rank::RankError {
+    crate::rank::RankError::Engine(format!(
+        "cannot journal the upload of {key} before its first part ({error}); set {} to a \
+         writable folder; the upload was {}",
+        crate::rank::journal::STATE_DIR_ENV,
+        if aborted {
+            "aborted"
+        } else {
+            "left open (its abort failed too)"
+        }
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,19 +162,4 @@ mod tests {
         assert!(check_whole_object(200, None, &get).is_err());
         assert!(check_whole_object(200, Some("x"), &get).is_err());
     }
-}
-
-/// The error of an upload that could not be journaled before its first part (the journal's
-/// folder is not writable): the upload was aborted (or, `aborted` false, left open).
-pub fn unjournaled(key: &str, error: &std::io::Error, aborted: bool) -> crate::rank::RankError {
-    crate::rank::RankError::Engine(format!(
-        "cannot journal the upload of {key} before its first part ({error}); set {} to a \
-         writable folder; the upload was {}",
-        crate::rank::journal::STATE_DIR_ENV,
-        if aborted {
-            "aborted"
-        } else {
-            "left open (its abort failed too)"
-        }
-    ))
 }
