@@ -111,3 +111,66 @@ fn send_zc_on_where_the_probe_refuses_it_is_one_line_and_exit_2() {
     let s: Value = serde_json::from_str(&stdout).unwrap();
     assert!(s["save"]["zc_sends"].as_u64().unwrap() > 0, "{s}");
 }
+
+/// Starts a multipart upload of each key given after the endpoint and bucket; prints their ids.
+const START_UPLOADS: &str = r#"
+import json, sys, boto3
+endpoint, bucket = sys.argv[1:3]
+s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="k",
+                  aws_secret_access_key="s", region_name="us-east-1")
+ids = [s3.create_multipart_upload(Bucket=bucket, Key=k)["UploadId"] for k in sys.argv[3:]]
+print(json.dumps({"ids": ids}))
+"#;
+
+#[test]
+fn other_writers_uploads_are_named_and_left_and_keys_outside_the_folder_ignored() {
+    // A store whose ListMultipartUploads ignores the prefix: every open upload comes back.
+    let server = common::spawn_serve(&["--sink", "--faults", "ignore-prefix/every=1"]);
+    let inside = "checkpoints/llama3_tiny/someone-elses.bin";
+    let started = common::python_json(
+        START_UPLOADS,
+        &[&server.endpoint, "ringload", inside, "elsewhere/other.bin"],
+    );
+    let inside_id = started["ids"][0].as_str().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    for engine in ["uring", "baseline"] {
+        let mut cmd = ringload();
+        cmd.arg("run")
+            .args(["llama3_tiny", "--np", "2", "--engine", engine])
+            .args(["--endpoint", &server.endpoint, "--bucket", "ringload"])
+            .arg("checkpoint.num_checkpoints_read=0")
+            .env("RINGLOAD_STATE_DIR", state.path());
+        let (code, _, stderr) = output(&mut cmd);
+        assert_eq!(code, 0, "{engine}: {stderr}");
+        let named: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.contains("left alone"))
+            .collect();
+        assert_eq!(named.len(), 1, "{engine}: {stderr}");
+        assert!(
+            named[0].contains(&format!("{inside} ({inside_id})"))
+                && named[0].starts_with("ringload run: 1 multipart upload ")
+                && !named[0].contains("elsewhere"),
+            "{engine}: {stderr}"
+        );
+        // The run's own uploads all ended: no journal is left behind.
+        let left: Vec<_> = walk(state.path())
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+            .collect();
+        assert!(left.is_empty(), "{engine}: {left:?}");
+    }
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}

@@ -25,6 +25,7 @@
 //! | `200-cut` | (`@complete` only) the upload is completed, then its `200` is cut after half its body: the connection drops |
 //! | `200-short` | (`@complete` only) the upload is completed, then its `200` carries only half its XML, with a Content-Length to match (the HTTP framing intact) |
 //! | `no-etag` | (`@part` only) the part is stored, and its answer carries no `ETag` |
+//! | `ignore-prefix` | (`@list` only) ListMultipartUploads answers as if no `prefix` had been asked: every upload open in the bucket (`nth`, `every`, `rate` count those listings) |
 //! | `pause=MS` | the whole server pauses for MS milliseconds: this answer and every other one that is ready meanwhile, on every connection, is held until the pause ends (bodies already being sent go on); on a write target the write goes to the store and its answer is held |
 //!
 //! `TARGET` is what the fault applies to: `rg` (ranged GETs of row groups: every ranged GET
@@ -90,6 +91,8 @@ pub enum FaultKind {
     ShortAfterStore,
     /// The part is stored, and its answer carries no `ETag`.
     NoEtag,
+    /// ListMultipartUploads ignores its `prefix`.
+    IgnorePrefix,
 }
 
 impl FaultKind {
@@ -180,7 +183,9 @@ fn check_target(kind: FaultKind, target: Target) -> Result<(), &'static str> {
         (FaultKind::NoEtag, t) if t != Target::Part => {
             Err("this kind applies to UploadPart only: @part")
         }
-        (FaultKind::BadXml | FaultKind::RepeatToken, t) if t != Target::List => {
+        (FaultKind::BadXml | FaultKind::RepeatToken | FaultKind::IgnorePrefix, t)
+            if t != Target::List =>
+        {
             Err("this kind applies to listings only: @list")
         }
         (FaultKind::CorruptFooter, t) if t != Target::Footer => {
@@ -265,6 +270,7 @@ fn parse_one(text: &str) -> Result<Fault, String> {
         "200-cut" => FaultKind::CutAfterStore,
         "200-short" => FaultKind::ShortAfterStore,
         "no-etag" => FaultKind::NoEtag,
+        "ignore-prefix" => FaultKind::IgnorePrefix,
         "pause" => match number("milliseconds")? {
             0 => return Err(bad("pause needs milliseconds above 0")),
             ms => FaultKind::Pause(ms),
@@ -272,7 +278,9 @@ fn parse_one(text: &str) -> Result<Fault, String> {
         _ => return Err(bad("unknown kind")),
     };
     let target = match (target_text, kind) {
-        (None, FaultKind::BadXml | FaultKind::RepeatToken) => Target::List,
+        (None, FaultKind::BadXml | FaultKind::RepeatToken | FaultKind::IgnorePrefix) => {
+            Target::List
+        }
         (None, FaultKind::CorruptFooter) => Target::Footer,
         (None, FaultKind::ErrorIn200 | FaultKind::CutAfterStore | FaultKind::ShortAfterStore) => {
             Target::Complete
@@ -349,6 +357,35 @@ impl Faults {
         self.faults.is_empty()
     }
 
+    /// Whether this ListMultipartUploads is to ignore its prefix (`ignore-prefix`), counted.
+    pub fn ignores_prefix(&self) -> bool {
+        self.faults
+            .iter()
+            .any(|f| f.kind == FaultKind::IgnorePrefix)
+            && self.pick_kind(Target::List, FaultKind::IgnorePrefix)
+    }
+
+    /// Whether a fault of `kind` aimed at `target` fires now (counted when it does).
+    fn pick_kind(&self, target: Target, kind: FaultKind) -> bool {
+        for fault in self
+            .faults
+            .iter()
+            .filter(|f| f.kind == kind && f.target == target)
+        {
+            let n = fault.seen.fetch_add(1, Ordering::Relaxed) + 1;
+            let fires = match fault.when {
+                When::Nth(k) => n == k,
+                When::Every(k) => n % k == 0,
+                When::Rate(p) => self.draw() < p,
+            };
+            if fires {
+                fault.injected.fetch_add(1, Ordering::Relaxed);
+                return true;
+            }
+        }
+        false
+    }
+
     /// `(spec, injected)` for every fault.
     pub fn counts(&self) -> Vec<(String, u64)> {
         self.faults
@@ -414,6 +451,10 @@ impl Faults {
     fn pick_among(&self, target: Target, with_any: bool) -> Option<FaultKind> {
         for fault in &self.faults {
             if fault.target != target && !(with_any && fault.target == Target::Any) {
+                continue;
+            }
+            // Acted out on the request, before the store (`ignores_prefix`).
+            if fault.kind == FaultKind::IgnorePrefix {
                 continue;
             }
             let n = fault.seen.fetch_add(1, Ordering::Relaxed) + 1;
@@ -637,9 +678,10 @@ async fn inject(
         }
         FaultKind::Pause(_) => with_body(parts, body),
         // Write faults only, acted out by the handler (`after_store`).
-        FaultKind::CutAfterStore | FaultKind::ShortAfterStore | FaultKind::NoEtag => {
-            with_body(parts, body)
-        }
+        FaultKind::CutAfterStore
+        | FaultKind::ShortAfterStore
+        | FaultKind::NoEtag
+        | FaultKind::IgnorePrefix => with_body(parts, body),
         FaultKind::Hang => {
             // Read and never answered: the client's timeout ends it (or the server's shutdown).
             loop {
@@ -725,7 +767,19 @@ mod tests {
             f.pick_write(Target::Part),
             Some(WriteFault::AfterStore(FaultKind::NoEtag))
         );
-        for bad in ["200-cut@part", "200-short@rg", "no-etag@complete"] {
+        let f = Faults::parse("ignore-prefix/every=2", 1).unwrap();
+        assert_eq!(
+            (0..4).map(|_| f.ignores_prefix()).collect::<Vec<_>>(),
+            [false, true, false, true]
+        );
+        // Never acted out on an answer.
+        assert_eq!(f.pick(Target::List), None);
+        for bad in [
+            "200-cut@part",
+            "200-short@rg",
+            "no-etag@complete",
+            "ignore-prefix@part",
+        ] {
             let e = Faults::parse(bad, 1).unwrap_err();
             assert!(e.contains(bad) && e.contains("only"), "{e}");
         }

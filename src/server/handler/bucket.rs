@@ -310,7 +310,11 @@ fn list_uploads(state: &State, req: &Req<'_>) -> Result<Response<Body>, S3Error>
                 ))
             })?,
     };
-    let prefix = q.get("prefix").unwrap_or("");
+    // `ignore-prefix`: answered as a store that ignores the prefix does.
+    let prefix = match state.faults.ignores_prefix() {
+        true => "",
+        false => q.get("prefix").unwrap_or(""),
+    };
     let key_marker = q.get("key-marker").unwrap_or("");
     let id_marker = q.get("upload-id-marker").filter(|m| !m.is_empty());
     let after = |key: &str, id: &str| match id_marker {
