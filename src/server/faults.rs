@@ -292,7 +292,7 @@ fn parse_one(text: &str) -> Result<Fault, String> {
             )));
         }
     };
-    check_target(kind, target).map_err(|why| bad(why))?;
+    check_target(kind, target).map_err(&bad)?;
     let when = match when.map(|w| w.split_once('=')) {
         None => When::Nth(1),
         Some(Some(("nth", n))) => When::Nth(
