@@ -25,6 +25,7 @@
 //! | `200-cut` | (`@complete` only) the upload is completed, then its `200` is cut after half its body: the connection drops |
 //! | `200-short` | (`@complete` only) the upload is completed, then its `200` carries only half its XML, with a Content-Length to match (the HTTP framing intact) |
 //! | `no-etag` | (`@part` only) the part is stored, and its answer carries no `ETag` |
+//! | `flip-upload=N` | (`@part` or `@put` only; `@part` by default) byte N of the received body (the last, if the body is shorter) is inverted before the checksum check and the store see it, as a changed byte between the client and the store: a request carrying a checksum is answered `400 BadDigest` |
 //! | `pause=MS` | the whole server pauses for MS milliseconds: this answer and every other one that is ready meanwhile, on every connection, is held until the pause ends (bodies already being sent go on); on a write target the write goes to the store and its answer is held |
 //!
 //! `TARGET` is what the fault applies to: `rg` (ranged GETs of row groups: every ranged GET
@@ -90,7 +91,13 @@ pub enum FaultKind {
     ShortAfterStore,
     /// The part is stored, and its answer carries no `ETag`.
     NoEtag,
+    /// Body byte N of an upload inverted before the store (and its checksum check) sees it.
+    FlipUpload(u64),
 }
+
+/// A request extension: the body byte `flip-upload=N` inverts (see [`FaultKind::FlipUpload`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlipUpload(pub u64);
 
 impl FaultKind {
     /// Acts on the answer after the store took the write.
@@ -135,6 +142,8 @@ pub enum WriteFault {
     Hang,
     /// Let the store take the write, then change its answer ([`after_store`]).
     AfterStore(FaultKind),
+    /// Invert this body byte before the store sees it.
+    Flip(u64),
 }
 
 /// When a fault fires among the requests of its target.
@@ -180,6 +189,9 @@ fn check_target(kind: FaultKind, target: Target) -> Result<(), &'static str> {
         (FaultKind::NoEtag, t) if t != Target::Part => {
             Err("this kind applies to UploadPart only: @part")
         }
+        (FaultKind::FlipUpload(_), t) if t != Target::Part && t != Target::Put => {
+            Err("this kind applies to upload bodies only: @part or @put")
+        }
         (FaultKind::BadXml | FaultKind::RepeatToken, t) if t != Target::List => {
             Err("this kind applies to listings only: @list")
         }
@@ -194,13 +206,14 @@ fn check_target(kind: FaultKind, target: Target) -> Result<(), &'static str> {
             | FaultKind::ErrorIn200
             | FaultKind::CutAfterStore
             | FaultKind::ShortAfterStore
-            | FaultKind::NoEtag,
+            | FaultKind::NoEtag
+            | FaultKind::FlipUpload(_),
             _,
         ) => Ok(()),
         (_, t) if t.is_write() => Err(
             "on part, complete and put only an error status (503, 500, 403, their -chunked \
-             forms, 503-retry-after=S, 200-error), cut=N, hang, pause=MS, 200-cut, 200-short \
-             or no-etag apply",
+             forms, 503-retry-after=S, 200-error), cut=N, hang, pause=MS, 200-cut, 200-short, \
+             no-etag or flip-upload=N apply",
         ),
         _ => Ok(()),
     }
@@ -265,6 +278,7 @@ fn parse_one(text: &str) -> Result<Fault, String> {
         "200-cut" => FaultKind::CutAfterStore,
         "200-short" => FaultKind::ShortAfterStore,
         "no-etag" => FaultKind::NoEtag,
+        "flip-upload" => FaultKind::FlipUpload(number("a byte offset")?),
         "pause" => match number("milliseconds")? {
             0 => return Err(bad("pause needs milliseconds above 0")),
             ms => FaultKind::Pause(ms),
@@ -277,7 +291,7 @@ fn parse_one(text: &str) -> Result<Fault, String> {
         (None, FaultKind::ErrorIn200 | FaultKind::CutAfterStore | FaultKind::ShortAfterStore) => {
             Target::Complete
         }
-        (None, FaultKind::NoEtag) => Target::Part,
+        (None, FaultKind::NoEtag | FaultKind::FlipUpload(_)) => Target::Part,
         (None, _) => Target::RowGroup,
         (Some("rg"), _) => Target::RowGroup,
         (Some("footer"), _) => Target::Footer,
@@ -374,6 +388,7 @@ impl Faults {
         self.pick_among(target, false).and_then(|kind| match kind {
             FaultKind::Cut(n) => Some(WriteFault::Cut(n)),
             FaultKind::Hang => Some(WriteFault::Hang),
+            FaultKind::FlipUpload(n) => Some(WriteFault::Flip(n)),
             kind if kind.after_store() => Some(WriteFault::AfterStore(kind)),
             // The write is stored; its answer is held with every other one ([`Faults::apply`]).
             FaultKind::Pause(ms) => {
@@ -637,9 +652,10 @@ async fn inject(
         }
         FaultKind::Pause(_) => with_body(parts, body),
         // Write faults only, acted out by the handler (`after_store`).
-        FaultKind::CutAfterStore | FaultKind::ShortAfterStore | FaultKind::NoEtag => {
-            with_body(parts, body)
-        }
+        FaultKind::CutAfterStore
+        | FaultKind::ShortAfterStore
+        | FaultKind::NoEtag
+        | FaultKind::FlipUpload(_) => with_body(parts, body),
         FaultKind::Hang => {
             // Read and never answered: the client's timeout ends it (or the server's shutdown).
             loop {

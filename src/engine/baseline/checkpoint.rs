@@ -124,7 +124,10 @@ impl BaselineCheckpoint {
             let generate_cpu = generated.saturating_sub(cpu);
             // The digest is known before the head goes: the whole body is generated first.
             let digest = algorithm.map(|a| crate::checksum::digest(a, &buf));
-            let checksum_cpu = thread_cpu().saturating_sub(generated);
+            let checksum_cpu = match digest {
+                Some(_) => thread_cpu().saturating_sub(generated),
+                None => Duration::ZERO,
+            };
             let headers = digest
                 .iter()
                 .map(|d| (HeaderName::from_static(d.algorithm.header()), d.base64()))
