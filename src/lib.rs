@@ -16,6 +16,7 @@ pub mod affinity;
 pub mod budget;
 pub mod catalog;
 pub mod checkpoint;
+pub mod checksum;
 pub mod cli;
 pub mod cluster;
 pub mod commands;

@@ -29,6 +29,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("redact", 0),
     ("signals", 0),
     ("content", 0),
+    ("checksum", 0),
     // MLPerf Storage's rules and the figures they are stated in: arithmetic only.
     ("mlperf", 0),
     // Readers of the world: configuration text, clocks, the machine's limits, CPUs.

@@ -73,6 +73,7 @@ pub struct IoOptions {
     pub read_blocks: Option<usize>,
     pub send_zc: SendZc,
     pub verify: bool,
+    pub checksum: crate::checksum::Checksum,
 }
 
 /// The fork's parallelism per rank: max(2, ⌈16 / ranks⌉).
@@ -163,5 +164,6 @@ pub fn resolve_io(
         // (`SendZc::enabled`); the plan keeps the choice.
         send_zc: options.send_zc == SendZc::On,
         verify: options.verify,
+        checksum: options.checksum,
     })
 }

@@ -667,6 +667,7 @@ mod tests {
                 read_blocks: 2,
                 send_zc: false,
                 verify: false,
+                checksum: crate::checksum::Checksum::Crc32c,
             }
         );
         assert_eq!(io::default_in_flight(1), 16);

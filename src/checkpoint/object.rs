@@ -34,6 +34,10 @@ pub struct ObjectIoShape {
     pub send_zc: bool,
     /// Check every written (server side) and restored byte against the generator.
     pub verify: bool,
+    /// The additional checksum every part and single PUT carries as a header, and every
+    /// multipart upload names at its creation and completion (`--checksum`, CRC32C by
+    /// default; see `crate::checksum`).
+    pub checksum: crate::checksum::Checksum,
 }
 
 impl ObjectIoShape {
@@ -125,6 +129,7 @@ mod tests {
             read_blocks,
             send_zc: false,
             verify: false,
+            checksum: crate::checksum::Checksum::Crc32c,
         }
     }
 

@@ -6,6 +6,7 @@ use clap::Args;
 
 use super::values::parse_size;
 use crate::checkpoint::{IoOptions, SendZc};
+use crate::checksum::Checksum;
 
 #[derive(Debug, Clone, Default, PartialEq, Args)]
 pub struct CheckpointArgs {
@@ -38,6 +39,12 @@ pub struct CheckpointArgs {
     #[arg(long, value_name = "WHEN", value_enum, default_value_t = SendZc::Auto, help_heading = "Checkpoint")]
     pub send_zc: SendZc,
 
+    /// The additional checksum each part and single PUT carries (a header, as the AWS SDKs
+    /// send it), and each multipart upload completes with: CRC32C and CRC64NVME as
+    /// FULL_OBJECT, SHA-256 as COMPOSITE; none for a store that refuses them
+    #[arg(long, value_name = "ALGORITHM", value_enum, default_value_t = Checksum::Crc32c, help_heading = "Checkpoint")]
+    pub checksum: Checksum,
+
     /// MLPerf's split form: the --output folder of the write run this read run follows
     /// (checkpoint.num_checkpoints_write=0); the summary says how long after that run's end
     /// this one started (the rules allow 30 s)
@@ -67,6 +74,7 @@ impl CheckpointArgs {
             read_blocks: self.read_blocks,
             send_zc: self.send_zc,
             verify,
+            checksum: self.checksum,
         }
     }
 
@@ -99,6 +107,9 @@ impl CheckpointArgs {
         );
         if self.send_zc != SendZc::Auto {
             push("--send-zc", Some(self.send_zc.to_string()));
+        }
+        if self.checksum != Checksum::Crc32c {
+            push("--checksum", Some(self.checksum.to_string()));
         }
         if self.abort_foreign_uploads {
             args.push("--abort-foreign-uploads".to_string());

@@ -644,6 +644,8 @@ mod tests {
             "16MiB",
             "--read-blocks",
             "5",
+            "--checksum",
+            "sha256",
             "--send-zc",
             "off",
             "--after",
@@ -690,6 +692,10 @@ mod tests {
         assert_eq!(
             parsed.options.checkpoint.send_zc,
             crate::checkpoint::SendZc::Off
+        );
+        assert_eq!(
+            parsed.options.checkpoint.checksum,
+            crate::checksum::Checksum::Sha256
         );
         assert!(parsed.options.checkpoint.after.is_some());
         assert!(parsed.options.manifest.is_some());

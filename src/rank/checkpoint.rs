@@ -73,6 +73,9 @@ pub struct WriteStats {
     pub part_latency: LatencyHistogram,
     /// CPU time of the rank's thread spent generating content (kept apart from the I/O's).
     pub generate_cpu: Duration,
+    /// CPU time of the rank's thread spent computing the parts' checksums (`--checksum`),
+    /// kept apart from the generator's and the I/O's.
+    pub checksum_cpu: Duration,
     /// Sends made with `SEND_ZC`, and how many of their notifications said the kernel copied
     /// the data anyway (`IORING_NOTIF_USAGE_ZC_COPIED`, as on loopback).
     pub zc_sends: u64,
@@ -94,6 +97,7 @@ impl WriteStats {
         self.aborted += other.aborted;
         self.part_latency.merge(&other.part_latency);
         self.generate_cpu += other.generate_cpu;
+        self.checksum_cpu += other.checksum_cpu;
         self.zc_sends += other.zc_sends;
         self.zc_copied += other.zc_copied;
         self.settled_by_head += other.settled_by_head;

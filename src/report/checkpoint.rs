@@ -302,6 +302,19 @@ fn render_io(w: &mut String, plan: &CheckpointPlan) {
         bytes(io.read_range_bytes)
     );
     let _ = writeln!(w, "  send_zc     {}", plan.send_zc);
+    let _ = writeln!(w, "  checksum    {}", checksum_line(io.checksum));
+}
+
+/// What `--checksum` sends, in words: the algorithm, its form and how uploads complete.
+fn checksum_line(checksum: crate::checksum::Checksum) -> String {
+    match checksum.algorithm() {
+        Some(a) => format!(
+            "{checksum} (x-amz-checksum-{checksum} header on each part and PUT, {} at \
+             completion); bodies unsigned (UNSIGNED-PAYLOAD)",
+            a.object_type()
+        ),
+        None => "none (no x-amz-checksum-* header); bodies unsigned (UNSIGNED-PAYLOAD)".into(),
+    }
 }
 
 /// The Memory section of the busiest host: buffers, connections, the total, a refusal.

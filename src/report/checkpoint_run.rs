@@ -161,6 +161,13 @@ fn phase_line(verb: &str, io: &PhaseIo) -> String {
             per_gib(io.generate_cpu_s_per_gib)
         );
     }
+    if io.checksum_cpu_s > 0.0 {
+        let _ = write!(
+            line,
+            " (+ checksum {} s/GiB)",
+            per_gib(io.checksum_cpu_s_per_gib)
+        );
+    }
     if io.server_cpu_s_per_gib.is_some() {
         let _ = write!(
             line,

@@ -389,7 +389,14 @@ impl BucketWriter {
         }
         let upload_id = self.upload_id.clone().unwrap_or_default();
         self.client
-            .complete_upload(&self.runtime, &self.key, &upload_id, &etags, self.bytes)
+            .complete_upload_checked(
+                &self.runtime,
+                &self.key,
+                &upload_id,
+                &etags,
+                self.bytes,
+                None,
+            )
             .0
             .map(|_| ())
     }

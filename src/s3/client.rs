@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
-use http::header::{CONTENT_LENGTH, CONTENT_TYPE, ETAG, HOST, HeaderName, RANGE};
+use http::header::{CONTENT_LENGTH, ETAG, HOST, HeaderName, RANGE};
 use http::{Method, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client as HttpClient;
@@ -620,16 +620,7 @@ impl Client {
 
     /// Starts a multipart upload; returns its upload id.
     pub async fn create_multipart(&self, key: &str) -> Result<String, RequestError> {
-        let spec = RequestSpec {
-            query: &[("uploads", "")],
-            headers: vec![(CONTENT_TYPE, "application/octet-stream".into())],
-            ..RequestSpec::new(Method::POST, Some(key))
-        };
-        let (_, body) = self.send(&spec).await?;
-        xml::upload_id(&body).ok_or_else(|| RequestError::BadResponse {
-            operation: self.operation("CreateMultipartUpload", Some(key)),
-            reason: "the answer carries no UploadId".into(),
-        })
+        self.create_multipart_checked(key, None).await
     }
 
     /// Uploads part `number` (from 1); returns its ETag.

@@ -128,7 +128,11 @@ impl RequestError {
 
     pub fn retryable(&self) -> bool {
         match self {
-            RequestError::Status { status, .. } => *status >= 500 || *status == 429,
+            // A checksum the store found wrong: the bytes changed between here and there (the
+            // client re-sends the same bytes from its buffer), so tried again as a 5xx is.
+            RequestError::Status { status, code, .. } => {
+                *status >= 500 || *status == 429 || (*status == 400 && bad_digest(code.as_deref()))
+            }
             RequestError::Unreachable { .. }
             | RequestError::Transport { .. }
             | RequestError::TlsRecord { .. }
@@ -146,6 +150,9 @@ impl RequestError {
     /// `unreachable`, `bad_response`, or a TLS record layer's own (`tls_renegotiation`).
     pub fn cause(&self) -> &'static str {
         match self {
+            RequestError::Status {
+                status: 400, code, ..
+            } if bad_digest(code.as_deref()) => "bad_digest",
             RequestError::Status { status, .. } => match status {
                 500 => "500",
                 502 => "502",
@@ -189,7 +196,15 @@ impl RequestError {
             None => not_s3_hint(status, body, context.endpoint),
             Some(_) => None,
         }
-        .unwrap_or_else(|| hint_for(status, code.as_deref(), context));
+        .unwrap_or_else(|| {
+            if refuses_checksums(status, code.as_deref(), message.as_deref()) {
+                "the store does not take S3's additional checksums (x-amz-checksum-*) as sent; \
+                 run with --checksum none, or another --checksum it supports"
+                    .into()
+            } else {
+                hint_for(status, code.as_deref(), context)
+            }
+        });
         RequestError::Status {
             operation,
             status,
@@ -266,6 +281,28 @@ impl Wait {
     }
 }
 
+/// Whether `code` says a checksum did not match the bytes received (AWS: `BadDigest`; garage,
+/// MinIO: `InvalidDigest`, `XAmzContentChecksumMismatch`): the same failure.
+pub fn bad_digest(code: Option<&str>) -> bool {
+    matches!(
+        code,
+        Some("BadDigest" | "InvalidDigest" | "XAmzContentChecksumMismatch")
+    )
+}
+
+/// Whether a refusal reads as the store not taking S3's additional checksums: a `501`, or a
+/// `400` whose code says the request is not understood and whose message names a checksum.
+fn refuses_checksums(status: u16, code: Option<&str>, message: Option<&str>) -> bool {
+    let names_checksum = message.is_some_and(|m| m.to_ascii_lowercase().contains("checksum"));
+    match (status, code) {
+        (501, _) | (_, Some("NotImplemented")) => {
+            names_checksum || message.is_none_or(|m| m.to_ascii_lowercase().contains("header"))
+        }
+        (400, Some("InvalidRequest" | "InvalidArgument" | "UnsupportedHeader")) => names_checksum,
+        _ => false,
+    }
+}
+
 /// What a hint may name.
 #[derive(Debug, Clone, Copy)]
 pub struct HintContext<'a> {
@@ -310,6 +347,10 @@ fn hint_for(status: u16, code: Option<&str>, c: &HintContext<'_>) -> String {
             "the keys from {keys} are refused or lack permission on bucket '{}'",
             c.bucket
         ),
+        (400, code) if bad_digest(code) => "the checksum did not match the bytes the store \
+             received, on every try: bytes changed between here and the store (a NIC, a proxy, \
+             memory); if the store computes checksums differently, run with --checksum none"
+            .into(),
         (400, Some("AuthorizationHeaderMalformed")) => {
             "the region is probably wrong; set --region (AWS_REGION) to the server's".into()
         }
@@ -381,6 +422,50 @@ impl ExitClass for RequestError {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_wrong_checksum_is_tried_again_and_a_refused_one_names_checksum_none() {
+        let context = HintContext {
+            bucket: "b",
+            endpoint: "http://h",
+            signed: false,
+            credentials_from: "",
+        };
+        let answer = |status, code: &str, message: &str| {
+            let body = format!("<Error><Code>{code}</Code><Message>{message}</Message></Error>");
+            RequestError::from_response(
+                "UploadPart k (part 2)".into(),
+                status,
+                body.as_bytes(),
+                &context,
+            )
+        };
+        for code in ["BadDigest", "InvalidDigest"] {
+            let e = answer(400, code, "checksum mismatch");
+            assert!(e.retryable(), "{code}");
+            assert_eq!(e.cause(), "bad_digest");
+            assert!(e.to_string().contains("--checksum none"), "{e}");
+        }
+        let refused = answer(
+            400,
+            "InvalidRequest",
+            "x-amz-checksum-crc64nvme is not supported",
+        );
+        assert!(!refused.retryable());
+        assert!(refused.to_string().contains("--checksum none"), "{refused}");
+        let other = answer(400, "InvalidRequest", "something else");
+        assert!(!other.to_string().contains("--checksum"), "{other}");
+        assert!(
+            answer(
+                501,
+                "NotImplemented",
+                "A header you provided implies functionality that is not implemented"
+            )
+            .to_string()
+            .contains("--checksum none")
+        );
+    }
+
     use super::*;
 
     const CONTEXT: HintContext<'static> = HintContext {

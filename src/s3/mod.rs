@@ -24,6 +24,7 @@ pub mod complete;
 pub mod connect;
 pub mod error;
 pub mod framing;
+pub mod integrity;
 pub mod profile;
 pub mod sign;
 pub mod sigv4;

@@ -1,9 +1,8 @@
 //! What a checkpoint run asks of a bucket beside its parts: the multipart uploads left open
 //! under a prefix (ListMultipartUploads, every page), the folders under a prefix
-//! (ListObjectsV2's common prefixes, every page), and an upload's completion as
-//! [`complete`] judges it (CompleteMultipartUpload, and a HEAD to settle an unclear answer).
+//! (ListObjectsV2's common prefixes, every page), and the HEAD that settles an unclear
+//! completion ([`complete`]; the completion itself is `integrity.rs`'s).
 
-use bytes::Bytes;
 use http::Method;
 use http::header::{CONTENT_LENGTH, ETAG};
 
@@ -166,25 +165,6 @@ impl Client {
 }
 
 impl Client {
-    /// One CompleteMultipartUpload of `upload_id` from its parts' ETags in part order (its
-    /// transport retries included): the answer's document, for [`complete::complete`] to judge.
-    pub async fn complete_once(
-        &self,
-        key: &str,
-        upload_id: &str,
-        etags: &[String],
-    ) -> Result<Vec<u8>, RequestError> {
-        let query = [("uploadId", upload_id)];
-        let spec = RequestSpec {
-            query: &query,
-            body: Bytes::from(super::xml::complete_multipart_body(etags)),
-            sign_body: true,
-            ..RequestSpec::new(Method::POST, Some(key))
-        };
-        let (_, body) = self.send(&spec).await?;
-        Ok(body.to_vec())
-    }
-
     /// A HEAD of `key`: its size and ETag, or `None` when there is no such object.
     pub async fn head_object(
         &self,
@@ -204,29 +184,6 @@ impl Client {
             Err(RequestError::Status { status: 404, .. }) => Ok(None),
             Err(e) => Err(e),
         }
-    }
-
-    /// [`complete::complete`] on this client, from a thread outside `runtime` (it blocks): `size` is
-    /// the object's, `etags` the parts' in part order.
-    pub fn complete_upload(
-        &self,
-        runtime: &tokio::runtime::Handle,
-        key: &str,
-        upload_id: &str,
-        etags: &[String],
-        size: u64,
-    ) -> (Result<complete::Completed, RequestError>, Vec<&'static str>) {
-        let operation = self.operation("CompleteMultipartUpload", Some(key));
-        let policy = self.policy();
-        complete::complete(
-            policy.retries,
-            &operation,
-            size,
-            etags,
-            || runtime.block_on(self.complete_once(key, upload_id, etags)),
-            || runtime.block_on(self.head_object(key)),
-            |n, e| std::thread::sleep(policy.delay(n, e.retry_after())),
-        )
     }
 }
 

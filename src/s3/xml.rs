@@ -65,6 +65,9 @@ pub struct CompletedPart {
     pub part_number: u32,
     /// The ETag as the client sent it, quotes removed.
     pub etag: String,
+    /// The part's additional checksum as listed: its element's name (`ChecksumCRC32C`) and
+    /// value (base64), when the client listed one.
+    pub checksum: Option<(String, String)>,
 }
 
 /// Walks an XML request body, calling `at_end(path, text)` at every end tag with the names of
@@ -130,12 +133,24 @@ pub(crate) fn walk(
 /// CompleteMultipartUpload's body: the parts' ETags in part order (`etags[i]` is part i + 1's),
 /// as both engines send it and [`completed_parts`] reads it back.
 pub fn complete_multipart_body(etags: &[String]) -> Vec<u8> {
+    complete_multipart_body_with(etags, None)
+}
+
+/// [`complete_multipart_body`] with each part's checksum: `checksums` is the element's name
+/// (`ChecksumCRC32C`) and the parts' values (base64) in part order.
+pub fn complete_multipart_body_with(
+    etags: &[String],
+    checksums: Option<(&str, &[String])>,
+) -> Vec<u8> {
     let mut xml = XmlWriter::document();
     xml.open("CompleteMultipartUpload");
     for (i, etag) in etags.iter().enumerate() {
         xml.open("Part");
         xml.element("PartNumber", i + 1);
         xml.element("ETag", etag);
+        if let Some((element, value)) = checksums.and_then(|(e, v)| Some((e, v.get(i)?))) {
+            xml.element(element, value);
+        }
         xml.close("Part");
     }
     xml.close("CompleteMultipartUpload");
@@ -159,8 +174,12 @@ pub fn upload_id(document: &[u8]) -> Option<String> {
 pub fn completed_parts(body: &[u8]) -> Result<Vec<CompletedPart>, String> {
     let mut parts = Vec::new();
     let (mut number, mut etag): (Option<u32>, Option<String>) = (None, None);
+    let mut checksum = None;
     walk(body, |path, text| {
         match path.last().map(String::as_str) {
+            Some(name) if name.starts_with("Checksum") && name != "ChecksumType" => {
+                checksum = Some((name.to_string(), text))
+            }
             Some("PartNumber") => {
                 number = Some(
                     text.parse()
@@ -169,7 +188,11 @@ pub fn completed_parts(body: &[u8]) -> Result<Vec<CompletedPart>, String> {
             }
             Some("ETag") => etag = Some(text.trim_matches('"').to_string()),
             Some("Part") => match (number.take(), etag.take()) {
-                (Some(part_number), Some(etag)) => parts.push(CompletedPart { part_number, etag }),
+                (Some(part_number), Some(etag)) => parts.push(CompletedPart {
+                    part_number,
+                    etag,
+                    checksum: checksum.take(),
+                }),
                 _ => return Err("a <Part> lacks its <PartNumber> or <ETag>".into()),
             },
             _ => {}
@@ -215,7 +238,7 @@ mod tests {
         let body = br#"<?xml version="1.0" encoding="UTF-8"?>
 <CompleteMultipartUpload xmlns="http://s3.amazonaws.com/doc/2006-03-01/">
   <Part><ETag>"abc"</ETag><PartNumber>1</PartNumber></Part>
-  <Part><PartNumber>2</PartNumber><ETag>&quot;def&quot;</ETag></Part>
+  <Part><PartNumber>2</PartNumber><ETag>&quot;def&quot;</ETag><ChecksumCRC32C>4waSgw==</ChecksumCRC32C></Part>
 </CompleteMultipartUpload>"#;
         let parts = completed_parts(body).unwrap();
         assert_eq!(
@@ -223,13 +246,25 @@ mod tests {
             vec![
                 CompletedPart {
                     part_number: 1,
-                    etag: "abc".into()
+                    etag: "abc".into(),
+                    checksum: None,
                 },
                 CompletedPart {
                     part_number: 2,
-                    etag: "def".into()
+                    etag: "def".into(),
+                    checksum: Some(("ChecksumCRC32C".into(), "4waSgw==".into())),
                 },
             ]
+        );
+        let written = complete_multipart_body_with(
+            &["\"abc\"".into(), "\"def\"".into()],
+            Some(("ChecksumCRC32C", &["AAAAAA==".into(), "4waSgw==".into()])),
+        );
+        let read = completed_parts(&written).unwrap();
+        assert_eq!(read[1].checksum, parts[1].checksum);
+        assert_eq!(
+            read[0].checksum,
+            Some(("ChecksumCRC32C".into(), "AAAAAA==".into()))
         );
         assert!(completed_parts(b"<CompleteMultipartUpload><Part><PartNumber>x</PartNumber></Part></CompleteMultipartUpload>").is_err());
         assert!(completed_parts(b"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part></CompleteMultipartUpload>").is_err());

@@ -26,6 +26,7 @@
 //! | `200-short` | (`@complete` only) the upload is completed, then its `200` carries only half its XML, with a Content-Length to match (the HTTP framing intact) |
 //! | `no-etag` | (`@part` only) the part is stored, and its answer carries no `ETag` |
 //! | `ignore-prefix` | (`@list` only) ListMultipartUploads answers as if no `prefix` had been asked: every upload open in the bucket (`nth`, `every`, `rate` count those listings) |
+//! | `flip-upload=N` | (`@part` or `@put` only; `@part` by default) byte N of the received body (the last, if the body is shorter) is inverted before the checksum check and the store see it, as a changed byte between the client and the store: a request carrying a checksum is answered `400 BadDigest` |
 //! | `pause=MS` | the whole server pauses for MS milliseconds: this answer and every other one that is ready meanwhile, on every connection, is held until the pause ends (bodies already being sent go on); on a write target the write goes to the store and its answer is held |
 //!
 //! `TARGET` is what the fault applies to: `rg` (ranged GETs of row groups: every ranged GET
@@ -93,7 +94,13 @@ pub enum FaultKind {
     NoEtag,
     /// ListMultipartUploads ignores its `prefix`.
     IgnorePrefix,
+    /// Body byte N of an upload inverted before the store (and its checksum check) sees it.
+    FlipUpload(u64),
 }
+
+/// A request extension: the body byte `flip-upload=N` inverts (see [`FaultKind::FlipUpload`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlipUpload(pub u64);
 
 impl FaultKind {
     /// Acts on the answer after the store took the write.
@@ -138,6 +145,8 @@ pub enum WriteFault {
     Hang,
     /// Let the store take the write, then change its answer ([`after_store`]).
     AfterStore(FaultKind),
+    /// Invert this body byte before the store sees it.
+    Flip(u64),
 }
 
 /// When a fault fires among the requests of its target.
@@ -183,6 +192,9 @@ fn check_target(kind: FaultKind, target: Target) -> Result<(), &'static str> {
         (FaultKind::NoEtag, t) if t != Target::Part => {
             Err("this kind applies to UploadPart only: @part")
         }
+        (FaultKind::FlipUpload(_), t) if t != Target::Part && t != Target::Put => {
+            Err("this kind applies to upload bodies only: @part or @put")
+        }
         (FaultKind::BadXml | FaultKind::RepeatToken | FaultKind::IgnorePrefix, t)
             if t != Target::List =>
         {
@@ -199,13 +211,14 @@ fn check_target(kind: FaultKind, target: Target) -> Result<(), &'static str> {
             | FaultKind::ErrorIn200
             | FaultKind::CutAfterStore
             | FaultKind::ShortAfterStore
-            | FaultKind::NoEtag,
+            | FaultKind::NoEtag
+            | FaultKind::FlipUpload(_),
             _,
         ) => Ok(()),
         (_, t) if t.is_write() => Err(
             "on part, complete and put only an error status (503, 500, 403, their -chunked \
-             forms, 503-retry-after=S, 200-error), cut=N, hang, pause=MS, 200-cut, 200-short \
-             or no-etag apply",
+             forms, 503-retry-after=S, 200-error), cut=N, hang, pause=MS, 200-cut, 200-short, \
+             no-etag or flip-upload=N apply",
         ),
         _ => Ok(()),
     }
@@ -271,6 +284,7 @@ fn parse_one(text: &str) -> Result<Fault, String> {
         "200-short" => FaultKind::ShortAfterStore,
         "no-etag" => FaultKind::NoEtag,
         "ignore-prefix" => FaultKind::IgnorePrefix,
+        "flip-upload" => FaultKind::FlipUpload(number("a byte offset")?),
         "pause" => match number("milliseconds")? {
             0 => return Err(bad("pause needs milliseconds above 0")),
             ms => FaultKind::Pause(ms),
@@ -285,7 +299,7 @@ fn parse_one(text: &str) -> Result<Fault, String> {
         (None, FaultKind::ErrorIn200 | FaultKind::CutAfterStore | FaultKind::ShortAfterStore) => {
             Target::Complete
         }
-        (None, FaultKind::NoEtag) => Target::Part,
+        (None, FaultKind::NoEtag | FaultKind::FlipUpload(_)) => Target::Part,
         (None, _) => Target::RowGroup,
         (Some("rg"), _) => Target::RowGroup,
         (Some("footer"), _) => Target::Footer,
@@ -411,6 +425,7 @@ impl Faults {
         self.pick_among(target, false).and_then(|kind| match kind {
             FaultKind::Cut(n) => Some(WriteFault::Cut(n)),
             FaultKind::Hang => Some(WriteFault::Hang),
+            FaultKind::FlipUpload(n) => Some(WriteFault::Flip(n)),
             kind if kind.after_store() => Some(WriteFault::AfterStore(kind)),
             // The write is stored; its answer is held with every other one ([`Faults::apply`]).
             FaultKind::Pause(ms) => {
@@ -681,7 +696,8 @@ async fn inject(
         FaultKind::CutAfterStore
         | FaultKind::ShortAfterStore
         | FaultKind::NoEtag
-        | FaultKind::IgnorePrefix => with_body(parts, body),
+        | FaultKind::IgnorePrefix
+        | FaultKind::FlipUpload(_) => with_body(parts, body),
         FaultKind::Hang => {
             // Read and never answered: the client's timeout ends it (or the server's shutdown).
             loop {

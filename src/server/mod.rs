@@ -23,6 +23,7 @@
 
 pub mod bandwidth;
 mod body;
+pub mod checksums;
 pub mod dir;
 pub mod error;
 pub mod faults;
@@ -132,6 +133,9 @@ pub struct ServerStats {
     pub bytes_received: u64,
     /// Requests answered with an S3 error.
     pub errors: u64,
+    /// Additional checksums (parts', PUTs', completions') checked, and refused as BadDigest.
+    pub checksums_verified: u64,
+    pub checksums_refused: u64,
     pub connections: u64,
     /// Connections that ended in an I/O or protocol error.
     pub connection_errors: u64,
@@ -253,6 +257,7 @@ impl Server {
             faults: config.faults,
             counters: Counters::default(),
             request_log: std::sync::OnceLock::new(),
+            checksums: Default::default(),
         });
         let (stop, stop_rx) = watch::channel(false);
         let tls = config.tls.map(tokio_rustls::TlsAcceptor::from);
@@ -323,6 +328,8 @@ impl Server {
             bytes_sent,
             bytes_received,
             errors: c.errors.load(Ordering::Relaxed),
+            checksums_verified: c.checksums_verified.load(Ordering::Relaxed),
+            checksums_refused: c.checksums_refused.load(Ordering::Relaxed),
             connections: c.connections.load(Ordering::Relaxed),
             connection_errors: c.connection_errors.load(Ordering::Relaxed),
             connections_refused: c.connections_refused.load(Ordering::Relaxed),

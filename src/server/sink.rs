@@ -10,8 +10,8 @@
 //!
 //! **Verify** (`serve --sink --verify`). Every body byte is checked as it arrives against the
 //! generator at its object offset; the first wrong byte fails the request with `400 BadDigest`
-//! naming the object, the part and the offset, the body is not stored (the client sees an error
-//! it does not retry), and the mismatch is counted ([`SinkStats::mismatches`]). A PutObject and
+//! naming the object, the part and the offset, the body is not stored (the client tries it
+//! again, as any `BadDigest`, and fails when every try is refused), and the mismatch is counted ([`SinkStats::mismatches`]). A PutObject and
 //! part 1 start at offset 0. A later part's offset is the sum of the earlier parts' sizes,
 //! which is unknown while parts arrive out of order or are retried, so the sink does not assume
 //! equal parts: it **locates** the part from its own first bytes (the generator's words are a

@@ -161,11 +161,15 @@ pub struct PhaseIo {
     pub client_cpu_s: f64,
     /// The generator's CPU (saves): kept apart from the I/O's.
     pub generate_cpu_s: f64,
+    /// The parts' checksums' CPU (saves, `--checksum`): kept apart from the I/O's and the
+    /// generator's.
+    pub checksum_cpu_s: f64,
     /// `--verify`'s CPU (loads).
     pub verify_cpu_s: f64,
     /// Client CPU-s per GiB moved, the generator's and the check's CPU left out.
     pub client_cpu_s_per_gib: Option<f64>,
     pub generate_cpu_s_per_gib: Option<f64>,
+    pub checksum_cpu_s_per_gib: Option<f64>,
     /// `SEND_ZC` sends and notifications that said the kernel copied anyway (io_uring).
     pub zc_sends: u64,
     pub zc_copied: u64,
@@ -208,6 +212,7 @@ impl PhaseIo {
                 io.aborted = w.aborted;
                 io.latency_ms = w.part_latency.summary();
                 io.generate_cpu_s = w.generate_cpu.as_secs_f64();
+                io.checksum_cpu_s = w.checksum_cpu.as_secs_f64();
                 io.zc_sends = w.zc_sends;
                 io.zc_copied = w.zc_copied;
                 io.settled_by_head = w.settled_by_head;
@@ -226,10 +231,14 @@ impl PhaseIo {
                 io.verify_cpu_s = r.verify.cpu.as_secs_f64();
             }
         }
-        let io_cpu = (client_cpu_s - io.generate_cpu_s - io.verify_cpu_s).max(0.0);
+        let io_cpu =
+            (client_cpu_s - io.generate_cpu_s - io.checksum_cpu_s - io.verify_cpu_s).max(0.0);
         io.client_cpu_s_per_gib = cpu_s_per_gib(io_cpu, io.bytes);
         io.generate_cpu_s_per_gib = (phase == Phase::Save)
             .then(|| cpu_s_per_gib(io.generate_cpu_s, io.bytes))
+            .flatten();
+        io.checksum_cpu_s_per_gib = (phase == Phase::Save)
+            .then(|| cpu_s_per_gib(io.checksum_cpu_s, io.bytes))
             .flatten();
         io.server_cpu_s_per_gib = server_cpu_s.and_then(|s| cpu_s_per_gib(s, io.bytes));
         io

@@ -1,7 +1,8 @@
 //! The baseline engine's checkpoint I/O ([`ObjectIo`]): the conventional writer and reader.
 //!
-//! Each part is a freshly allocated heap buffer that the generator fills, handed to hyper as
-//! the request body (`x-amz-content-sha256: UNSIGNED-PAYLOAD`), up to `parts_in_flight` tasks
+//! Each part is a freshly allocated heap buffer that the generator fills, its checksum
+//! (`--checksum`) computed over it and sent as a header, handed to hyper as the request body
+//! (`x-amz-content-sha256: UNSIGNED-PAYLOAD`), up to `parts_in_flight` tasks
 //! at once on the shared runtime; each ranged GET of a restore is collected into a fresh heap
 //! buffer, `read_blocks` blocks at once. Which requests go — the single-PUT rule, the parts,
 //! the restore's blocks and ranges — is the plan's `checkpoint::ObjectIoShape`, the same for
@@ -11,7 +12,7 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::header::{CONTENT_LENGTH, CONTENT_RANGE, ETAG, RANGE};
+use http::header::{CONTENT_LENGTH, CONTENT_RANGE, ETAG, HeaderName, RANGE};
 use http::{Method, StatusCode};
 use tokio::task::JoinSet;
 
@@ -51,6 +52,9 @@ struct PartDone {
     bytes: u64,
     latency: Duration,
     generate_cpu: Duration,
+    /// The body's checksum (`--checksum`), and the CPU it took.
+    digest: Option<crate::checksum::Digest>,
+    checksum_cpu: Duration,
 }
 
 /// A ranged GET's outcome, from its task.
@@ -115,11 +119,23 @@ impl BaselineCheckpoint {
         let content = object.content;
         let upload = part.map(|(id, n)| (id.to_string(), n));
         let endpoint = self.endpoint(slot);
+        let algorithm = self.shape.checksum.algorithm();
         async move {
             let cpu = thread_cpu();
             let mut buf = vec![0u8; bytes as usize];
             content.fill(offset, &mut buf);
-            let generate_cpu = thread_cpu().saturating_sub(cpu);
+            let generated = thread_cpu();
+            let generate_cpu = generated.saturating_sub(cpu);
+            // The digest is known before the head goes: the whole body is generated first.
+            let digest = algorithm.map(|a| crate::checksum::digest(a, &buf));
+            let checksum_cpu = match digest {
+                Some(_) => thread_cpu().saturating_sub(generated),
+                None => Duration::ZERO,
+            };
+            let headers = digest
+                .iter()
+                .map(|d| (HeaderName::from_static(d.algorithm.header()), d.base64()))
+                .collect();
             let body = Bytes::from(buf);
             let number = upload.as_ref().map_or(1, |(_, n)| *n);
             let number_text = number.to_string();
@@ -133,6 +149,7 @@ impl BaselineCheckpoint {
             };
             let spec = RequestSpec {
                 query,
+                headers,
                 body,
                 endpoint,
                 ..RequestSpec::new(Method::PUT, Some(&key))
@@ -159,6 +176,8 @@ impl BaselineCheckpoint {
                 bytes,
                 latency: started.elapsed(),
                 generate_cpu,
+                digest,
+                checksum_cpu,
             }
         }
     }
@@ -176,6 +195,7 @@ impl BaselineCheckpoint {
             *w.retries_by_cause.entry(cause).or_default() += 1;
         }
         w.generate_cpu += done.generate_cpu;
+        w.checksum_cpu += done.checksum_cpu;
         if done.result.is_ok() {
             w.parts += 1;
             w.bytes_written += done.bytes;
@@ -216,9 +236,10 @@ impl BaselineCheckpoint {
     fn put_multipart(&mut self, object: &ObjectSpec) -> Result<(), RankError> {
         let client = self.client.clone();
         let key = object.key.clone();
+        let algorithm = self.shape.checksum.algorithm();
         let id = self
             .runtime
-            .block_on(async { client.create_multipart(&key).await })
+            .block_on(async { client.create_multipart_checked(&key, algorithm).await })
             .map_err(|e| RankError::Io(e.into()))?;
         self.open.push((key.clone(), id.clone()));
         if let Err(e) = self.journal.opened(&key, &id) {
@@ -227,6 +248,7 @@ impl BaselineCheckpoint {
         }
         let count = self.shape.part_count(object.bytes);
         let mut etags = vec![String::new(); count as usize];
+        let mut digests = vec![None; count as usize];
         let mut tasks = JoinSet::new();
         let mut next = 1u32;
         let mut free_slots: Vec<usize> = (0..self.shape.parts_in_flight.max(1)).rev().collect();
@@ -281,7 +303,10 @@ impl BaselineCheckpoint {
                 free_slots.push(slot);
             }
             match done.result {
-                Ok(etag) => etags[done.number as usize - 1] = etag,
+                Ok(etag) => {
+                    etags[done.number as usize - 1] = etag;
+                    digests[done.number as usize - 1] = done.digest;
+                }
                 Err(e) => {
                     self.runtime.block_on(async {
                         tasks.abort_all();
@@ -294,9 +319,22 @@ impl BaselineCheckpoint {
                 }
             }
         }
-        let (completed, causes) =
-            self.client
-                .complete_upload(&self.runtime, &key, &id, &etags, object.bytes);
+        let checksums = algorithm.map(|a| {
+            let parts: Vec<_> = digests
+                .iter()
+                .zip(self.shape.parts(object.bytes))
+                .filter_map(|(d, (_, range))| Some(((*d)?, range.end - range.start)))
+                .collect();
+            crate::checksum::Completion::of(a, &parts)
+        });
+        let (completed, causes) = self.client.complete_upload_checked(
+            &self.runtime,
+            &key,
+            &id,
+            &etags,
+            object.bytes,
+            checksums.as_ref(),
+        );
         let w = &mut self.stats.write;
         w.retries += causes.len() as u64;
         for cause in causes {

@@ -26,6 +26,7 @@ fn shape(part_bytes: u64, single_put_below: u64, send_zc: bool) -> ObjectIoShape
         read_blocks: 2,
         send_zc,
         verify: true,
+        checksum: crate::checksum::Checksum::Crc32c,
     }
 }
 

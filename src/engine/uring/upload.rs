@@ -1,7 +1,8 @@
 //! The checkpoint writer's and reader's requests on the ring, without the I/O: each request's
 //! method, path and query ([`Request`]) and its head formatted (and SigV4-signed with
 //! `x-amz-content-sha256: UNSIGNED-PAYLOAD`: hashing 32 MiB parts would cost about half a
-//! CPU-second per GiB). Which requests a checkpoint sends — its parts, its restore blocks and
+//! CPU-second per GiB; the additional checksum, `x-amz-checksum-*`, goes as a header instead,
+//! its digest computed when the part is generated). Which requests a checkpoint sends — its parts, its restore blocks and
 //! their ranges, the single-PUT rule — is the plan's (`checkpoint::ObjectIoShape`), the same
 //! for both engines; the XML S3 answers and asks for is `s3::xml`'s.
 
@@ -49,6 +50,8 @@ pub struct Request {
     pub body_bytes: usize,
     /// Bytes sent after the head from the request buffer (CompleteMultipartUpload's XML).
     pub inline_body: Vec<u8>,
+    /// Headers sent (and signed) beside the head's own: the checksum's (`x-amz-checksum-*`).
+    pub headers: Vec<(&'static str, String)>,
     /// What `Conn::on_completion` checks a `206` against (an empty range for the others).
     pub get: RangedGet,
 }
@@ -76,6 +79,7 @@ impl Request {
             path_query,
             body_bytes,
             inline_body: Vec::new(),
+            headers: Vec::new(),
             get: RangedGet {
                 whole: false,
                 fetch: None,
@@ -140,6 +144,7 @@ impl Request {
             if let Some(range) = &range {
                 to_sign.push(("range", range.as_str()));
             }
+            to_sign.extend(self.headers.iter().map(|(n, v)| (*n, v.as_str())));
             signer.headers(
                 self.method,
                 &url,
@@ -162,6 +167,9 @@ impl Request {
         }
         if self.method == "PUT" || self.method == "POST" {
             let _ = write!(out, "Content-Length: {length}\r\n");
+        }
+        for (name, value) in &self.headers {
+            let _ = write!(out, "{name}: {value}\r\n");
         }
         for (name, value) in signed {
             let _ = write!(out, "{name}: {value}\r\n");
@@ -202,6 +210,20 @@ mod tests {
             "PUT /bkt/a%20b?partNumber=2&uploadId=u%2F1 HTTP/1.1\r\nHost: h:1\r\n\
              Content-Length: 5\r\n\r\n"
         );
+        r.headers = vec![("x-amz-checksum-crc32c", "4waSgw==".into())];
+        r.format(
+            &mut out,
+            "h:1",
+            "http://h:1",
+            &Signer::new(None, "us-east-1"),
+        )
+        .unwrap();
+        assert!(
+            String::from_utf8(out.clone())
+                .unwrap()
+                .ends_with("Content-Length: 5\r\nx-amz-checksum-crc32c: 4waSgw==\r\n\r\n")
+        );
+        r.headers.clear();
         r.kind = Kind::Complete;
         r.body_bytes = 0;
         r.inline_body = crate::s3::xml::complete_multipart_body(&["\"e1\"".into()]);

@@ -84,8 +84,10 @@ async fn write_fault(
                 tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
             }
         }
-        // Acted out after the store took the write, in `respond`.
-        WriteFault::AfterStore(_) => Err(std::io::Error::other("an after-store fault (a bug)")),
+        // Acted out after the store took the write, or as it reads the body, in `respond`.
+        WriteFault::AfterStore(_) | WriteFault::Flip(_) => Err(std::io::Error::other(
+            "an after-store or body fault (a bug)",
+        )),
     }
 }
 
@@ -93,7 +95,7 @@ async fn write_fault(
 /// an answer (an injected cut of an upload).
 pub async fn respond(
     state: Arc<State>,
-    request: Request<Incoming>,
+    mut request: Request<Incoming>,
 ) -> Result<Response<Body>, std::io::Error> {
     let n = state.counters.requests.fetch_add(1, Ordering::Relaxed);
     let request_id = format!("{:016X}", n + 1);
@@ -126,6 +128,18 @@ pub async fn respond(
         .and_then(|t| state.faults.pick_write(t))
     {
         Some(WriteFault::AfterStore(kind)) => after_store = Some(kind),
+        Some(WriteFault::Flip(at)) => {
+            // The last byte of a shorter body, as `flip=N` on a GET.
+            let len = request
+                .headers()
+                .get(http::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+                .unwrap_or(0);
+            if len > 0 {
+                let flip = faults::FlipUpload(at.min(len - 1));
+                request.extensions_mut().insert(flip);
+            }
+        }
         Some(fault) => {
             let mut response = write_fault(&state, fault, request).await?;
             if let Ok(v) = request_id.parse() {
@@ -248,6 +262,7 @@ async fn dispatch(
         key,
         payload,
         body,
+        flip: parts.extensions.get::<faults::FlipUpload>().map(|f| f.0),
     };
     if bucket.is_empty() {
         service_operation(state, &req)
@@ -327,10 +342,12 @@ async fn object_operation(state: &Arc<State>, req: Req<'_>) -> Result<Response<B
         Method::POST => {
             req.query.only(&["uploads", "uploadId"])?;
             if req.query.has("uploads") {
+                let algorithm = super::checksums::create_algorithm(req.headers)?;
                 let id = state
                     .store
                     .writable()?
                     .create_multipart(req.bucket, req.key)?;
+                state.checksums.created(&id, algorithm);
                 let mut x = XmlWriter::document();
                 x.root("InitiateMultipartUploadResult");
                 x.element("Bucket", req.bucket);
@@ -351,8 +368,14 @@ async fn object_operation(state: &Arc<State>, req: Req<'_>) -> Result<Response<B
             req.query.only(&["uploadId"])?;
             let store = state.store.writable()?;
             match req.query.get("uploadId") {
-                Some(id) => store.abort_multipart(id, req.bucket, req.key)?,
-                None => store.delete(req.bucket, req.key)?,
+                Some(id) => {
+                    store.abort_multipart(id, req.bucket, req.key)?;
+                    state.checksums.ended(id);
+                }
+                None => {
+                    store.delete(req.bucket, req.key)?;
+                    state.checksums.object_stored(req.bucket, req.key, None);
+                }
             }
             Ok(empty_response(StatusCode::NO_CONTENT))
         }

@@ -78,5 +78,25 @@ pub(super) fn get_object(state: &State, req: &Req<'_>) -> Result<Response<Body>,
         );
     }
     object_headers(&mut r, &object.info);
+    // The object's checksum, when asked (`x-amz-checksum-mode: ENABLED`) of the whole object:
+    // a ranged GET has none, as on S3.
+    let asked = req
+        .headers
+        .get("x-amz-checksum-mode")
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"ENABLED"));
+    if let Some(c) = state
+        .checksums
+        .object(req.bucket, req.key)
+        .filter(|_| asked && status == StatusCode::OK)
+    {
+        if let Ok(name) = http::HeaderName::from_bytes(c.algorithm.header().as_bytes()) {
+            set(&mut r, name, &c.value);
+        }
+        set(
+            &mut r,
+            http::HeaderName::from_static("x-amz-checksum-type"),
+            c.object_type,
+        );
+    }
     Ok(r)
 }

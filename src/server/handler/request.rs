@@ -31,6 +31,10 @@ pub struct Counters {
     pub bytes_received: AtomicU64,
     /// Requests answered with an S3 error.
     pub errors: AtomicU64,
+    /// Additional checksums (`x-amz-checksum-*`) checked against what arrived, and those
+    /// refused (`BadDigest`).
+    pub checksums_verified: AtomicU64,
+    pub checksums_refused: AtomicU64,
     pub connections: AtomicU64,
     /// Connections that ended in an I/O or protocol error (peer reset, header timeout, …).
     pub connection_errors: AtomicU64,
@@ -56,6 +60,8 @@ pub struct State {
     pub counters: Counters,
     /// `serve --request-log`: every request answered, one line each.
     pub request_log: std::sync::OnceLock<super::super::request_log::RequestLog>,
+    /// Open uploads' and stored objects' additional checksums (both backends).
+    pub checksums: super::super::checksums::Checksums,
 }
 
 /// The decoded query string.
@@ -109,6 +115,8 @@ pub(super) struct Req<'a> {
     pub(super) key: &'a str,
     pub(super) payload: PayloadHash,
     pub(super) body: Incoming,
+    /// The body byte `serve --faults flip-upload=N` inverts before the store sees it.
+    pub(super) flip: Option<u64>,
 }
 
 pub(super) fn method_not_allowed(method: &Method, what: &str) -> S3Error {

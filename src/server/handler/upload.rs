@@ -1,6 +1,8 @@
 //! Request bodies: uploads (PutObject, UploadPart) streamed to a temporary file off the async
 //! threads (the directory) or checked and dropped as they arrive (the sink), with their payload
-//! hash checked; CompleteMultipartUpload; and the small XML bodies other operations read whole.
+//! hash and their additional checksum (`x-amz-checksum-*`, `server::checksums`) checked before
+//! the store keeps them; CompleteMultipartUpload, its checksums checked before the parts are
+//! joined; and the small XML bodies other operations read whole.
 
 use std::future::poll_fn;
 use std::io::Write;
@@ -16,12 +18,14 @@ use hyper::body::Incoming;
 use sha2::{Digest, Sha256};
 
 use super::super::body::Body;
+use super::super::checksums::{self, Inbound, Stored};
 use super::super::dir::TempFile;
 use super::super::error::S3Error;
 use super::super::sigv4::PayloadHash;
 use super::super::sink::SinkWrite;
 use super::super::store::Writable;
 use super::request::{Req, State, empty_response, set, xml_response};
+use crate::checksum::{Algorithm, Digest as PartDigest};
 use crate::s3::xml::{self, XmlWriter};
 
 /// S3's largest single PUT and largest part.
@@ -128,6 +132,7 @@ async fn receive(
     body: &mut Incoming,
     payload: PayloadHash,
     temp: TempFile,
+    inbound: &mut Inbound,
 ) -> Result<TempFile, S3Error> {
     let hasher = matches!(payload, PayloadHash::Sha256(_)).then(Sha256::new);
     // The file and hasher, or the write that holds them.
@@ -141,6 +146,7 @@ async fn receive(
         let end = data.is_none();
         if let Some(data) = data {
             count_frame(state, &mut total, &data)?;
+            let data = inbound.frame(data);
             batch_bytes += data.len();
             batch.push(data);
         }
@@ -174,11 +180,13 @@ async fn receive_sink(
     body: &mut Incoming,
     payload: PayloadHash,
     mut write: SinkWrite,
+    inbound: &mut Inbound,
 ) -> Result<SinkWrite, S3Error> {
     let mut hasher = matches!(payload, PayloadHash::Sha256(_)).then(Sha256::new);
     let mut total: u64 = 0;
     while let Some(data) = next_data(body).await? {
         count_frame(state, &mut total, &data)?;
+        let data = inbound.frame(data);
         if let Some(h) = hasher.as_mut() {
             h.update(&data);
         }
@@ -211,26 +219,75 @@ fn check_upload_length(headers: &HeaderMap) -> Result<(), S3Error> {
     }
 }
 
+/// The body's digest against the checksum its request carries (`BadDigest` naming `what`):
+/// checked before the store keeps anything.
+fn checked(
+    state: &State,
+    requested: &Option<(Algorithm, String)>,
+    inbound: Inbound,
+    what: impl FnOnce() -> String,
+) -> Result<(Option<PartDigest>, u64), S3Error> {
+    let (digest, len) = inbound.finish();
+    if let (Some(expected), Some(digest)) = (requested, &digest) {
+        count_check(state, checksums::check(expected, digest, &what()))?;
+    }
+    Ok((digest, len))
+}
+
+/// Counts a checksum check: verified, or refused.
+fn count_check<T>(state: &State, result: Result<T, S3Error>) -> Result<T, S3Error> {
+    let counter = match &result {
+        Ok(_) => &state.counters.checksums_verified,
+        Err(e) if e.code == "BadDigest" => &state.counters.checksums_refused,
+        Err(_) => return result,
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
+    result
+}
+
+/// A stored upload's answer: its ETag, and its checksum header echoed, as S3 does.
+fn stored_response(etag: &str, requested: Option<(Algorithm, String)>) -> Response<Body> {
+    let mut r = empty_response(StatusCode::OK);
+    set(&mut r, ETAG, &format!("\"{etag}\""));
+    if let Some((algorithm, value)) = requested
+        && let Ok(name) = http::HeaderName::from_bytes(algorithm.header().as_bytes())
+    {
+        set(&mut r, name, &value);
+    }
+    r
+}
+
 pub(super) async fn put_object(
     state: &Arc<State>,
     mut req: Req<'_>,
 ) -> Result<Response<Body>, S3Error> {
     check_upload_length(req.headers)?;
+    let requested = checksums::requested(req.headers)?;
+    let mut inbound = Inbound::new(requested.as_ref().map(|r| r.0), req.flip);
+    let what = || format!("object '{}'", req.key);
     let info = match state.store.writable()? {
         Writable::Dir(dir) => {
             dir.check_writable(req.bucket, req.key)?;
-            let temp = receive(state, &mut req.body, req.payload, dir.temp_file()?).await?;
+            let temp = dir.temp_file()?;
+            let temp = receive(state, &mut req.body, req.payload, temp, &mut inbound).await?;
+            checked(state, &requested, inbound, what)?;
             dir.commit(temp, req.bucket, req.key)?
         }
         Writable::Sink(sink) => {
             let write = sink.begin_put(req.bucket, req.key)?;
-            let write = receive_sink(state, &mut req.body, req.payload, write).await?;
+            let write =
+                receive_sink(state, &mut req.body, req.payload, write, &mut inbound).await?;
+            checked(state, &requested, inbound, what)?;
             sink.finish_put(write, req.bucket, req.key)?
         }
     };
-    let mut r = empty_response(StatusCode::OK);
-    set(&mut r, ETAG, &format!("\"{}\"", info.etag));
-    Ok(r)
+    let stored = requested.clone().map(|(algorithm, value)| Stored {
+        algorithm,
+        value,
+        object_type: "FULL_OBJECT",
+    });
+    state.checksums.object_stored(req.bucket, req.key, stored);
+    Ok(stored_response(&info.etag, requested))
 }
 
 pub(super) async fn upload_part(
@@ -241,21 +298,47 @@ pub(super) async fn upload_part(
 ) -> Result<Response<Body>, S3Error> {
     check_upload_length(req.headers)?;
     let (bucket, key) = (req.bucket, req.key);
-    let etag = match state.store.writable()? {
+    let requested = checksums::requested(req.headers)?;
+    let created = state.checksums.upload_algorithm(upload_id);
+    if let (Some((algorithm, _)), Some(created)) = (&requested, created)
+        && *algorithm != created
+    {
+        return Err(S3Error::invalid_request(format!(
+            "part {part_number} carries {}, but the upload was created with {}",
+            algorithm.header(),
+            created.name()
+        )));
+    }
+    let mut inbound = Inbound::new(requested.as_ref().map(|r| r.0).or(created), req.flip);
+    let what = || format!("part {part_number} of '{key}'");
+    let (etag, (digest, len)) = match state.store.writable()? {
         Writable::Dir(dir) => {
             dir.check_part(upload_id, bucket, key, part_number)?;
-            let temp = receive(state, &mut req.body, req.payload, dir.temp_file()?).await?;
-            dir.commit_part(temp, upload_id, bucket, key, part_number)?
+            let temp = dir.temp_file()?;
+            let temp = receive(state, &mut req.body, req.payload, temp, &mut inbound).await?;
+            let sum = checked(state, &requested, inbound, what)?;
+            (
+                dir.commit_part(temp, upload_id, bucket, key, part_number)?,
+                sum,
+            )
         }
         Writable::Sink(sink) => {
             let write = sink.begin_part(upload_id, bucket, key, part_number)?;
-            let write = receive_sink(state, &mut req.body, req.payload, write).await?;
-            sink.finish_part(write, upload_id, bucket, key, part_number)?
+            let write =
+                receive_sink(state, &mut req.body, req.payload, write, &mut inbound).await?;
+            let sum = checked(state, &requested, inbound, what)?;
+            (
+                sink.finish_part(write, upload_id, bucket, key, part_number)?,
+                sum,
+            )
         }
     };
-    let mut r = empty_response(StatusCode::OK);
-    set(&mut r, ETAG, &format!("\"{etag}\""));
-    Ok(r)
+    if let Some(digest) = digest {
+        state
+            .checksums
+            .part_stored(upload_id, part_number, digest, len);
+    }
+    Ok(stored_response(&etag, requested))
 }
 
 pub(super) async fn complete_multipart(
@@ -266,7 +349,14 @@ pub(super) async fn complete_multipart(
     state.store.writable()?;
     let body = read_small_body(&mut req.body, req.payload).await?;
     let parts = xml::completed_parts(&body).map_err(|reason| S3Error::malformed_xml(&reason))?;
+    // Checked before the store joins anything: a wrong checksum completes nothing.
+    let checksum = state.checksums.complete(&upload_id, &parts, req.headers);
+    let checksum = match checksum {
+        Ok(None) => None,
+        checked => count_check(state, checked)?,
+    };
     let (bucket, key) = (req.bucket.to_string(), req.key.to_string());
+    let ended = upload_id.clone();
     let shared = state.clone();
     // Joining parts copies whole files: off the async threads (the sink only checks a list).
     let info = tokio::task::spawn_blocking(move || match shared.store.writable()? {
@@ -275,6 +365,10 @@ pub(super) async fn complete_multipart(
     })
     .await
     .map_err(|e| S3Error::internal(format!("joining parts failed: {e}")))??;
+    state.checksums.ended(&ended);
+    state
+        .checksums
+        .object_stored(req.bucket, req.key, checksum.clone());
     let host = req
         .headers
         .get(http::header::HOST)
@@ -289,6 +383,10 @@ pub(super) async fn complete_multipart(
     x.element("Bucket", req.bucket);
     x.element("Key", req.key);
     x.element("ETag", format!("\"{}\"", info.etag));
+    if let Some(c) = &checksum {
+        x.element(c.algorithm.element(), &c.value);
+        x.element("ChecksumType", c.object_type);
+    }
     x.close("CompleteMultipartUploadResult");
     Ok(xml_response(StatusCode::OK, x.finish(), state))
 }

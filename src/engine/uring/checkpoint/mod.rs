@@ -27,9 +27,15 @@
 //!   again after the client's backoff, up to its retries; a part past them, or a failed
 //!   completion, stops the other parts, aborts the upload (`DELETE ?uploadId=`) and fails with
 //!   the line of the part that failed.
+//! - **Checksums** (`--checksum`, CRC32C by default): each part's digest is computed over its
+//!   registered buffer right after the generator fills it (timed apart, `checksum_cpu`) and
+//!   sent as an `x-amz-checksum-*` header; CreateMultipartUpload names the algorithm and
+//!   type, CompleteMultipartUpload lists the parts' checksums and carries the object's
+//!   (`complete.rs`). A retry re-sends the same buffer with the same header.
 //! - Bodies are unsigned (`UNSIGNED-PAYLOAD`, see `upload.rs`). Plain HTTP only: `https://`
 //!   targets are refused at set-up (the baseline engine writes over TLS).
 
+mod complete;
 mod restore;
 
 use std::os::fd::{AsFd, BorrowedFd};
@@ -546,13 +552,25 @@ impl RingCheckpoint {
         self.engine.client.target().request_path(Some(key))
     }
 
-    /// Generates `object`'s bytes `range` into connection `c`'s buffer.
-    fn fill(&mut self, c: usize, object: &ObjectSpec, range: std::ops::Range<u64>) {
+    /// Generates `object`'s bytes `range` into connection `c`'s buffer, then (under
+    /// `--checksum`) their digest, read from the same buffer before the head is sent: each
+    /// timed apart (`generate_cpu`, `checksum_cpu`).
+    fn fill(
+        &mut self,
+        c: usize,
+        object: &ObjectSpec,
+        range: std::ops::Range<u64>,
+    ) -> Option<crate::checksum::Digest> {
         let cpu = thread_cpu();
         let len = (range.end - range.start) as usize;
         let buf = self.ring.buffer_from_mut(self.bufs[c], 0);
         object.content.fill(range.start, &mut buf[..len]);
-        self.stats.write.generate_cpu += thread_cpu().saturating_sub(cpu);
+        let generated = thread_cpu();
+        self.stats.write.generate_cpu += generated.saturating_sub(cpu);
+        let algorithm = self.shape.checksum.algorithm()?;
+        let digest = crate::checksum::digest(algorithm, &buf[..len]);
+        self.stats.write.checksum_cpu += thread_cpu().saturating_sub(generated);
+        Some(digest)
     }
 
     /// A part, or a single PUT, answered: counted.
@@ -571,22 +589,28 @@ impl RingCheckpoint {
         while !self.ready(0) {
             self.poll()?;
         }
-        self.fill(0, object, 0..object.bytes);
+        let digest = self.fill(0, object, 0..object.bytes);
         let path = self.path(&object.key);
-        let request = Request::new(Kind::Put { len }, &object.key, &path, &[]);
+        let mut request = Request::new(Kind::Put { len }, &object.key, &path, &[]);
+        request
+            .headers
+            .extend(digest.map(|d| (d.algorithm.header(), d.base64())));
         let (job, _, _) = self.document(request)?;
         self.part_done(&job, len);
         self.stats.write.objects += 1;
         Ok(())
     }
 
-    /// Uploads every part of `object` under `upload_id`; their ETags in part order.
+    /// Uploads every part of `object` under `upload_id`; their ETags and (under
+    /// `--checksum`) digests, in part order.
+    #[allow(clippy::type_complexity)]
     fn upload_parts(
         &mut self,
         object: &ObjectSpec,
         upload_id: &str,
-    ) -> Result<Vec<String>, RankError> {
+    ) -> Result<(Vec<String>, Vec<Option<crate::checksum::Digest>>), RankError> {
         let parts = self.parts;
+        let mut digests = vec![None; parts as usize];
         let writers = self.shape.parts_in_flight.clamp(1, self.conns.len());
         let path = self.path(&object.key);
         let mut etags: Vec<Option<String>> = vec![None; parts as usize];
@@ -599,7 +623,8 @@ impl RingCheckpoint {
                 }
                 let range = self.shape.part(object.bytes, next);
                 let len = (range.end - range.start) as usize;
-                self.fill(c, object, range.clone());
+                let digest = self.fill(c, object, range.clone());
+                digests[next as usize - 1] = digest;
                 let number = next.to_string();
                 let kind = Kind::Part {
                     number: next,
@@ -607,7 +632,10 @@ impl RingCheckpoint {
                     len,
                 };
                 let query = [("partNumber", number.as_str()), ("uploadId", upload_id)];
-                let request = Request::new(kind, &object.key, &path, &query);
+                let mut request = Request::new(kind, &object.key, &path, &query);
+                request
+                    .headers
+                    .extend(digest.map(|d| (d.algorithm.header(), d.base64())));
                 self.start(c, request)?;
                 next += 1;
             }
@@ -643,80 +671,11 @@ impl RingCheckpoint {
                 done += 1;
             }
         }
-        etags
+        let etags = etags
             .into_iter()
             .map(|e| e.ok_or_else(|| RankError::Engine("a part without its ETag (a bug)".into())))
-            .collect()
-    }
-
-    /// The upload's parts and its completion, after its creation: the completion counts only
-    /// as `s3::complete` says (a parsed result, or a HEAD that finds the object).
-    fn multipart(&mut self, object: &ObjectSpec, upload_id: &str) -> Result<(), RankError> {
-        let etags = self.upload_parts(object, upload_id)?;
-        let path = self.path(&object.key);
-        let mut request = Request::new(
-            Kind::Complete,
-            &object.key,
-            &path,
-            &[("uploadId", upload_id)],
-        );
-        request.inline_body = crate::s3::xml::complete_multipart_body(&etags);
-        let what = request.operation(&self.engine.client, self.parts);
-        let head = Request::new(Kind::Head, &object.key, &path, &[]);
-        let policy = self.policy;
-        // The rank's own failure (a stop, a bug) ends the completion where it happens.
-        let mut rank_error = None;
-        let this = std::cell::RefCell::new(&mut *self);
-        let (result, causes) = crate::s3::complete::complete(
-            policy.retries,
-            &what,
-            object.bytes,
-            &etags,
-            || match this.borrow_mut().one(0, request.clone()) {
-                Ok((_, Outcome::Answered { document, .. })) => Ok(document),
-                Ok((_, Outcome::Failed(error))) => Err(error),
-                Ok((_, Outcome::Arrived)) => Err(RequestError::BadResponse {
-                    operation: what.clone(),
-                    reason: "a body (a bug)".into(),
-                }),
-                Err(e) => {
-                    let error = RequestError::Transport {
-                        operation: what.clone(),
-                        reason: e.to_string(),
-                    };
-                    rank_error = Some(e);
-                    Err(error)
-                }
-            },
-            || match this.borrow_mut().one(0, head.clone()) {
-                Ok((_, Outcome::Answered { etag, length, .. })) => {
-                    Ok(Some(crate::s3::complete::HeadAnswer {
-                        size: length.unwrap_or(0),
-                        etag,
-                    }))
-                }
-                Ok((_, Outcome::Failed(RequestError::Status { status: 404, .. }))) => Ok(None),
-                Ok((_, Outcome::Failed(error))) => Err(error),
-                Ok((_, Outcome::Arrived)) | Err(_) => Ok(None),
-            },
-            |n, e| std::thread::sleep(policy.delay(n, e.retry_after())),
-        );
-        let write = &mut self.stats.write;
-        write.retries += causes.len() as u64;
-        for cause in causes {
-            *write.retries_by_cause.entry(cause).or_default() += 1;
-        }
-        if let Some(error) = rank_error {
-            return Err(error);
-        }
-        match result {
-            Ok(crate::s3::complete::Completed::Answered) => Ok(()),
-            Ok(crate::s3::complete::Completed::SettledByHead) => {
-                write.settled_by_head += 1;
-                Ok(())
-            }
-            Err(error) => Err(RankError::Io(error.into())),
-        }
+            .collect::<Result<_, _>>()?;
+        Ok((etags, digests))
     }
 
     /// `Err(Aborted)` once the phase was told to stop.
@@ -763,7 +722,13 @@ impl ObjectIo for RingCheckpoint {
         }
         self.parts = self.shape.part_count(object.bytes);
         let path = self.path(&object.key);
-        let create = Request::new(Kind::Create, &object.key, &path, &[("uploads", "")]);
+        let mut create = Request::new(Kind::Create, &object.key, &path, &[("uploads", "")]);
+        if let Some(algorithm) = self.shape.checksum.algorithm() {
+            let headers = algorithm.create_headers();
+            create
+                .headers
+                .extend(headers.map(|(name, value)| (name, value.to_string())));
+        }
         let what = create.operation(&self.engine.client, self.parts);
         let (_, document, _) = self.document(create)?;
         let upload_id = crate::s3::xml::upload_id(&document).ok_or_else(|| {

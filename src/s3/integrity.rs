@@ -1,0 +1,96 @@
+//! The client's uploads with S3's additional checksums (`--checksum`, `crate::checksum`):
+//! CreateMultipartUpload naming the algorithm and the object's checksum type, and
+//! CompleteMultipartUpload listing each part's checksum and sending the object's FULL_OBJECT
+//! checksum as a header. Parts and single PUTs carry theirs in their own heads (the engines
+//! add the header). Bodies stay `UNSIGNED-PAYLOAD`: the payload-signing forms are not here yet.
+
+use bytes::Bytes;
+use http::Method;
+use http::header::{CONTENT_TYPE, HeaderName};
+
+use super::client::{Client, RequestSpec};
+use super::{RequestError, complete, xml};
+use crate::checksum::{Algorithm, Completion};
+
+impl Client {
+    /// Starts a multipart upload, naming `checksum`'s algorithm and type when there is one;
+    /// returns its upload id.
+    pub async fn create_multipart_checked(
+        &self,
+        key: &str,
+        checksum: Option<Algorithm>,
+    ) -> Result<String, RequestError> {
+        let mut headers = vec![(CONTENT_TYPE, "application/octet-stream".to_string())];
+        for (name, value) in checksum
+            .map(Algorithm::create_headers)
+            .into_iter()
+            .flatten()
+        {
+            headers.push((HeaderName::from_static(name), value.to_string()));
+        }
+        let spec = RequestSpec {
+            query: &[("uploads", "")],
+            headers,
+            ..RequestSpec::new(Method::POST, Some(key))
+        };
+        let (_, body) = self.send(&spec).await?;
+        xml::upload_id(&body).ok_or_else(|| RequestError::BadResponse {
+            operation: self.operation("CreateMultipartUpload", Some(key)),
+            reason: "the answer carries no UploadId".into(),
+        })
+    }
+
+    /// One CompleteMultipartUpload listing the parts' ETags and, with `checksums`, their
+    /// checksums and the object's: the answer's document, for [`complete::complete`] to judge.
+    pub async fn complete_once_checked(
+        &self,
+        key: &str,
+        upload_id: &str,
+        etags: &[String],
+        checksums: Option<&Completion>,
+    ) -> Result<Vec<u8>, RequestError> {
+        let query = [("uploadId", upload_id)];
+        let body = xml::complete_multipart_body_with(
+            etags,
+            checksums.map(|c| (c.element, c.parts.as_slice())),
+        );
+        let headers = checksums
+            .iter()
+            .flat_map(|c| c.headers.iter())
+            .map(|(name, value)| (HeaderName::from_static(name), value.clone()))
+            .collect();
+        let spec = RequestSpec {
+            query: &query,
+            headers,
+            body: Bytes::from(body),
+            sign_body: true,
+            ..RequestSpec::new(Method::POST, Some(key))
+        };
+        let (_, body) = self.send(&spec).await?;
+        Ok(body.to_vec())
+    }
+
+    /// [`complete::complete`] on this client with the upload's checksums, from a thread
+    /// outside `runtime` (it blocks): `size` is the object's, `etags` the parts' in order.
+    pub fn complete_upload_checked(
+        &self,
+        runtime: &tokio::runtime::Handle,
+        key: &str,
+        upload_id: &str,
+        etags: &[String],
+        size: u64,
+        checksums: Option<&Completion>,
+    ) -> (Result<complete::Completed, RequestError>, Vec<&'static str>) {
+        let operation = self.operation("CompleteMultipartUpload", Some(key));
+        let policy = self.policy();
+        complete::complete(
+            policy.retries,
+            &operation,
+            size,
+            etags,
+            || runtime.block_on(self.complete_once_checked(key, upload_id, etags, checksums)),
+            || runtime.block_on(self.head_object(key)),
+            |n, e| std::thread::sleep(policy.delay(n, e.retry_after())),
+        )
+    }
+}

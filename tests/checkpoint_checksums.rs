@@ -1,0 +1,193 @@
+//! Checkpoints with S3's additional checksums (`--checksum`), on both engines: each algorithm
+//! completes against the embedded sink and a `serve --dir` store, which verify every part's
+//! and completion's checksum (the sink counts them; the directory returns the object's
+//! checksum to a HEAD with `x-amz-checksum-mode: ENABLED`); a byte changed in flight
+//! (`serve --faults flip-upload=N`) is refused as `BadDigest`, tried again and caught, or,
+//! changed on every try, fails the run naming the part; garage, a third-party store, takes
+//! CRC32C and CRC64NVME (it verifies them on UploadPart and PutObject).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{output, ringload};
+use serde_json::Value;
+
+/// `ringload run llama3_tiny --np 2` with 5 MiB parts (several per object), write only, on
+/// `engine`, against `endpoint` (`None`: the embedded sink): (exit code, summary, stderr).
+fn write_run(engine: &str, endpoint: Option<&str>, extra: &[&str]) -> (i32, Value, String) {
+    let mut cmd = ringload();
+    cmd.arg("run")
+        .args(["llama3_tiny", "--np", "2", "--engine", engine])
+        .args([
+            "--part-size",
+            "5MiB",
+            "checkpoint.num_checkpoints_read=0",
+            "--json",
+        ])
+        .args(extra);
+    if let Some(endpoint) = endpoint {
+        cmd.args(["--endpoint", endpoint, "--bucket", "ringload"]);
+    }
+    let (code, stdout, stderr) = output(&mut cmd);
+    let summary = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+    (code, summary, stderr)
+}
+
+#[test]
+fn every_checksum_completes_and_the_sink_verified_each_part_and_completion() {
+    for engine in ["uring", "baseline"] {
+        for checksum in ["crc32c", "crc64nvme", "sha256", "none"] {
+            let (code, s, stderr) = write_run(engine, None, &["--checksum", checksum]);
+            assert_eq!(code, 0, "{engine} {checksum}: {stderr}");
+            let server = &s["target"]["server"];
+            let parts = s["save"]["requests"].as_u64().unwrap();
+            let verified = server["checksums_verified"].as_u64().unwrap();
+            assert_eq!(
+                server["checksums_refused"], 0,
+                "{engine} {checksum}: {server}"
+            );
+            if checksum == "none" {
+                assert_eq!(verified, 0, "{engine}: {server}");
+                assert_eq!(s["save"]["checksum_cpu_s"], 0.0, "{engine}: {s}");
+            } else {
+                // Every part, and every completion (4 objects per checkpoint, 2 checkpoints):
+                // CRCs by the object's combined FULL_OBJECT header, SHA-256 by each part's
+                // listed checksum.
+                let objects = server["sink"]["objects_written"].as_u64().unwrap();
+                assert_eq!(objects, 8, "{engine}: {server}");
+                assert_eq!(verified, parts + objects, "{engine} {checksum}: {server}");
+                assert!(parts > objects, "{engine}: several parts per object: {s}");
+                assert!(
+                    s["save"]["checksum_cpu_s_per_gib"].is_number(),
+                    "{engine} {checksum}: {s}"
+                );
+            }
+        }
+    }
+}
+
+/// HEAD with `x-amz-checksum-mode: ENABLED` of every object under the bucket, through boto3:
+/// `{key: [ChecksumType, the algorithm's field]}`.
+const HEAD_CHECKSUMS_PY: &str = r#"
+import json, sys, boto3
+from botocore.config import Config
+s3 = boto3.client("s3", endpoint_url=sys.argv[1], aws_access_key_id="x", aws_secret_access_key="x",
+    region_name="us-east-1", config=Config(signature_version="s3v4", s3={"addressing_style": "path"}))
+field = sys.argv[3]
+out = {}
+for o in s3.list_objects_v2(Bucket=sys.argv[2]).get("Contents", []):
+    h = s3.head_object(Bucket=sys.argv[2], Key=o["Key"], ChecksumMode="ENABLED")
+    out[o["Key"]] = [h.get("ChecksumType"), h.get(field)]
+print(json.dumps(out))
+"#;
+
+#[test]
+fn a_directory_store_keeps_each_objects_checksum_for_a_head_that_asks() {
+    for (checksum, field, kind) in [
+        ("crc64nvme", "ChecksumCRC64NVME", "FULL_OBJECT"),
+        ("sha256", "ChecksumSHA256", "COMPOSITE"),
+    ] {
+        for engine in ["uring", "baseline"] {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::create_dir(dir.path().join("ringload")).unwrap();
+            let server = common::spawn_serve(&["--dir", dir.path().to_str().unwrap()]);
+            let args = ["--checksum", checksum];
+            let (code, _, stderr) = write_run(engine, Some(&server.endpoint), &args);
+            assert_eq!(code, 0, "{engine} {checksum}: {stderr}");
+            let heads =
+                common::python_json(HEAD_CHECKSUMS_PY, &[&server.endpoint, "ringload", field]);
+            let heads = heads.as_object().unwrap();
+            assert_eq!(heads.len(), 8, "{engine} {checksum}: {heads:?}");
+            for (key, head) in heads {
+                assert_eq!(head[0], kind, "{engine} {key}: {head}");
+                let value = head[1].as_str().unwrap_or_else(|| panic!("{key}: {head}"));
+                // COMPOSITE ends with its part count.
+                assert_eq!(value.contains('-'), kind == "COMPOSITE", "{key}: {value}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_byte_changed_in_flight_is_refused_as_bad_digest_and_sent_again() {
+    for engine in ["uring", "baseline"] {
+        for (store, fault, extra) in [
+            ("--sink", "flip-upload=1000@part/nth=2", vec![]),
+            (
+                "--dir",
+                "flip-upload=7@part/nth=3",
+                vec!["--checksum", "crc64nvme"],
+            ),
+            (
+                "--sink",
+                "flip-upload=3@put/nth=2",
+                vec!["--single-put-below", "1GiB", "--checksum", "sha256"],
+            ),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::create_dir(dir.path().join("ringload")).unwrap();
+            let mut args = vec![store, "--faults", fault];
+            if store == "--dir" {
+                args.insert(1, dir.path().to_str().unwrap());
+            }
+            let server = common::spawn_serve(&args);
+            let (code, s, stderr) = write_run(engine, Some(&server.endpoint), &extra);
+            assert_eq!(code, 0, "{engine} {fault}: {stderr}");
+            let retries = &s["save"]["retries_by_cause"];
+            assert_eq!(retries["bad_digest"], 1, "{engine} {fault}: {s}");
+        }
+        // Without a checksum the same change goes unseen: the sink stores the part.
+        let server = common::spawn_serve(&["--sink", "--faults", "flip-upload=1000@part/nth=2"]);
+        let (code, s, stderr) = write_run(engine, Some(&server.endpoint), &["--checksum", "none"]);
+        assert_eq!(code, 0, "{engine}: {stderr}");
+        assert_eq!(s["save"]["retries"], 0, "{engine}: {s}");
+    }
+}
+
+#[test]
+fn a_byte_changed_on_every_try_fails_the_run_naming_the_part_and_bad_digest() {
+    for engine in ["uring", "baseline"] {
+        let server = common::spawn_serve(&["--sink", "--faults", "flip-upload=1000@part/every=1"]);
+        let (code, _, stderr) = write_run(engine, Some(&server.endpoint), &[]);
+        assert_eq!(code, 3, "{engine}: {stderr}");
+        let line = stderr
+            .lines()
+            .find(|l| l.contains("BadDigest"))
+            .unwrap_or_else(|| panic!("{engine}: {stderr}"));
+        assert!(
+            line.contains("part") && line.contains("--checksum none"),
+            "{engine}: {line}"
+        );
+    }
+}
+
+#[test]
+fn garage_takes_crc32c_and_crc64nvme_parts_and_completions() {
+    let Some(g) = common::garage() else { return };
+    for engine in ["uring", "baseline"] {
+        for checksum in ["crc32c", "crc64nvme"] {
+            let folder = format!("checkpoint.checkpoint_folder=checksums/{engine}-{checksum}");
+            let (code, stdout, stderr) = g.ringload(&[
+                "run",
+                "llama3_tiny",
+                "--np",
+                "2",
+                "--engine",
+                engine,
+                "--bucket",
+                &g.bucket,
+                "--part-size",
+                "5MiB",
+                "--checksum",
+                checksum,
+                &folder,
+                "checkpoint.num_checkpoints_read=0",
+                "--json",
+            ]);
+            assert_eq!(code, 0, "{engine} {checksum}: {stderr}");
+            let s: Value = serde_json::from_str(&stdout).unwrap();
+            assert_eq!(s["outcome"], "completed", "{engine} {checksum}: {s}");
+        }
+    }
+}
