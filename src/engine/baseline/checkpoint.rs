@@ -121,17 +121,12 @@ impl BaselineCheckpoint {
         let endpoint = self.endpoint(slot);
         let algorithm = self.shape.checksum.algorithm();
         async move {
-            let cpu = thread_cpu();
             let mut buf = vec![0u8; bytes as usize];
-            content.fill(offset, &mut buf);
-            let generated = thread_cpu();
-            let generate_cpu = generated.saturating_sub(cpu);
             // The digest is known before the head goes: the whole body is generated first.
-            let digest = algorithm.map(|a| crate::checksum::digest(a, &buf));
-            let checksum_cpu = match digest {
-                Some(_) => thread_cpu().saturating_sub(generated),
-                None => Duration::ZERO,
-            };
+            let filled =
+                super::super::common::fill_and_digest(&content, offset, &mut buf, algorithm);
+            let (digest, generate_cpu, checksum_cpu) =
+                (filled.digest, filled.generate_cpu, filled.checksum_cpu);
             let headers = digest
                 .iter()
                 .map(|d| (HeaderName::from_static(d.algorithm.header()), d.base64()))

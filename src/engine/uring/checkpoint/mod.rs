@@ -27,8 +27,9 @@
 //!   again after the client's backoff, up to its retries; a part past them, or a failed
 //!   completion, stops the other parts, aborts the upload (`DELETE ?uploadId=`) and fails with
 //!   the line of the part that failed.
-//! - **Checksums** (`--checksum`, CRC32C by default): each part's digest is computed over its
-//!   registered buffer right after the generator fills it (timed apart, `checksum_cpu`) and
+//! - **Checksums** (`--checksum`, CRC32C by default): each part's digest is computed in the
+//!   pass that generates its bytes into the registered buffer (`common::fill_and_digest`,
+//!   timed apart, `checksum_cpu`) and
 //!   sent as an `x-amz-checksum-*` header; CreateMultipartUpload names the algorithm and
 //!   type, CompleteMultipartUpload lists the parts' checksums and carries the object's
 //!   (`complete.rs`). A retry re-sends the same buffer with the same header.
@@ -48,7 +49,6 @@ use super::ring::{self, Completion, NOTIF_TAG, Ring, ZC_COPIED};
 use super::upload::{Kind, Request};
 use super::{POLL, SCRATCH_BYTES, UringEngine};
 use crate::checkpoint::ObjectIoShape;
-use crate::metrics::thread_cpu;
 use crate::rank::RankError;
 use crate::rank::checkpoint::{ObjectIo, ObjectSpec, ObjectStats};
 use crate::rank::journal::UploadJournal;
@@ -561,16 +561,18 @@ impl RingCheckpoint {
         object: &ObjectSpec,
         range: std::ops::Range<u64>,
     ) -> Option<crate::checksum::Digest> {
-        let cpu = thread_cpu();
         let len = (range.end - range.start) as usize;
+        let algorithm = self.shape.checksum.algorithm();
         let buf = self.ring.buffer_from_mut(self.bufs[c], 0);
-        object.content.fill(range.start, &mut buf[..len]);
-        let generated = thread_cpu();
-        self.stats.write.generate_cpu += generated.saturating_sub(cpu);
-        let algorithm = self.shape.checksum.algorithm()?;
-        let digest = crate::checksum::digest(algorithm, &buf[..len]);
-        self.stats.write.checksum_cpu += thread_cpu().saturating_sub(generated);
-        Some(digest)
+        let filled = super::super::common::fill_and_digest(
+            &object.content,
+            range.start,
+            &mut buf[..len],
+            algorithm,
+        );
+        self.stats.write.generate_cpu += filled.generate_cpu;
+        self.stats.write.checksum_cpu += filled.checksum_cpu;
+        filled.digest
     }
 
     /// A part, or a single PUT, answered: counted.
