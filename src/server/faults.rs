@@ -381,23 +381,25 @@ impl Faults {
 
     /// Whether a fault of `kind` aimed at `target` fires now (counted when it does).
     fn pick_kind(&self, target: Target, kind: FaultKind) -> bool {
-        for fault in self
-            .faults
+        self.faults
             .iter()
             .filter(|f| f.kind == kind && f.target == target)
-        {
-            let n = fault.seen.fetch_add(1, Ordering::Relaxed) + 1;
-            let fires = match fault.when {
-                When::Nth(k) => n == k,
-                When::Every(k) => n % k == 0,
-                When::Rate(p) => self.draw() < p,
-            };
-            if fires {
-                fault.injected.fetch_add(1, Ordering::Relaxed);
-                return true;
-            }
+            .any(|f| self.fires(f))
+    }
+
+    /// Counts a request of `fault`'s target; whether the fault fires for it (counted as
+    /// injected when it does).
+    fn fires(&self, fault: &Fault) -> bool {
+        let n = fault.seen.fetch_add(1, Ordering::Relaxed) + 1;
+        let fires = match fault.when {
+            When::Nth(k) => n == k,
+            When::Every(k) => n % k == 0,
+            When::Rate(p) => self.draw() < p,
+        };
+        if fires {
+            fault.injected.fetch_add(1, Ordering::Relaxed);
         }
-        false
+        fires
     }
 
     /// `(spec, injected)` for every fault.
@@ -472,14 +474,7 @@ impl Faults {
             if fault.kind == FaultKind::IgnorePrefix {
                 continue;
             }
-            let n = fault.seen.fetch_add(1, Ordering::Relaxed) + 1;
-            let fires = match fault.when {
-                When::Nth(k) => n == k,
-                When::Every(k) => n % k == 0,
-                When::Rate(p) => self.draw() < p,
-            };
-            if fires {
-                fault.injected.fetch_add(1, Ordering::Relaxed);
+            if self.fires(fault) {
                 return Some(fault.kind);
             }
         }
