@@ -393,7 +393,7 @@ impl Faults {
         let n = fault.seen.fetch_add(1, Ordering::Relaxed) + 1;
         let fires = match fault.when {
             When::Nth(k) => n == k,
-            When::Every(k) => n % k == 0,
+            When::Every(k) => n.is_multiple_of(k),
             When::Rate(p) => self.draw() < p,
         };
         if fires {
