@@ -27,6 +27,24 @@ pub const BUFFER_ALIGN_BYTES: u64 = 4096;
 /// 5-byte header).
 pub const TLS_RECORD_SLACK_BYTES: u64 = 5 + (1 << 14) + 256;
 
+/// Over TLS, a request body is generated into its buffer laid out record by record and sealed
+/// there: each 2^14 bytes take this much more room (the widest record's header, explicit
+/// nonce and tag, TLS 1.2 AES-GCM's 29 bytes).
+pub const TLS_SEAL_BYTES_PER_RECORD: u64 = 5 + 8 + 16;
+
+/// One checkpoint connection's buffer: the larger of a part, a read range and the largest
+/// single PUT, in whole pages; over TLS, a body's records sealed in place and a range's
+/// record beyond it. `checkpoint::ObjectIoShape::buffer_bytes` and the budget both use it.
+pub fn object_buffer_bytes(part: u64, range: u64, single_put: u64, tls: bool) -> u64 {
+    let (body, range) = if tls {
+        let sealed = |n: u64| n + n.div_ceil(1 << 14) * TLS_SEAL_BYTES_PER_RECORD;
+        (sealed(part.max(single_put)), range + TLS_RECORD_SLACK_BYTES)
+    } else {
+        (part.max(single_put), range)
+    };
+    round_up(body.max(range).max(1), BUFFER_ALIGN_BYTES)
+}
+
 /// Kernel and user memory per connection besides its body buffer: the default TCP receive and
 /// send buffers (128 KiB and 16 KiB on Linux), a head buffer, the io_uring engine's 64 KiB TLS
 /// staging area for `https://`, and slack.
@@ -348,18 +366,19 @@ pub struct ObjectBudgetShape {
     /// The largest object sent as one PUT (0 when none is): a buffer holds its body whole.
     pub single_put_bytes: u64,
     pub server_bytes: u64,
+    /// Bodies and ranges go over TLS ([`object_buffer_bytes`]).
+    pub tls: bool,
 }
 
 impl ObjectBudgetShape {
     /// One connection's buffer: the larger of a part, a read range and the largest single
     /// PUT, rounded up to whole pages (as `checkpoint::ObjectIoShape::buffer_bytes`).
     fn buffer_bytes(&self) -> u64 {
-        round_up(
-            self.part_bytes
-                .max(self.read_range_bytes)
-                .max(self.single_put_bytes)
-                .max(1),
-            BUFFER_ALIGN_BYTES,
+        object_buffer_bytes(
+            self.part_bytes,
+            self.read_range_bytes,
+            self.single_put_bytes,
+            self.tls,
         )
     }
 
@@ -889,6 +908,7 @@ mod tests {
             read_blocks: 2,
             single_put_bytes: 0,
             server_bytes: 0,
+            tls: false,
         }
     }
 

@@ -74,6 +74,8 @@ pub struct IoOptions {
     pub send_zc: SendZc,
     pub verify: bool,
     pub checksum: crate::checksum::Checksum,
+    /// The target is reached over TLS (`https://`): set by the caller that knows it.
+    pub tls: bool,
 }
 
 /// The fork's parallelism per rank: max(2, ⌈16 / ranks⌉).
@@ -165,5 +167,6 @@ pub fn resolve_io(
         send_zc: options.send_zc == SendZc::On,
         verify: options.verify,
         checksum: options.checksum,
+        tls: options.tls,
     })
 }

@@ -302,6 +302,7 @@ fn budget_shape(
         read_blocks: shape.read_blocks as u64,
         single_put_bytes: shape.single_put_bytes,
         server_bytes,
+        tls: shape.tls,
     }
 }
 
@@ -668,6 +669,7 @@ mod tests {
                 send_zc: false,
                 verify: false,
                 checksum: crate::checksum::Checksum::Crc32c,
+                tls: false,
             }
         );
         assert_eq!(io::default_in_flight(1), 16);

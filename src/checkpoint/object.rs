@@ -38,6 +38,8 @@ pub struct ObjectIoShape {
     /// multipart upload names at its creation and completion (`--checksum`, CRC32C by
     /// default; see `crate::checksum`).
     pub checksum: crate::checksum::Checksum,
+    /// The target is reached over TLS (`https://`): buffers hold sealed records.
+    pub tls: bool,
 }
 
 impl ObjectIoShape {
@@ -48,13 +50,15 @@ impl ObjectIoShape {
     }
 
     /// One connection's buffer: the larger of a part, a read range and the largest single PUT,
-    /// in whole pages.
+    /// in whole pages (over TLS, with room to seal a body's records in place and for a record
+    /// beyond a range).
     pub fn buffer_bytes(&self) -> u64 {
-        self.part_bytes
-            .max(self.read_range_bytes)
-            .max(self.single_put_bytes)
-            .max(1)
-            .next_multiple_of(crate::budget::BUFFER_ALIGN_BYTES)
+        crate::budget::object_buffer_bytes(
+            self.part_bytes,
+            self.read_range_bytes,
+            self.single_put_bytes,
+            self.tls,
+        )
     }
 
     /// Whether an object of `bytes` goes as one PutObject; else it is a multipart upload of
@@ -130,6 +134,7 @@ mod tests {
             send_zc: false,
             verify: false,
             checksum: crate::checksum::Checksum::Crc32c,
+            tls: false,
         }
     }
 

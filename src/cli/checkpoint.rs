@@ -75,6 +75,8 @@ impl CheckpointArgs {
             send_zc: self.send_zc,
             verify,
             checksum: self.checksum,
+            // Set where the target is known (the run's, the plan's `--endpoint`).
+            tls: false,
         }
     }
 

@@ -110,31 +110,70 @@ pub fn fill_and_digest(
     buf: &mut [u8],
     algorithm: Option<crate::checksum::Algorithm>,
 ) -> Filled {
+    let len = buf.len();
+    fill_spaced(content, offset, buf, len, Spacing::contiguous(), algorithm)
+}
+
+/// Where the pieces of a body go in its buffer: piece `i` (`piece` bytes, the last one
+/// shorter) at `i × stride + lead`. Contiguous for plain HTTP; over TLS, one piece per record,
+/// with room around each for its header and tag, so the records are sealed where they were
+/// generated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spacing {
+    pub lead: usize,
+    pub stride: usize,
+    pub piece: usize,
+}
+
+impl Spacing {
+    pub fn contiguous() -> Spacing {
+        Spacing {
+            lead: 0,
+            stride: FILL_CHUNK_BYTES,
+            piece: FILL_CHUNK_BYTES,
+        }
+    }
+
+    /// The buffer range of piece `i` of a body of `len` bytes.
+    fn piece(&self, i: usize, len: usize) -> std::ops::Range<usize> {
+        let start = i * self.stride + self.lead;
+        start..start + (len - i * self.piece).min(self.piece)
+    }
+}
+
+/// [`fill_and_digest`] of a body of `len` bytes laid out in `buf` as `spacing` says: the
+/// pieces generated, then digested, about [`FILL_CHUNK_BYTES`] at a time.
+pub fn fill_spaced(
+    content: &crate::content::Content,
+    offset: u64,
+    buf: &mut [u8],
+    len: usize,
+    spacing: Spacing,
+    algorithm: Option<crate::checksum::Algorithm>,
+) -> Filled {
     use crate::metrics::thread_cpu;
-    let Some(algorithm) = algorithm else {
-        let cpu = thread_cpu();
-        content.fill(offset, buf);
-        return Filled {
-            digest: None,
-            generate_cpu: thread_cpu().saturating_sub(cpu),
-            checksum_cpu: std::time::Duration::ZERO,
-        };
-    };
-    let mut hasher = crate::checksum::Hasher::new(algorithm);
+    let mut hasher = algorithm.map(crate::checksum::Hasher::new);
     let (mut generate_cpu, mut checksum_cpu) = Default::default();
-    let mut at = 0;
-    for chunk in buf.chunks_mut(FILL_CHUNK_BYTES) {
+    let pieces = len.div_ceil(spacing.piece.max(1));
+    let per_round = (FILL_CHUNK_BYTES / spacing.piece.max(1)).max(1);
+    for first in (0..pieces).step_by(per_round) {
+        let round = first..(first + per_round).min(pieces);
         let start = thread_cpu();
-        content.fill(offset + at, chunk);
+        for i in round.clone() {
+            let at = (i * spacing.piece) as u64;
+            content.fill(offset + at, &mut buf[spacing.piece(i, len)]);
+        }
         let generated = thread_cpu();
-        hasher.update(chunk);
-        let digested = thread_cpu();
         generate_cpu += generated.saturating_sub(start);
-        checksum_cpu += digested.saturating_sub(generated);
-        at += chunk.len() as u64;
+        if let Some(hasher) = &mut hasher {
+            for i in round {
+                hasher.update(&buf[spacing.piece(i, len)]);
+            }
+            checksum_cpu += thread_cpu().saturating_sub(generated);
+        }
     }
     Filled {
-        digest: Some(hasher.finish()),
+        digest: hasher.map(crate::checksum::Hasher::finish),
         generate_cpu,
         checksum_cpu,
     }

@@ -39,7 +39,7 @@ use super::request::RunRequest;
 use super::session::{Finished, RunFailed};
 use crate::checkpoint::restore::too_few;
 use crate::checkpoint::settings::CheckpointSettings;
-use crate::checkpoint::{CheckpointOptions, CheckpointPlan};
+use crate::checkpoint::{CheckpointOptions, CheckpointPlan, IoOptions};
 use crate::cluster::Cluster;
 use crate::config::RawConfig;
 use crate::content::Content;
@@ -168,13 +168,20 @@ impl<'a> CheckpointSession<'a> {
             memlock_bytes: None,
             ..limits.clone()
         };
+        // The embedded sink (no `--endpoint`) is plain HTTP.
+        let tls = resolved
+            .as_ref()
+            .is_some_and(|t| t.endpoints.iter().any(|e| e.is_tls()));
         let plan_for = |server_bytes| {
             CheckpointPlan::resolve(
                 &settings,
                 &CheckpointOptions {
                     np,
                     hosts: cluster.processes() as u32,
-                    io: request.checkpoint.io,
+                    io: IoOptions {
+                        tls,
+                        ..request.checkpoint.io
+                    },
                     memory_cap_bytes: request.plan.memory_cap_bytes,
                     server_bytes,
                 },
@@ -224,11 +231,6 @@ impl<'a> CheckpointSession<'a> {
         }
         let needs = EngineNeeds {
             pool_bytes: u64::from(host_shape.ranks) * host_shape.rank_buffer_bytes(),
-            baseline_only: target.endpoints.iter().any(|e| e.is_tls()).then(|| {
-                "the io_uring engine does not write or restore checkpoints over TLS yet (the \
-                 baseline engine does)"
-                    .to_string()
-            }),
         };
         let choice = choose_engine(request.engine, &needs, &limits, cluster, &mut notes)?;
         plan.io.send_zc = choose_send_zc(&plan, loopback, choice.kind, cluster, &mut notes)?;

@@ -428,8 +428,7 @@ fn dlio_footers(
     Ok(Some(read))
 }
 
-/// The engine of a training run ([`crate::setup::engine::choose`]): over https, objects
-/// fetched as the DLIO fork's s3dlio loader does are the baseline's to send.
+/// The engine of a training run ([`crate::setup::engine::choose`]).
 fn choose_engine(
     asked: Option<EngineKind>,
     plan: &Plan,
@@ -438,14 +437,6 @@ fn choose_engine(
 ) -> anyhow::Result<EngineKind> {
     let needs = EngineNeeds {
         pool_bytes: plan.memory.pool_bytes,
-        // The DLIO fork's s3dlio object loader: over https, its ranged chunks per object are
-        // sent by the baseline engine only (the io_uring engine decrypts a body in place).
-        baseline_only: plan.object_fetch.filter(|f| f.head && plan.options.tls).map(|_| {
-            "--loader dlio fetches these objects as the DLIO fork's s3dlio loader does (a HEAD, \
-             then concurrent 4/8 MiB ranged GETs per object), which over https only the \
-             baseline engine sends"
-                .to_string()
-        }),
     };
     let choice = setup::engine::choose(asked, &needs, limits).map_err(UsageError)?;
     if let Some(note) = choice.note {

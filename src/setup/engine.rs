@@ -1,7 +1,7 @@
 //! The one engine choice every session makes — a training run, a checkpoint run, a sweep's
 //! default axis: `--engine baseline` is taken as asked; otherwise the io_uring engine, unless
-//! this kernel lacks what it needs, its locked buffer pool exceeds `RLIMIT_MEMLOCK` (without
-//! `CAP_IPC_LOCK`), or the run's requests are ones only the baseline sends. Then an explicit
+//! this kernel lacks what it needs or its locked buffer pool exceeds `RLIMIT_MEMLOCK` (without
+//! `CAP_IPC_LOCK`). Then an explicit
 //! `--engine uring` is a usage error naming the cause, and the default falls back to the
 //! baseline with a note naming it.
 
@@ -15,8 +15,6 @@ use crate::units;
 pub struct EngineNeeds {
     /// The io_uring engine's locked, registered buffer pool on this host.
     pub pool_bytes: u64,
-    /// Why only the baseline engine can send this run's requests (`None`: both can).
-    pub baseline_only: Option<String>,
 }
 
 /// The engine chosen, and the note to print and keep when the default fell back.
@@ -79,10 +77,7 @@ pub fn choose(
             note: None,
         });
     }
-    let cause = needs
-        .baseline_only
-        .clone()
-        .or_else(crate::engine::uring::unavailable_cause)
+    let cause = crate::engine::uring::unavailable_cause()
         .or_else(|| memlock_cause(needs.pool_bytes, limits));
     match (asked, cause) {
         (_, None) => Ok(EngineChoice {
@@ -174,17 +169,17 @@ mod tests {
     fn an_explicit_uring_that_cannot_work_is_refused_and_the_default_falls_back() {
         let needs = EngineNeeds {
             pool_bytes: 1 << 30,
-            baseline_only: Some("over https only the baseline writes checkpoints".into()),
         };
-        let err = choose(Some(EngineKind::Uring), &needs, &limits(None)).unwrap_err();
+        let small = limits(Some(8 << 20));
+        let err = choose(Some(EngineKind::Uring), &needs, &small).unwrap_err();
         assert!(
-            err.starts_with("--engine uring: over https") && err.ends_with("--engine baseline"),
+            err.starts_with("--engine uring: ") && err.ends_with("--engine baseline"),
             "{err}"
         );
-        let choice = choose(None, &needs, &limits(None)).unwrap();
+        let choice = choose(None, &needs, &small).unwrap();
         assert_eq!(choice.kind, EngineKind::Baseline);
-        assert!(choice.note.unwrap().contains("over https"));
-        let asked = choose(Some(EngineKind::Baseline), &needs, &limits(None)).unwrap();
+        assert!(choice.note.unwrap().contains("ran the baseline engine"));
+        let asked = choose(Some(EngineKind::Baseline), &needs, &small).unwrap();
         assert_eq!((asked.kind, asked.note), (EngineKind::Baseline, None));
     }
 
@@ -192,7 +187,6 @@ mod tests {
     fn a_pool_over_rlimit_memlock_rules_uring_out_unless_cap_ipc_lock() {
         let needs = EngineNeeds {
             pool_bytes: 1 << 30,
-            baseline_only: None,
         };
         let small = limits(Some(8 << 20));
         if crate::engine::uring::unavailable_cause().is_none() {

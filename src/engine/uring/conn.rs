@@ -326,6 +326,14 @@ impl Conn {
         Op::Connect
     }
 
+    /// The job's body goes as `n` bytes from its buffer: over TLS, its sealed records, whose
+    /// length is known once the request head before them is sealed.
+    pub fn set_body_bytes(&mut self, n: usize) {
+        if let Some(job) = &mut self.job {
+            job.body_bytes = n;
+        }
+    }
+
     /// The socket a connect was queued for.
     pub fn set_socket(&mut self, socket: OwnedFd) {
         self.socket = Some(socket);
@@ -752,6 +760,21 @@ pub fn ring_and_socket<'a>(
         .as_ref()
         .ok_or_else(|| RankError::Engine(format!("connection {c} has no socket (a bug)")))?;
     Ok((ring, socket.as_fd()))
+}
+
+/// Sets `SO_RCVLOWAT` on connection `c` to `bytes` if it is not that already.
+pub fn set_rcvlowat(conns: &mut [Conn], c: usize, bytes: usize) -> Result<(), RankError> {
+    if conns[c].rcvlowat_bytes == bytes {
+        return Ok(());
+    }
+    let socket = conns[c]
+        .socket
+        .as_ref()
+        .ok_or_else(|| RankError::Engine(format!("connection {c} has no socket (a bug)")))?;
+    super::ring::set_rcvlowat(socket.as_fd(), bytes)
+        .map_err(|e| RankError::Engine(format!("io_uring: SO_RCVLOWAT: {e}")))?;
+    conns[c].rcvlowat_bytes = bytes;
+    Ok(())
 }
 
 #[cfg(test)]

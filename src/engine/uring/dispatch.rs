@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use super::conn::{Failure, Step, TimerAction};
 use super::ring::{COMPUTE_TAG, Completion, WAKE_TAG};
-use super::{POLL, RingIo, TlsFailure, UringWindow, http};
+use super::{POLL, RingIo, UringWindow, http};
 use crate::engine::window::Fetched;
 use crate::plan::RangedGet;
 use crate::rank::RankError;
@@ -34,17 +34,8 @@ impl RingIo<'_> {
         failure: Failure,
     ) -> RequestError {
         let operation = self.operation(get);
-        if let (Failure::Io { .. }, Some(tls)) =
-            (&failure, self.tls_failure.get(c).cloned().flatten())
-        {
-            return match tls {
-                TlsFailure::Handshake(reason) => RequestError::Tls { operation, reason },
-                TlsFailure::Record(error) => RequestError::TlsRecord {
-                    operation,
-                    reason: error.to_string(),
-                    cause: error.cause(),
-                },
-            };
+        if let Some(worded) = self.tls.worded(c, &failure, &operation) {
+            return worded;
         }
         match failure {
             // Garbage where a head should start, on a socket that carried a response: what
@@ -218,11 +209,8 @@ impl RingIo<'_> {
             window.retrying(error.cause(), endpoint);
         }
         let failed = self.conns[c].attempt_failed(retry_at);
-        self.tls_failure[c] = None;
-        if self.conns[c].socket.is_none() {
-            self.tls[c] = None;
-            self.tls_read[c] = None;
-        }
+        let closed = self.conns[c].socket.is_none();
+        self.tls.attempt_failed(c, closed);
         if let Some(job) = failed {
             if job.part.is_some() {
                 return self.part_failed(window, endpoint, job, error);
@@ -247,7 +235,7 @@ impl RingIo<'_> {
                 wake = wake.min(at);
             }
         }
-        if !self.ready.is_empty() {
+        if self.tls.has_ready() {
             wake = now;
         }
         let mut completions = std::mem::take(&mut self.completions);
@@ -278,9 +266,18 @@ impl RingIo<'_> {
                 }
                 tag => {
                     let c = tag as usize;
-                    match self.tls_read.get_mut(c).and_then(Option::take) {
-                        Some(op) => self.tls_received(window, c, op, completion.result)?,
-                        None => self.on_completion(window, c, completion.result)?,
+                    let result = match self.tls.take_reading(c) {
+                        Some(op) => self.tls.received(
+                            &mut self.ring,
+                            &mut self.conns,
+                            c,
+                            op,
+                            completion.result,
+                        )?,
+                        None => Some(completion.result),
+                    };
+                    if let Some(result) = result {
+                        self.on_completion(window, c, result)?;
                     }
                 }
             }
@@ -290,7 +287,7 @@ impl RingIo<'_> {
 
     /// Completions made without the ring, in order; handling one may make more.
     pub(super) fn handle_ready(&mut self, window: &mut UringWindow) -> Result<(), RankError> {
-        while let Some((c, result)) = self.ready.pop_front() {
+        while let Some((c, result)) = self.tls.pop_ready() {
             self.on_completion(window, c, result)?;
         }
         Ok(())

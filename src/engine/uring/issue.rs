@@ -5,7 +5,7 @@
 use std::time::SystemTime;
 
 use super::conn::Op;
-use super::{RingIo, TlsFailure, UringWindow, http, ring, tls};
+use super::{RingIo, UringWindow, http, ring};
 use crate::rank::RankError;
 use crate::s3::sign::Payload;
 
@@ -67,8 +67,7 @@ impl RingIo<'_> {
     }
 
     /// [`RingIo::queue`] for a TLS connection: connects and handshakes on the rank thread;
-    /// seals requests; serves reads from decrypted plaintext when there is some, else receives
-    /// ciphertext into the staging area.
+    /// seals requests; reads through the TLS layer (`secure.rs`).
     pub(super) fn queue_tls(
         &mut self,
         window: &UringWindow,
@@ -78,26 +77,20 @@ impl RingIo<'_> {
         let queued = |e| Self::engine_error("queueing an operation", e);
         match op {
             Op::Connect => {
-                let result = match self.open_tls(c) {
-                    Ok(()) => 0,
-                    Err((errno, words)) => {
-                        if let Some(words) = words {
-                            self.tls_failure[c] = Some(TlsFailure::Handshake(words));
-                        }
-                        -errno
-                    }
-                };
-                self.ready.push_back((c, result));
+                let gateway = &self.engine.endpoints[self.conn_endpoint[c]];
+                self.tls.connect(
+                    &mut self.ring,
+                    &mut self.conns,
+                    c,
+                    gateway,
+                    &self.policy,
+                    &self.engine.client,
+                );
                 Ok(())
             }
             Op::SendRequest => {
                 self.format_request(window, c)?;
-                let session = self.tls[c].as_mut().ok_or_else(|| {
-                    RankError::Engine(format!("connection {c} has no TLS session (a bug)"))
-                })?;
-                session
-                    .seal(self.ring.request_buffer(c))
-                    .map_err(RankError::Engine)?;
+                self.tls.seal_request(&mut self.ring, c)?;
                 let (ring, fd) = self.ring_and_socket(c)?;
                 ring.send(c, fd, 0).map_err(queued)
             }
@@ -109,28 +102,7 @@ impl RingIo<'_> {
                 "connection {c}: a GET with a request body (a bug)"
             ))),
             Op::Peek { .. } | Op::Recv { .. } | Op::Body { .. } => {
-                let Some(session) = self.tls[c].as_ref() else {
-                    return Err(RankError::Engine(format!(
-                        "connection {c} has no TLS session (a bug)"
-                    )));
-                };
-                if session.pending() > 0 || session.closed() {
-                    let n = self.deliver(c, op)?;
-                    self.ready.push_back((c, n as i32));
-                    return Ok(());
-                }
-                // A body's ciphertext lands in its own buffer; a head's, in the staging area
-                // (read as it comes: a head is small).
-                if let Op::Body { .. } = op {
-                    return self.read_in_place(c, op);
-                }
-                let lowat = 1;
-                self.set_rcvlowat(c, lowat)?;
-                let at = self.tls[c].as_ref().map_or(0, tls::Session::free_from);
-                self.tls_read[c] = Some(op);
-                let (ring, fd) = self.ring_and_socket(c)?;
-                ring.recv_stage(c, fd, at, tls::STAGE_BYTES - at)
-                    .map_err(queued)
+                self.tls.queue_read(&mut self.ring, &mut self.conns, c, op)
             }
         }
     }

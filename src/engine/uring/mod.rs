@@ -55,9 +55,9 @@ pub mod http;
 mod issue;
 pub mod pool;
 pub mod probe;
-mod read;
 pub mod ring;
 mod s3dlio;
+mod secure;
 pub mod tls;
 mod upload;
 
@@ -68,9 +68,10 @@ use std::time::{Duration, Instant};
 
 pub use self::probe::{send_zc_cause, unavailable_cause};
 
-use self::conn::{Conn, Job, Op};
+use self::conn::{Conn, Job};
 use self::pool::{BufIndex, BufferPool};
 use self::ring::{Completion, Ring};
+use self::secure::TlsConns;
 use super::window::{Transport, Window, WindowedRank};
 use crate::budget::SmallBuffers;
 use crate::plan::RangedGet;
@@ -191,17 +192,6 @@ impl UringEngine {
         let conns = buffers * slot_conns.max(1);
         let readers: Vec<&[RangedGet]> = gets.iter().map(Vec::as_slice).collect();
         self.check_fit(&readers, buffer_bytes)?;
-        // An s3dlio fetch's ranges land at their offsets in the object's buffer; over TLS the
-        // body is decrypted in place from the buffer's start, which ranges would overwrite.
-        let heads = readers
-            .iter()
-            .flat_map(|r| r.iter())
-            .any(|g| g.fetch.is_some_and(|f| f.head));
-        if heads && self.tls.is_some() {
-            return Err(RankError::Engine(
-                "--loader dlio's HEAD and ranged GETs over https run on --engine baseline".into(),
-            ));
-        }
         let engine = |what: &str, e: std::io::Error| RankError::Engine(format!("{what}: {e}"));
         // With size classes each reader has `per_reader` small buffers among its `prefetch`:
         // class 0 (large) then class 1 (small), as the window hands them out.
@@ -251,10 +241,7 @@ impl UringEngine {
             conn_endpoint,
             prefetch: per_reader,
             objects: vec![None; buffers],
-            tls: (0..conns).map(|_| None).collect(),
-            tls_read: vec![None; conns],
-            tls_failure: vec![None; conns],
-            ready: std::collections::VecDeque::with_capacity(conns),
+            tls: TlsConns::new(self.tls.clone(), conns),
             paths,
             completions: Vec::with_capacity(conns + 8),
             engine: self.clone(),
@@ -349,15 +336,8 @@ pub struct RingIo<'a> {
     prefetch: usize,
     /// `objects[buf]`: where the object fetched into buffer `buf` as s3dlio fetches it is.
     objects: Vec<Option<fetch::ObjectState>>,
-    /// Each TLS connection's session (`None`: plain, or not open).
-    tls: Vec<Option<tls::Session>>,
-    /// The operation a TLS connection's ciphertext receive in flight is for.
-    tls_read: Vec<Option<Op>>,
-    /// Why a TLS connection failed, when it did.
-    tls_failure: Vec<Option<TlsFailure>>,
-    /// Completions made without the ring (TLS plaintext already decrypted), handled before
-    /// the ring is waited on.
-    ready: std::collections::VecDeque<(usize, i32)>,
+    /// Each TLS connection's session, and completions made without the ring.
+    tls: TlsConns,
     /// `paths[reader][get]`: the GET's object path, formatted once.
     paths: Vec<Vec<String>>,
     /// The completions of one poll (reused).
@@ -368,15 +348,6 @@ pub struct RingIo<'a> {
     compute_running: bool,
     wake: Arc<OwnedFd>,
     progress: &'a Progress,
-}
-
-/// Why a TLS connection failed.
-#[derive(Debug, Clone)]
-enum TlsFailure {
-    /// Its handshake, in words: not retried (`RequestError::Tls`).
-    Handshake(String),
-    /// The record layer ended it: retried, counted under the error's own cause.
-    Record(tls::RecordError),
 }
 
 /// The window as the uring engine keeps it: a GET in flight knows its connection, an arrived
@@ -407,13 +378,7 @@ impl RingIo<'_> {
 
     /// Sets `SO_RCVLOWAT` on connection `c` to `bytes` if it is not that already.
     fn set_rcvlowat(&mut self, c: usize, bytes: usize) -> Result<(), RankError> {
-        if self.conns[c].rcvlowat_bytes == bytes {
-            return Ok(());
-        }
-        let (_, fd) = self.ring_and_socket(c)?;
-        ring::set_rcvlowat(fd, bytes).map_err(|e| Self::engine_error("SO_RCVLOWAT", e))?;
-        self.conns[c].rcvlowat_bytes = bytes;
-        Ok(())
+        conn::set_rcvlowat(&mut self.conns, c, bytes)
     }
 
     /// The job connection `c` serves; a connection with an operation in flight has one.

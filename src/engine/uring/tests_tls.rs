@@ -113,8 +113,10 @@ fn over_64_kib_after_a_tls_body_are_stray_bytes_not_a_panic() {
     // from the ring until all of it has arrived, so the read takes it all at once.
     let until = Instant::now() + Duration::from_secs(10);
     while !(rank.transport.conns[0].is_reading_body()
-        && rank.transport.tls[0]
-            .as_ref()
+        && rank
+            .transport
+            .tls
+            .session(0)
             .is_some_and(tls::Session::in_body))
     {
         assert!(Instant::now() < until, "the body's read never started");
@@ -132,7 +134,7 @@ fn over_64_kib_after_a_tls_body_are_stray_bytes_not_a_panic() {
     // tells this apart from the stray bytes coming in smaller reads that all fit: the counters
     // below come out the same either way. The next GET starts only once this one is released,
     // so the session is still as the body's read left it.
-    let session = rank.transport.tls[0].as_ref().expect("a TLS session");
+    let session = rank.transport.tls.session(0).expect("a TLS session");
     assert!(
         session.closed(),
         "the 64 KiB cut was not taken: {session:?}"

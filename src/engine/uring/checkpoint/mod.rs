@@ -33,22 +33,29 @@
 //!   sent as an `x-amz-checksum-*` header; CreateMultipartUpload names the algorithm and
 //!   type, CompleteMultipartUpload lists the parts' checksums and carries the object's
 //!   (`complete.rs`). A retry re-sends the same buffer with the same header.
-//! - Bodies are unsigned (`UNSIGNED-PAYLOAD`, see `upload.rs`). Plain HTTP only: `https://`
-//!   targets are refused at set-up (the baseline engine writes over TLS).
+//! - Bodies are unsigned (`UNSIGNED-PAYLOAD`, see `upload.rs`).
+//! - **TLS** (`sealed.rs`): over `https://`, connections are handshaken at set-up, each part is
+//!   generated laid out record by record and sealed in its buffer after the request head, and
+//!   answers and restores are read through the TLS layer the training GETs use.
 
 mod complete;
 mod restore;
+mod sealed;
 
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Instant;
 
+use self::sealed::Held;
 use super::conn::{Conn, Job, Op, Step, TimerAction};
 use super::dispatch::attempt_error;
 use super::pool::{BufIndex, BufferPool};
 use super::ring::{self, Completion, NOTIF_TAG, Ring, ZC_COPIED};
+use super::secure::TlsConns;
 use super::upload::{Kind, Request};
-use super::{POLL, SCRATCH_BYTES, UringEngine};
+use super::{POLL, SCRATCH_BYTES, UringEngine, tls};
 use crate::checkpoint::ObjectIoShape;
+use crate::content::Content;
+use crate::engine::common::{Spacing, fill_spaced};
 use crate::rank::RankError;
 use crate::rank::checkpoint::{ObjectIo, ObjectSpec, ObjectStats};
 use crate::rank::journal::UploadJournal;
@@ -106,6 +113,14 @@ pub struct RingCheckpoint {
     /// The process's journal of the uploads it starts.
     journal: UploadJournal,
     completions: Vec<Completion>,
+    /// Each connection's TLS session (over `https://`), and completions made without the ring.
+    tls: TlsConns,
+    /// `held[c]`: what connection `c`'s buffer holds (over TLS).
+    held: Vec<Held>,
+    /// `deferred[c]`: a TLS request waits for its buffer's last `SEND_ZC` to be let go of.
+    deferred: Vec<bool>,
+    /// The content of the object being written (to generate a part again).
+    content: Option<Content>,
     stats: ObjectStats,
     /// The time series' counters of the rank.
     live: crate::timeseries::Counter,
@@ -113,20 +128,18 @@ pub struct RingCheckpoint {
 
 impl UringEngine {
     /// Rank `rank`'s checkpoint I/O, set up in full (ring, registered buffers, connections):
-    /// call it in the rank's own thread, before the clock. Retries follow the client's
-    /// policy. Fails on an `https://` target (the uring engine has no TLS write path yet) and,
-    /// with `shape.send_zc`, on a kernel without `SEND_ZC`.
+    /// call it in the rank's own thread, before the clock (TLS connections handshaken too).
+    /// Retries follow the client's policy. Fails, with `shape.send_zc`, on a kernel without
+    /// `SEND_ZC`.
     pub fn checkpoint(
         &self,
         rank: usize,
         shape: ObjectIoShape,
     ) -> Result<RingCheckpoint, RankError> {
-        if let Some(tls) = self.endpoints.iter().find(|e| e.server_name.is_some()) {
-            return Err(RankError::Engine(format!(
-                "the io_uring engine does not write checkpoints over TLS ({}): use --engine \
-                 baseline for an https:// target",
-                tls.url
-            )));
+        if self.tls.is_some() && !shape.tls {
+            return Err(RankError::Engine(
+                "an https target with buffers planned for plain HTTP (a bug)".into(),
+            ));
         }
         let engine = |what: &str, e: std::io::Error| RankError::Engine(format!("{what}: {e}"));
         let n = shape.connections();
@@ -136,7 +149,12 @@ impl UringEngine {
             .map_err(|e| engine("cannot set up the checkpoint buffers", e))?;
         // Connection `c` keeps buffer `c` (the pool hands out buffer 0 first).
         let bufs = (0..n).filter_map(|_| pool.take()).collect::<Vec<_>>();
-        let ring = Ring::new(n, SCRATCH_BYTES, 0, pool)
+        let stage_bytes = if self.tls.is_some() {
+            tls::STAGE_BYTES
+        } else {
+            0
+        };
+        let ring = Ring::new(n, SCRATCH_BYTES, stage_bytes, pool)
             .map_err(|e| engine("cannot set up the checkpoint ring", e))?;
         if shape.send_zc && !ring.supports_send_zc() {
             return Err(RankError::Engine(
@@ -164,10 +182,18 @@ impl UringEngine {
             open: Vec::new(),
             journal: UploadJournal::off(),
             completions: Vec::with_capacity(2 * n + 8),
+            tls: TlsConns::new(self.tls.clone(), n),
+            held: vec![Held::Nothing; n],
+            deferred: vec![false; n],
+            content: None,
             stats: ObjectStats::default(),
         };
         for c in 0..n {
-            objects.connect(c)?;
+            if objects.is_tls(c) {
+                objects.connect_tls(c)?;
+            } else {
+                objects.connect(c)?;
+            }
         }
         Ok(objects)
     }
@@ -260,6 +286,31 @@ impl RingCheckpoint {
 
     /// Queues the operation connection `c` asked for.
     fn queue(&mut self, c: usize, op: Op) -> Result<(), RankError> {
+        if self.is_tls(c) {
+            return self.queue_tls(c, op);
+        }
+        self.queue_plain(c, op)
+    }
+
+    /// Formats (and signs) connection `c`'s request head into its request buffer.
+    fn format(&mut self, c: usize) -> Result<(), RankError> {
+        let gateway = &self.engine.endpoints[self.conn_endpoint[c]];
+        let request = self.requests[c]
+            .as_ref()
+            .ok_or_else(|| RankError::Engine(format!("connection {c} has no request (a bug)")))?;
+        request
+            .format(
+                self.ring.request_buffer(c),
+                &gateway.host,
+                &gateway.url_prefix,
+                self.engine.client.signer(),
+            )
+            .map_err(RankError::Engine)
+    }
+
+    /// [`RingCheckpoint::queue`] over plain HTTP (and a TLS connection's sends after its
+    /// request head, which are sealed already).
+    fn queue_plain(&mut self, c: usize, op: Op) -> Result<(), RankError> {
         let queued = |e| Self::engine_error("queueing an operation", e);
         match op {
             Op::Connect => {
@@ -272,18 +323,7 @@ impl RingCheckpoint {
                 Ok(())
             }
             Op::SendRequest => {
-                let gateway = &self.engine.endpoints[self.conn_endpoint[c]];
-                let request = self.requests[c].as_ref().ok_or_else(|| {
-                    RankError::Engine(format!("connection {c} has no request (a bug)"))
-                })?;
-                request
-                    .format(
-                        self.ring.request_buffer(c),
-                        &gateway.host,
-                        &gateway.url_prefix,
-                        self.engine.client.signer(),
-                    )
-                    .map_err(RankError::Engine)?;
+                self.format(c)?;
                 let (ring, fd) = self.ring_and_socket(c)?;
                 ring.send(c, fd, 0).map_err(queued)
             }
@@ -336,6 +376,9 @@ impl RingCheckpoint {
                 wake = wake.min(at);
             }
         }
+        if self.tls.has_ready() {
+            wake = now;
+        }
         let mut completions = std::mem::take(&mut self.completions);
         let waited = self
             .ring
@@ -349,6 +392,10 @@ impl RingCheckpoint {
             });
         self.completions = completions;
         handled?;
+        while let Some((c, result)) = self.tls.pop_ready() {
+            self.on_result(c, result)?;
+        }
+        self.send_deferred()?;
         // A notification that never comes would hold its buffer, and every part after it,
         // for ever: it gets the whole request's limit.
         if let Some(waited) = self.ring.oldest_notification_wait()
@@ -377,12 +424,29 @@ impl RingCheckpoint {
                 completion.tag
             )));
         }
+        let result = match self.tls.take_reading(c) {
+            Some(op) => {
+                let received =
+                    self.tls
+                        .received(&mut self.ring, &mut self.conns, c, op, completion.result)?;
+                let Some(result) = received else {
+                    return Ok(());
+                };
+                result
+            }
+            None => completion.result,
+        };
+        self.on_result(c, result)
+    }
+
+    /// Connection `c`'s operation ended with `result` (bytes, or `-errno`).
+    fn on_result(&mut self, c: usize, result: i32) -> Result<(), RankError> {
         let request = self.requests[c]
             .as_ref()
             .ok_or_else(|| RankError::Engine(format!("connection {c} has no request (a bug)")))?;
         let step = self.conns[c]
             .on_completion(
-                completion.result,
+                result,
                 self.ring.scratch(c),
                 self.ring.request_len(c),
                 &request.get,
@@ -408,13 +472,16 @@ impl RingCheckpoint {
             Step::Failed(failure) => {
                 let operation = request.operation(&self.engine.client, self.parts);
                 let gateway = &self.engine.endpoints[self.conn_endpoint[c]].url;
-                let error = attempt_error(
-                    operation,
-                    failure,
-                    &self.policy,
-                    gateway,
-                    &self.engine.client,
-                );
+                let error = match self.tls.worded(c, &failure, &operation) {
+                    Some(worded) => worded,
+                    None => attempt_error(
+                        operation,
+                        failure,
+                        &self.policy,
+                        gateway,
+                        &self.engine.client,
+                    ),
+                };
                 self.attempt_failed(c, error)
             }
         }
@@ -457,7 +524,10 @@ impl RingCheckpoint {
                     .or_default() += 1;
             }
         }
-        if let Some(job) = self.conns[c].attempt_failed(retry_at) {
+        let failed = self.conns[c].attempt_failed(retry_at);
+        let closed = self.conns[c].socket.is_none();
+        self.tls.attempt_failed(c, closed);
+        if let Some(job) = failed {
             self.live.ended();
             self.ended.push((c, job, Outcome::Failed(error)));
         }
@@ -474,11 +544,7 @@ impl RingCheckpoint {
                     let op = self.conns[c].start_attempt(now);
                     self.queue(c, op)?;
                 }
-                TimerAction::ShutDown => {
-                    if let Some(socket) = &self.conns[c].socket {
-                        let _ = rustix::net::shutdown(socket, rustix::net::Shutdown::Both);
-                    }
-                }
+                TimerAction::ShutDown => self.shut_down(c),
             }
         }
         Ok(())
@@ -503,9 +569,7 @@ impl RingCheckpoint {
         let deadline = Instant::now() + self.policy.longest_request();
         for c in 0..self.conns.len() {
             if self.conns[c].job().is_some() {
-                if let Some(socket) = &self.conns[c].socket {
-                    let _ = rustix::net::shutdown(socket, rustix::net::Shutdown::Both);
-                }
+                self.shut_down(c);
                 // A job waiting out its backoff ends here: no longer in flight.
                 if !self.conns[c].in_flight() && self.conns[c].attempt_failed(None).is_some() {
                     self.live.ended();
@@ -563,13 +627,12 @@ impl RingCheckpoint {
     ) -> Option<crate::checksum::Digest> {
         let len = (range.end - range.start) as usize;
         let algorithm = self.shape.checksum.algorithm();
+        // Over TLS, laid out to be sealed where it is generated.
+        let layout = self.layout_for(c);
+        let spacing = layout.map_or_else(Spacing::contiguous, sealed::spacing);
         let buf = self.ring.buffer_from_mut(self.bufs[c], 0);
-        let filled = super::super::common::fill_and_digest(
-            &object.content,
-            range.start,
-            &mut buf[..len],
-            algorithm,
-        );
+        let filled = fill_spaced(&object.content, range.start, buf, len, spacing, algorithm);
+        self.held[c] = Held::Plain(layout);
         self.stats.write.generate_cpu += filled.generate_cpu;
         self.stats.write.checksum_cpu += filled.checksum_cpu;
         filled.digest
@@ -719,6 +782,7 @@ impl ObjectIo for RingCheckpoint {
                 "{what} (a bug: the plan sizes them)"
             )));
         }
+        self.content = Some(object.content);
         if single {
             return self.single_put(object);
         }

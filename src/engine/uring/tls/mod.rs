@@ -45,6 +45,8 @@
 
 mod record;
 
+pub use self::record::MAX_PLAINTEXT;
+
 #[cfg(test)]
 pub(crate) mod harness;
 #[cfg(test)]
@@ -91,6 +93,45 @@ pub enum Received {
     /// The server sent close_notify: no more data will come.
     Closed,
 }
+
+/// How a request body is laid out in its buffer so that it is sealed where it is generated:
+/// record `i`'s plaintext (2^14 bytes, the last one shorter) at `i × stride + lead`, with room
+/// for its header (and explicit nonce) in front and its trail (inner type, tag) behind, so the
+/// sealed records follow one another from the buffer's start with no move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    pub lead: usize,
+    pub trail: usize,
+}
+
+/// The most a record carries beyond its plaintext in any suite the engine speaks (TLS 1.2
+/// AES-GCM: header 5, explicit nonce 8, tag 16): what a buffer holding a body laid out for
+/// sealing needs per 2^14 bytes.
+pub const MAX_RECORD_OVERHEAD: usize = HEADER + record::EXPLICIT_NONCE + record::TAG;
+
+impl Layout {
+    /// From one record's start to the next's.
+    pub fn stride(&self) -> usize {
+        self.lead + record::MAX_PLAINTEXT + self.trail
+    }
+
+    /// The records of `len` plaintext bytes, end to end.
+    pub fn sealed_len(&self, len: usize) -> usize {
+        len + len.div_ceil(record::MAX_PLAINTEXT) * (self.lead + self.trail)
+    }
+
+    /// The buffer ranges the plaintext of `len` bytes goes to, record by record, in order.
+    pub fn pieces(&self, len: usize) -> impl Iterator<Item = std::ops::Range<usize>> + use<> {
+        let (lead, stride) = (self.lead, self.stride());
+        (0..len.div_ceil(record::MAX_PLAINTEXT)).map(move |i| {
+            let start = i * stride + lead;
+            start..start + (len - i * record::MAX_PLAINTEXT).min(record::MAX_PLAINTEXT)
+        })
+    }
+}
+
+// The budget's room for sealing a body in place is the widest record's overhead.
+const _: () = assert!(crate::budget::TLS_SEAL_BYTES_PER_RECORD as usize == MAX_RECORD_OVERHEAD);
 
 /// The `SO_RCVLOWAT` a TLS body read may wait for: `lowat`, the threshold the plaintext owed
 /// asks for, only while the ciphertext certain still to arrive reaches it, else 1 (as for the
@@ -416,12 +457,13 @@ impl Session {
         self.rx.overhead()
     }
 
-    /// Seals the plaintext in `buf` into one application-data record, in place. When the
-    /// server asked for our KeyUpdate, it goes first, and the request is sealed under the new
-    /// key.
+    /// Seals the plaintext in `buf` into application-data records, in place: one for a
+    /// request head, as many as 2^14-byte pieces for a longer request (a
+    /// CompleteMultipartUpload's XML). When the server asked for our KeyUpdate, it goes first,
+    /// and the request is sealed under the new key.
     pub fn seal(&mut self, buf: &mut Vec<u8>) -> Result<(), String> {
         if !self.key_update_owed {
-            return self.tx.seal(APPLICATION_DATA, buf, 0, 0);
+            return self.seal_records(buf);
         }
         // update_not_requested: one byte, 0.
         let mut update = vec![KEY_UPDATE, 0, 0, 1, 0];
@@ -432,9 +474,55 @@ impl Session {
             .map_err(|e| format!("a TLS key update: {e}"))?;
         self.tx = Keys::new(self.tx.version(), seq, secrets)?;
         self.key_update_owed = false;
-        self.tx.seal(APPLICATION_DATA, buf, 0, 0)?;
+        self.seal_records(buf)?;
         buf.splice(0..0, update);
         Ok(())
+    }
+
+    fn seal_records(&mut self, buf: &mut Vec<u8>) -> Result<(), String> {
+        if buf.len() <= record::MAX_PLAINTEXT {
+            return self.tx.seal(APPLICATION_DATA, buf, 0, 0);
+        }
+        let plain = std::mem::take(buf);
+        for piece in plain.chunks(record::MAX_PLAINTEXT) {
+            let from = buf.len();
+            buf.extend_from_slice(piece);
+            self.tx.seal(APPLICATION_DATA, buf, from, 0)?;
+        }
+        Ok(())
+    }
+
+    /// How a request body is laid out to be sealed where it is generated, for this session's
+    /// version and suite.
+    pub fn layout(&self) -> Layout {
+        Layout {
+            lead: self.tx.lead(),
+            trail: self.tx.trail(),
+        }
+    }
+
+    /// Seals a request body of `len` plaintext bytes laid out in `buf` as [`Session::layout`]
+    /// says, in place, into records that follow one another: the ciphertext is
+    /// `buf[..layout.sealed_len(len)]`, sent as it is. Call it after the request's head is
+    /// sealed (the records take the sequence numbers after it).
+    pub fn seal_body(&mut self, buf: &mut [u8], len: usize) -> Result<usize, String> {
+        if self.key_update_owed {
+            return Err("a body sealed before its request head (a bug)".into());
+        }
+        let layout = self.layout();
+        let mut sealed = 0;
+        for (i, piece) in layout.pieces(len).enumerate() {
+            let at = i * layout.stride();
+            debug_assert_eq!(at, sealed);
+            sealed += self.tx.seal_laid_out(
+                APPLICATION_DATA,
+                &mut buf[at..],
+                piece.len(),
+                0,
+                record::MAX_PLAINTEXT,
+            )?;
+        }
+        Ok(sealed)
     }
 
     /// Where the next receive lands in the staging area (or, in the body, after the partial

@@ -94,13 +94,7 @@ impl Keys {
 
     /// Bytes a record carries beyond its plaintext (without TLS 1.3 padding).
     pub fn overhead(&self) -> usize {
-        HEADER
-            + TAG
-            + match (self.version, self.explicit_nonce) {
-                (Version::Tls13, _) => 1,
-                (Version::Tls12, true) => EXPLICIT_NONCE,
-                (Version::Tls12, false) => 0,
-            }
+        self.lead() + self.trail()
     }
 
     #[cfg(test)]
@@ -256,41 +250,99 @@ impl Keys {
         max_plaintext: usize,
     ) -> Result<(), String> {
         let len = buf.len() - from;
+        self.check_fits(len, padding, max_plaintext)?;
+        let trail = self.trail() + self.padding(padding);
+        buf.splice(from..from, std::iter::repeat_n(0, self.lead()));
+        buf.resize(buf.len() + trail, 0);
+        let sealed =
+            self.seal_laid_out(content_type, &mut buf[from..], len, padding, max_plaintext)?;
+        debug_assert_eq!(sealed, buf.len() - from);
+        Ok(())
+    }
+
+    /// Bytes in front of a record's plaintext: the header and TLS 1.2 AES-GCM's explicit nonce.
+    pub fn lead(&self) -> usize {
+        HEADER
+            + if self.explicit_nonce {
+                EXPLICIT_NONCE
+            } else {
+                0
+            }
+    }
+
+    /// Bytes after a record's plaintext (without TLS 1.3 padding): TLS 1.3's inner type and
+    /// the tag.
+    pub fn trail(&self) -> usize {
+        TAG + match self.version {
+            Version::Tls13 => 1,
+            Version::Tls12 => 0,
+        }
+    }
+
+    /// The padding a record may carry: TLS 1.3's only.
+    fn padding(&self, padding: usize) -> usize {
+        match self.version {
+            Version::Tls13 => padding,
+            Version::Tls12 => 0,
+        }
+    }
+
+    fn check_fits(&self, len: usize, padding: usize, max_plaintext: usize) -> Result<(), String> {
         let fits = match self.version {
             Version::Tls13 => len + 1 + padding <= max_plaintext + 1,
             Version::Tls12 => len <= max_plaintext,
         };
-        if !fits {
-            return Err(format!("{len} bytes do not fit one TLS record"));
+        if fits {
+            Ok(())
+        } else {
+            Err(format!("{len} bytes do not fit one TLS record"))
+        }
+    }
+
+    /// Seals the record laid out at the start of `rec`, in place, and returns its length:
+    /// `rec[..lead]` is room for the header (and explicit nonce), `rec[lead..lead + len]` is
+    /// the plaintext of `content_type`, and `rec` has room after it for the trail (TLS 1.3's
+    /// inner type and `padding` zeros, and the tag). Nothing moves: a body laid out record by
+    /// record is sealed where it was generated.
+    pub fn seal_laid_out(
+        &mut self,
+        content_type: u8,
+        rec: &mut [u8],
+        len: usize,
+        padding: usize,
+        max_plaintext: usize,
+    ) -> Result<usize, String> {
+        self.check_fits(len, padding, max_plaintext)?;
+        let lead = self.lead();
+        let padding = self.padding(padding);
+        if rec.len() < lead + len + self.trail() + padding {
+            return Err(format!(
+                "{len} bytes laid out without room for their record"
+            ));
         }
         let seq = self.next_seq()?;
-        let (outer, prefix, nonce, aad_plain) = match self.version {
+        let nonce = self.xor_nonce(seq);
+        let mut end = lead + len;
+        let outer = match self.version {
             Version::Tls13 => {
-                buf.push(content_type);
-                buf.resize(buf.len() + padding, 0);
-                (APPLICATION_DATA, 0, self.xor_nonce(seq), None)
+                rec[end] = content_type;
+                rec[end + 1..end + 1 + padding].fill(0);
+                end += 1 + padding;
+                APPLICATION_DATA
             }
-            Version::Tls12 => {
-                let nonce = self.xor_nonce(seq);
-                let prefix = if self.explicit_nonce {
-                    EXPLICIT_NONCE
-                } else {
-                    0
-                };
-                (content_type, prefix, nonce, Some(len))
-            }
+            Version::Tls12 => content_type,
         };
-        let sealed_len = buf.len() - from;
-        let wire = prefix + sealed_len + TAG;
+        // The explicit nonce (if any), the sealed content and the tag.
+        let wire = end - HEADER + TAG;
         let header = [outer, 3, 3, (wire >> 8) as u8, wire as u8];
         let mut aad = [0u8; 13];
-        let aad_len = match aad_plain {
-            None => {
+        let aad_len = match self.version {
+            Version::Tls13 => {
                 aad[..HEADER].copy_from_slice(&header);
                 HEADER
             }
-            Some(plain) => {
-                aad = Self::tls12_aad(seq, content_type, plain);
+            Version::Tls12 => {
+                aad = Self::tls12_aad(seq, content_type, len);
                 aad.len()
             }
         };
@@ -299,14 +351,12 @@ impl Keys {
             .seal_in_place_separate_tag(
                 Nonce::assume_unique_for_key(nonce),
                 Aad::from(&aad[..aad_len]),
-                &mut buf[from..],
+                &mut rec[lead..end],
             )
             .map_err(|_| "cannot seal a TLS record".to_string())?;
-        buf.extend_from_slice(tag.as_ref());
-        let mut front = [0u8; HEADER + EXPLICIT_NONCE];
-        front[..HEADER].copy_from_slice(&header);
-        front[HEADER..].copy_from_slice(&nonce[4..]);
-        buf.splice(from..from, front[..HEADER + prefix].iter().copied());
-        Ok(())
+        rec[end..end + TAG].copy_from_slice(tag.as_ref());
+        rec[..HEADER].copy_from_slice(&header);
+        rec[HEADER..lead].copy_from_slice(&nonce[4..4 + (lead - HEADER)]);
+        Ok(end + TAG)
     }
 }

@@ -502,3 +502,72 @@ fn more_than_the_staging_area_after_a_body_is_kept_in_part_and_ends_the_session(
         }
     }
 }
+
+/// A request body generated laid out record by record and sealed where it lies: the records
+/// follow one another from the buffer's start, and rustls reads the body back whole, in every
+/// suite of both versions, at every length around a record's edge. Sealed before the head,
+/// it is refused (the head takes the sequence number before it).
+#[test]
+fn a_body_laid_out_record_by_record_is_sealed_in_place_and_rustls_reads_it() {
+    for (version, suite) in all_suites() {
+        let name = format!("{:?}", suite.suite());
+        let mut h = Harness::live(version, suite);
+        h.deliver(usize::MAX).unwrap();
+        let layout = h.session.layout();
+        assert_eq!(
+            layout.lead + layout.trail,
+            h.session.record_overhead(),
+            "{name}"
+        );
+        assert!(layout.lead + layout.trail <= MAX_RECORD_OVERHEAD, "{name}");
+        for len in [
+            1,
+            MAX_PLAINTEXT - 1,
+            MAX_PLAINTEXT,
+            MAX_PLAINTEXT + 1,
+            3 * MAX_PLAINTEXT + 7,
+        ] {
+            let body = message(len, len as u8);
+            // Room as the plan gives it (the widest record's overhead per record), filled with
+            // garbage the sealing must not send.
+            let room = len + len.div_ceil(MAX_PLAINTEXT) * MAX_RECORD_OVERHEAD;
+            let mut buf = vec![0xA5; room];
+            let mut at = 0;
+            for piece in layout.pieces(len) {
+                let n = piece.len();
+                buf[piece].copy_from_slice(&body[at..at + n]);
+                at += n;
+            }
+            assert_eq!(at, len, "{name}");
+            let head = format!("PUT /k HTTP/1.1\r\nContent-Length: {len}\r\n\r\n");
+            assert_eq!(h.client_sends(head.as_bytes()), head.as_bytes(), "{name}");
+            let sealed = h.session.seal_body(&mut buf, len).unwrap();
+            assert_eq!(sealed, layout.sealed_len(len), "{name} {len}");
+            assert_eq!(h.server_reads(&buf[..sealed]), body, "{name} {len}");
+        }
+    }
+}
+
+/// A request longer than a record (a CompleteMultipartUpload of many parts) goes as several.
+#[test]
+fn a_request_over_a_record_goes_as_several_records() {
+    for (version, suite) in [TLS13, TLS12] {
+        let mut h = Harness::live(version, suite);
+        h.deliver(usize::MAX).unwrap();
+        let request = message(2 * MAX_PLAINTEXT + 100, 9);
+        assert_eq!(h.client_sends(&request), request, "{version:?}");
+    }
+}
+
+/// A body sealed while a KeyUpdate is owed (before the head that carries it) is a bug, refused.
+#[test]
+fn a_body_is_never_sealed_before_its_head() {
+    let mut h = Harness::live(TLS13.0, TLS13.1);
+    h.deliver(usize::MAX).unwrap();
+    h.server().refresh_traffic_keys().unwrap();
+    h.server_sends(b"an answer");
+    assert_eq!(h.deliver(usize::MAX).unwrap().0, b"an answer");
+    let mut buf = vec![0; 100];
+    let err = h.session.seal_body(&mut buf, 10).unwrap_err();
+    assert!(err.contains("a bug"), "{err}");
+}
