@@ -273,11 +273,12 @@ fn both_engines_send_the_same_checkpoint_requests() {
     );
 }
 
-/// A checkpoint run makes the engine choice a training run makes: over https, where only the
-/// baseline writes checkpoints, the default falls back to it with a note, and an explicit
-/// `--engine uring` is one line and exit 2.
+/// Over https both engines write and restore checkpoints: the io_uring engine seals each
+/// part's records in its registered buffer (with `SEND` and with `SEND_ZC`), each part's
+/// CRC32C checked by the server, every restored byte checked (`--verify`); no fallback, no
+/// note.
 #[test]
-fn over_https_a_checkpoint_runs_on_the_baseline_with_a_note() {
+fn over_https_both_engines_write_and_restore_checkpoints() {
     let tls = tempfile::tempdir().unwrap();
     let tls_dir = tls.path().join("tls");
     let server = common::spawn_serve(&["--sink", "--tls-self-signed", tls_dir.to_str().unwrap()]);
@@ -297,24 +298,26 @@ fn over_https_a_checkpoint_runs_on_the_baseline_with_a_note() {
         "ringload",
         "--ca-bundle",
         ca.to_str().unwrap(),
+        "--part-size",
+        "5MiB",
+        "--verify",
     ];
-    let s = run_json_env(&base, &[]);
-    assert_eq!(s["engine"], "baseline", "{s}");
-    assert!(
-        s["notes"].as_array().unwrap().iter().any(|n| n
-            .as_str()
-            .unwrap()
-            .contains("does not write or restore checkpoints over TLS")),
-        "{s}"
-    );
-    assert_dlio_fields(&s, 2, 2);
-    let mut cmd = ringload();
-    cmd.arg("run").args(base).args(["--engine", "uring"]);
-    let (code, stdout, stderr) = output(&mut cmd);
-    assert_eq!(code, 2, "{stderr}");
-    assert!(stdout.is_empty(), "{stdout}");
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("--engine baseline"), "{stderr}");
+    for (engine, zc) in [("uring", "off"), ("uring", "on"), ("baseline", "auto")] {
+        let mut args = base.to_vec();
+        args.extend(["--engine", engine, "--send-zc", zc]);
+        let s = run_json_env(&args, &[]);
+        assert_eq!(s["engine"], engine, "{s}");
+        assert!(
+            !s["notes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|n| n.as_str().unwrap().contains("TLS")),
+            "{s}"
+        );
+        assert!(s["target"]["tls"]["negotiated"].is_string(), "{s}");
+        assert_dlio_fields(&s, 2, 2);
+    }
 }
 
 /// A directory server with bucket `ringload`, and its root.
