@@ -191,3 +191,48 @@ fn garage_takes_crc32c_and_crc64nvme_parts_and_completions() {
         }
     }
 }
+
+/// Third-party stacks on both sides of the io_uring engine's sealed records: OpenSSL (stunnel,
+/// TLS 1.3, then TLS 1.2 at most with AES-GCM's explicit nonces) opens every record of every
+/// part, and garage behind it verifies each part's CRC32C; the restore reads the objects back
+/// through the same terminator, every byte checked (`--verify`).
+#[test]
+fn garage_behind_openssl_takes_sealed_parts_with_crc32c_and_they_restore_verified() {
+    let Some(g) = common::garage() else { return };
+    if ringload::engine::uring::unavailable_cause().is_some() {
+        return;
+    }
+    for (name, extra) in [("tls13", ""), ("tls12", "sslVersionMax = TLSv1.2\n")] {
+        let tls = common::tls_terminator(&g.endpoint, extra);
+        let endpoint = format!("https://127.0.0.1:{}", tls.port);
+        let folder = format!("checkpoint.checkpoint_folder=sealed/{name}");
+        let (code, stdout, stderr) = g.ringload(&[
+            "run",
+            "llama3_tiny",
+            "--np",
+            "2",
+            "--engine",
+            "uring",
+            "--endpoint",
+            &endpoint,
+            "--ca-bundle",
+            &tls.ca,
+            "--bucket",
+            &g.bucket,
+            "--part-size",
+            "5MiB",
+            "--checksum",
+            "crc32c",
+            "--verify",
+            &folder,
+            "--json",
+        ]);
+        assert_eq!(code, 0, "{name}: {stderr}");
+        let s: Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(s["outcome"], "completed", "{name}: {s}");
+        assert_eq!(s["engine"], "uring", "{name}: {s}");
+        let negotiated = s["target"]["tls"]["negotiated"].as_str().unwrap().to_string();
+        let version = if name == "tls12" { "TLSv1_2" } else { "TLSv1_3" };
+        assert!(negotiated.starts_with(version), "{name}: {negotiated}");
+    }
+}

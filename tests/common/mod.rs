@@ -233,3 +233,76 @@ impl Garage {
         )
     }
 }
+
+/// stunnel (OpenSSL) in front of garage: a third-party TLS stack and a third-party S3 server.
+/// Accepts TLS on a free port of 127.0.0.1 with a certificate for that address, signed by a CA
+/// made here, and forwards to garage. Killed on drop.
+pub struct Terminator {
+    child: std::process::Child,
+    pub port: u16,
+    pub ca: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Terminator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// stunnel accepting TLS and forwarding to the plain-HTTP `upstream`, with `extra` lines in its
+/// service section (`sslVersionMax = TLSv1.2`, `ciphers = …`).
+pub fn tls_terminator(upstream: &str, extra: &str) -> Terminator {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, SanType};
+    let dir = tempfile::tempdir().unwrap();
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::default();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let mut params = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    params
+        .subject_alt_names
+        .push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
+    let key = KeyPair::generate().unwrap();
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    std::fs::write(path("ca.pem"), ca.pem()).unwrap();
+    std::fs::write(path("cert.pem"), cert.pem()).unwrap();
+    std::fs::write(path("key.pem"), key.serialize_pem()).unwrap();
+    // A free port: bound, read and let go just before stunnel binds it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let upstream = upstream.trim_start_matches("http://");
+    let config = format!(
+        "foreground = yes\npid =\n[s3]\naccept = 127.0.0.1:{port}\nconnect = {upstream}\n\
+         cert = {}\nkey = {}\n{extra}",
+        path("cert.pem"),
+        path("key.pem")
+    );
+    std::fs::write(path("stunnel.conf"), config).unwrap();
+    let child = std::process::Command::new("stunnel")
+        .arg(path("stunnel.conf"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("stunnel (Debian's stunnel4, installed by scripts/install-test-deps)");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "stunnel did not listen"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Terminator {
+        child,
+        port,
+        ca: path("ca.pem"),
+        _dir: dir,
+    }
+}
