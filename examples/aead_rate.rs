@@ -5,7 +5,10 @@
 //! engine received (64 such records back to back, 1 MiB): each record opened in place and its
 //! plaintext moved down over the headers and tags before it (a second pass), or opened straight
 //! to its plaintext's place (`open_within`, one pass), as the engine does; alternated, median of
-//! 5. `scripts/bench-tls` runs it.
+//! 5. `scripts/bench-tls` runs it. Last, the floor of the write side's seal pass: 16 KiB
+//! records sealed in place (in cache, as the decrypt floor is measured), and a 32 MiB part of
+//! them laid out end to end and sealed in place (from memory, as a checkpoint's part is);
+//! `scripts/bench-write-tls` runs it.
 //!
 //!     cargo run --release --example aead_rate
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -88,6 +91,60 @@ fn main() {
             moved - within
         );
     }
+    for (name, algorithm) in [
+        ("TLS13_AES_128_GCM_SHA256", &aead::AES_128_GCM),
+        ("TLS13_AES_256_GCM_SHA384", &aead::AES_256_GCM),
+        ("TLS13_CHACHA20_POLY1305_SHA256", &aead::CHACHA20_POLY1305),
+    ] {
+        let (mut record, mut part) = (Vec::new(), Vec::new());
+        for _ in 0..5 {
+            record.push(seal_rate(algorithm, 1));
+            part.push(seal_rate(algorithm, 2048));
+        }
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        println!(
+            "seal {name}: 16 KiB records in place {:.3} CPU-s/GiB (in cache), a 32 MiB part's \
+             records in place {:.3} CPU-s/GiB (from memory)",
+            median(&mut record),
+            median(&mut part)
+        );
+    }
+}
+
+/// CPU-s per GiB of plaintext to seal `records` TLS 1.3 records of 16 KiB laid out end to end
+/// (room for each header in front and inner type and tag behind), each in place, over and
+/// over for about 0.3 s.
+fn seal_rate(algorithm: &'static aead::Algorithm, records: usize) -> f64 {
+    const RECORD: usize = 16 << 10;
+    const STRIDE: usize = 5 + RECORD + 1 + 16;
+    let key_bytes = vec![7u8; algorithm.key_len()];
+    let key = LessSafeKey::new(UnboundKey::new(algorithm, &key_bytes).unwrap());
+    let header = [23u8, 3, 3, ((STRIDE - 5) >> 8) as u8, (STRIDE - 5) as u8];
+    let mut part = vec![0x5au8; records * STRIDE];
+    let (mut sealed, started, cpu) = (0u64, Instant::now(), thread_cpu());
+    let mut seq = 0u64;
+    while started.elapsed() < Duration::from_millis(300) {
+        for r in 0..records {
+            let rec = &mut part[r * STRIDE..(r + 1) * STRIDE];
+            rec[5 + RECORD] = 23;
+            let tag = key
+                .seal_in_place_separate_tag(
+                    nonce(seq),
+                    Aad::from(header),
+                    &mut rec[5..5 + RECORD + 1],
+                )
+                .unwrap();
+            rec[5 + RECORD + 1..].copy_from_slice(tag.as_ref());
+            seq += 1;
+        }
+        std::hint::black_box(&part);
+        sealed += records as u64;
+    }
+    let gib = (sealed * RECORD as u64) as f64 / (1u64 << 30) as f64;
+    (thread_cpu() - cpu).as_secs_f64() / gib
 }
 
 /// CPU-s per GiB of plaintext to decrypt a 1 MiB body of 64 TLS 1.3 records (16 KiB each)
