@@ -231,8 +231,15 @@ fn garage_behind_openssl_takes_sealed_parts_with_crc32c_and_they_restore_verifie
         let s: Value = serde_json::from_str(&stdout).unwrap();
         assert_eq!(s["outcome"], "completed", "{name}: {s}");
         assert_eq!(s["engine"], "uring", "{name}: {s}");
-        let negotiated = s["target"]["tls"]["negotiated"].as_str().unwrap().to_string();
-        let version = if name == "tls12" { "TLSv1_2" } else { "TLSv1_3" };
+        let negotiated = s["target"]["tls"]["negotiated"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let version = if name == "tls12" {
+            "TLSv1_2"
+        } else {
+            "TLSv1_3"
+        };
         assert!(negotiated.starts_with(version), "{name}: {negotiated}");
     }
 }

@@ -27,6 +27,7 @@
 //! | `no-etag` | (`@part` only) the part is stored, and its answer carries no `ETag` |
 //! | `ignore-prefix` | (`@list` only) ListMultipartUploads answers as if no `prefix` had been asked: every upload open in the bucket (`nth`, `every`, `rate` count those listings) |
 //! | `flip-upload=N` | (`@part` or `@put` only; `@part` by default) byte N of the received body (the last, if the body is shorter) is inverted before the checksum check and the store see it, as a changed byte between the client and the store: a request carrying a checksum is answered `400 BadDigest` |
+//! | `early=CODE` | (`@part` or `@put` only; `@part` by default) answered as soon as its head is read, before the body, as a store that refuses an upload at its head does: `404 NoSuchUpload`, `403 AccessDenied`, `400 EntityTooLarge`, `503 SlowDown` or `500 InternalError` with its S3 document and `Connection: close`; the body is then read and dropped behind the answer (a lingering close, as nginx and S3 do) and the connection closes |
 //! | `pause=MS` | the whole server pauses for MS milliseconds: this answer and every other one that is ready meanwhile, on every connection, is held until the pause ends (bodies already being sent go on); on a write target the write goes to the store and its answer is held |
 //!
 //! `TARGET` is what the fault applies to: `rg` (ranged GETs of row groups: every ranged GET
@@ -96,6 +97,8 @@ pub enum FaultKind {
     IgnorePrefix,
     /// Body byte N of an upload inverted before the store (and its checksum check) sees it.
     FlipUpload(u64),
+    /// Answered with this status before the body is read; the connection closes after it.
+    Early(u16),
 }
 
 /// A request extension: the body byte `flip-upload=N` inverts (see [`FaultKind::FlipUpload`]).
@@ -147,6 +150,8 @@ pub enum WriteFault {
     AfterStore(FaultKind),
     /// Invert this body byte before the store sees it.
     Flip(u64),
+    /// Answer this status without reading the body, and close the connection.
+    Early(u16),
 }
 
 /// When a fault fires among the requests of its target.
@@ -192,7 +197,9 @@ fn check_target(kind: FaultKind, target: Target) -> Result<(), &'static str> {
         (FaultKind::NoEtag, t) if t != Target::Part => {
             Err("this kind applies to UploadPart only: @part")
         }
-        (FaultKind::FlipUpload(_), t) if t != Target::Part && t != Target::Put => {
+        (FaultKind::FlipUpload(_) | FaultKind::Early(_), t)
+            if t != Target::Part && t != Target::Put =>
+        {
             Err("this kind applies to upload bodies only: @part or @put")
         }
         (FaultKind::BadXml | FaultKind::RepeatToken | FaultKind::IgnorePrefix, t)
@@ -212,13 +219,14 @@ fn check_target(kind: FaultKind, target: Target) -> Result<(), &'static str> {
             | FaultKind::CutAfterStore
             | FaultKind::ShortAfterStore
             | FaultKind::NoEtag
-            | FaultKind::FlipUpload(_),
+            | FaultKind::FlipUpload(_)
+            | FaultKind::Early(_),
             _,
         ) => Ok(()),
         (_, t) if t.is_write() => Err(
             "on part, complete and put only an error status (503, 500, 403, their -chunked \
              forms, 503-retry-after=S, 200-error), cut=N, hang, pause=MS, 200-cut, 200-short, \
-             no-etag or flip-upload=N apply",
+             no-etag, flip-upload=N or early=CODE apply",
         ),
         _ => Ok(()),
     }
@@ -285,6 +293,10 @@ fn parse_one(text: &str) -> Result<Fault, String> {
         "no-etag" => FaultKind::NoEtag,
         "ignore-prefix" => FaultKind::IgnorePrefix,
         "flip-upload" => FaultKind::FlipUpload(number("a byte offset")?),
+        "early" => match number("a status")? {
+            code @ (400 | 403 | 404 | 500 | 503) => FaultKind::Early(code as u16),
+            _ => return Err(bad("early takes 400, 403, 404, 500 or 503")),
+        },
         "pause" => match number("milliseconds")? {
             0 => return Err(bad("pause needs milliseconds above 0")),
             ms => FaultKind::Pause(ms),
@@ -299,7 +311,7 @@ fn parse_one(text: &str) -> Result<Fault, String> {
         (None, FaultKind::ErrorIn200 | FaultKind::CutAfterStore | FaultKind::ShortAfterStore) => {
             Target::Complete
         }
-        (None, FaultKind::NoEtag | FaultKind::FlipUpload(_)) => Target::Part,
+        (None, FaultKind::NoEtag | FaultKind::FlipUpload(_) | FaultKind::Early(_)) => Target::Part,
         (None, _) => Target::RowGroup,
         (Some("rg"), _) => Target::RowGroup,
         (Some("footer"), _) => Target::Footer,
@@ -428,6 +440,7 @@ impl Faults {
             FaultKind::Cut(n) => Some(WriteFault::Cut(n)),
             FaultKind::Hang => Some(WriteFault::Hang),
             FaultKind::FlipUpload(n) => Some(WriteFault::Flip(n)),
+            FaultKind::Early(status) => Some(WriteFault::Early(status)),
             kind if kind.after_store() => Some(WriteFault::AfterStore(kind)),
             // The write is stored; its answer is held with every other one ([`Faults::apply`]).
             FaultKind::Pause(ms) => {
@@ -551,6 +564,16 @@ pub fn after_store(kind: FaultKind, response: Response<Body>) -> Response<Body> 
 }
 
 /// The answer a write's `Answer` fault gives.
+/// `early=CODE`'s answer: the status's S3 error document, and `Connection: close` (the body
+/// was not read).
+pub fn early_answer(status: u16) -> Response<Body> {
+    let mut response = error_response(status, false, None);
+    response
+        .headers_mut()
+        .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
 pub fn write_answer(kind: FaultKind) -> Response<Body> {
     match kind {
         FaultKind::Status {
@@ -570,6 +593,11 @@ fn error_response(status: u16, chunked: bool, retry_after_s: Option<u64>) -> Res
     let (code, message) = match status {
         503 => ("SlowDown", "Please reduce your request rate."),
         403 => ("AccessDenied", "Access Denied"),
+        404 => ("NoSuchUpload", "The specified upload does not exist."),
+        400 => (
+            "EntityTooLarge",
+            "Your proposed upload exceeds the maximum allowed object size.",
+        ),
         _ => (
             "InternalError",
             "We encountered an internal error. Please try again.",
@@ -692,7 +720,8 @@ async fn inject(
         | FaultKind::ShortAfterStore
         | FaultKind::NoEtag
         | FaultKind::IgnorePrefix
-        | FaultKind::FlipUpload(_) => with_body(parts, body),
+        | FaultKind::FlipUpload(_)
+        | FaultKind::Early(_) => with_body(parts, body),
         FaultKind::Hang => {
             // Read and never answered: the client's timeout ends it (or the server's shutdown).
             loop {

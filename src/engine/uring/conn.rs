@@ -280,6 +280,14 @@ pub struct Conn {
     length: Option<u64>,
     job: Option<Job>,
     phase: Phase,
+    /// An answer arrived while the body was being sent (seen by an answer watch,
+    /// [`Conn::on_watch`]): the send's completion reads it instead of sending on.
+    answered_early: bool,
+    /// Bytes arrived while the body was being sent, which may not be an answer (over TLS, a
+    /// session ticket): a send that fails then reads what came before failing the attempt.
+    bytes_seen: bool,
+    /// The body was not sent whole when the answer was read: a `2xx` then is refused.
+    cut_short: bool,
 }
 
 impl Conn {
@@ -295,6 +303,32 @@ impl Conn {
     /// Whether an operation of the connection is in flight (not idle, not waiting to retry).
     pub fn in_flight(&self) -> bool {
         !matches!(self.phase, Phase::Idle | Phase::Backoff { .. })
+    }
+
+    /// Whether the operation in flight sends body bytes.
+    pub fn is_sending_body(&self) -> bool {
+        matches!(self.phase, Phase::SendingBody { .. })
+    }
+
+    /// Whether the connection waits for a response head's first bytes.
+    pub fn is_peeking(&self) -> bool {
+        matches!(self.phase, Phase::Peeking(_))
+    }
+
+    /// An answer watch (a peek armed beside the body's sends) completed with `result`: while
+    /// the body is still being sent, bytes mean the server answered before reading it all
+    /// (`404 NoSuchUpload`, `403`, a `503`…). With `answer` (plain HTTP, where any byte is
+    /// the answer) the send in flight then ends (the engine shuts the socket's sending side,
+    /// true returned) and its completion reads the answer instead of sending on; without (TLS,
+    /// where the bytes may be a session ticket), the body goes on, and only a send that fails
+    /// reads what came. Anything else (the peer closed, an error) is left to the send.
+    pub fn on_watch(&mut self, result: i32, answer: bool) -> bool {
+        if result <= 0 || !self.is_sending_body() {
+            return false;
+        }
+        self.bytes_seen = true;
+        self.answered_early |= answer;
+        answer
     }
 
     /// Whether the operation in flight reads body bytes.
@@ -316,6 +350,9 @@ impl Conn {
             job.timed_out = None;
             job.body_sent = None;
         }
+        self.answered_early = false;
+        self.bytes_seen = false;
+        self.cut_short = false;
         if self.socket.is_some() {
             self.phase = Phase::Sending { sent: 0 };
             return Op::SendRequest;
@@ -361,6 +398,10 @@ impl Conn {
         {
             job.last_progress = now;
         }
+        if result < 0 && self.bytes_seen && self.is_sending_body() {
+            // The send ended because the server answered first: read its answer.
+            return Ok(self.read_early_answer());
+        }
         if result < 0 {
             return Ok(Step::Failed(Failure::Io {
                 errno: -result,
@@ -368,6 +409,12 @@ impl Conn {
             }));
         }
         let n = result as usize;
+        if let Phase::SendingBody { sent } = self.phase
+            && self.answered_early
+            && sent + n < self.job.map_or(0, |j| j.body_bytes)
+        {
+            return Ok(self.read_early_answer());
+        }
         Ok(match std::mem::take(&mut self.phase) {
             Phase::Connecting => self.on_connected(),
             Phase::Sending { sent } => self.on_sent(sent + n, request_len),
@@ -389,6 +436,13 @@ impl Conn {
                 return Err("a completion for a connection with nothing in flight".into());
             }
         })
+    }
+
+    /// The server answered before the body was sent whole: read that answer (still in the
+    /// socket: the watch only peeked at it).
+    fn read_early_answer(&mut self) -> Step {
+        self.cut_short = true;
+        self.peek(HeadReader::new())
     }
 
     fn on_connected(&mut self) -> Step {
@@ -493,6 +547,17 @@ impl Conn {
     fn after_head(&mut self, head: ResponseHead, scratch_len: usize, body_len: usize) -> Step {
         // After `Connection: close` the socket is dropped once this response is read.
         self.reused = !head.closes;
+        if self.cut_short {
+            // The request was not sent whole: the connection is spent, and a success is not
+            // one.
+            self.reused = false;
+            if (200..300).contains(&head.status) {
+                return Step::Failed(Failure::BadResponse(format!(
+                    "answered {} before its body was sent whole",
+                    head.status
+                )));
+            }
+        }
         let expect = self.job.map(|j| j.expect).unwrap_or_default();
         if expect == Expect::Head {
             // No body follows a HEAD's answer, whatever its head says (RFC 9110 §9.3.2).

@@ -35,6 +35,9 @@ const CANCEL_TAG: u64 = u64::MAX - 3;
 /// let go of the buffer): `NOTIF_TAG | conn`, its result the notification's (see
 /// [`ZC_COPIED`]).
 pub const NOTIF_TAG: u64 = 1 << 40;
+/// Added to a connection's tag in the completion of its answer watch ([`Ring::watch_answer`]):
+/// `WATCH_TAG | conn`.
+pub const WATCH_TAG: u64 = 1 << 41;
 /// `IORING_NOTIF_USAGE_ZC_COPIED`: set in a notification's result when the kernel copied the
 /// bytes after all (loopback always does).
 pub const ZC_COPIED: i32 = i32::MIN;
@@ -107,6 +110,8 @@ struct ConnIo {
     zc_notifs: Vec<(BufIndex, Instant)>,
     /// An operation of this connection is in flight.
     pending: bool,
+    /// Its answer watch is in flight (beside the operation: see [`Ring::watch_answer`]).
+    watching: bool,
 }
 
 /// One completion: whose, and its result (bytes, or `-errno`).
@@ -299,6 +304,7 @@ impl Ring {
                 sending: None,
                 zc_notifs: Vec::with_capacity(4),
                 pending: false,
+                watching: false,
             })
             .collect();
         let sends = vec![0; pool.count()];
@@ -494,6 +500,31 @@ impl Ring {
         self.push_conn(conn, entry)
     }
 
+    /// Peeks at `conn`'s socket for an answer, into its scratch buffer, beside the operation in
+    /// flight (a request body being sent; nothing else of the connection touches the scratch
+    /// buffer meanwhile): the one operation a connection may have besides its own, so that an
+    /// answer the server sends before it has read the body is seen. Its completion is tagged
+    /// `WATCH_TAG | conn` ([`watched`]).
+    pub fn watch_answer(&mut self, conn: usize, fd: BorrowedFd<'_>) -> io::Result<()> {
+        let io = &mut self.conns[conn];
+        assert!(
+            !io.watching,
+            "connection {conn} already watches for an answer"
+        );
+        let (ptr, len) = (io.scratch.as_mut_ptr(), io.scratch.len());
+        io.watching = true;
+        let entry = opcode::Recv::new(Fd(fd.as_raw_fd()), ptr, len as u32)
+            .flags(libc::MSG_PEEK)
+            .build()
+            .user_data(WATCH_TAG | conn as u64);
+        self.push(entry)
+    }
+
+    /// Whether `conn`'s answer watch is in flight.
+    pub fn watching(&self, conn: usize) -> bool {
+        self.conns[conn].watching
+    }
+
     /// Receives into `scratch[at..at + len]`; with `peek`, leaves the bytes in the socket.
     pub fn recv(
         &mut self,
@@ -664,6 +695,14 @@ impl Ring {
             if tag == CANCEL_TAG {
                 continue;
             }
+            if let Some(conn) = watched(tag) {
+                self.in_flight -= 1;
+                if let Some(io) = self.conns.get_mut(conn) {
+                    io.watching = false;
+                }
+                out.push(Completion { tag, result });
+                continue;
+            }
             let io = self.conns.get_mut(tag as usize);
             if io_uring::cqueue::notif(flags) {
                 // A SEND_ZC's second completion: the kernel let go of its buffer.
@@ -764,6 +803,12 @@ pub fn quickack(fd: BorrowedFd<'_>) -> io::Result<()> {
 pub fn set_rcvlowat(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<()> {
     let value = bytes.min(i32::MAX as usize) as libc::c_int;
     set_int_option(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, value)
+}
+
+/// The connection whose answer watch a completion tagged `tag` is, if it is one.
+pub fn watched(tag: u64) -> Option<usize> {
+    (tag & WATCH_TAG != 0 && tag & NOTIF_TAG == 0 && tag < CANCEL_TAG)
+        .then(|| (tag & !WATCH_TAG) as usize)
 }
 
 /// `setsockopt` of an `int` option.

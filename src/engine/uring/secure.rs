@@ -159,7 +159,7 @@ impl TlsConns {
             Some(policy.connect_timeout),
         )
         .map_err(errno)?;
-        rustix::net::connect(&socket, &gateway.addr).map_err(errno)?;
+        connect_blocking(&socket, &gateway.addr, policy.connect_timeout).map_err(errno)?;
         let endpoint =
             crate::s3::Endpoint::parse(&gateway.url).map_err(|e| (libc::EINVAL, Some(e)))?;
         let hostname = gateway.host.clone();
@@ -401,6 +401,34 @@ impl TlsConns {
                 )));
             }
         })
+    }
+}
+
+/// Connects the blocking `socket` to `addr`. Interrupted (EINTR: the ring has work for this
+/// thread), the connect goes on in the kernel: asked again until it is done (`EISCONN`) or
+/// fails, within `timeout`.
+fn connect_blocking(
+    socket: &std::os::fd::OwnedFd,
+    addr: &std::net::SocketAddr,
+    timeout: std::time::Duration,
+) -> Result<(), rustix::io::Errno> {
+    use rustix::io::Errno;
+    let deadline = std::time::Instant::now() + timeout;
+    let mut first = true;
+    loop {
+        match rustix::net::connect(socket, addr) {
+            Err(Errno::ISCONN) if !first => return Ok(()),
+            Err(Errno::INTR | Errno::ALREADY | Errno::INPROGRESS) => {
+                if std::time::Instant::now() > deadline {
+                    return Err(Errno::TIMEDOUT);
+                }
+                if !first {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
+            other => return other,
+        }
+        first = false;
     }
 }
 

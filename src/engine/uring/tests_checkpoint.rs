@@ -259,6 +259,94 @@ fn serve(mut stream: TcpStream, log: &Mutex<Vec<String>>, answer: fn(&str, usize
     }
 }
 
+/// A store that answers each part `404 NoSuchUpload` as soon as it has its head, and then
+/// neither reads the body nor closes: the part's sender must notice the answer (its body
+/// would otherwise block on a full socket until the request's timeout). The connection stays
+/// open until the client leaves. Everything else is answered as `upload_answer` does.
+fn answers_parts_at_their_head() -> (String, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let log = Arc::clone(&log);
+            std::thread::spawn(move || {
+                // A small receive buffer, so that an unread body fills it soon.
+                let _ = rustix::net::sockopt::set_socket_recv_buffer_size(&stream, 4096);
+                loop {
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        match stream.read(&mut byte) {
+                            Ok(1) => head.push(byte[0]),
+                            _ => return,
+                        }
+                    }
+                    let head = String::from_utf8(head).unwrap();
+                    let line = head.lines().next().unwrap().to_string();
+                    log.lock().unwrap().push(line.clone());
+                    if line.starts_with("PUT") {
+                        let _ = stream.write_all(&reply(
+                            "404 Not Found",
+                            "",
+                            "<Error><Code>NoSuchUpload</Code><Message>gone</Message></Error>",
+                        ));
+                        // Neither read nor closed: the client ends it.
+                        let mut rest = Vec::new();
+                        let _ = stream.read_to_end(&mut rest);
+                        return;
+                    }
+                    let length: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("Content-Length: "))
+                        .map_or(0, |l| l.trim().parse().unwrap());
+                    let mut body = vec![0u8; length];
+                    if stream.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    let _ = stream.write_all(&upload_answer(&line, 0, |_| false));
+                }
+            });
+        }
+    });
+    (url, seen)
+}
+
+/// A part answered `404 NoSuchUpload` before its body was read ends at once with that code,
+/// not retried (the store will not take the upload), on a connection that kept sending
+/// nothing after the answer; the upload is aborted.
+#[test]
+fn a_part_answered_before_its_body_was_read_ends_with_that_answer() {
+    let (url, seen) = answers_parts_at_their_head();
+    let Some(uring) = engine(&url, false, policy(3)) else {
+        return;
+    };
+    let mut io = uring.checkpoint(0, shape(5 * MIB, 0, false)).unwrap();
+    let started = Instant::now();
+    let error = io.put(&object("a/o.pt", 12 * MIB)).unwrap_err();
+    let RankError::Io(error) = error else {
+        panic!("{error}")
+    };
+    assert!(
+        error.message.contains("404 NoSuchUpload"),
+        "{}",
+        error.message
+    );
+    assert!(error.message.contains("aborted"), "{}", error.message);
+    // Well before the request's 20 s timeout: the answer was noticed while sending.
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let stats = &io.stats().write;
+    assert_eq!((stats.retries, stats.parts), (0, 0), "{stats:?}");
+    let seen = seen.lock().unwrap();
+    assert!(seen.iter().any(|l| l.starts_with("DELETE")), "{seen:?}");
+}
+
 fn reply(status: &str, extra: &str, body: &str) -> Vec<u8> {
     format!(
         "HTTP/1.1 {status}\r\n{extra}content-length: {}\r\n\r\n{body}",

@@ -57,7 +57,7 @@ fn write_target(method: &Method, path: &str, query: &str) -> Option<Target> {
 /// Acts out a write's fault before the store sees the request: reads the body (or, for a cut,
 /// part of it) and answers the fault's error, closes the connection, or never answers.
 async fn write_fault(
-    state: &State,
+    state: &Arc<State>,
     fault: WriteFault,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, std::io::Error> {
@@ -77,6 +77,17 @@ async fn write_fault(
             Err(std::io::Error::other(format!(
                 "injected fault: the connection is cut after {read} body bytes of an upload"
             )))
+        }
+        WriteFault::Early(status) => {
+            // Answered now; the body is read and dropped behind the answer (a lingering close,
+            // as nginx and S3 do, so the client is not reset before it reads the answer), and
+            // the connection closes after it (`Connection: close`).
+            let lingering = Arc::clone(state);
+            tokio::spawn(async move {
+                upload::drain(&lingering, &mut body, u64::MAX).await;
+            });
+            state.counters.errors.fetch_add(1, Ordering::Relaxed);
+            Ok(faults::early_answer(status))
         }
         WriteFault::Hang => {
             upload::drain(state, &mut body, u64::MAX).await;

@@ -39,6 +39,7 @@
 //!   answers and restores are read through the TLS layer the training GETs use.
 
 mod complete;
+mod dispatch;
 mod restore;
 mod sealed;
 
@@ -46,13 +47,12 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Instant;
 
 use self::sealed::Held;
-use super::conn::{Conn, Job, Op, Step, TimerAction};
-use super::dispatch::attempt_error;
+use super::conn::{Conn, Job, Op};
 use super::pool::{BufIndex, BufferPool};
-use super::ring::{self, Completion, NOTIF_TAG, Ring, ZC_COPIED};
+use super::ring::{self, Completion, Ring};
 use super::secure::TlsConns;
 use super::upload::{Kind, Request};
-use super::{POLL, SCRATCH_BYTES, UringEngine, tls};
+use super::{SCRATCH_BYTES, UringEngine, tls};
 use crate::checkpoint::ObjectIoShape;
 use crate::content::Content;
 use crate::engine::common::{Spacing, fill_spaced};
@@ -121,6 +121,12 @@ pub struct RingCheckpoint {
     deferred: Vec<bool>,
     /// The content of the object being written (to generate a part again).
     content: Option<Content>,
+    /// `watch_for[c]`: the attempt (its job's start and retries) connection `c`'s answer watch
+    /// was armed for, while it is in flight.
+    watch_for: Vec<Option<(Instant, u32)>>,
+    /// `peek_by_watch[c]`: the answer's first peek is the watch's completion (the body went
+    /// whole while the watch was in flight).
+    peek_by_watch: Vec<bool>,
     stats: ObjectStats,
     /// The time series' counters of the rank.
     live: crate::timeseries::Counter,
@@ -186,6 +192,8 @@ impl UringEngine {
             held: vec![Held::Nothing; n],
             deferred: vec![false; n],
             content: None,
+            watch_for: vec![None; n],
+            peek_by_watch: vec![false; n],
             stats: ObjectStats::default(),
         };
         for c in 0..n {
@@ -332,6 +340,9 @@ impl RingCheckpoint {
                 ring.send(c, fd, from).map_err(queued)
             }
             Op::SendBody { from, len } => {
+                if from == 0 {
+                    self.watch_answer(c)?;
+                }
                 let (buf, zc) = (self.bufs[c], self.zc);
                 let n = (len - from).min(SEND_CHUNK_BYTES);
                 let (ring, fd) = self.ring_and_socket(c)?;
@@ -342,6 +353,11 @@ impl RingCheckpoint {
                 Ok(())
             }
             Op::Peek { at } => {
+                if at == 0 && self.watch_for[c].is_some() && self.watch_for[c] == self.attempt(c) {
+                    // The watch in flight peeks at the answer: its completion is this peek's.
+                    self.peek_by_watch[c] = true;
+                    return Ok(());
+                }
                 self.set_rcvlowat(c, 1)?;
                 let len = self.ring.scratch_len(c) - at;
                 let (ring, fd) = self.ring_and_socket(c)?;
@@ -366,225 +382,9 @@ impl RingCheckpoint {
         }
     }
 
-    /// One round: submit, wait until something completes (at most [`POLL`]), hand each
-    /// completion to its connection, then the timers. Requests that ended are in `ended`.
-    fn poll(&mut self) -> Result<(), RankError> {
-        let now = Instant::now();
-        let mut wake = now + POLL;
-        for conn in &self.conns {
-            if let Some(at) = conn.wake_at(&self.policy) {
-                wake = wake.min(at);
-            }
-        }
-        if self.tls.has_ready() {
-            wake = now;
-        }
-        let mut completions = std::mem::take(&mut self.completions);
-        let waited = self
-            .ring
-            .wait(Some(wake.saturating_duration_since(now)), &mut completions);
-        let handled = waited
-            .map_err(|e| Self::engine_error("io_uring_enter", e))
-            .and_then(|()| {
-                completions
-                    .iter()
-                    .try_for_each(|completion| self.on_completion(*completion))
-            });
-        self.completions = completions;
-        handled?;
-        while let Some((c, result)) = self.tls.pop_ready() {
-            self.on_result(c, result)?;
-        }
-        self.send_deferred()?;
-        // A notification that never comes would hold its buffer, and every part after it,
-        // for ever: it gets the whole request's limit.
-        if let Some(waited) = self.ring.oldest_notification_wait()
-            && waited > self.policy.timeout
-        {
-            return Err(RankError::Stalled(format!(
-                "io_uring: a SEND_ZC notification did not come within {:?} (--request-timeout): \
-                 the kernel still holds a part's buffer; run with --send-zc off",
-                self.policy.timeout
-            )));
-        }
-        self.timers()
-    }
-
-    fn on_completion(&mut self, completion: Completion) -> Result<(), RankError> {
-        if completion.tag & NOTIF_TAG != 0 {
-            if completion.result & ZC_COPIED != 0 {
-                self.stats.write.zc_copied += 1;
-            }
-            return Ok(());
-        }
-        let c = completion.tag as usize;
-        if c >= self.conns.len() {
-            return Err(RankError::Engine(format!(
-                "a completion tagged {} (a bug)",
-                completion.tag
-            )));
-        }
-        let result = match self.tls.take_reading(c) {
-            Some(op) => {
-                let received =
-                    self.tls
-                        .received(&mut self.ring, &mut self.conns, c, op, completion.result)?;
-                let Some(result) = received else {
-                    return Ok(());
-                };
-                result
-            }
-            None => completion.result,
-        };
-        self.on_result(c, result)
-    }
-
-    /// Connection `c`'s operation ended with `result` (bytes, or `-errno`).
-    fn on_result(&mut self, c: usize, result: i32) -> Result<(), RankError> {
-        let request = self.requests[c]
-            .as_ref()
-            .ok_or_else(|| RankError::Engine(format!("connection {c} has no request (a bug)")))?;
-        let step = self.conns[c]
-            .on_completion(
-                result,
-                self.ring.scratch(c),
-                self.ring.request_len(c),
-                &request.get,
-                Instant::now(),
-            )
-            .map_err(|bug| RankError::Engine(format!("connection {c}: {bug} (a bug)")))?;
-        match step {
-            Step::Queue(op) => self.queue(c, op),
-            Step::Arrived => self.end(c, Outcome::Arrived),
-            Step::Answered {
-                document,
-                etag,
-                length,
-                ..
-            } => self.end(
-                c,
-                Outcome::Answered {
-                    document,
-                    etag,
-                    length,
-                },
-            ),
-            Step::Failed(failure) => {
-                let operation = request.operation(&self.engine.client, self.parts);
-                let gateway = &self.engine.endpoints[self.conn_endpoint[c]].url;
-                let error = match self.tls.worded(c, &failure, &operation) {
-                    Some(worded) => worded,
-                    None => attempt_error(
-                        operation,
-                        failure,
-                        &self.policy,
-                        gateway,
-                        &self.engine.client,
-                    ),
-                };
-                self.attempt_failed(c, error)
-            }
-        }
-    }
-
-    fn end(&mut self, c: usize, outcome: Outcome) -> Result<(), RankError> {
-        let job = self.conns[c]
-            .finish()
-            .ok_or_else(|| RankError::Engine(format!("connection {c}: an end without a job")))?;
-        self.live.ended();
-        self.ended.push((c, job, outcome));
-        Ok(())
-    }
-
-    /// An attempt failed: retried after the backoff, or its request ends with `error`.
-    fn attempt_failed(&mut self, c: usize, error: RequestError) -> Result<(), RankError> {
-        let retries = self.conns[c].job().map_or(0, |j| j.retries);
-        let retry_at = (!self.draining && error.retryable() && retries < self.policy.retries)
-            .then(|| Instant::now() + self.policy.delay(retries, error.retry_after()));
-        if retry_at.is_some() {
-            self.live.retried();
-            let reading = self.requests[c]
-                .as_ref()
-                .is_some_and(|r| r.kind == Kind::Range);
-            if reading {
-                *self
-                    .stats
-                    .read
-                    .retries_by_cause
-                    .entry(error.cause())
-                    .or_default() += 1;
-                self.stats.read.endpoint(self.conn_endpoint[c]).retries += 1;
-            } else {
-                self.stats.write.retries += 1;
-                *self
-                    .stats
-                    .write
-                    .retries_by_cause
-                    .entry(error.cause())
-                    .or_default() += 1;
-            }
-        }
-        let failed = self.conns[c].attempt_failed(retry_at);
-        let closed = self.conns[c].socket.is_none();
-        self.tls.attempt_failed(c, closed);
-        if let Some(job) = failed {
-            self.live.ended();
-            self.ended.push((c, job, Outcome::Failed(error)));
-        }
-        Ok(())
-    }
-
-    /// Starts attempts whose backoff is over; shuts down attempts past their timeout.
-    fn timers(&mut self) -> Result<(), RankError> {
-        let now = Instant::now();
-        for c in 0..self.conns.len() {
-            match self.conns[c].on_timer(now, &self.policy) {
-                TimerAction::None => {}
-                TimerAction::Retry => {
-                    let op = self.conns[c].start_attempt(now);
-                    self.queue(c, op)?;
-                }
-                TimerAction::ShutDown => self.shut_down(c),
-            }
-        }
-        Ok(())
-    }
-
     /// Whether connection `c` can take a request that refills its buffer.
     fn ready(&self, c: usize) -> bool {
         self.conns[c].is_free() && !self.ring.buffer_sending(self.bufs[c])
-    }
-
-    /// Stops every request in flight (after a failure): what is waiting to retry is given
-    /// up, what is in flight is shut down and reaped. Bounded by the policy's timeouts.
-    fn drain(&mut self) -> Result<(), RankError> {
-        self.draining = true;
-        let result = self.drain_all();
-        self.draining = false;
-        self.ended.clear();
-        result
-    }
-
-    fn drain_all(&mut self) -> Result<(), RankError> {
-        let deadline = Instant::now() + self.policy.longest_request();
-        for c in 0..self.conns.len() {
-            if self.conns[c].job().is_some() {
-                self.shut_down(c);
-                // A job waiting out its backoff ends here: no longer in flight.
-                if !self.conns[c].in_flight() && self.conns[c].attempt_failed(None).is_some() {
-                    self.live.ended();
-                }
-            }
-        }
-        while self.conns.iter().any(|c| !c.is_free()) {
-            if Instant::now() > deadline {
-                return Err(RankError::Stalled(
-                    "io_uring: checkpoint requests did not stop after a failure".into(),
-                ));
-            }
-            self.poll()?;
-        }
-        Ok(())
     }
 
     /// Runs `request` alone on connection `c` (free) to its end.

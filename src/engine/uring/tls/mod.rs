@@ -273,19 +273,30 @@ fn timed_out(e: rustix::io::Errno) -> std::io::Error {
     }
 }
 
+// A blocking call on the rank thread is interrupted (EINTR) whenever the ring has work for
+// the thread (another connection's operation completing): it is made again, within the same
+// deadline.
 impl Wire for SocketWire<'_> {
     fn send(&mut self, mut bytes: &[u8]) -> std::io::Result<()> {
         while !bytes.is_empty() {
             self.bound(rustix::net::sockopt::Timeout::Send)?;
-            let n = rustix::io::write(self.fd, bytes).map_err(timed_out)?;
-            bytes = &bytes[n..];
+            match rustix::io::write(self.fd, bytes) {
+                Ok(n) => bytes = &bytes[n..],
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(timed_out(e)),
+            }
         }
         Ok(())
     }
 
     fn recv(&mut self, into: &mut [u8]) -> std::io::Result<usize> {
-        self.bound(rustix::net::sockopt::Timeout::Recv)?;
-        rustix::io::read(self.fd, into).map_err(timed_out)
+        loop {
+            self.bound(rustix::net::sockopt::Timeout::Recv)?;
+            match rustix::io::read(self.fd, &mut *into) {
+                Err(rustix::io::Errno::INTR) => {}
+                read => return read.map_err(timed_out),
+            }
+        }
     }
 }
 
