@@ -1,7 +1,9 @@
 //! A checkpoint write that a production store can trust, on both engines against the embedded
 //! sink's faults: a CompleteMultipartUpload counts only on a parsed result with an ETag; its
 //! `200` cut or cut short is settled by a HEAD, never counted blind; a `200` with an `<Error>`
-//! is tried again; a part answered without an ETag fails the run.
+//! is tried again; a part answered without an ETag fails the run; a part answered before its
+//! body was read ends with that answer's code (retried only where S3 says so). Each case over
+//! http and https.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -10,16 +12,33 @@ mod common;
 use common::{output, ringload};
 use serde_json::Value;
 
-/// `ringload run llama3_tiny --np 2` against a sink serving `faults`, write only, on `engine`:
-/// (exit code, summary or null, stderr).
-fn write_run(engine: &str, faults: &str, extra: &[&str]) -> (i32, Value, String) {
-    let server = common::spawn_serve(&["--sink", "--faults", faults]);
+/// Both engines, over http and https.
+const CASES: [(&str, &str); 4] = [
+    ("uring", "http"),
+    ("uring", "https"),
+    ("baseline", "http"),
+    ("baseline", "https"),
+];
+
+/// `ringload run llama3_tiny --np 2` against a sink serving `faults` (over TLS with `scheme`
+/// https), write only, on `engine`: (exit code, summary or null, stderr).
+fn write_run(engine: &str, scheme: &str, faults: &str, extra: &[&str]) -> (i32, Value, String) {
+    let tls = tempfile::tempdir().unwrap();
+    let tls_dir = tls.path().join("tls");
+    let mut serve = vec!["--sink", "--faults", faults];
+    if scheme == "https" {
+        serve.extend(["--tls-self-signed", tls_dir.to_str().unwrap()]);
+    }
+    let server = common::spawn_serve(&serve);
     let mut cmd = ringload();
     cmd.arg("run")
         .args(["llama3_tiny", "--np", "2", "--engine", engine])
         .args(["--endpoint", &server.endpoint, "--bucket", "ringload"])
         .args(["checkpoint.num_checkpoints_read=0", "--json"])
         .args(extra);
+    if scheme == "https" {
+        cmd.arg("--ca-bundle").arg(tls_dir.join("ca.pem"));
+    }
     let (code, stdout, stderr) = output(&mut cmd);
     let summary = serde_json::from_str(&stdout).unwrap_or(Value::Null);
     (code, summary, stderr)
@@ -27,11 +46,11 @@ fn write_run(engine: &str, faults: &str, extra: &[&str]) -> (i32, Value, String)
 
 #[test]
 fn a_lost_completion_answer_is_settled_by_a_head_and_never_counted_blind() {
-    for engine in ["uring", "baseline"] {
+    for (engine, scheme) in CASES {
         // The answer cut after its 200 (the second try finds NoSuchUpload), and the XML cut
         // short with the framing intact: both completed on the store, both confirmed by a HEAD.
         for fault in ["200-cut@complete/nth=2", "200-short@complete/nth=2"] {
-            let (code, s, stderr) = write_run(engine, fault, &[]);
+            let (code, s, stderr) = write_run(engine, scheme, fault, &[]);
             assert_eq!(code, 0, "{engine} {fault}: {stderr}");
             let save = &s["save"];
             assert_eq!(save["settled_by_head"], 1, "{engine} {fault}: {save}");
@@ -42,8 +61,8 @@ fn a_lost_completion_answer_is_settled_by_a_head_and_never_counted_blind() {
 
 #[test]
 fn a_200_carrying_an_error_is_tried_again() {
-    for engine in ["uring", "baseline"] {
-        let (code, s, stderr) = write_run(engine, "200-error@complete/nth=1", &[]);
+    for (engine, scheme) in CASES {
+        let (code, s, stderr) = write_run(engine, scheme, "200-error@complete/nth=1", &[]);
         assert_eq!(code, 0, "{engine}: {stderr}");
         let save = &s["save"];
         assert!(save["retries"].as_u64().unwrap() >= 1, "{engine}: {save}");
@@ -53,13 +72,46 @@ fn a_200_carrying_an_error_is_tried_again() {
 
 #[test]
 fn a_part_without_an_etag_fails_the_run_and_its_upload_is_aborted() {
-    for engine in ["uring", "baseline"] {
-        let (code, _, stderr) = write_run(engine, "no-etag@part/nth=2", &[]);
+    for (engine, scheme) in CASES {
+        let (code, _, stderr) = write_run(engine, scheme, "no-etag@part/nth=2", &[]);
         assert_eq!(code, 3, "{engine}: {stderr}");
         assert!(
             stderr.contains("without an ETag") && stderr.contains("aborted"),
             "{engine}: {stderr}"
         );
+    }
+}
+
+/// A part answered before its body was read (`serve --faults early=CODE`): the store will not
+/// take the upload (`404 NoSuchUpload`, `403 AccessDenied`, `400 EntityTooLarge`): the run
+/// fails at once naming the code, not retried, the upload aborted; the store is busy or broken
+/// for a moment (`503 SlowDown`, `500 InternalError`): tried again, the run completes.
+#[test]
+fn a_part_answered_before_its_body_was_read_ends_with_that_answers_code() {
+    for (engine, scheme) in CASES {
+        for (code, name) in [
+            (404, "NoSuchUpload"),
+            (403, "AccessDenied"),
+            (400, "EntityTooLarge"),
+        ] {
+            let fault = format!("early={code}@part/nth=2");
+            let (exit, _, stderr) = write_run(engine, scheme, &fault, &["--part-size", "5MiB"]);
+            let what = format!("{engine} {scheme} {fault}");
+            assert_eq!(exit, 3, "{what}: {stderr}");
+            assert!(
+                stderr.contains(&format!("{code} {name}")) && stderr.contains("aborted"),
+                "{what}: {stderr}"
+            );
+        }
+        for (code, cause) in [(503, "503"), (500, "500")] {
+            let fault = format!("early={code}@part/nth=2");
+            let (exit, s, stderr) = write_run(engine, scheme, &fault, &["--part-size", "5MiB"]);
+            let what = format!("{engine} {scheme} {fault}");
+            assert_eq!(exit, 0, "{what}: {stderr}");
+            let save = &s["save"];
+            assert_eq!(save["retries"], 1, "{what}: {save}");
+            assert_eq!(save["retries_by_cause"][cause], 1, "{what}: {save}");
+        }
     }
 }
 
