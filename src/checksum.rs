@@ -193,6 +193,11 @@ impl Digest {
         self.bytes().iter().fold(0, |v, b| (v << 8) | u64::from(*b))
     }
 
+    /// Lowercase hex of the bytes (`x-amz-content-sha256`'s form).
+    pub fn hex(&self) -> String {
+        self.bytes().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
     /// The header's value: base64 of the bytes.
     pub fn base64(&self) -> String {
         base64(self.bytes())

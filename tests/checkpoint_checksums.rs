@@ -4,7 +4,8 @@
 //! checksum to a HEAD with `x-amz-checksum-mode: ENABLED`); a byte changed in flight
 //! (`serve --faults flip-upload=N`) is refused as `BadDigest`, tried again and caught, or,
 //! changed on every try, fails the run naming the part; garage, a third-party store, takes
-//! CRC32C and CRC64NVME (it verifies them on UploadPart and PutObject).
+//! CRC32C and CRC64NVME (it verifies them on UploadPart and PutObject) and signed SHA-256
+//! payloads (`--payload-signing sha256`), which the embedded server checks too.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -163,11 +164,16 @@ fn a_byte_changed_on_every_try_fails_the_run_naming_the_part_and_bad_digest() {
 }
 
 #[test]
-fn garage_takes_crc32c_and_crc64nvme_parts_and_completions() {
+fn garage_takes_crc32c_and_crc64nvme_parts_and_completions_and_signed_payloads() {
     let Some(g) = common::garage() else { return };
     for engine in ["uring", "baseline"] {
-        for checksum in ["crc32c", "crc64nvme"] {
-            let folder = format!("checkpoint.checkpoint_folder=checksums/{engine}-{checksum}");
+        for (checksum, payload) in [
+            ("crc32c", "unsigned"),
+            ("crc64nvme", "unsigned"),
+            ("crc32c", "sha256"),
+        ] {
+            let folder =
+                format!("checkpoint.checkpoint_folder=checksums/{engine}-{checksum}-{payload}");
             let (code, stdout, stderr) = g.ringload(&[
                 "run",
                 "llama3_tiny",
@@ -181,6 +187,8 @@ fn garage_takes_crc32c_and_crc64nvme_parts_and_completions() {
                 "5MiB",
                 "--checksum",
                 checksum,
+                "--payload-signing",
+                payload,
                 &folder,
                 "checkpoint.num_checkpoints_read=0",
                 "--json",
@@ -241,5 +249,71 @@ fn garage_behind_openssl_takes_sealed_parts_with_crc32c_and_they_restore_verifie
             "TLSv1_3"
         };
         assert!(negotiated.starts_with(version), "{name}: {negotiated}");
+    }
+}
+
+/// `--payload-signing sha256`: each body's SHA-256, computed as the part is generated, signed
+/// as `x-amz-content-sha256`, on both engines (over https too on the io_uring engine, the
+/// parts sealed in place): a server that checks signatures takes every part, and a byte
+/// changed in flight is refused (`XAmzContentSHA256Mismatch`) even with no checksum; the plan
+/// says which form the bodies go in.
+#[test]
+fn signed_payloads_are_checked_by_the_server_and_a_changed_byte_is_refused() {
+    let keys = [
+        "--access-key",
+        "AKSIGNED",
+        "--secret-key",
+        "signed-payload-secret",
+    ];
+    let plan = |extra: &[&str]| {
+        let mut cmd = ringload();
+        cmd.args(["plan", "llama3_tiny", "--np", "2"]).args(extra);
+        output(&mut cmd).1
+    };
+    assert!(
+        plan(&[]).contains("bodies unsigned (UNSIGNED-PAYLOAD"),
+        "{}",
+        plan(&[])
+    );
+    let signed = plan(&["--payload-signing", "sha256"]);
+    assert!(
+        signed.contains("x-amz-content-sha256: the body's SHA-256"),
+        "{signed}"
+    );
+    let tls = tempfile::tempdir().unwrap();
+    let tls_dir = tls.path().join("tls");
+    let ca = tls_dir.join("ca.pem").display().to_string();
+    for (engine, scheme) in [("uring", "http"), ("uring", "https"), ("baseline", "http")] {
+        for (faults, checksum) in [
+            (None, "crc32c"),
+            (Some("flip-upload=1000@part/every=1"), "none"),
+        ] {
+            let mut serve = vec!["--sink"];
+            serve.extend(keys);
+            if let Some(f) = faults {
+                serve.extend(["--faults", f]);
+            }
+            if scheme == "https" {
+                serve.extend(["--tls-self-signed", tls_dir.to_str().unwrap()]);
+            }
+            let server = common::spawn_serve(&serve);
+            let mut extra = keys.to_vec();
+            extra.extend(["--payload-signing", "sha256", "--checksum", checksum]);
+            if scheme == "https" {
+                extra.extend(["--ca-bundle", &ca]);
+            }
+            let (code, s, stderr) = write_run(engine, Some(&server.endpoint), &extra);
+            let what = format!("{engine} {scheme} {faults:?}");
+            if faults.is_none() {
+                assert_eq!(code, 0, "{what}: {stderr}");
+                assert_eq!(s["outcome"], "completed", "{what}: {s}");
+            } else {
+                assert_eq!(code, 3, "{what}: {stderr}");
+                assert!(
+                    stderr.contains("XAmzContentSHA256Mismatch"),
+                    "{what}: {stderr}"
+                );
+            }
+        }
     }
 }

@@ -62,6 +62,29 @@ impl std::fmt::Display for SendZc {
     }
 }
 
+/// `--payload-signing`: how SigV4 covers an upload's body (with keys; without, nothing is
+/// signed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum PayloadSigning {
+    /// `x-amz-content-sha256: UNSIGNED-PAYLOAD`: the head is signed, the body is not hashed
+    /// (the AWS SDKs' default over https; the additional checksum covers the bytes).
+    #[default]
+    Unsigned,
+    /// The body's SHA-256 in `x-amz-content-sha256`, signed with the head, as s3dlio signs
+    /// every upload: computed in the pass that generates the part.
+    Sha256,
+}
+
+impl std::fmt::Display for PayloadSigning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PayloadSigning::Unsigned => "unsigned",
+            PayloadSigning::Sha256 => "sha256",
+        })
+    }
+}
+
 /// What the command line asked of the I/O shape; `None` takes the environment's or DLIO's
 /// default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -74,6 +97,7 @@ pub struct IoOptions {
     pub send_zc: SendZc,
     pub verify: bool,
     pub checksum: crate::checksum::Checksum,
+    pub payload: PayloadSigning,
     /// The target is reached over TLS (`https://`): set by the caller that knows it.
     pub tls: bool,
 }
@@ -167,6 +191,7 @@ pub fn resolve_io(
         send_zc: options.send_zc == SendZc::On,
         verify: options.verify,
         checksum: options.checksum,
+        payload: options.payload,
         tls: options.tls,
     })
 }

@@ -27,7 +27,7 @@ use serde::Serialize;
 
 use crate::budget::{self, MemoryBudget, MemoryLimits, ObjectBudgetShape, OverBudget};
 use crate::exit::{self, ExitClass};
-pub use io::{IoOptions, SendZc};
+pub use io::{IoOptions, PayloadSigning, SendZc};
 use model::Parallelism;
 pub use object::{ObjectIoShape, PlannedObject};
 pub use settings::{CheckpointMode, CheckpointSettings};
@@ -669,6 +669,7 @@ mod tests {
                 send_zc: false,
                 verify: false,
                 checksum: crate::checksum::Checksum::Crc32c,
+                payload: Default::default(),
                 tls: false,
             }
         );

@@ -38,6 +38,8 @@ pub struct ObjectIoShape {
     /// multipart upload names at its creation and completion (`--checksum`, CRC32C by
     /// default; see `crate::checksum`).
     pub checksum: crate::checksum::Checksum,
+    /// How an upload's body is signed (`--payload-signing`, unsigned by default).
+    pub payload: super::io::PayloadSigning,
     /// The target is reached over TLS (`https://`): buffers hold sealed records.
     pub tls: bool,
 }
@@ -134,6 +136,7 @@ mod tests {
             send_zc: false,
             verify: false,
             checksum: crate::checksum::Checksum::Crc32c,
+            payload: Default::default(),
             tls: false,
         }
     }

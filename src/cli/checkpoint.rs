@@ -5,7 +5,7 @@
 use clap::Args;
 
 use super::values::parse_size;
-use crate::checkpoint::{IoOptions, SendZc};
+use crate::checkpoint::{IoOptions, PayloadSigning, SendZc};
 use crate::checksum::Checksum;
 
 #[derive(Debug, Clone, Default, PartialEq, Args)]
@@ -45,6 +45,12 @@ pub struct CheckpointArgs {
     #[arg(long, value_name = "ALGORITHM", value_enum, default_value_t = Checksum::Crc32c, help_heading = "Checkpoint")]
     pub checksum: Checksum,
 
+    /// How SigV4 covers an upload's body, with keys: unsigned (UNSIGNED-PAYLOAD, the head
+    /// signed) or sha256 (the body's SHA-256 signed, as s3dlio does; computed as each part is
+    /// generated)
+    #[arg(long, value_name = "FORM", value_enum, default_value_t = PayloadSigning::Unsigned, help_heading = "Checkpoint")]
+    pub payload_signing: PayloadSigning,
+
     /// MLPerf's split form: the --output folder of the write run this read run follows
     /// (checkpoint.num_checkpoints_write=0); the summary says how long after that run's end
     /// this one started (the rules allow 30 s)
@@ -75,6 +81,7 @@ impl CheckpointArgs {
             send_zc: self.send_zc,
             verify,
             checksum: self.checksum,
+            payload: self.payload_signing,
             // Set where the target is known (the run's, the plan's `--endpoint`).
             tls: false,
         }
@@ -112,6 +119,9 @@ impl CheckpointArgs {
         }
         if self.checksum != Checksum::Crc32c {
             push("--checksum", Some(self.checksum.to_string()));
+        }
+        if self.payload_signing != PayloadSigning::Unsigned {
+            push("--payload-signing", Some(self.payload_signing.to_string()));
         }
         if self.abort_foreign_uploads {
             args.push("--abort-foreign-uploads".to_string());

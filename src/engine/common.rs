@@ -95,6 +95,10 @@ const FILL_CHUNK_BYTES: usize = 128 << 10;
 #[derive(Debug)]
 pub struct Filled {
     pub digest: Option<crate::checksum::Digest>,
+    /// The body's SHA-256, when it is signed (`--payload-signing sha256`): the checksum's own
+    /// digest when that is SHA-256 too, else computed beside it (not timed apart: signing is
+    /// part of the I/O's cost).
+    pub payload_sha256: Option<crate::checksum::Digest>,
     /// The generator's CPU and the digest's, timed apart.
     pub generate_cpu: std::time::Duration,
     pub checksum_cpu: std::time::Duration,
@@ -108,10 +112,18 @@ pub fn fill_and_digest(
     content: &crate::content::Content,
     offset: u64,
     buf: &mut [u8],
-    algorithm: Option<crate::checksum::Algorithm>,
+    digests: Digests,
 ) -> Filled {
     let len = buf.len();
-    fill_spaced(content, offset, buf, len, Spacing::contiguous(), algorithm)
+    fill_spaced(content, offset, buf, len, Spacing::contiguous(), digests)
+}
+
+/// The digests a body's generation computes: the additional checksum's, and the SHA-256 a
+/// signed payload carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Digests {
+    pub checksum: Option<crate::checksum::Algorithm>,
+    pub payload_sha256: bool,
 }
 
 /// Where the pieces of a body go in its buffer: piece `i` (`piece` bytes, the last one
@@ -149,10 +161,14 @@ pub fn fill_spaced(
     buf: &mut [u8],
     len: usize,
     spacing: Spacing,
-    algorithm: Option<crate::checksum::Algorithm>,
+    digests: Digests,
 ) -> Filled {
+    use crate::checksum::{Algorithm, Hasher};
     use crate::metrics::thread_cpu;
-    let mut hasher = algorithm.map(crate::checksum::Hasher::new);
+    let mut hasher = digests.checksum.map(Hasher::new);
+    // A SHA-256 checksum is the signed payload's hash too.
+    let shared = digests.checksum == Some(Algorithm::Sha256);
+    let mut payload = (digests.payload_sha256 && !shared).then(|| Hasher::new(Algorithm::Sha256));
     let (mut generate_cpu, mut checksum_cpu) = Default::default();
     let pieces = len.div_ceil(spacing.piece.max(1));
     let per_round = (FILL_CHUNK_BYTES / spacing.piece.max(1)).max(1);
@@ -166,14 +182,25 @@ pub fn fill_spaced(
         let generated = thread_cpu();
         generate_cpu += generated.saturating_sub(start);
         if let Some(hasher) = &mut hasher {
-            for i in round {
+            for i in round.clone() {
                 hasher.update(&buf[spacing.piece(i, len)]);
             }
             checksum_cpu += thread_cpu().saturating_sub(generated);
         }
+        if let Some(payload) = &mut payload {
+            for i in round {
+                payload.update(&buf[spacing.piece(i, len)]);
+            }
+        }
     }
+    let digest = hasher.map(Hasher::finish);
     Filled {
-        digest: hasher.map(crate::checksum::Hasher::finish),
+        digest,
+        payload_sha256: match payload {
+            Some(payload) => Some(payload.finish()),
+            None if shared && digests.payload_sha256 => digest,
+            None => None,
+        },
         generate_cpu,
         checksum_cpu,
     }
@@ -268,13 +295,21 @@ mod tests {
             content.fill(offset, &mut whole);
             for algorithm in [Algorithm::Crc32c, Algorithm::Crc64nvme, Algorithm::Sha256] {
                 let mut fused = vec![0u8; len];
-                let filled = fill_and_digest(&content, offset, &mut fused, Some(algorithm));
+                let filled = fill_and_digest(
+                    &content,
+                    offset,
+                    &mut fused,
+                    Digests {
+                        checksum: Some(algorithm),
+                        payload_sha256: false,
+                    },
+                );
                 assert!(fused == whole, "{offset} {len}");
                 assert_eq!(filled.digest, Some(digest(algorithm, &whole)));
             }
             let mut plain = vec![0u8; len];
             assert!(
-                fill_and_digest(&content, offset, &mut plain, None)
+                fill_and_digest(&content, offset, &mut plain, Digests::default())
                     .digest
                     .is_none()
             );

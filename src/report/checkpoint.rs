@@ -302,7 +302,12 @@ fn render_io(w: &mut String, plan: &CheckpointPlan) {
         bytes(io.read_range_bytes)
     );
     let _ = writeln!(w, "  send_zc     {}", plan.send_zc);
-    let _ = writeln!(w, "  checksum    {}", checksum_line(io.checksum));
+    let _ = writeln!(
+        w,
+        "  checksum    {}; {}",
+        checksum_line(io.checksum),
+        payload_line(io.payload)
+    );
 }
 
 /// What `--checksum` sends, in words: the algorithm, its form and how uploads complete.
@@ -310,10 +315,23 @@ fn checksum_line(checksum: crate::checksum::Checksum) -> String {
     match checksum.algorithm() {
         Some(a) => format!(
             "{checksum} (x-amz-checksum-{checksum} header on each part and PUT, {} at \
-             completion); bodies unsigned (UNSIGNED-PAYLOAD)",
+             completion)",
             a.object_type()
         ),
-        None => "none (no x-amz-checksum-* header); bodies unsigned (UNSIGNED-PAYLOAD)".into(),
+        None => "none (no x-amz-checksum-* header)".into(),
+    }
+}
+
+/// What `--payload-signing` does to an upload's body, in words.
+fn payload_line(payload: crate::checkpoint::PayloadSigning) -> &'static str {
+    match payload {
+        crate::checkpoint::PayloadSigning::Unsigned => {
+            "bodies unsigned (UNSIGNED-PAYLOAD; --payload-signing sha256 signs them)"
+        }
+        crate::checkpoint::PayloadSigning::Sha256 => {
+            "bodies signed with keys (x-amz-content-sha256: the body's SHA-256, computed as each \
+             part is generated)"
+        }
     }
 }
 

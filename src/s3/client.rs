@@ -168,6 +168,9 @@ pub struct RequestSpec<'a> {
     pub body: Bytes,
     /// Hash the body into the signature (else `UNSIGNED-PAYLOAD`).
     pub sign_body: bool,
+    /// The body's SHA-256 (hex), computed beforehand, signed as `x-amz-content-sha256`
+    /// (instead of hashing the body here).
+    pub payload_sha256: Option<String>,
     /// Which of the target's endpoints to send it to.
     pub endpoint: usize,
     /// The most answer body bytes read before the attempt fails: [`CONTROL_BODY_LIMIT`]
@@ -189,6 +192,7 @@ impl<'a> RequestSpec<'a> {
             headers: Vec::new(),
             body: Bytes::new(),
             sign_body: false,
+            payload_sha256: None,
             endpoint: 0,
             body_limit: CONTROL_BODY_LIMIT,
         }
@@ -335,10 +339,10 @@ impl Client {
         let host = self.target.host_header(endpoint);
         let mut to_sign: Vec<(&str, &str)> = vec![("host", &host)];
         to_sign.extend(spec.headers.iter().map(|(n, v)| (n.as_str(), v.as_str())));
-        let payload = if spec.sign_body {
-            Payload::Bytes(&spec.body)
-        } else {
-            Payload::Unsigned
+        let payload = match (&spec.payload_sha256, spec.sign_body) {
+            (Some(hex), _) => Payload::Sha256(hex),
+            (None, true) => Payload::Bytes(&spec.body),
+            (None, false) => Payload::Unsigned,
         };
         let operation = || self.operation(spec.method.as_str(), spec.key);
         let signed = self

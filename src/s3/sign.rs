@@ -27,6 +27,8 @@ pub enum Payload<'a> {
     Unsigned,
     /// The body's bytes, hashed into the signature.
     Bytes(&'a [u8]),
+    /// The body's SHA-256, lowercase hex, computed beforehand (as the part was generated).
+    Sha256(&'a str),
 }
 
 /// Signs requests for one set of credentials and region; without credentials, requests go
@@ -87,6 +89,7 @@ impl Signer {
         let body = match payload {
             Payload::Unsigned => SignableBody::UnsignedPayload,
             Payload::Bytes(b) => SignableBody::Bytes(b),
+            Payload::Sha256(hex) => SignableBody::Precomputed(hex.to_string()),
         };
         let request = SignableRequest::new(method, url, headers.iter().copied(), body)
             .map_err(|e| format!("cannot sign {method} {url}: {e}"))?;

@@ -119,14 +119,18 @@ impl BaselineCheckpoint {
         let content = object.content;
         let upload = part.map(|(id, n)| (id.to_string(), n));
         let endpoint = self.endpoint(slot);
-        let algorithm = self.shape.checksum.algorithm();
+        let digests = super::super::common::Digests {
+            checksum: self.shape.checksum.algorithm(),
+            payload_sha256: self.shape.payload == crate::checkpoint::PayloadSigning::Sha256
+                && self.client.signer().signs(),
+        };
         async move {
             let mut buf = vec![0u8; bytes as usize];
-            // The digest is known before the head goes: the whole body is generated first.
-            let filled =
-                super::super::common::fill_and_digest(&content, offset, &mut buf, algorithm);
+            // The digests are known before the head goes: the whole body is generated first.
+            let filled = super::super::common::fill_and_digest(&content, offset, &mut buf, digests);
             let (digest, generate_cpu, checksum_cpu) =
                 (filled.digest, filled.generate_cpu, filled.checksum_cpu);
+            let payload_sha256 = filled.payload_sha256.map(|d| d.hex());
             let headers = digest
                 .iter()
                 .map(|d| (HeaderName::from_static(d.algorithm.header()), d.base64()))
@@ -147,6 +151,7 @@ impl BaselineCheckpoint {
                 headers,
                 body,
                 endpoint,
+                payload_sha256,
                 ..RequestSpec::new(Method::PUT, Some(&key))
             };
             let what = match &upload {

@@ -27,6 +27,7 @@ fn shape(part_bytes: u64, single_put_below: u64, send_zc: bool) -> ObjectIoShape
         send_zc,
         verify: true,
         checksum: crate::checksum::Checksum::Crc32c,
+        payload: Default::default(),
         tls: false,
     }
 }

@@ -52,6 +52,9 @@ pub struct Request {
     pub inline_body: Vec<u8>,
     /// Headers sent (and signed) beside the head's own: the checksum's (`x-amz-checksum-*`).
     pub headers: Vec<(&'static str, String)>,
+    /// The body's SHA-256 (hex), signed as `x-amz-content-sha256` (`--payload-signing
+    /// sha256`); `None`: `UNSIGNED-PAYLOAD`.
+    pub payload_sha256: Option<String>,
     /// What `Conn::on_completion` checks a `206` against (an empty range for the others).
     pub get: RangedGet,
 }
@@ -80,6 +83,7 @@ impl Request {
             body_bytes,
             inline_body: Vec::new(),
             headers: Vec::new(),
+            payload_sha256: None,
             get: RangedGet {
                 whole: false,
                 fetch: None,
@@ -145,13 +149,11 @@ impl Request {
                 to_sign.push(("range", range.as_str()));
             }
             to_sign.extend(self.headers.iter().map(|(n, v)| (*n, v.as_str())));
-            signer.headers(
-                self.method,
-                &url,
-                &to_sign,
-                Payload::Unsigned,
-                SystemTime::now(),
-            )?
+            let payload = match &self.payload_sha256 {
+                Some(hex) => Payload::Sha256(hex),
+                None => Payload::Unsigned,
+            };
+            signer.headers(self.method, &url, &to_sign, payload, SystemTime::now())?
         } else {
             Vec::new()
         };

@@ -54,8 +54,9 @@ use super::secure::TlsConns;
 use super::upload::{Kind, Request};
 use super::{SCRATCH_BYTES, UringEngine, tls};
 use crate::checkpoint::ObjectIoShape;
+use crate::checkpoint::PayloadSigning;
 use crate::content::Content;
-use crate::engine::common::{Spacing, fill_spaced};
+use crate::engine::common::{Digests, Spacing, fill_spaced};
 use crate::rank::RankError;
 use crate::rank::checkpoint::{ObjectIo, ObjectSpec, ObjectStats};
 use crate::rank::journal::UploadJournal;
@@ -416,26 +417,40 @@ impl RingCheckpoint {
         self.engine.client.target().request_path(Some(key))
     }
 
-    /// Generates `object`'s bytes `range` into connection `c`'s buffer, then (under
-    /// `--checksum`) their digest, read from the same buffer before the head is sent: each
-    /// timed apart (`generate_cpu`, `checksum_cpu`).
-    fn fill(
+    /// Generates `object`'s bytes `range` into connection `c`'s buffer, with (under
+    /// `--checksum`) their digest and (under `--payload-signing sha256`, with keys) their
+    /// SHA-256, in the same pass: the generator's and the checksum's CPU each timed apart
+    /// (`generate_cpu`, `checksum_cpu`). The request sending them: `kind` with `query`,
+    /// carrying the checksum's header and the payload's hash; the checksum's digest.
+    fn body_request(
         &mut self,
         c: usize,
         object: &ObjectSpec,
         range: std::ops::Range<u64>,
-    ) -> Option<crate::checksum::Digest> {
+        kind: Kind,
+        query: &[(&str, &str)],
+    ) -> (Request, Option<crate::checksum::Digest>) {
         let len = (range.end - range.start) as usize;
-        let algorithm = self.shape.checksum.algorithm();
+        let digests = Digests {
+            checksum: self.shape.checksum.algorithm(),
+            payload_sha256: self.shape.payload == PayloadSigning::Sha256
+                && self.engine.client.signer().signs(),
+        };
         // Over TLS, laid out to be sealed where it is generated.
         let layout = self.layout_for(c);
         let spacing = layout.map_or_else(Spacing::contiguous, sealed::spacing);
         let buf = self.ring.buffer_from_mut(self.bufs[c], 0);
-        let filled = fill_spaced(&object.content, range.start, buf, len, spacing, algorithm);
+        let filled = fill_spaced(&object.content, range.start, buf, len, spacing, digests);
         self.held[c] = Held::Plain(layout);
         self.stats.write.generate_cpu += filled.generate_cpu;
         self.stats.write.checksum_cpu += filled.checksum_cpu;
-        filled.digest
+        let path = self.path(&object.key);
+        let mut request = Request::new(kind, &object.key, &path, query);
+        request
+            .headers
+            .extend(filled.digest.map(|d| (d.algorithm.header(), d.base64())));
+        request.payload_sha256 = filled.payload_sha256.map(|d| d.hex());
+        (request, filled.digest)
     }
 
     /// A part, or a single PUT, answered: counted.
@@ -454,12 +469,7 @@ impl RingCheckpoint {
         while !self.ready(0) {
             self.poll()?;
         }
-        let digest = self.fill(0, object, 0..object.bytes);
-        let path = self.path(&object.key);
-        let mut request = Request::new(Kind::Put { len }, &object.key, &path, &[]);
-        request
-            .headers
-            .extend(digest.map(|d| (d.algorithm.header(), d.base64())));
+        let (request, _) = self.body_request(0, object, 0..object.bytes, Kind::Put { len }, &[]);
         let (job, _, _) = self.document(request)?;
         self.part_done(&job, len);
         self.stats.write.objects += 1;
@@ -477,7 +487,6 @@ impl RingCheckpoint {
         let parts = self.parts;
         let mut digests = vec![None; parts as usize];
         let writers = self.shape.parts_in_flight.clamp(1, self.conns.len());
-        let path = self.path(&object.key);
         let mut etags: Vec<Option<String>> = vec![None; parts as usize];
         let (mut next, mut done) = (1u32, 0u32);
         while done < parts {
@@ -488,8 +497,6 @@ impl RingCheckpoint {
                 }
                 let range = self.shape.part(object.bytes, next);
                 let len = (range.end - range.start) as usize;
-                let digest = self.fill(c, object, range.clone());
-                digests[next as usize - 1] = digest;
                 let number = next.to_string();
                 let kind = Kind::Part {
                     number: next,
@@ -497,10 +504,8 @@ impl RingCheckpoint {
                     len,
                 };
                 let query = [("partNumber", number.as_str()), ("uploadId", upload_id)];
-                let mut request = Request::new(kind, &object.key, &path, &query);
-                request
-                    .headers
-                    .extend(digest.map(|d| (d.algorithm.header(), d.base64())));
+                let (request, digest) = self.body_request(c, object, range, kind, &query);
+                digests[next as usize - 1] = digest;
                 self.start(c, request)?;
                 next += 1;
             }

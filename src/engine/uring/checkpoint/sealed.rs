@@ -135,7 +135,14 @@ impl RingCheckpoint {
                 RankError::Engine(format!("connection {c}: a body of no object (a bug)"))
             })?;
             let buf = self.ring.buffer_from_mut(self.bufs[c], 0);
-            let filled = fill_spaced(&content, offset, buf, len, spacing(layout), None);
+            let filled = fill_spaced(
+                &content,
+                offset,
+                buf,
+                len,
+                spacing(layout),
+                Default::default(),
+            );
             self.stats.write.generate_cpu += filled.generate_cpu;
         }
         let buf = self.ring.buffer_from_mut(self.bufs[c], 0);
