@@ -196,6 +196,12 @@ fn garage_takes_crc32c_and_crc64nvme_parts_and_completions_and_signed_payloads()
             assert_eq!(code, 0, "{engine} {checksum}: {stderr}");
             let s: Value = serde_json::from_str(&stdout).unwrap();
             assert_eq!(s["outcome"], "completed", "{engine} {checksum}: {s}");
+            // garage echoes the object's checksum in each completion: it took them.
+            assert_eq!(
+                s["save"]["checksum_unconfirmed"], 0,
+                "{engine} {checksum}: {}",
+                s["save"]
+            );
         }
     }
 }
@@ -315,5 +321,53 @@ fn signed_payloads_are_checked_by_the_server_and_a_changed_byte_is_refused() {
                 );
             }
         }
+    }
+}
+
+/// A store that ignores checksums (`serve --faults ignore-checksums@any/every=1`: the headers
+/// dropped before it reads them) completes every upload without the object's checksum in its
+/// result: the run completes and says, in the summary and the report's line, how many
+/// completions carried none back, naming `--checksum none`.
+#[test]
+fn a_store_that_ignores_checksums_is_named_in_the_summary_and_the_report() {
+    for engine in ["uring", "baseline"] {
+        let server = common::spawn_serve(&["--sink", "--faults", "ignore-checksums@any/every=1"]);
+        let (code, s, stderr) = write_run(engine, Some(&server.endpoint), &[]);
+        assert_eq!(code, 0, "{engine}: {stderr}");
+        // Every object of every checkpoint written is a multipart upload here.
+        let saves = s["checkpoints"].as_array().unwrap().len() as u64;
+        let multipart = s["objects_per_checkpoint"].as_u64().unwrap() * saves;
+        assert!(multipart > 0, "{engine}: {s}");
+        assert_eq!(
+            s["save"]["checksum_unconfirmed"], multipart,
+            "{engine}: {}",
+            s["save"]
+        );
+        // The same run's report (without --json) says it in its written line.
+        let server = common::spawn_serve(&["--sink", "--faults", "ignore-checksums@any/every=1"]);
+        let mut cmd = ringload();
+        cmd.args([
+            "run",
+            "llama3_tiny",
+            "--np",
+            "2",
+            "--engine",
+            engine,
+            "--part-size",
+            "5MiB",
+        ])
+        .args([
+            "checkpoint.num_checkpoints_read=0",
+            "--endpoint",
+            &server.endpoint,
+        ])
+        .args(["--bucket", "ringload"]);
+        let (code, stdout, stderr) = output(&mut cmd);
+        assert_eq!(code, 0, "{engine}: {stderr}");
+        assert!(
+            stdout.contains("completions carried no checksum back")
+                && stdout.contains("--checksum none"),
+            "{engine}: {stdout}"
+        );
     }
 }

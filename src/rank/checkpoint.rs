@@ -83,6 +83,9 @@ pub struct WriteStats {
     /// Uploads whose CompleteMultipartUpload answer was lost or unclear, and that a HEAD
     /// found completed (`s3::complete`).
     pub settled_by_head: u64,
+    /// Uploads sent with a checksum whose completion came back without the object's: the
+    /// store may ignore checksums (`s3::complete::Completed::Answered`).
+    pub checksum_unconfirmed: u64,
 }
 
 impl WriteStats {
@@ -101,6 +104,7 @@ impl WriteStats {
         self.zc_sends += other.zc_sends;
         self.zc_copied += other.zc_copied;
         self.settled_by_head += other.settled_by_head;
+        self.checksum_unconfirmed += other.checksum_unconfirmed;
     }
 }
 

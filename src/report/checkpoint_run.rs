@@ -190,6 +190,14 @@ fn phase_line(verb: &str, io: &PhaseIo) -> String {
             count(io.settled_by_head)
         );
     }
+    if io.checksum_unconfirmed > 0 {
+        let _ = write!(
+            line,
+            "; {} completions carried no checksum back (does the store check them? \
+             --checksum none sends none)",
+            count(io.checksum_unconfirmed)
+        );
+    }
     if io.aborted > 0 {
         let _ = write!(line, "; {} uploads aborted", count(io.aborted));
     }

@@ -98,6 +98,8 @@ struct WireObjectStats {
     zc_sends: u64,
     zc_copied: u64,
     settled_by_head: u64,
+    #[serde(default)]
+    checksum_unconfirmed: u64,
     read: WireStats,
     read_first_byte_us: Vec<(u64, u64)>,
     read_latency_us: Vec<(u64, u64)>,
@@ -123,6 +125,7 @@ impl WireObjectStats {
             zc_sends: w.zc_sends,
             zc_copied: w.zc_copied,
             settled_by_head: w.settled_by_head,
+            checksum_unconfirmed: w.checksum_unconfirmed,
             read: s.read.to_wire(),
             read_first_byte_us: s.read.first_byte.to_wire(),
             read_latency_us: s.read.total.to_wire(),
@@ -152,6 +155,7 @@ impl WireObjectStats {
                 zc_sends: self.zc_sends,
                 zc_copied: self.zc_copied,
                 settled_by_head: self.settled_by_head,
+                checksum_unconfirmed: self.checksum_unconfirmed,
             },
             read,
         }

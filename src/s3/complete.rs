@@ -19,8 +19,12 @@ use super::RequestError;
 /// What a CompleteMultipartUpload's `2xx` body says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CompleteAnswer {
-    /// A `CompleteMultipartUploadResult` with its `ETag`.
-    Completed { etag: String },
+    /// A `CompleteMultipartUploadResult` with its `ETag`, and the object's checksum when the
+    /// result carries one (`<ChecksumCRC32C>`, …).
+    Completed {
+        etag: String,
+        checksum: Option<String>,
+    },
     /// An `<Error>` document in a `200`.
     Error {
         code: String,
@@ -33,12 +37,18 @@ pub enum CompleteAnswer {
 /// Reads a CompleteMultipartUpload answer's document.
 pub fn read_answer(document: &[u8]) -> CompleteAnswer {
     let (mut root, mut etag, mut code, mut message) = (None, None, None, None);
+    let mut checksum = None;
     let walked = super::xml::walk(document, |path, text| {
         if path.len() == 1 && root.is_none() {
             root = Some(path[0].clone());
         }
         match path.iter().map(String::as_str).collect::<Vec<_>>()[..] {
             ["CompleteMultipartUploadResult", "ETag"] => etag = Some(text),
+            ["CompleteMultipartUploadResult", name]
+                if name.starts_with("Checksum") && name != "ChecksumType" && !text.is_empty() =>
+            {
+                checksum = Some(text)
+            }
             ["Error", "Code"] => code = Some(text),
             ["Error", "Message"] => message = Some(text),
             _ => {}
@@ -50,7 +60,7 @@ pub fn read_answer(document: &[u8]) -> CompleteAnswer {
     }
     match (root.as_deref(), etag, code) {
         (Some("CompleteMultipartUploadResult"), Some(etag), _) if !etag.is_empty() => {
-            CompleteAnswer::Completed { etag }
+            CompleteAnswer::Completed { etag, checksum }
         }
         (Some("CompleteMultipartUploadResult"), ..) => {
             CompleteAnswer::Unreadable("its CompleteMultipartUploadResult has no ETag".into())
@@ -82,10 +92,11 @@ pub fn retried_in_200(code: &str) -> bool {
     RETRIED_CODES.contains(&code)
 }
 
-/// The answer as the request's outcome: `Ok` with the ETag, or the error it is.
-pub fn answer_result(operation: &str, document: &[u8]) -> Result<String, RequestError> {
+/// The answer as the request's outcome: `Ok` with whether it carries the object's checksum,
+/// or the error it is.
+pub fn answer_result(operation: &str, document: &[u8]) -> Result<bool, RequestError> {
     match read_answer(document) {
-        CompleteAnswer::Completed { etag } => Ok(etag),
+        CompleteAnswer::Completed { checksum, .. } => Ok(checksum.is_some()),
         CompleteAnswer::Error { code, message } => Err(RequestError::Status {
             operation: operation.to_string(),
             status: 200,
@@ -168,8 +179,10 @@ pub fn settled_by(head: &HeadAnswer, size: u64, part_etags: &[String]) -> Result
 /// How a Complete ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Completed {
-    /// Answered with a CompleteMultipartUploadResult.
-    Answered,
+    /// Answered with a CompleteMultipartUploadResult; `checksum`: it carries the object's
+    /// checksum (a store that took the upload's checksums echoes it; one that ignores them
+    /// does not).
+    Answered { checksum: bool },
     /// The answer was lost or unclear, and a HEAD found the object as the upload made it.
     SettledByHead,
 }
@@ -191,7 +204,7 @@ pub fn complete(
     let mut causes = Vec::new();
     loop {
         let error = match send().and_then(|document| answer_result(operation, &document)) {
-            Ok(_) => return (Ok(Completed::Answered), causes),
+            Ok(checksum) => return (Ok(Completed::Answered { checksum }), causes),
             Err(error) => error,
         };
         // The upload may have completed though its answer says otherwise (a cut answer, or
@@ -235,7 +248,8 @@ mod tests {
         assert_eq!(
             read_answer(DONE.as_bytes()),
             CompleteAnswer::Completed {
-                etag: "\"3858f62230ac3c915f300c664312c11f-9\"".into()
+                etag: "\"3858f62230ac3c915f300c664312c11f-9\"".into(),
+                checksum: None,
             }
         );
         // Cut anywhere, the answer does not count.
@@ -246,6 +260,19 @@ mod tests {
                 "cut at {cut}: {answer:?}"
             );
         }
+        // A store that took the upload's checksums echoes the object's; one that ignores them
+        // does not.
+        let with_crc = DONE.replace(
+            "</CompleteMultipartUploadResult>",
+            "<ChecksumCRC32C>yZRlqg==</ChecksumCRC32C><ChecksumType>FULL_OBJECT</ChecksumType>\
+             </CompleteMultipartUploadResult>",
+        );
+        assert!(matches!(
+            read_answer(with_crc.as_bytes()),
+            CompleteAnswer::Completed { checksum: Some(c), .. } if c == "yZRlqg=="
+        ));
+        assert_eq!(answer_result("op", with_crc.as_bytes()).ok(), Some(true));
+        assert_eq!(answer_result("op", DONE.as_bytes()).ok(), Some(false));
         let error = "<Error><Code>InternalError</Code><Message>try again</Message></Error>";
         assert_eq!(
             read_answer(error.as_bytes()),
@@ -320,7 +347,7 @@ mod tests {
             },
             |_, _| slept += 1,
         );
-        assert_eq!(result.ok(), Some(Completed::Answered));
+        assert_eq!(result.ok(), Some(Completed::Answered { checksum: false }));
         assert_eq!((causes.len(), heads, slept), (1, 1, 1));
 
         // The answer cut, then NoSuchUpload (the first try did complete): the HEAD says so.

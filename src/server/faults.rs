@@ -28,6 +28,7 @@
 //! | `ignore-prefix` | (`@list` only) ListMultipartUploads answers as if no `prefix` had been asked: every upload open in the bucket (`nth`, `every`, `rate` count those listings) |
 //! | `flip-upload=N` | (`@part` or `@put` only; `@part` by default) byte N of the received body (the last, if the body is shorter) is inverted before the checksum check and the store see it, as a changed byte between the client and the store: a request carrying a checksum is answered `400 BadDigest` |
 //! | `early=CODE` | (`@part` or `@put` only; `@part` by default) answered as soon as its head is read, before the body, as a store that refuses an upload at its head does: `404 NoSuchUpload`, `403 AccessDenied`, `400 EntityTooLarge`, `503 SlowDown` or `500 InternalError` with its S3 document and `Connection: close`; the body is then read and dropped behind the answer (a lingering close, as nginx and S3 do) and the connection closes |
+//! | `ignore-checksums` | (`@any` only, its default) the request's `x-amz-checksum-*` headers are dropped before the server reads it: a store that neither checks nor keeps checksums, whose CompleteMultipartUpload result then carries none back (`every=1` for every request) |
 //! | `pause=MS` | the whole server pauses for MS milliseconds: this answer and every other one that is ready meanwhile, on every connection, is held until the pause ends (bodies already being sent go on); on a write target the write goes to the store and its answer is held |
 //!
 //! `TARGET` is what the fault applies to: `rg` (ranged GETs of row groups: every ranged GET
@@ -99,6 +100,8 @@ pub enum FaultKind {
     FlipUpload(u64),
     /// Answered with this status before the body is read; the connection closes after it.
     Early(u16),
+    /// The request's `x-amz-checksum-*` headers are dropped before the server reads it.
+    IgnoreChecksums,
 }
 
 /// A request extension: the body byte `flip-upload=N` inverts (see [`FaultKind::FlipUpload`]).
@@ -202,6 +205,9 @@ fn check_target(kind: FaultKind, target: Target) -> Result<(), &'static str> {
         {
             Err("this kind applies to upload bodies only: @part or @put")
         }
+        (FaultKind::IgnoreChecksums, t) if t != Target::Any => {
+            Err("this kind applies to every request: @any")
+        }
         (FaultKind::BadXml | FaultKind::RepeatToken | FaultKind::IgnorePrefix, t)
             if t != Target::List =>
         {
@@ -220,7 +226,8 @@ fn check_target(kind: FaultKind, target: Target) -> Result<(), &'static str> {
             | FaultKind::ShortAfterStore
             | FaultKind::NoEtag
             | FaultKind::FlipUpload(_)
-            | FaultKind::Early(_),
+            | FaultKind::Early(_)
+            | FaultKind::IgnoreChecksums,
             _,
         ) => Ok(()),
         (_, t) if t.is_write() => Err(
@@ -292,6 +299,7 @@ fn parse_one(text: &str) -> Result<Fault, String> {
         "200-short" => FaultKind::ShortAfterStore,
         "no-etag" => FaultKind::NoEtag,
         "ignore-prefix" => FaultKind::IgnorePrefix,
+        "ignore-checksums" => FaultKind::IgnoreChecksums,
         "flip-upload" => FaultKind::FlipUpload(number("a byte offset")?),
         "early" => match number("a status")? {
             code @ (400 | 403 | 404 | 500 | 503) => FaultKind::Early(code as u16),
@@ -307,6 +315,7 @@ fn parse_one(text: &str) -> Result<Fault, String> {
         (None, FaultKind::BadXml | FaultKind::RepeatToken | FaultKind::IgnorePrefix) => {
             Target::List
         }
+        (None, FaultKind::IgnoreChecksums) => Target::Any,
         (None, FaultKind::CorruptFooter) => Target::Footer,
         (None, FaultKind::ErrorIn200 | FaultKind::CutAfterStore | FaultKind::ShortAfterStore) => {
             Target::Complete
@@ -389,6 +398,15 @@ impl Faults {
             .iter()
             .any(|f| f.kind == FaultKind::IgnorePrefix)
             && self.pick_kind(Target::List, FaultKind::IgnorePrefix)
+    }
+
+    /// Whether this request's checksum headers are to be dropped (`ignore-checksums`),
+    /// counted.
+    pub fn ignores_checksums(&self) -> bool {
+        self.faults
+            .iter()
+            .any(|f| f.kind == FaultKind::IgnoreChecksums)
+            && self.pick_kind(Target::Any, FaultKind::IgnoreChecksums)
     }
 
     /// Whether a fault of `kind` aimed at `target` fires now (counted when it does).
@@ -483,8 +501,12 @@ impl Faults {
             if fault.target != target && !(with_any && fault.target == Target::Any) {
                 continue;
             }
-            // Acted out on the request, before the store (`ignores_prefix`).
-            if fault.kind == FaultKind::IgnorePrefix {
+            // Acted out on the request, before the store (`ignores_prefix`,
+            // `ignores_checksums`).
+            if matches!(
+                fault.kind,
+                FaultKind::IgnorePrefix | FaultKind::IgnoreChecksums
+            ) {
                 continue;
             }
             if self.fires(fault) {
@@ -721,7 +743,8 @@ async fn inject(
         | FaultKind::NoEtag
         | FaultKind::IgnorePrefix
         | FaultKind::FlipUpload(_)
-        | FaultKind::Early(_) => with_body(parts, body),
+        | FaultKind::Early(_)
+        | FaultKind::IgnoreChecksums => with_body(parts, body),
         FaultKind::Hang => {
             // Read and never answered: the client's timeout ends it (or the server's shutdown).
             loop {

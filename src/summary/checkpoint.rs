@@ -176,6 +176,9 @@ pub struct PhaseIo {
     /// Uploads whose CompleteMultipartUpload answer was lost or unclear, found completed by
     /// a HEAD of the object (saves).
     pub settled_by_head: u64,
+    /// Uploads sent with a checksum whose completion carried none back (saves): the store may
+    /// ignore checksums.
+    pub checksum_unconfirmed: u64,
     /// The embedded server's CPU over the phase, per GiB (when it runs in-process).
     pub server_cpu_s_per_gib: Option<f64>,
 }
@@ -216,6 +219,7 @@ impl PhaseIo {
                 io.zc_sends = w.zc_sends;
                 io.zc_copied = w.zc_copied;
                 io.settled_by_head = w.settled_by_head;
+                io.checksum_unconfirmed = w.checksum_unconfirmed;
             }
             Phase::Load => {
                 let r = &all.read;

@@ -341,7 +341,11 @@ impl BaselineCheckpoint {
             *w.retries_by_cause.entry(cause).or_default() += 1;
         }
         match completed {
-            Ok(crate::s3::complete::Completed::Answered) => {}
+            Ok(crate::s3::complete::Completed::Answered { checksum }) => {
+                if !checksum && self.shape.checksum.algorithm().is_some() {
+                    w.checksum_unconfirmed += 1;
+                }
+            }
             Ok(crate::s3::complete::Completed::SettledByHead) => w.settled_by_head += 1,
             Err(e) => return Err(self.failed(&key, &id, "CompleteMultipartUpload".into(), e)),
         }

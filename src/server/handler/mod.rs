@@ -132,6 +132,18 @@ pub async fn respond(
             range.and_then(|r| r.to_str().ok()).map(str::to_string),
         )
     });
+    if !state.faults.is_empty() && state.faults.ignores_checksums() {
+        // A store that neither checks nor keeps checksums never reads these.
+        let names: Vec<_> = request
+            .headers()
+            .keys()
+            .filter(|n| n.as_str().starts_with("x-amz-checksum-"))
+            .cloned()
+            .collect();
+        for name in names {
+            request.headers_mut().remove(name);
+        }
+    }
     let write = write_target(&method, &resource, request.uri().query().unwrap_or(""));
     let mut after_store = None;
     match write

@@ -84,7 +84,12 @@ impl RingCheckpoint {
             return Err(error);
         }
         match result {
-            Ok(crate::s3::complete::Completed::Answered) => Ok(()),
+            Ok(crate::s3::complete::Completed::Answered { checksum }) => {
+                if !checksum && self.shape.checksum.algorithm().is_some() {
+                    self.stats.write.checksum_unconfirmed += 1;
+                }
+                Ok(())
+            }
             Ok(crate::s3::complete::Completed::SettledByHead) => {
                 write.settled_by_head += 1;
                 Ok(())
