@@ -366,6 +366,86 @@ pub fn base64(bytes: &[u8]) -> String {
     out
 }
 
+/// An object's checksum as a HEAD with `x-amz-checksum-mode: ENABLED` returns it: the
+/// algorithm of the `x-amz-checksum-*` header present, its value (base64; a COMPOSITE one ends
+/// in `-N`), and whether it is FULL_OBJECT (`x-amz-checksum-type`; without it, a value with no
+/// `-N`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredChecksum {
+    pub algorithm: Algorithm,
+    pub value: String,
+    pub full_object: bool,
+}
+
+impl StoredChecksum {
+    /// From an answer's headers (`header(name)`: its value, names lowercase).
+    pub fn from_headers<'a>(header: impl Fn(&str) -> Option<&'a str>) -> Option<StoredChecksum> {
+        let (algorithm, value) = ALGORITHMS
+            .into_iter()
+            .find_map(|a| header(a.header()).map(|v| (a, v.trim().to_string())))?;
+        let full_object = match header("x-amz-checksum-type") {
+            Some(t) => t.trim().eq_ignore_ascii_case("FULL_OBJECT"),
+            None => !value.contains('-'),
+        };
+        Some(StoredChecksum {
+            algorithm,
+            value,
+            full_object,
+        })
+    }
+
+    /// Whether the CRCs of an object's blocks can be checked against it: a FULL_OBJECT CRC.
+    pub fn checkable(&self) -> bool {
+        self.full_object && self.algorithm.full_object()
+    }
+}
+
+/// The CRC of an object read as contiguous blocks, each block's bytes given in order (a
+/// restore's ranged GETs, one after another per block): the blocks' CRCs combined into the
+/// object's, as S3 computes a FULL_OBJECT checksum.
+#[derive(Debug, Clone)]
+pub struct BlockCrcs {
+    algorithm: Algorithm,
+    /// Each block's CRC so far, and its length.
+    blocks: Vec<(u64, u64)>,
+}
+
+impl BlockCrcs {
+    /// For a FULL_OBJECT CRC algorithm (`None` for SHA-256, which does not combine).
+    pub fn new(algorithm: Algorithm, blocks: usize) -> Option<BlockCrcs> {
+        algorithm.full_object().then(|| BlockCrcs {
+            algorithm,
+            blocks: vec![(0, 0); blocks],
+        })
+    }
+
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// The next bytes of block `block`.
+    pub fn update(&mut self, block: usize, bytes: &[u8]) {
+        let crc = digest(self.algorithm, bytes).crc();
+        self.push(block, crc, bytes.len() as u64);
+    }
+
+    /// The CRC of the next `len` bytes of block `block`, computed elsewhere.
+    pub fn push(&mut self, block: usize, crc: u64, len: u64) {
+        let (block_crc, block_len) = &mut self.blocks[block];
+        *block_crc = combine(self.algorithm, *block_crc, crc, len).unwrap_or(0);
+        *block_len += len;
+    }
+
+    /// The object's checksum as a header carries it (base64).
+    pub fn value(self) -> String {
+        let mut object = ObjectChecksum::new(self.algorithm);
+        for (crc, len) in self.blocks {
+            object.push(&Digest::of_crc(self.algorithm, crc), len);
+        }
+        object.value()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -447,5 +527,42 @@ mod tests {
         assert_eq!(Algorithm::Sha256.object_type(), "COMPOSITE");
         assert_eq!(Checksum::default().algorithm(), Some(Algorithm::Crc32c));
         assert_eq!(Checksum::None.algorithm(), None);
+    }
+
+    /// A HEAD's checksum headers read back, and an object's CRC from its blocks read in any
+    /// split: the same as the CRC of the whole.
+    #[test]
+    fn an_objects_crc_from_its_blocks_is_the_whole_ones() {
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7 + i / 13) as u8).collect();
+        for algorithm in [Algorithm::Crc32c, Algorithm::Crc64nvme, Algorithm::Crc32] {
+            let whole = digest(algorithm, &data).base64();
+            for cut in [1, 4096, 33_333, 99_999] {
+                let mut crcs = BlockCrcs::new(algorithm, 2).unwrap();
+                // Block 0 in two ranges, block 1 in one.
+                crcs.update(0, &data[..cut / 2]);
+                crcs.update(0, &data[cut / 2..cut]);
+                crcs.update(1, &data[cut..]);
+                assert_eq!(crcs.value(), whole, "{algorithm:?} cut {cut}");
+            }
+        }
+        let headers = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+        };
+        let full = StoredChecksum::from_headers(headers(&[
+            ("x-amz-checksum-crc32c", "yZRlqg=="),
+            ("x-amz-checksum-type", "FULL_OBJECT"),
+        ]))
+        .unwrap();
+        assert!(full.checkable() && full.algorithm == Algorithm::Crc32c);
+        let composite = StoredChecksum::from_headers(headers(&[(
+            "x-amz-checksum-sha256",
+            "n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg=-3",
+        )]))
+        .unwrap();
+        assert!(!composite.checkable());
+        assert_eq!(
+            StoredChecksum::from_headers(headers(&[("etag", "x")])),
+            None
+        );
     }
 }

@@ -371,3 +371,108 @@ fn a_store_that_ignores_checksums_is_named_in_the_summary_and_the_report() {
         );
     }
 }
+
+/// `ringload run` of llama3_tiny at NP 2, written and restored (1 MiB ranges: several per
+/// block), against `endpoint` on `engine`, then `extra`: (exit code, summary or null, stderr).
+fn restore_run(engine: &str, endpoint: &str, extra: &[&str]) -> (i32, Value, String) {
+    let mut cmd = ringload();
+    cmd.args(["run", "llama3_tiny", "--np", "2", "--engine", engine])
+        .args(["--read-range", "1MiB", "--part-size", "5MiB", "--json"])
+        .args(["--endpoint", endpoint, "--bucket", "ringload"])
+        .args(extra);
+    let (code, stdout, stderr) = output(&mut cmd);
+    (
+        code,
+        serde_json::from_str(&stdout).unwrap_or(Value::Null),
+        stderr,
+    )
+}
+
+/// Restores check each object's FULL_OBJECT CRC, from one HEAD with `x-amz-checksum-mode:
+/// ENABLED`, against the CRCs of the blocks they read, on both engines without `--verify`: a
+/// byte changed in a ranged GET (`serve --faults flip=N@rg`) fails the run naming both CRCs;
+/// `--restore-checksum off` sends DLIO's requests only (the change goes unseen); a COMPOSITE
+/// SHA-256 cannot be checked from blocks and is counted unchecked. The plan says which.
+#[test]
+fn restores_check_each_objects_crc_and_catch_a_changed_byte_without_verify() {
+    let mut cmd = ringload();
+    cmd.args(["plan", "llama3_tiny", "--np", "2"]);
+    let plan = output(&mut cmd).1;
+    assert!(
+        plan.contains("restore     checksum on: one HEAD per object"),
+        "{plan}"
+    );
+    for engine in ["uring", "baseline"] {
+        let server = common::spawn_serve(&["--sink"]);
+        let (code, s, stderr) = restore_run(engine, &server.endpoint, &[]);
+        assert_eq!(code, 0, "{engine}: {stderr}");
+        let restored = s["objects_per_checkpoint"].as_u64().unwrap() * 2;
+        assert_eq!(
+            s["load"]["checksum_checked"], restored,
+            "{engine}: {}",
+            s["load"]
+        );
+        assert!(
+            s["load"]["checksum_cpu_s_per_gib"].as_f64().unwrap() > 0.0,
+            "{engine}"
+        );
+
+        let server = common::spawn_serve(&["--sink", "--faults", "flip=1000@rg/nth=3"]);
+        let (code, _, stderr) = restore_run(engine, &server.endpoint, &[]);
+        assert_eq!(code, 3, "{engine}: {stderr}");
+        assert!(
+            stderr.contains("the CRC32C of the bytes read") && stderr.contains("from a HEAD"),
+            "{engine}: {stderr}"
+        );
+
+        let server = common::spawn_serve(&["--sink", "--faults", "flip=1000@rg/nth=3"]);
+        let (code, s, stderr) =
+            restore_run(engine, &server.endpoint, &["--restore-checksum", "off"]);
+        assert_eq!(code, 0, "{engine}: {stderr}");
+        assert_eq!(s["load"]["checksum_checked"], 0, "{engine}: {}", s["load"]);
+
+        let server = common::spawn_serve(&["--sink"]);
+        let (code, s, stderr) = restore_run(engine, &server.endpoint, &["--checksum", "sha256"]);
+        assert_eq!(code, 0, "{engine}: {stderr}");
+        assert_eq!(
+            s["load"]["checksum_unchecked"], restored,
+            "{engine}: {}",
+            s["load"]
+        );
+    }
+}
+
+/// garage, a third-party store, returns each object's FULL_OBJECT CRC32C to a HEAD with
+/// `x-amz-checksum-mode: ENABLED`, and the restores of both engines check it against the
+/// CRCs of the blocks they read.
+#[test]
+fn garage_returns_the_crcs_restores_check() {
+    let Some(g) = common::garage() else { return };
+    for engine in ["uring", "baseline"] {
+        let folder = format!("checkpoint.checkpoint_folder=restore-check/{engine}");
+        let (code, stdout, stderr) = g.ringload(&[
+            "run",
+            "llama3_tiny",
+            "--np",
+            "2",
+            "--engine",
+            engine,
+            "--bucket",
+            &g.bucket,
+            "--part-size",
+            "5MiB",
+            "--read-range",
+            "1MiB",
+            &folder,
+            "--json",
+        ]);
+        assert_eq!(code, 0, "{engine}: {stderr}");
+        let s: Value = serde_json::from_str(&stdout).unwrap();
+        let restored = s["objects_per_checkpoint"].as_u64().unwrap() * 2;
+        assert_eq!(
+            s["load"]["checksum_checked"], restored,
+            "{engine}: {}",
+            s["load"]
+        );
+    }
+}

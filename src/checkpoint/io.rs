@@ -85,6 +85,19 @@ impl std::fmt::Display for PayloadSigning {
     }
 }
 
+/// `--restore-checksum`: whether a restore checks each object's checksum.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum RestoreChecksum {
+    /// One HEAD per object (`x-amz-checksum-mode: ENABLED`, a request DLIO does not send), its
+    /// FULL_OBJECT CRC checked against the CRCs of the blocks read (not with `--verify`,
+    /// which checks every byte).
+    #[default]
+    On,
+    /// DLIO's requests only.
+    Off,
+}
+
 /// What the command line asked of the I/O shape; `None` takes the environment's or DLIO's
 /// default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -98,6 +111,7 @@ pub struct IoOptions {
     pub verify: bool,
     pub checksum: crate::checksum::Checksum,
     pub payload: PayloadSigning,
+    pub restore_checksum: RestoreChecksum,
     /// The target is reached over TLS (`https://`): set by the caller that knows it.
     pub tls: bool,
 }
@@ -192,6 +206,8 @@ pub fn resolve_io(
         verify: options.verify,
         checksum: options.checksum,
         payload: options.payload,
+        // `--verify` checks every byte against the generator: the HEAD would add nothing.
+        restore_check: options.restore_checksum == RestoreChecksum::On && !options.verify,
         tls: options.tls,
     })
 }

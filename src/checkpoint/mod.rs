@@ -27,7 +27,7 @@ use serde::Serialize;
 
 use crate::budget::{self, MemoryBudget, MemoryLimits, ObjectBudgetShape, OverBudget};
 use crate::exit::{self, ExitClass};
-pub use io::{IoOptions, PayloadSigning, SendZc};
+pub use io::{IoOptions, PayloadSigning, RestoreChecksum, SendZc};
 use model::Parallelism;
 pub use object::{ObjectIoShape, PlannedObject};
 pub use settings::{CheckpointMode, CheckpointSettings};
@@ -670,6 +670,7 @@ mod tests {
                 verify: false,
                 checksum: crate::checksum::Checksum::Crc32c,
                 payload: Default::default(),
+                restore_check: true,
                 tls: false,
             }
         );

@@ -40,6 +40,10 @@ pub struct ObjectIoShape {
     pub checksum: crate::checksum::Checksum,
     /// How an upload's body is signed (`--payload-signing`, unsigned by default).
     pub payload: super::io::PayloadSigning,
+    /// A restore HEADs each object (`x-amz-checksum-mode: ENABLED`) and checks its
+    /// FULL_OBJECT CRC against the CRCs of the blocks it reads (`--restore-checksum on`,
+    /// the default, without `--verify`).
+    pub restore_check: bool,
     /// The target is reached over TLS (`https://`): buffers hold sealed records.
     pub tls: bool,
 }
@@ -137,6 +141,7 @@ mod tests {
             verify: false,
             checksum: crate::checksum::Checksum::Crc32c,
             payload: Default::default(),
+            restore_check: false,
             tls: false,
         }
     }

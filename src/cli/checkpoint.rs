@@ -5,7 +5,7 @@
 use clap::Args;
 
 use super::values::parse_size;
-use crate::checkpoint::{IoOptions, PayloadSigning, SendZc};
+use crate::checkpoint::{IoOptions, PayloadSigning, RestoreChecksum, SendZc};
 use crate::checksum::Checksum;
 
 #[derive(Debug, Clone, Default, PartialEq, Args)]
@@ -51,6 +51,12 @@ pub struct CheckpointArgs {
     #[arg(long, value_name = "FORM", value_enum, default_value_t = PayloadSigning::Unsigned, help_heading = "Checkpoint")]
     pub payload_signing: PayloadSigning,
 
+    /// Restores: HEAD each object (x-amz-checksum-mode: ENABLED, a request DLIO does not send)
+    /// and check its FULL_OBJECT CRC against the CRCs of the blocks read (on; not with
+    /// --verify, which checks every byte), or send DLIO's requests only (off)
+    #[arg(long, value_name = "WHEN", value_enum, default_value_t = RestoreChecksum::On, help_heading = "Checkpoint")]
+    pub restore_checksum: RestoreChecksum,
+
     /// MLPerf's split form: the --output folder of the write run this read run follows
     /// (checkpoint.num_checkpoints_write=0); the summary says how long after that run's end
     /// this one started (the rules allow 30 s)
@@ -82,6 +88,7 @@ impl CheckpointArgs {
             verify,
             checksum: self.checksum,
             payload: self.payload_signing,
+            restore_checksum: self.restore_checksum,
             // Set where the target is known (the run's, the plan's `--endpoint`).
             tls: false,
         }
@@ -122,6 +129,9 @@ impl CheckpointArgs {
         }
         if self.payload_signing != PayloadSigning::Unsigned {
             push("--payload-signing", Some(self.payload_signing.to_string()));
+        }
+        if self.restore_checksum != RestoreChecksum::On {
+            push("--restore-checksum", Some("off".to_string()));
         }
         if self.abort_foreign_uploads {
             args.push("--abort-foreign-uploads".to_string());

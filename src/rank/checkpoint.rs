@@ -53,6 +53,20 @@ pub struct ObjectStats {
     pub write: WriteStats,
     /// The restores' ranged GETs, counted as training GETs are.
     pub read: RequestStats,
+    /// The restores' checks of each object's checksum (`--restore-checksum`).
+    pub restore: RestoreCheckStats,
+}
+
+/// What a rank's restores found checking each object's checksum, returned by a HEAD
+/// (`x-amz-checksum-mode: ENABLED`), against the CRCs of the blocks they read.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RestoreCheckStats {
+    /// Objects whose FULL_OBJECT CRC matched the bytes read.
+    pub checked: u64,
+    /// Objects the HEAD returned no FULL_OBJECT CRC for (none, or a COMPOSITE one).
+    pub unchecked: u64,
+    /// The blocks' CRCs' CPU, timed apart.
+    pub cpu: std::time::Duration,
 }
 
 /// What one rank's uploads did.
@@ -112,6 +126,9 @@ impl ObjectStats {
     pub fn merge(&mut self, other: &ObjectStats) {
         self.write.merge(&other.write);
         self.read.merge(&other.read);
+        self.restore.checked += other.restore.checked;
+        self.restore.unchecked += other.restore.unchecked;
+        self.restore.cpu += other.restore.cpu;
     }
 }
 

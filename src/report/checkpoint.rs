@@ -301,6 +301,16 @@ fn render_io(w: &mut String, plan: &CheckpointPlan) {
         io.read_blocks,
         bytes(io.read_range_bytes)
     );
+    let restore = if io.restore_check {
+        "on: one HEAD per object (x-amz-checksum-mode: ENABLED, a request DLIO does not send), \
+         its FULL_OBJECT CRC checked against the CRCs of the blocks read; --restore-checksum \
+         off sends DLIO's requests only"
+    } else if io.verify {
+        "off: --verify checks every restored byte against the generator"
+    } else {
+        "off (--restore-checksum off): DLIO's requests only"
+    };
+    let _ = writeln!(w, "  restore     checksum {restore}");
     let _ = writeln!(w, "  send_zc     {}", plan.send_zc);
     let _ = writeln!(
         w,

@@ -190,6 +190,20 @@ fn phase_line(verb: &str, io: &PhaseIo) -> String {
             count(io.settled_by_head)
         );
     }
+    if io.checksum_checked + io.checksum_unchecked > 0 {
+        let _ = write!(
+            line,
+            "; {} objects' CRCs checked against the store's (a HEAD each)",
+            count(io.checksum_checked)
+        );
+        if io.checksum_unchecked > 0 {
+            let _ = write!(
+                line,
+                ", {} not (the store returned no FULL_OBJECT CRC)",
+                count(io.checksum_unchecked)
+            );
+        }
+    }
     if io.checksum_unconfirmed > 0 {
         let _ = write!(
             line,

@@ -100,6 +100,12 @@ struct WireObjectStats {
     settled_by_head: u64,
     #[serde(default)]
     checksum_unconfirmed: u64,
+    #[serde(default)]
+    restore_checked: u64,
+    #[serde(default)]
+    restore_unchecked: u64,
+    #[serde(default)]
+    restore_checksum_cpu_ns: u64,
     read: WireStats,
     read_first_byte_us: Vec<(u64, u64)>,
     read_latency_us: Vec<(u64, u64)>,
@@ -126,6 +132,9 @@ impl WireObjectStats {
             zc_copied: w.zc_copied,
             settled_by_head: w.settled_by_head,
             checksum_unconfirmed: w.checksum_unconfirmed,
+            restore_checked: s.restore.checked,
+            restore_unchecked: s.restore.unchecked,
+            restore_checksum_cpu_ns: s.restore.cpu.as_nanos() as u64,
             read: s.read.to_wire(),
             read_first_byte_us: s.read.first_byte.to_wire(),
             read_latency_us: s.read.total.to_wire(),
@@ -158,6 +167,11 @@ impl WireObjectStats {
                 checksum_unconfirmed: self.checksum_unconfirmed,
             },
             read,
+            restore: crate::rank::checkpoint::RestoreCheckStats {
+                checked: self.restore_checked,
+                unchecked: self.restore_unchecked,
+                cpu: Duration::from_nanos(self.restore_checksum_cpu_ns),
+            },
         }
     }
 }

@@ -2,7 +2,9 @@
 //! CreateMultipartUpload naming the algorithm and the object's checksum type, and
 //! CompleteMultipartUpload listing each part's checksum and sending the object's FULL_OBJECT
 //! checksum as a header. Parts and single PUTs carry theirs in their own heads (the engines
-//! add the header). Bodies stay `UNSIGNED-PAYLOAD`: the payload-signing forms are not here yet.
+//! add the header; a signed payload's SHA-256 goes in the signature, `s3::sign`). Restores ask
+//! a HEAD for the object's checksum ([`CHECKSUM_MODE`]) and compare the CRC of the bytes they
+//! read with it ([`check_restored`]), the same on both engines.
 
 use bytes::Bytes;
 use http::Method;
@@ -12,7 +14,51 @@ use super::client::{Client, RequestSpec};
 use super::{RequestError, complete, xml};
 use crate::checksum::{Algorithm, Completion};
 
+/// The header that asks a HEAD (or GET) for the object's checksum.
+pub const CHECKSUM_MODE: (&str, &str) = ("x-amz-checksum-mode", "ENABLED");
+
+/// A restored object's checksum, `read` (the CRCs of the blocks read, combined), against the
+/// one the store returned, `stored`: a difference is a corrupt read, naming both.
+pub fn check_restored(
+    operation: &str,
+    stored: &crate::checksum::StoredChecksum,
+    read: &str,
+) -> Result<(), RequestError> {
+    if stored.value == read {
+        return Ok(());
+    }
+    Err(RequestError::Corrupt {
+        operation: operation.to_string(),
+        reason: format!(
+            "the {} of the bytes read ({read}) is not the object's ({}, from a HEAD): the \
+             store returned other bytes than it holds",
+            stored.algorithm.name(),
+            stored.value
+        ),
+    })
+}
+
 impl Client {
+    /// The object's checksum, from one HEAD of `key` with [`CHECKSUM_MODE`] (`None`: the
+    /// store returned none).
+    pub async fn stored_checksum(
+        &self,
+        key: &str,
+        endpoint: usize,
+    ) -> Result<Option<crate::checksum::StoredChecksum>, RequestError> {
+        let spec = RequestSpec {
+            headers: vec![(
+                HeaderName::from_static(CHECKSUM_MODE.0),
+                CHECKSUM_MODE.1.to_string(),
+            )],
+            endpoint,
+            ..RequestSpec::new(Method::HEAD, Some(key))
+        };
+        let (parts, _) = self.send(&spec).await?;
+        let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
+        Ok(crate::checksum::StoredChecksum::from_headers(header))
+    }
+
     /// Starts a multipart upload, naming `checksum`'s algorithm and type when there is one;
     /// returns its upload id.
     pub async fn create_multipart_checked(

@@ -161,8 +161,8 @@ pub struct PhaseIo {
     pub client_cpu_s: f64,
     /// The generator's CPU (saves): kept apart from the I/O's.
     pub generate_cpu_s: f64,
-    /// The parts' checksums' CPU (saves, `--checksum`): kept apart from the I/O's and the
-    /// generator's.
+    /// The checksums' CPU: the parts' (saves, `--checksum`), the blocks' CRCs (loads,
+    /// `--restore-checksum`); kept apart from the I/O's and the generator's.
     pub checksum_cpu_s: f64,
     /// `--verify`'s CPU (loads).
     pub verify_cpu_s: f64,
@@ -179,6 +179,10 @@ pub struct PhaseIo {
     /// Uploads sent with a checksum whose completion carried none back (saves): the store may
     /// ignore checksums.
     pub checksum_unconfirmed: u64,
+    /// Objects whose FULL_OBJECT CRC, from a HEAD, matched the CRCs of the blocks read
+    /// (loads, `--restore-checksum`), and objects the HEAD returned none for.
+    pub checksum_checked: u64,
+    pub checksum_unchecked: u64,
     /// The embedded server's CPU over the phase, per GiB (when it runs in-process).
     pub server_cpu_s_per_gib: Option<f64>,
 }
@@ -233,6 +237,9 @@ impl PhaseIo {
                     .collect();
                 io.latency_ms = r.total.summary();
                 io.verify_cpu_s = r.verify.cpu.as_secs_f64();
+                io.checksum_cpu_s = all.restore.cpu.as_secs_f64();
+                io.checksum_checked = all.restore.checked;
+                io.checksum_unchecked = all.restore.unchecked;
             }
         }
         let io_cpu =
@@ -241,9 +248,8 @@ impl PhaseIo {
         io.generate_cpu_s_per_gib = (phase == Phase::Save)
             .then(|| cpu_s_per_gib(io.generate_cpu_s, io.bytes))
             .flatten();
-        io.checksum_cpu_s_per_gib = (phase == Phase::Save)
-            .then(|| cpu_s_per_gib(io.checksum_cpu_s, io.bytes))
-            .flatten();
+        io.checksum_cpu_s_per_gib = cpu_s_per_gib(io.checksum_cpu_s, io.bytes)
+            .filter(|_| phase == Phase::Save || io.checksum_checked > 0);
         io.server_cpu_s_per_gib = server_cpu_s.and_then(|s| cpu_s_per_gib(s, io.bytes));
         io
     }

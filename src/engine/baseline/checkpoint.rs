@@ -66,6 +66,8 @@ struct RangeDone {
     first_byte: Duration,
     total: Duration,
     verify_cpu: Duration,
+    /// The CRC of the range's bytes (restores checking the object's checksum), and its CPU.
+    crc: Option<(u64, Duration)>,
     endpoint: usize,
 }
 
@@ -378,8 +380,8 @@ impl BaselineCheckpoint {
         &self,
         object: &ObjectSpec,
         block: usize,
-        offset: u64,
-        len: u64,
+        (offset, len): (u64, u64),
+        crc: Option<crate::checksum::Algorithm>,
     ) -> impl std::future::Future<Output = RangeDone> + Send + 'static {
         let client = self.client.clone();
         let key = object.key.clone();
@@ -428,6 +430,14 @@ impl BaselineCheckpoint {
             let first_byte = result.as_ref().map_or(Duration::ZERO, |(_, f)| *f);
             let total = started.elapsed();
             let mut verify_cpu = Duration::ZERO;
+            let crc = match (&result, crc) {
+                (Ok((body, _)), Some(algorithm)) => {
+                    let cpu = thread_cpu();
+                    let crc = crate::checksum::digest(algorithm, body).crc();
+                    Some((crc, thread_cpu().saturating_sub(cpu)))
+                }
+                _ => None,
+            };
             let result = result.and_then(|(body, _)| {
                 if !verify {
                     return Ok(());
@@ -448,9 +458,44 @@ impl BaselineCheckpoint {
                 first_byte,
                 total,
                 verify_cpu,
+                crc,
                 endpoint,
             }
         }
+    }
+}
+
+impl BaselineCheckpoint {
+    /// With the shape's `restore_check`: the object's checksum from one HEAD, and the block
+    /// CRCs to check it against when it is a FULL_OBJECT CRC (else counted unchecked).
+    #[allow(clippy::type_complexity)]
+    fn restore_check(
+        &mut self,
+        object: &ObjectSpec,
+        blocks: usize,
+    ) -> Result<
+        (
+            Option<crate::checksum::StoredChecksum>,
+            Option<crate::checksum::BlockCrcs>,
+        ),
+        RankError,
+    > {
+        if !self.shape.restore_check || blocks == 0 {
+            return Ok((None, None));
+        }
+        let endpoint = self.endpoint(0);
+        let stored = self
+            .runtime
+            .block_on(self.client.stored_checksum(&object.key, endpoint))
+            .map_err(|e| RankError::Io(e.into()))?;
+        let crcs = stored
+            .as_ref()
+            .filter(|s| s.checkable())
+            .and_then(|s| crate::checksum::BlockCrcs::new(s.algorithm, blocks));
+        if crcs.is_none() {
+            self.stats.restore.unchecked += 1;
+        }
+        Ok((stored, crcs))
     }
 }
 
@@ -474,13 +519,16 @@ impl ObjectIo for BaselineCheckpoint {
             .into_iter()
             .map(|b| self.shape.block_gets(b))
             .collect();
+        let (stored, mut crcs) = self.restore_check(object, gets.len())?;
+        let algorithm = crcs.as_ref().map(crate::checksum::BlockCrcs::algorithm);
         let mut tasks = JoinSet::new();
         let issue = |this: &Self,
                      tasks: &mut JoinSet<RangeDone>,
                      block: usize,
                      next: Option<std::ops::Range<u64>>| {
             if let Some(range) = next {
-                let task = this.range_task(object, block, range.start, range.end - range.start);
+                let range = (range.start, range.end - range.start);
+                let task = this.range_task(object, block, range, algorithm);
                 tasks.spawn_on(task, &this.runtime);
                 this.live.issued();
             }
@@ -521,6 +569,11 @@ impl ObjectIo for BaselineCheckpoint {
                 read.verify.gets += 1;
                 read.verify.cpu += done.verify_cpu;
             }
+            if let (Some(crcs), Some((crc, cpu))) = (crcs.as_mut(), done.crc) {
+                crcs.push(done.block, crc, done.bytes);
+                self.stats.restore.cpu += cpu;
+            }
+            let read = &mut self.stats.read;
             let e = read.endpoint(done.endpoint);
             e.requests += 1;
             e.bytes_read += done.bytes;
@@ -545,6 +598,12 @@ impl ObjectIo for BaselineCheckpoint {
                 return Err(RankError::Aborted);
             }
             issue(self, &mut tasks, done.block, gets[done.block].next());
+        }
+        if let (Some(crcs), Some(stored)) = (crcs, stored) {
+            let operation = self.client.operation("GET", Some(&object.key));
+            crate::s3::integrity::check_restored(&operation, &stored, &crcs.value())
+                .map_err(|e| RankError::Io(e.into()))?;
+            self.stats.restore.checked += 1;
         }
         Ok(())
     }

@@ -201,6 +201,8 @@ pub enum Step {
         etag: Option<String>,
         /// The head's `Content-Length` (a HEAD's: the object's size).
         length: Option<u64>,
+        /// The object's checksum (a HEAD with `x-amz-checksum-mode: ENABLED`).
+        checksum: Option<crate::checksum::StoredChecksum>,
     },
     Failed(Failure),
 }
@@ -278,6 +280,8 @@ pub struct Conn {
     etag: Option<String>,
     /// The `Content-Length` of the answer being read (document and HEAD jobs).
     length: Option<u64>,
+    /// The object's checksum in the answer being read (HEAD jobs).
+    checksum: Option<crate::checksum::StoredChecksum>,
     job: Option<Job>,
     phase: Phase,
     /// An answer arrived while the body was being sent (seen by an answer watch,
@@ -563,6 +567,7 @@ impl Conn {
             // No body follows a HEAD's answer, whatever its head says (RFC 9110 §9.3.2).
             self.etag = head.etag.clone();
             self.length = head.content_length;
+            self.checksum = head.checksum.clone();
             return self.answer(head.status, Vec::new(), head.retry_after);
         }
         let document = expect == Expect::Document;
@@ -718,6 +723,7 @@ impl Conn {
                 document,
                 etag: self.etag.take(),
                 length: self.length.take(),
+                checksum: self.checksum.take(),
             };
         }
         Step::Failed(Failure::Status {
@@ -1225,6 +1231,7 @@ mod tests {
                 document: Vec::new(),
                 etag: Some("\"e1\"".into()),
                 length: Some(0)
+                checksum: None,
             }
         );
         let job = conn.finish().unwrap();
@@ -1259,6 +1266,7 @@ mod tests {
                 document: doc.as_bytes().to_vec(),
                 etag: None,
                 length: Some(doc.len() as u64)
+                checksum: None,
             }
         );
 
@@ -1315,6 +1323,7 @@ mod tests {
                     document: Vec::new(),
                     etag: Some("\"x-2\"".into()),
                     length: Some(123_456_789),
+                    checksum: None,
                 },
             ),
             (
@@ -1373,6 +1382,7 @@ mod tests {
                 document: Vec::new(),
                 etag: None,
                 length: None
+                checksum: None,
             }
         );
     }

@@ -64,6 +64,8 @@ pub struct ResponseHead {
     pub retry_after: Option<String>,
     /// The `ETag` header, as sent (an UploadPart's answer).
     pub etag: Option<String>,
+    /// The object's checksum a HEAD with `x-amz-checksum-mode: ENABLED` returns.
+    pub checksum: Option<crate::checksum::StoredChecksum>,
     /// The head's length in bytes, up to and including the blank line.
     pub len: usize,
 }
@@ -174,6 +176,7 @@ fn head_of(response: &httparse::Response<'_, '_>, len: usize, get: &RangedGet) -
             .is_some_and(|t| t.to_ascii_lowercase().contains("chunked")),
         retry_after: header("retry-after").map(str::to_string),
         etag: header("etag").map(str::to_string),
+        checksum: crate::checksum::StoredChecksum::from_headers(header),
         len,
     }
 }

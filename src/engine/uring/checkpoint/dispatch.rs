@@ -113,6 +113,7 @@ impl RingCheckpoint {
                 document,
                 etag,
                 length,
+                checksum,
                 ..
             } => self.end(
                 c,
@@ -120,6 +121,7 @@ impl RingCheckpoint {
                     document,
                     etag,
                     length,
+                    checksum,
                 },
             ),
             Step::Failed(failure) => {

@@ -75,6 +75,8 @@ enum Outcome {
         etag: Option<String>,
         /// The answer's `Content-Length` (a HEAD's: the object's size).
         length: Option<u64>,
+        /// The object's checksum (a HEAD with `x-amz-checksum-mode: ENABLED`).
+        checksum: Option<crate::checksum::StoredChecksum>,
     },
     /// A ranged GET's body is in the buffer.
     Arrived,

@@ -1,20 +1,37 @@
 //! A restore on the ring: an object read back as the plan's blocks (`ObjectIoShape::
 //! restore_blocks`), block `c` on connection `c`, each block's ranged GETs one after another
-//! into its registered buffer, each checked under `verify` and counted.
+//! into its registered buffer, each checked under `verify` and counted. With the shape's
+//! `restore_check`, one HEAD first (`x-amz-checksum-mode: ENABLED`) gets the object's
+//! checksum, each range's bytes go into its block's CRC as they arrive, and the blocks' CRCs
+//! combined must be the object's (`checkpoint::restore_check`, the same on both engines).
 
 use super::{Outcome, RingCheckpoint};
+use crate::checksum::{BlockCrcs, StoredChecksum};
 use crate::engine::uring::conn::{Conn, Job};
-use crate::engine::uring::upload::Request;
+use crate::engine::uring::upload::{Kind, Request};
 use crate::metrics::thread_cpu;
 use crate::rank::RankError;
 use crate::rank::checkpoint::ObjectSpec;
 use crate::s3::RequestError;
+use crate::s3::integrity::{CHECKSUM_MODE, check_restored};
 
 impl RingCheckpoint {
-    /// A ranged GET arrived on connection `c`: checked and counted.
-    fn arrived(&mut self, c: usize, job: &Job, object: &ObjectSpec) -> Result<(), RankError> {
+    /// A ranged GET arrived on connection `c`: checked and counted (and, with `crcs`, its
+    /// bytes added to block `c`'s CRC, timed apart).
+    fn arrived(
+        &mut self,
+        c: usize,
+        job: &Job,
+        object: &ObjectSpec,
+        crcs: Option<&mut BlockCrcs>,
+    ) -> Result<(), RankError> {
         let get = self.request(c)?.get.clone();
         let len = get.len_bytes as usize;
+        if let Some(crcs) = crcs {
+            let cpu = thread_cpu();
+            crcs.update(c, self.ring.filled(self.bufs[c], len));
+            self.stats.restore.cpu += thread_cpu().saturating_sub(cpu);
+        }
         if self.shape.verify {
             let cpu = thread_cpu();
             let checked = object
@@ -50,11 +67,38 @@ impl RingCheckpoint {
         Ok(())
     }
 
+    /// The object's checksum, from one HEAD with `x-amz-checksum-mode: ENABLED`.
+    fn stored_checksum(
+        &mut self,
+        object: &ObjectSpec,
+    ) -> Result<Option<StoredChecksum>, RankError> {
+        let path = self.path(&object.key);
+        let mut head = Request::new(Kind::Head, &object.key, &path, &[]);
+        head.headers
+            .push((CHECKSUM_MODE.0, CHECKSUM_MODE.1.to_string()));
+        match self.one(0, head)? {
+            (_, Outcome::Answered { checksum, .. }) => Ok(checksum),
+            (_, Outcome::Failed(error)) => Err(RankError::Io(error.into())),
+            (_, Outcome::Arrived) => Err(RankError::Engine("a HEAD read a body (a bug)".into())),
+        }
+    }
+
     pub(super) fn read_blocks(&mut self, object: &ObjectSpec) -> Result<(), RankError> {
         // Block `c` is read on connection `c`: the shape cuts at most `read_blocks` of them,
         // and a rank has at least as many connections.
         let blocks = self.shape.restore_blocks(object.bytes);
         let readers = blocks.len();
+        let stored = match self.shape.restore_check && readers > 0 {
+            true => self.stored_checksum(object)?,
+            false => None,
+        };
+        let mut crcs = stored
+            .as_ref()
+            .filter(|s| s.checkable())
+            .and_then(|s| BlockCrcs::new(s.algorithm, readers));
+        if self.shape.restore_check && readers > 0 && crcs.is_none() {
+            self.stats.restore.unchecked += 1;
+        }
         if readers > self.conns.len() {
             return Err(RankError::Engine(format!(
                 "{readers} restore blocks for {} connections (a bug)",
@@ -78,13 +122,22 @@ impl RingCheckpoint {
             }
             let reading = gets.iter_mut().any(|b| b.peek().is_some());
             if !reading && self.conns[..readers].iter().all(Conn::is_free) {
+                if let (Some(crcs), Some(stored)) = (crcs, &stored) {
+                    let cpu = thread_cpu();
+                    let read = crcs.value();
+                    self.stats.restore.cpu += thread_cpu().saturating_sub(cpu);
+                    let operation = self.engine.client.operation("GET", Some(&object.key));
+                    check_restored(&operation, stored, &read)
+                        .map_err(|e| RankError::Io(e.into()))?;
+                    self.stats.restore.checked += 1;
+                }
                 return Ok(());
             }
             self.poll()?;
             let ended = std::mem::take(&mut self.ended);
             for (c, job, outcome) in ended {
                 match outcome {
-                    Outcome::Arrived => self.arrived(c, &job, object)?,
+                    Outcome::Arrived => self.arrived(c, &job, object, crcs.as_mut())?,
                     Outcome::Failed(error) => {
                         let read = &mut self.stats.read;
                         read.retries += u64::from(job.retries);
