@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use super::object::ObjectIoShape;
+use super::object::{ObjectIoShape, PayloadSigning};
 use crate::units::{bytes, count};
 
 const MIB: u64 = 1 << 20;
@@ -58,29 +58,6 @@ impl std::fmt::Display for SendZc {
             SendZc::Auto => "auto",
             SendZc::On => "on",
             SendZc::Off => "off",
-        })
-    }
-}
-
-/// `--payload-signing`: how SigV4 covers an upload's body (with keys; without, nothing is
-/// signed).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum PayloadSigning {
-    /// `x-amz-content-sha256: UNSIGNED-PAYLOAD`: the head is signed, the body is not hashed
-    /// (the AWS SDKs' default over https; the additional checksum covers the bytes).
-    #[default]
-    Unsigned,
-    /// The body's SHA-256 in `x-amz-content-sha256`, signed with the head, as s3dlio signs
-    /// every upload: computed in the pass that generates the part.
-    Sha256,
-}
-
-impl std::fmt::Display for PayloadSigning {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            PayloadSigning::Unsigned => "unsigned",
-            PayloadSigning::Sha256 => "sha256",
         })
     }
 }

@@ -27,8 +27,9 @@ use serde::Serialize;
 
 use crate::budget::{self, MemoryBudget, MemoryLimits, ObjectBudgetShape, OverBudget};
 use crate::exit::{self, ExitClass};
-pub use io::{IoOptions, PayloadSigning, RestoreChecksum, SendZc};
+pub use io::{IoOptions, RestoreChecksum, SendZc};
 use model::Parallelism;
+pub use object::PayloadSigning;
 pub use object::{ObjectIoShape, PlannedObject};
 pub use settings::{CheckpointMode, CheckpointSettings};
 

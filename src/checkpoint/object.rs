@@ -39,7 +39,7 @@ pub struct ObjectIoShape {
     /// default; see `crate::checksum`).
     pub checksum: crate::checksum::Checksum,
     /// How an upload's body is signed (`--payload-signing`, unsigned by default).
-    pub payload: super::io::PayloadSigning,
+    pub payload: PayloadSigning,
     /// A restore HEADs each object (`x-amz-checksum-mode: ENABLED`) and checks its
     /// FULL_OBJECT CRC against the CRCs of the blocks it reads (`--restore-checksum on`,
     /// the default, without `--verify`).
@@ -109,6 +109,29 @@ impl ObjectIoShape {
         (block.start..block.end)
             .step_by(step as usize)
             .map(move |start| start..(start + step).min(block.end))
+    }
+}
+
+/// `--payload-signing`: how SigV4 covers an upload's body (with keys; without, nothing is
+/// signed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum PayloadSigning {
+    /// `x-amz-content-sha256: UNSIGNED-PAYLOAD`: the head is signed, the body is not hashed
+    /// (the AWS SDKs' default over https; the additional checksum covers the bytes).
+    #[default]
+    Unsigned,
+    /// The body's SHA-256 in `x-amz-content-sha256`, signed with the head, as s3dlio signs
+    /// every upload: computed in the pass that generates the part.
+    Sha256,
+}
+
+impl std::fmt::Display for PayloadSigning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PayloadSigning::Unsigned => "unsigned",
+            PayloadSigning::Sha256 => "sha256",
+        })
     }
 }
 

@@ -1230,7 +1230,7 @@ mod tests {
                 status: 200,
                 document: Vec::new(),
                 etag: Some("\"e1\"".into()),
-                length: Some(0)
+                length: Some(0),
                 checksum: None,
             }
         );
@@ -1265,7 +1265,7 @@ mod tests {
                 status: 200,
                 document: doc.as_bytes().to_vec(),
                 etag: None,
-                length: Some(doc.len() as u64)
+                length: Some(doc.len() as u64),
                 checksum: None,
             }
         );
@@ -1381,7 +1381,7 @@ mod tests {
                 status: 204,
                 document: Vec::new(),
                 etag: None,
-                length: None
+                length: None,
                 checksum: None,
             }
         );

@@ -2,10 +2,7 @@
 //! connection opened and handshaken on the rank thread (before the clock for every TLS
 //! connection, and again for a connection that closed), bounded by the connect timeout.
 
-use std::net::SocketAddr;
-use std::os::fd::{AsFd, OwnedFd};
-
-use rustix::net::{AddressFamily, SocketFlags, SocketType};
+use std::os::fd::AsFd;
 
 use super::RingIo;
 use crate::rank::RankError;
@@ -16,7 +13,7 @@ impl RingIo<'_> {
     pub(super) fn open_plain(&mut self, c: usize) -> Result<(), RankError> {
         let queued = |e| Self::engine_error("queueing an operation", e);
         let addr = self.gateway(c).addr;
-        let socket = plain_socket(&addr).map_err(RankError::Engine)?;
+        let socket = super::gateway::plain_socket(&addr).map_err(RankError::Engine)?;
         self.ring
             .connect(c, socket.as_fd(), &addr)
             .map_err(queued)?;
@@ -38,18 +35,4 @@ impl RingIo<'_> {
             &self.engine.client,
         )
     }
-}
-
-/// A new TCP socket for `addr` (`TCP_NODELAY`), to connect on the ring; the error names the
-/// call that failed.
-pub(super) fn plain_socket(addr: &SocketAddr) -> Result<OwnedFd, String> {
-    let family = match addr {
-        SocketAddr::V4(_) => AddressFamily::INET,
-        SocketAddr::V6(_) => AddressFamily::INET6,
-    };
-    let socket = rustix::net::socket_with(family, SocketType::STREAM, SocketFlags::CLOEXEC, None)
-        .map_err(|e| format!("io_uring: socket: {e}"))?;
-    rustix::net::sockopt::set_tcp_nodelay(&socket, true)
-        .map_err(|e| format!("io_uring: TCP_NODELAY: {e}"))?;
-    Ok(socket)
 }

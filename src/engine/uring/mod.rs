@@ -51,6 +51,7 @@ pub mod conn;
 mod connect;
 mod dispatch;
 mod fetch;
+mod gateway;
 pub mod http;
 mod issue;
 pub mod pool;
@@ -61,7 +62,6 @@ mod secure;
 pub mod tls;
 mod upload;
 
-use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -69,6 +69,7 @@ use std::time::{Duration, Instant};
 pub use self::probe::{send_zc_cause, unavailable_cause};
 
 use self::conn::{Conn, Job};
+use self::gateway::Gateway;
 use self::pool::{BufIndex, BufferPool};
 use self::ring::{Completion, Ring};
 use self::secure::TlsConns;
@@ -93,18 +94,6 @@ pub struct UringEngine {
     /// With `https://` endpoints: the client's TLS configuration (its session cache shared),
     /// with secret extraction on for the ring's own record layer.
     tls: Option<Arc<rustls::ClientConfig>>,
-}
-#[derive(Debug, Clone)]
-struct Gateway {
-    /// `http://host:port`, for messages.
-    url: String,
-    addr: SocketAddr,
-    /// The `Host` header (with the bucket in it, virtual-hosted).
-    host: String,
-    /// `scheme://host` that request paths follow, for signing.
-    url_prefix: String,
-    /// The name TLS checks, for `https://`.
-    server_name: Option<rustls::pki_types::ServerName<'static>>,
 }
 
 impl UringEngine {

@@ -22,8 +22,9 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use super::conn::{self, Conn, Failure, Op};
+use super::gateway::{Gateway, plain_socket};
 use super::ring::{self, Ring};
-use super::{Gateway, tls};
+use super::tls;
 use crate::rank::RankError;
 use crate::s3::{Client, RequestError, RetryPolicy};
 
@@ -150,7 +151,7 @@ impl TlsConns {
             ));
         };
         let errno = |e: String| (libc::EINVAL, Some(e));
-        let socket = super::connect::plain_socket(&gateway.addr).map_err(errno)?;
+        let socket = plain_socket(&gateway.addr).map_err(errno)?;
         let errno = |e: rustix::io::Errno| (e.raw_os_error(), None);
         // Bounds the connect as well as the handshake's writes.
         rustix::net::sockopt::set_socket_timeout(

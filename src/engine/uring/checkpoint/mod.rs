@@ -46,7 +46,6 @@ mod sealed;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Instant;
 
-use self::sealed::Held;
 use super::conn::{Conn, Job, Op};
 use super::pool::{BufIndex, BufferPool};
 use super::ring::{self, Completion, Ring};
@@ -82,6 +81,18 @@ enum Outcome {
     Arrived,
     /// Past its retries, or not retryable.
     Failed(RequestError),
+}
+
+/// What a connection's buffer holds, over TLS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Held {
+    /// Nothing to send (a restore's range, or nothing yet).
+    #[default]
+    Nothing,
+    /// A body's plaintext, laid out for sealing as this layout says (`None`: contiguous).
+    Plain(Option<tls::Layout>),
+    /// A body's sealed records: sent, or being sent.
+    Sealed,
 }
 
 /// One rank's checkpoint I/O on the io_uring engine: see the module docs.
@@ -218,7 +229,7 @@ impl RingCheckpoint {
     /// Opens connection `c` now, blocking (bounded by the connect timeout): set-up only.
     fn connect(&mut self, c: usize) -> Result<(), RankError> {
         let gateway = &self.engine.endpoints[self.conn_endpoint[c]];
-        let socket = super::connect::plain_socket(&gateway.addr).map_err(RankError::Engine)?;
+        let socket = super::gateway::plain_socket(&gateway.addr).map_err(RankError::Engine)?;
         rustix::net::sockopt::set_socket_timeout(
             &socket,
             rustix::net::sockopt::Timeout::Send,
@@ -326,7 +337,7 @@ impl RingCheckpoint {
         match op {
             Op::Connect => {
                 let addr = self.engine.endpoints[self.conn_endpoint[c]].addr;
-                let socket = super::connect::plain_socket(&addr).map_err(RankError::Engine)?;
+                let socket = super::gateway::plain_socket(&addr).map_err(RankError::Engine)?;
                 self.ring
                     .connect(c, socket.as_fd(), &addr)
                     .map_err(queued)?;
@@ -440,7 +451,7 @@ impl RingCheckpoint {
         };
         // Over TLS, laid out to be sealed where it is generated.
         let layout = self.layout_for(c);
-        let spacing = layout.map_or_else(Spacing::contiguous, sealed::spacing);
+        let spacing = layout.map_or_else(Spacing::contiguous, |l| l.spacing());
         let buf = self.ring.buffer_from_mut(self.bufs[c], 0);
         let filled = fill_spaced(&object.content, range.start, buf, len, spacing, digests);
         self.held[c] = Held::Plain(layout);

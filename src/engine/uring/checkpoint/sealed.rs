@@ -13,25 +13,13 @@
 
 use std::os::fd::AsFd;
 
-use super::RingCheckpoint;
-use crate::engine::common::{Spacing, fill_spaced};
+use super::{Held, RingCheckpoint};
+use crate::engine::common::fill_spaced;
 use crate::engine::uring::conn::Op;
 use crate::engine::uring::tls;
 use crate::engine::uring::upload::Kind;
 use crate::rank::RankError;
 use crate::s3::RequestError;
-
-/// What a connection's buffer holds, over TLS.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Held {
-    /// Nothing to send (a restore's range, or nothing yet).
-    #[default]
-    Nothing,
-    /// A body's plaintext, laid out for sealing as this layout says (`None`: contiguous).
-    Plain(Option<tls::Layout>),
-    /// A body's sealed records: sent, or being sent.
-    Sealed,
-}
 
 impl RingCheckpoint {
     /// Whether connection `c` goes over TLS.
@@ -140,7 +128,7 @@ impl RingCheckpoint {
                 offset,
                 buf,
                 len,
-                spacing(layout),
+                layout.spacing(),
                 Default::default(),
             );
             self.stats.write.generate_cpu += filled.generate_cpu;
@@ -182,14 +170,5 @@ impl RingCheckpoint {
         } else if let Some(socket) = &self.conns[c].socket {
             let _ = rustix::net::shutdown(socket.as_fd(), rustix::net::Shutdown::Both);
         }
-    }
-}
-
-/// A body laid out for `layout`: one piece per record.
-pub(super) fn spacing(layout: tls::Layout) -> Spacing {
-    Spacing {
-        lead: layout.lead,
-        stride: layout.stride(),
-        piece: tls::MAX_PLAINTEXT,
     }
 }

@@ -120,6 +120,15 @@ impl Layout {
         len + len.div_ceil(record::MAX_PLAINTEXT) * (self.lead + self.trail)
     }
 
+    /// The spacing a body's generator writes it with: one piece per record.
+    pub fn spacing(&self) -> crate::engine::common::Spacing {
+        crate::engine::common::Spacing {
+            lead: self.lead,
+            stride: self.stride(),
+            piece: record::MAX_PLAINTEXT,
+        }
+    }
+
     /// The buffer ranges the plaintext of `len` bytes goes to, record by record, in order.
     pub fn pieces(&self, len: usize) -> impl Iterator<Item = std::ops::Range<usize>> + use<> {
         let (lead, stride) = (self.lead, self.stride());
