@@ -808,7 +808,7 @@ pub fn set_rcvlowat(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<()> {
 /// The connection whose answer watch a completion tagged `tag` is, if it is one.
 pub fn watched(tag: u64) -> Option<usize> {
     (tag & WATCH_TAG != 0 && tag & NOTIF_TAG == 0 && tag < CANCEL_TAG)
-        .then(|| (tag & !WATCH_TAG) as usize)
+        .then_some((tag & !WATCH_TAG) as usize)
 }
 
 /// `setsockopt` of an `int` option.

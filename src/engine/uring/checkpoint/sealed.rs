@@ -119,7 +119,7 @@ impl RingCheckpoint {
         };
         let layout = self.tls.session_mut(c)?.layout();
         if self.held[c] != Held::Plain(Some(layout)) {
-            let content = self.content.clone().ok_or_else(|| {
+            let content = self.content.ok_or_else(|| {
                 RankError::Engine(format!("connection {c}: a body of no object (a bug)"))
             })?;
             let buf = self.ring.buffer_from_mut(self.bufs[c], 0);
