@@ -228,17 +228,21 @@ fn scripted(answer: fn(&str, usize) -> Vec<u8>) -> (String, Arc<Mutex<Vec<String
     (url, seen)
 }
 
-fn serve(mut stream: TcpStream, log: &Mutex<Vec<String>>, answer: fn(&str, usize) -> Vec<u8>) {
-    loop {
-        let mut head = Vec::new();
-        let mut byte = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") {
-            match stream.read(&mut byte) {
-                Ok(1) => head.push(byte[0]),
-                _ => return,
-            }
+/// A request head read a byte at a time (`None`: the client went away).
+fn read_head(stream: &mut TcpStream) -> Option<String> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match stream.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            _ => return None,
         }
-        let head = String::from_utf8(head).unwrap();
+    }
+    Some(String::from_utf8(head).unwrap())
+}
+
+fn serve(mut stream: TcpStream, log: &Mutex<Vec<String>>, answer: fn(&str, usize) -> Vec<u8>) {
+    while let Some(head) = read_head(&mut stream) {
         let line = head.lines().next().unwrap().to_string();
         let length: usize = head
             .lines()
@@ -277,16 +281,7 @@ fn answers_parts_at_their_head() -> (String, Arc<Mutex<Vec<String>>>) {
             std::thread::spawn(move || {
                 // A small receive buffer, so that an unread body fills it soon.
                 let _ = rustix::net::sockopt::set_socket_recv_buffer_size(&stream, 4096);
-                loop {
-                    let mut head = Vec::new();
-                    let mut byte = [0u8; 1];
-                    while !head.ends_with(b"\r\n\r\n") {
-                        match stream.read(&mut byte) {
-                            Ok(1) => head.push(byte[0]),
-                            _ => return,
-                        }
-                    }
-                    let head = String::from_utf8(head).unwrap();
+                while let Some(head) = read_head(&mut stream) {
                     let line = head.lines().next().unwrap().to_string();
                     log.lock().unwrap().push(line.clone());
                     if line.starts_with("PUT") {
@@ -295,9 +290,9 @@ fn answers_parts_at_their_head() -> (String, Arc<Mutex<Vec<String>>>) {
                             "",
                             "<Error><Code>NoSuchUpload</Code><Message>gone</Message></Error>",
                         ));
-                        // Neither read nor closed: the client ends it.
-                        let mut rest = Vec::new();
-                        let _ = stream.read_to_end(&mut rest);
+                        // The body is neither read nor the connection closed: a sender that
+                        // does not notice the answer blocks until its idle timeout.
+                        std::thread::sleep(Duration::from_secs(60));
                         return;
                     }
                     let length: usize = head
