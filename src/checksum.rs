@@ -195,7 +195,13 @@ impl Digest {
 
     /// Lowercase hex of the bytes (`x-amz-content-sha256`'s form).
     pub fn hex(&self) -> String {
-        self.bytes().iter().map(|b| format!("{b:02x}")).collect()
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut out = String::with_capacity(2 * self.len);
+        for b in self.bytes() {
+            out.push(DIGITS[usize::from(b >> 4)] as char);
+            out.push(DIGITS[usize::from(b & 15)] as char);
+        }
+        out
     }
 
     /// The header's value: base64 of the bytes.

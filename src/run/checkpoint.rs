@@ -3,7 +3,7 @@
 //!
 //! 1. set-up ([`CheckpointSession::prepare`], after the part every run shares,
 //!    [`super::prepare`]): the plan, the target (else the embedded server's sink), the memory
-//!    budget, the engine (the same choice training runs make: over https the baseline),
+//!    budget, the engine (the same choice training runs make),
 //!    incomplete uploads a killed run left under the checkpoint folder aborted, and, for a
 //!    read-only run, every object of the checkpoints it reads listed and compared with the
 //!    plan ([`super::checkpoint_list`]: a difference is one line, exit 2, before the clock);

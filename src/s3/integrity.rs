@@ -4,7 +4,7 @@
 //! checksum as a header. Parts and single PUTs carry theirs in their own heads (the engines
 //! add the header; a signed payload's SHA-256 goes in the signature, `s3::sign`). Restores ask
 //! a HEAD for the object's checksum ([`CHECKSUM_MODE`]) and compare the CRC of the bytes they
-//! read with it ([`check_restored`]), the same on both engines.
+//! read with it ([`RestoreCheck`]), the same on both engines.
 
 use bytes::Bytes;
 use http::Method;
@@ -17,25 +17,57 @@ use crate::checksum::{Algorithm, Completion};
 /// The header that asks a HEAD (or GET) for the object's checksum.
 pub const CHECKSUM_MODE: (&str, &str) = ("x-amz-checksum-mode", "ENABLED");
 
-/// A restored object's checksum, `read` (the CRCs of the blocks read, combined), against the
-/// one the store returned, `stored`: a difference is a corrupt read, naming both.
-pub fn check_restored(
-    operation: &str,
-    stored: &crate::checksum::StoredChecksum,
-    read: &str,
-) -> Result<(), RequestError> {
-    if stored.value == read {
-        return Ok(());
+/// A restore's check of one object: the checksum the store returned to a HEAD, and the CRCs
+/// of the blocks read, each block's ranges folded in as they arrive. Both engines keep one.
+#[derive(Debug)]
+pub struct RestoreCheck {
+    stored: crate::checksum::StoredChecksum,
+    crcs: crate::checksum::BlockCrcs,
+}
+
+impl RestoreCheck {
+    /// The check of an object read as `blocks` blocks; `None` when `stored` cannot be checked
+    /// from blocks (none returned, or a COMPOSITE one).
+    pub fn new(
+        stored: Option<crate::checksum::StoredChecksum>,
+        blocks: usize,
+    ) -> Option<RestoreCheck> {
+        let stored = stored.filter(|s| s.checkable())?;
+        let crcs = crate::checksum::BlockCrcs::new(stored.algorithm, blocks)?;
+        Some(RestoreCheck { stored, crcs })
     }
-    Err(RequestError::Corrupt {
-        operation: operation.to_string(),
-        reason: format!(
-            "the {} of the bytes read ({read}) is not the object's ({}, from a HEAD): the \
-             store returned other bytes than it holds",
-            stored.algorithm.name(),
-            stored.value
-        ),
-    })
+
+    pub fn algorithm(&self) -> Algorithm {
+        self.stored.algorithm
+    }
+
+    /// The next bytes of block `block`.
+    pub fn update(&mut self, block: usize, bytes: &[u8]) {
+        self.crcs.update(block, bytes);
+    }
+
+    /// The CRC of the next `len` bytes of block `block`, computed elsewhere.
+    pub fn push(&mut self, block: usize, crc: u64, len: u64) {
+        self.crcs.push(block, crc, len);
+    }
+
+    /// Every block read: their CRCs combined against the store's. A difference is a corrupt
+    /// read of `operation`, naming both.
+    pub fn finish(self, operation: &str) -> Result<(), RequestError> {
+        let read = self.crcs.value();
+        if self.stored.value == read {
+            return Ok(());
+        }
+        Err(RequestError::Corrupt {
+            operation: operation.to_string(),
+            reason: format!(
+                "the {} of the bytes read ({read}) is not the object's ({}, from a HEAD): the \
+                 store returned other bytes than it holds",
+                self.stored.algorithm.name(),
+                self.stored.value
+            ),
+        })
+    }
 }
 
 impl Client {

@@ -585,7 +585,6 @@ pub fn after_store(kind: FaultKind, response: Response<Body>) -> Response<Body> 
     }
 }
 
-/// The answer a write's `Answer` fault gives.
 /// `early=CODE`'s answer: the status's S3 error document, and `Connection: close` (the body
 /// was not read).
 pub fn early_answer(status: u16) -> Response<Body> {
@@ -596,6 +595,7 @@ pub fn early_answer(status: u16) -> Response<Body> {
     response
 }
 
+/// The answer a write's `Answer` fault gives.
 pub fn write_answer(kind: FaultKind) -> Response<Body> {
     match kind {
         FaultKind::Status {

@@ -2,7 +2,8 @@
 //!
 //! Each part is a freshly allocated heap buffer that the generator fills, its checksum
 //! (`--checksum`) computed over it and sent as a header, handed to hyper as the request body
-//! (`x-amz-content-sha256: UNSIGNED-PAYLOAD`), up to `parts_in_flight` tasks
+//! (`x-amz-content-sha256: UNSIGNED-PAYLOAD`, or its SHA-256 computed in the generator's pass
+//! with `--payload-signing sha256`), up to `parts_in_flight` tasks
 //! at once on the shared runtime; each ranged GET of a restore is collected into a fresh heap
 //! buffer, `read_blocks` blocks at once. Which requests go — the single-PUT rule, the parts,
 //! the restore's blocks and ranges — is the plan's `checkpoint::ObjectIoShape`, the same for
@@ -22,6 +23,7 @@ use crate::rank::checkpoint::{ObjectIo, ObjectSpec, ObjectStats};
 use crate::rank::journal::UploadJournal;
 use crate::rank::{IoError, RankError};
 use crate::s3::client::{RequestSpec, with_retries};
+use crate::s3::integrity::RestoreCheck;
 use crate::s3::{Client, RequestError};
 
 /// One rank's checkpoint I/O on the baseline engine.
@@ -466,36 +468,24 @@ impl BaselineCheckpoint {
 }
 
 impl BaselineCheckpoint {
-    /// With the shape's `restore_check`: the object's checksum from one HEAD, and the block
-    /// CRCs to check it against when it is a FULL_OBJECT CRC (else counted unchecked).
-    #[allow(clippy::type_complexity)]
+    /// With the shape's `restore_check`: the object's check, from its checksum a HEAD
+    /// returns (`None` when it cannot be checked from blocks: counted unchecked).
     fn restore_check(
         &mut self,
         object: &ObjectSpec,
         blocks: usize,
-    ) -> Result<
-        (
-            Option<crate::checksum::StoredChecksum>,
-            Option<crate::checksum::BlockCrcs>,
-        ),
-        RankError,
-    > {
+    ) -> Result<Option<RestoreCheck>, RankError> {
         if !self.shape.restore_check || blocks == 0 {
-            return Ok((None, None));
+            return Ok(None);
         }
         let endpoint = self.endpoint(0);
         let stored = self
             .runtime
             .block_on(self.client.stored_checksum(&object.key, endpoint))
             .map_err(|e| RankError::Io(e.into()))?;
-        let crcs = stored
-            .as_ref()
-            .filter(|s| s.checkable())
-            .and_then(|s| crate::checksum::BlockCrcs::new(s.algorithm, blocks));
-        if crcs.is_none() {
-            self.stats.restore.unchecked += 1;
-        }
-        Ok((stored, crcs))
+        let check = RestoreCheck::new(stored, blocks);
+        self.stats.restore.unchecked += u64::from(check.is_none());
+        Ok(check)
     }
 }
 
@@ -519,8 +509,8 @@ impl ObjectIo for BaselineCheckpoint {
             .into_iter()
             .map(|b| self.shape.block_gets(b))
             .collect();
-        let (stored, mut crcs) = self.restore_check(object, gets.len())?;
-        let algorithm = crcs.as_ref().map(crate::checksum::BlockCrcs::algorithm);
+        let mut check = self.restore_check(object, gets.len())?;
+        let algorithm = check.as_ref().map(RestoreCheck::algorithm);
         let mut tasks = JoinSet::new();
         let issue = |this: &Self,
                      tasks: &mut JoinSet<RangeDone>,
@@ -569,8 +559,8 @@ impl ObjectIo for BaselineCheckpoint {
                 read.verify.gets += 1;
                 read.verify.cpu += done.verify_cpu;
             }
-            if let (Some(crcs), Some((crc, cpu))) = (crcs.as_mut(), done.crc) {
-                crcs.push(done.block, crc, done.bytes);
+            if let (Some(check), Some((crc, cpu))) = (check.as_mut(), done.crc) {
+                check.push(done.block, crc, done.bytes);
                 self.stats.restore.cpu += cpu;
             }
             let read = &mut self.stats.read;
@@ -599,9 +589,10 @@ impl ObjectIo for BaselineCheckpoint {
             }
             issue(self, &mut tasks, done.block, gets[done.block].next());
         }
-        if let (Some(crcs), Some(stored)) = (crcs, stored) {
+        if let Some(check) = check {
             let operation = self.client.operation("GET", Some(&object.key));
-            crate::s3::integrity::check_restored(&operation, &stored, &crcs.value())
+            check
+                .finish(&operation)
                 .map_err(|e| RankError::Io(e.into()))?;
             self.stats.restore.checked += 1;
         }

@@ -285,11 +285,9 @@ pub struct Conn {
     job: Option<Job>,
     phase: Phase,
     /// An answer arrived while the body was being sent (seen by an answer watch,
-    /// [`Conn::on_watch`]): the send's completion reads it instead of sending on.
+    /// [`Conn::on_watch`]): the send's completion reads it instead of sending on, and the
+    /// connection (its sending side shut) is not used again.
     answered_early: bool,
-    /// Bytes arrived while the body was being sent, which may not be an answer (over TLS, a
-    /// session ticket): a send that fails then reads what came before failing the attempt.
-    bytes_seen: bool,
     /// The body was not sent whole when the answer was read: a `2xx` then is refused.
     cut_short: bool,
 }
@@ -314,25 +312,18 @@ impl Conn {
         matches!(self.phase, Phase::SendingBody { .. })
     }
 
-    /// Whether the connection waits for a response head's first bytes.
-    pub fn is_peeking(&self) -> bool {
-        matches!(self.phase, Phase::Peeking(_))
-    }
-
-    /// An answer watch (a peek armed beside the body's sends) completed with `result`: while
-    /// the body is still being sent, bytes mean the server answered before reading it all
-    /// (`404 NoSuchUpload`, `403`, a `503`…). With `answer` (plain HTTP, where any byte is
-    /// the answer) the send in flight then ends (the engine shuts the socket's sending side,
-    /// true returned) and its completion reads the answer instead of sending on; without (TLS,
-    /// where the bytes may be a session ticket), the body goes on, and only a send that fails
-    /// reads what came. Anything else (the peer closed, an error) is left to the send.
-    pub fn on_watch(&mut self, result: i32, answer: bool) -> bool {
+    /// An answer watch (a peek armed beside a plain-HTTP body's sends) completed with
+    /// `result`: while the body is still being sent, bytes mean the server answered before
+    /// reading it all (`404 NoSuchUpload`, `403`, a `503`…); the send in flight then ends (the
+    /// engine shuts the socket's sending side, true returned) and its completion reads the
+    /// answer instead of sending on. Anything else (the peer closed, an error) is left to the
+    /// send to report.
+    pub fn on_watch(&mut self, result: i32) -> bool {
         if result <= 0 || !self.is_sending_body() {
             return false;
         }
-        self.bytes_seen = true;
-        self.answered_early |= answer;
-        answer
+        self.answered_early = true;
+        true
     }
 
     /// Whether the operation in flight reads body bytes.
@@ -355,7 +346,6 @@ impl Conn {
             job.body_sent = None;
         }
         self.answered_early = false;
-        self.bytes_seen = false;
         self.cut_short = false;
         if self.socket.is_some() {
             self.phase = Phase::Sending { sent: 0 };
@@ -402,7 +392,7 @@ impl Conn {
         {
             job.last_progress = now;
         }
-        if result < 0 && self.bytes_seen && self.is_sending_body() {
+        if result < 0 && self.answered_early && self.is_sending_body() {
             // The send ended because the server answered first: read its answer.
             return Ok(self.read_early_answer());
         }
@@ -550,7 +540,8 @@ impl Conn {
     /// A complete, checked head: read the body, or the error document, or fail the attempt.
     fn after_head(&mut self, head: ResponseHead, scratch_len: usize, body_len: usize) -> Step {
         // After `Connection: close` the socket is dropped once this response is read.
-        self.reused = !head.closes;
+        // An answer that came while the body was being sent shut the socket's sending side.
+        self.reused = !head.closes && !self.answered_early;
         if self.cut_short {
             // The request was not sent whole: the connection is spent, and a success is not
             // one.

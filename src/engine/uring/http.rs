@@ -176,7 +176,10 @@ fn head_of(response: &httparse::Response<'_, '_>, len: usize, get: &RangedGet) -
             .is_some_and(|t| t.to_ascii_lowercase().contains("chunked")),
         retry_after: header("retry-after").map(str::to_string),
         etag: header("etag").map(str::to_string),
-        checksum: crate::checksum::StoredChecksum::from_headers(header),
+        // A HEAD's (no range, not a whole object: a control-plane request); never a GET's.
+        checksum: (get.len_bytes == 0 && !get.whole)
+            .then(|| crate::checksum::StoredChecksum::from_headers(header))
+            .flatten(),
         len,
     }
 }

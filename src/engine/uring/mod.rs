@@ -246,25 +246,9 @@ impl UringEngine {
                 .filter(|&c| transport.gateway(c).server_name.is_some())
                 .collect();
             for c in tls_conns {
-                transport.open_tls(c).map_err(|(errno, failure)| {
-                    let gateway = transport.gateway(c).url.clone();
-                    RankError::Io(
-                        match failure {
-                            Some(reason) => RequestError::Tls {
-                                operation: self.client.operation("GET", None),
-                                reason,
-                            },
-                            None => RequestError::Unreachable {
-                                operation: self.client.operation("GET", None),
-                                reason: format!(
-                                    "cannot connect to {gateway} ({}); is the server running? \
-                                 check --endpoint",
-                                    std::io::Error::from_raw_os_error(errno)
-                                ),
-                            },
-                        }
-                        .into(),
-                    )
+                transport.open_tls(c).map_err(|failed| {
+                    let gateway = transport.gateway(c);
+                    secure::open_error(self.client.operation("GET", None), gateway, failed)
                 })?;
             }
         }

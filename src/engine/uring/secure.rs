@@ -433,6 +433,30 @@ fn connect_blocking(
     }
 }
 
+/// A connection opened before the clock that failed ([`TlsConns::open`]'s error) as the rank's
+/// error: its connect (`errno`, no words: is the server running?) or its handshake (`words`),
+/// naming `operation` and the gateway.
+pub fn open_error(
+    operation: String,
+    gateway: &Gateway,
+    (errno, words): (i32, Option<String>),
+) -> RankError {
+    RankError::Io(
+        match words {
+            Some(reason) => RequestError::Tls { operation, reason },
+            None => RequestError::Unreachable {
+                operation,
+                reason: format!(
+                    "cannot connect to {} ({}); is the server running? check --endpoint",
+                    gateway.url,
+                    std::io::Error::from_raw_os_error(errno)
+                ),
+            },
+        }
+        .into(),
+    )
+}
+
 /// Whether connection `c`'s body lands in place: its own buffer from the start (a GET, a
 /// restore's range, an object fetched whole), not a range sharing an object's buffer.
 fn in_place(conn: &Conn) -> bool {

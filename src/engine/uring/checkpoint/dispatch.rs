@@ -265,10 +265,9 @@ impl RingCheckpoint {
     }
 
     /// Connection `c`'s answer watch completed with `result`: the answer's first peek (the
-    /// body went whole), an answer that came while the body was being sent (over plain HTTP
-    /// the socket's sending side is shut down, so the send in flight ends and its completion
-    /// reads the answer; over TLS the send goes on, or fails and then reads it), or nothing
-    /// (a watch of an earlier attempt).
+    /// body went whole), an answer that came while the body was being sent (the socket's
+    /// sending side is shut down, so the send in flight ends and its completion reads the
+    /// answer), or nothing (a watch of an earlier attempt). Plain HTTP only.
     fn on_watch(&mut self, c: usize, result: i32) -> Result<(), RankError> {
         let armed_for = self.watch_for.get_mut(c).and_then(Option::take);
         if armed_for.is_none() || armed_for != self.attempt(c) {
@@ -277,8 +276,7 @@ impl RingCheckpoint {
         if std::mem::take(&mut self.peek_by_watch[c]) {
             return self.on_result(c, result);
         }
-        let answer = !self.is_tls(c);
-        if self.conns[c].on_watch(result, answer)
+        if self.conns[c].on_watch(result)
             && let Some(socket) = &self.conns[c].socket
         {
             let _ = rustix::net::shutdown(socket, rustix::net::Shutdown::Write);

@@ -28,12 +28,15 @@
 //!   completion, stops the other parts, aborts the upload (`DELETE ?uploadId=`) and fails with
 //!   the line of the part that failed.
 //! - **Checksums** (`--checksum`, CRC32C by default): each part's digest is computed in the
-//!   pass that generates its bytes into the registered buffer (`common::fill_and_digest`,
-//!   timed apart, `checksum_cpu`) and
-//!   sent as an `x-amz-checksum-*` header; CreateMultipartUpload names the algorithm and
-//!   type, CompleteMultipartUpload lists the parts' checksums and carries the object's
-//!   (`complete.rs`). A retry re-sends the same buffer with the same header.
-//! - Bodies are unsigned (`UNSIGNED-PAYLOAD`, see `upload.rs`).
+//!   pass that generates its bytes into the registered buffer (`common::fill_spaced`, timed
+//!   apart, `checksum_cpu`) and sent as an `x-amz-checksum-*` header; CreateMultipartUpload
+//!   names the algorithm and type, CompleteMultipartUpload lists the parts' checksums and
+//!   carries the object's (`complete.rs`). A retry re-sends the same buffer with the same
+//!   header over plain HTTP (over TLS it generates the part again and seals it anew).
+//! - Bodies are unsigned (`UNSIGNED-PAYLOAD`), or, with `--payload-signing sha256` and keys,
+//!   carry their SHA-256 (computed in the same pass) signed (`upload.rs`).
+//! - **Early answers** (`dispatch.rs`): over plain HTTP a peek armed beside a body's sends sees
+//!   a store answer before it has read the body; the part then ends with that answer.
 //! - **TLS** (`sealed.rs`): over `https://`, connections are handshaken at set-up, each part is
 //!   generated laid out record by record and sealed in its buffer after the request head, and
 //!   answers and restores are read through the TLS layer the training GETs use.
@@ -284,14 +287,7 @@ impl RingCheckpoint {
     }
 
     fn set_rcvlowat(&mut self, c: usize, bytes: usize) -> Result<(), RankError> {
-        if self.conns[c].rcvlowat_bytes == bytes {
-            return Ok(());
-        }
-        let socket = self.socket(c)?;
-        ring::set_rcvlowat(socket.as_fd(), bytes)
-            .map_err(|e| Self::engine_error("SO_RCVLOWAT", e))?;
-        self.conns[c].rcvlowat_bytes = bytes;
-        Ok(())
+        super::conn::set_rcvlowat(&mut self.conns, c, bytes)
     }
 
     fn socket(&self, c: usize) -> Result<&std::os::fd::OwnedFd, RankError> {
@@ -354,7 +350,9 @@ impl RingCheckpoint {
                 ring.send(c, fd, from).map_err(queued)
             }
             Op::SendBody { from, len } => {
-                if from == 0 {
+                // Over TLS the watch would peek at ciphertext that a session ticket may be, and
+                // the answer's first read goes through the staging area: not armed there.
+                if from == 0 && !self.is_tls(c) {
                     self.watch_answer(c)?;
                 }
                 let (buf, zc) = (self.bufs[c], self.zc);
@@ -449,7 +447,8 @@ impl RingCheckpoint {
             payload_sha256: self.shape.payload == PayloadSigning::Sha256
                 && self.engine.client.signer().signs(),
         };
-        // Over TLS, laid out to be sealed where it is generated.
+        // Over TLS, laid out to be sealed where it is generated (the plan gives each buffer the
+        // room: `budget::object_buffer_bytes`).
         let layout = self.layout_for(c);
         let spacing = layout.map_or_else(Spacing::contiguous, |l| l.spacing());
         let buf = self.ring.buffer_from_mut(self.bufs[c], 0);

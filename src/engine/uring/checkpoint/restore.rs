@@ -3,17 +3,17 @@
 //! into its registered buffer, each checked under `verify` and counted. With the shape's
 //! `restore_check`, one HEAD first (`x-amz-checksum-mode: ENABLED`) gets the object's
 //! checksum, each range's bytes go into its block's CRC as they arrive, and the blocks' CRCs
-//! combined must be the object's (`checkpoint::restore_check`, the same on both engines).
+//! combined must be the object's (`s3::integrity::RestoreCheck`, the same on both engines).
 
 use super::{Outcome, RingCheckpoint};
-use crate::checksum::{BlockCrcs, StoredChecksum};
+use crate::checksum::StoredChecksum;
 use crate::engine::uring::conn::{Conn, Job};
 use crate::engine::uring::upload::{Kind, Request};
 use crate::metrics::thread_cpu;
 use crate::rank::RankError;
 use crate::rank::checkpoint::ObjectSpec;
 use crate::s3::RequestError;
-use crate::s3::integrity::{CHECKSUM_MODE, check_restored};
+use crate::s3::integrity::{CHECKSUM_MODE, RestoreCheck};
 
 impl RingCheckpoint {
     /// A ranged GET arrived on connection `c`: checked and counted (and, with `crcs`, its
@@ -23,13 +23,13 @@ impl RingCheckpoint {
         c: usize,
         job: &Job,
         object: &ObjectSpec,
-        crcs: Option<&mut BlockCrcs>,
+        check: Option<&mut RestoreCheck>,
     ) -> Result<(), RankError> {
         let get = self.request(c)?.get.clone();
         let len = get.len_bytes as usize;
-        if let Some(crcs) = crcs {
+        if let Some(check) = check {
             let cpu = thread_cpu();
-            crcs.update(c, self.ring.filled(self.bufs[c], len));
+            check.update(c, self.ring.filled(self.bufs[c], len));
             self.stats.restore.cpu += thread_cpu().saturating_sub(cpu);
         }
         if self.shape.verify {
@@ -88,23 +88,14 @@ impl RingCheckpoint {
         // and a rank has at least as many connections.
         let blocks = self.shape.restore_blocks(object.bytes);
         let readers = blocks.len();
-        let stored = match self.shape.restore_check && readers > 0 {
-            true => self.stored_checksum(object)?,
+        let mut check = match self.shape.restore_check && readers > 0 {
+            true => {
+                let check = RestoreCheck::new(self.stored_checksum(object)?, readers);
+                self.stats.restore.unchecked += u64::from(check.is_none());
+                check
+            }
             false => None,
         };
-        let mut crcs = stored
-            .as_ref()
-            .filter(|s| s.checkable())
-            .and_then(|s| BlockCrcs::new(s.algorithm, readers));
-        if self.shape.restore_check && readers > 0 && crcs.is_none() {
-            self.stats.restore.unchecked += 1;
-        }
-        if readers > self.conns.len() {
-            return Err(RankError::Engine(format!(
-                "{readers} restore blocks for {} connections (a bug)",
-                self.conns.len()
-            )));
-        }
         // Each block's ranged GETs, sent one after another on its connection.
         let mut gets: Vec<_> = blocks
             .iter()
@@ -122,13 +113,12 @@ impl RingCheckpoint {
             }
             let reading = gets.iter_mut().any(|b| b.peek().is_some());
             if !reading && self.conns[..readers].iter().all(Conn::is_free) {
-                if let (Some(crcs), Some(stored)) = (crcs, &stored) {
+                if let Some(check) = check {
                     let cpu = thread_cpu();
-                    let read = crcs.value();
-                    self.stats.restore.cpu += thread_cpu().saturating_sub(cpu);
                     let operation = self.engine.client.operation("GET", Some(&object.key));
-                    check_restored(&operation, stored, &read)
-                        .map_err(|e| RankError::Io(e.into()))?;
+                    let checked = check.finish(&operation);
+                    self.stats.restore.cpu += thread_cpu().saturating_sub(cpu);
+                    checked.map_err(|e| RankError::Io(e.into()))?;
                     self.stats.restore.checked += 1;
                 }
                 return Ok(());
@@ -137,7 +127,7 @@ impl RingCheckpoint {
             let ended = std::mem::take(&mut self.ended);
             for (c, job, outcome) in ended {
                 match outcome {
-                    Outcome::Arrived => self.arrived(c, &job, object, crcs.as_mut())?,
+                    Outcome::Arrived => self.arrived(c, &job, object, check.as_mut())?,
                     Outcome::Failed(error) => {
                         let read = &mut self.stats.read;
                         read.retries += u64::from(job.retries);

@@ -16,10 +16,10 @@ use std::os::fd::AsFd;
 use super::{Held, RingCheckpoint};
 use crate::engine::common::fill_spaced;
 use crate::engine::uring::conn::Op;
+use crate::engine::uring::secure::open_error;
 use crate::engine::uring::tls;
 use crate::engine::uring::upload::Kind;
 use crate::rank::RankError;
-use crate::s3::RequestError;
 
 impl RingCheckpoint {
     /// Whether connection `c` goes over TLS.
@@ -52,23 +52,8 @@ impl RingCheckpoint {
             &self.policy,
             &self.engine.client,
         );
-        opened.map_err(|(errno, words)| {
-            let operation = self.engine.client.operation("PUT", None);
-            RankError::Io(
-                match words {
-                    Some(reason) => RequestError::Tls { operation, reason },
-                    None => RequestError::Unreachable {
-                        operation,
-                        reason: format!(
-                            "cannot connect to {} ({}); is the server running? check --endpoint",
-                            gateway.url,
-                            std::io::Error::from_raw_os_error(errno)
-                        ),
-                    },
-                }
-                .into(),
-            )
-        })
+        let operation = || self.engine.client.operation("PUT", None);
+        opened.map_err(|failed| open_error(operation(), gateway, failed))
     }
 
     /// Queues the operation TLS connection `c` asked for.
@@ -118,6 +103,13 @@ impl RingCheckpoint {
             _ => return Err(RankError::Engine(format!("connection {c}: a body (a bug)"))),
         };
         let layout = self.tls.session_mut(c)?.layout();
+        let room = self.ring.buffer_len(self.bufs[c]);
+        if layout.sealed_len(len) > room {
+            return Err(RankError::Engine(format!(
+                "a body of {len} bytes sealed does not fit a {room}-byte buffer (a bug: the plan \
+                 sizes them)"
+            )));
+        }
         if self.held[c] != Held::Plain(Some(layout)) {
             let content = self.content.ok_or_else(|| {
                 RankError::Engine(format!("connection {c}: a body of no object (a bug)"))
@@ -134,13 +126,6 @@ impl RingCheckpoint {
             self.stats.write.generate_cpu += filled.generate_cpu;
         }
         let buf = self.ring.buffer_from_mut(self.bufs[c], 0);
-        if layout.sealed_len(len) > buf.len() {
-            return Err(RankError::Engine(format!(
-                "a body of {len} bytes sealed does not fit a {}-byte buffer (a bug: the plan \
-                 sizes them)",
-                buf.len()
-            )));
-        }
         let sealed = self
             .tls
             .session_mut(c)?
