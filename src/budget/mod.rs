@@ -82,6 +82,10 @@ pub struct MemoryBudget {
     pub server_bytes: u64,
     /// The catalog: what listing it held at its peak (a whole-object store's million keys).
     pub catalog_bytes: u64,
+    /// What the run keeps per GET: the plan's lists, one epoch's requests in each window, a
+    /// record per GET of every epoch, and the plan's copy of the catalog
+    /// (`plan::resolve::plan_held_bytes`); 0 where it is not counted (checkpoints).
+    pub plan_bytes: u64,
     pub total_bytes: u64,
     pub checks: Vec<LimitCheck>,
     /// The limit with the least room, if any was checked.
@@ -99,6 +103,8 @@ pub struct BudgetShape {
     pub server_bytes: u64,
     /// The catalog's memory at its peak ([`MemoryBudget::catalog_bytes`]).
     pub catalog_bytes: u64,
+    /// What the run keeps per GET ([`MemoryBudget::plan_bytes`]).
+    pub plan_bytes: u64,
     /// Buffers hold a TLS record beyond the GET ([`TLS_RECORD_SLACK_BYTES`]).
     pub tls: bool,
     /// Whole objects dealt over readers: `(batch, samples per object)`. A reader then holds
@@ -163,6 +169,7 @@ fn budget_for(
     prefetch: u32,
     server_bytes: u64,
     catalog_bytes: u64,
+    plan_bytes: u64,
     tls: bool,
     small_class: Option<(u32, u64)>,
     slot_connections: u32,
@@ -197,11 +204,13 @@ fn budget_for(
         overhead_bytes: PROCESS_OVERHEAD_BYTES,
         server_bytes,
         catalog_bytes,
+        plan_bytes,
         total_bytes: pool_bytes
             + connection_bytes
             + PROCESS_OVERHEAD_BYTES
             + server_bytes
-            + catalog_bytes,
+            + catalog_bytes
+            + plan_bytes,
         checks: Vec::new(),
         binding: None,
     }
@@ -263,6 +272,7 @@ pub fn check(
             shape.prefetch,
             shape.server_bytes,
             shape.catalog_bytes,
+            shape.plan_bytes,
             shape.tls,
             shape.small_class,
             shape.slot_connections,
@@ -288,6 +298,7 @@ pub fn check(
                     pf,
                     shape.server_bytes,
                     shape.catalog_bytes,
+                    shape.plan_bytes,
                     shape.tls,
                     None,
                     shape.slot_connections,
@@ -385,6 +396,7 @@ impl ObjectBudgetShape {
             overhead_bytes: PROCESS_OVERHEAD_BYTES,
             server_bytes: self.server_bytes,
             catalog_bytes: 0,
+            plan_bytes: 0,
             total_bytes: pool_bytes + connection_bytes + PROCESS_OVERHEAD_BYTES + self.server_bytes,
             checks: Vec::new(),
             binding: None,
@@ -687,6 +699,12 @@ fn parts(budget: &MemoryBudget, pool: &str) -> String {
             bytes(budget.catalog_bytes)
         ));
     }
+    if budget.plan_bytes > 0 {
+        text.push_str(&format!(
+            " + {} for the plan's GETs and their records",
+            bytes(budget.plan_bytes)
+        ));
+    }
     text
 }
 
@@ -728,6 +746,7 @@ mod tests {
             largest_get_bytes: 468_662_272,
             server_bytes: 0,
             catalog_bytes: 0,
+            plan_bytes: 0,
             tls: false,
             batch_hold: Some((7, 1)),
             small_class: None,
@@ -768,6 +787,7 @@ mod tests {
             largest_get_bytes: 468_662_272,
             server_bytes: 0,
             catalog_bytes: 0,
+            plan_bytes: 0,
             tls: false,
             batch_hold: Some((7, 1)),
             small_class: None,
@@ -816,13 +836,25 @@ mod tests {
             largest_get_bytes: 103_912_345,
             server_bytes: 147 * MIB + 12_345,
             catalog_bytes: 0,
+            plan_bytes: 0,
             tls: false,
             batch_hold: None,
             small_class: None,
             slot_connections: 1,
         };
         let limits = MemoryLimits::unlimited();
-        let budget = budget_for(103_912_345, 2, 2, 1, shape.server_bytes, 0, false, None, 1);
+        let budget = budget_for(
+            103_912_345,
+            2,
+            2,
+            1,
+            shape.server_bytes,
+            0,
+            0,
+            false,
+            None,
+            1,
+        );
         for (shape, cap, applies_to) in [
             (shape, 470 * MIB, "total"),
             (

@@ -357,6 +357,26 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
+    /// The training flags given, by name (those at their default are not): what a checkpoint
+    /// run refuses. `--loader` and `--sharding` count only when not the default, as a sweep
+    /// writes them into every point's command line.
+    pub fn training_flags_given(&self) -> Vec<&'static str> {
+        let (shape, options) = (&self.shape, &self.options);
+        [
+            ("--files", self.workload.files.is_some()),
+            ("--read-threads", shape.read_threads.is_some()),
+            ("--prefetch", shape.prefetch.is_some()),
+            ("--coalesce-rgs", shape.coalesce_rgs.is_some()),
+            ("--computation-time", shape.computation_time.is_some()),
+            ("--loader", shape.loader != Loader::Ringload),
+            ("--sharding", options.shape.sharding != Sharding::Rank),
+            ("--prefetch-factor", options.shape.prefetch_factor.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect()
+    }
+
     /// The run these flags ask for, as the sessions take it (values of their own).
     pub fn request(&self) -> crate::run::request::RunRequest {
         let options = &self.options;
@@ -382,6 +402,7 @@ impl RunArgs {
                 abort_foreign_uploads: options.checkpoint.abort_foreign_uploads,
             },
             output: self.output.clone(),
+            results_dir: options.results.results_dir.clone(),
         }
     }
 

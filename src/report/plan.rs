@@ -313,6 +313,15 @@ fn render_memory(w: &mut String, plan: &Plan) {
         bytes(m.connection_bytes),
         bytes(m.overhead_bytes)
     );
+    if m.plan_bytes > 0 {
+        let _ = writeln!(
+            w,
+            "  GETs        {} for {} GETs: the plan's lists, one epoch's requests, a record per \
+             GET of every epoch",
+            bytes(m.plan_bytes),
+            crate::units::count(plan.get_count as u64)
+        );
+    }
     if m.server_bytes > 0 {
         let _ = writeln!(
             w,

@@ -436,7 +436,7 @@ impl RunSummary {
 
         let mut all = RequestStats::default();
         for stats in &measured.stats {
-            all.merge(stats);
+            all.merge_counts(stats);
         }
         let (mut waits, mut barriers) = steady_waits_ns(measured);
         let ct = settings.computation_time_s;

@@ -309,8 +309,17 @@ pub fn run(
         families: Vec::new(),
     };
     let mut interrupted = false;
+    // A search that fails part-way still writes its study with what it has, then fails.
+    let mut failed: Option<anyhow::Error> = None;
     for template in &templates {
-        match search.family(template, from, to)? {
+        let family = match search.family(template, from, to) {
+            Ok(family) => family,
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        };
+        match family {
             Ok(mut family) => {
                 family.rules = super::maxnp_report::rules(
                     &family,
@@ -328,15 +337,22 @@ pub fn run(
             }
         }
     }
+    let mut sweep = search.sweep;
+    sweep.find_max_np = Some(serde_json::to_value(&find)?);
+    sweep.write(&args.output)?;
+    super::maxnp_report::write_study(args, &sweep, &find)?;
+    if let Some(e) = failed {
+        return Err(e.context(format!(
+            "the search stopped; what it had is in {}/study.md and report.html",
+            args.output.display()
+        )));
+    }
+    // After the study, so a results tree that cannot be written loses nothing of it.
     if let (Some(dir), false) = (&args.results_dir, interrupted) {
         for line in super::maxnp_results::gather(&args.output, dir, &find)? {
             eprintln!("ringload sweep: MLPerf results: {line}");
         }
     }
-    let mut sweep = search.sweep;
-    sweep.find_max_np = Some(serde_json::to_value(&find)?);
-    sweep.write(&args.output)?;
-    super::maxnp_report::write_study(args, &sweep, &find)?;
     let answered = find.families.iter().all(|f| f.answer.is_some());
     let rules_hold = find
         .families
