@@ -337,7 +337,29 @@ pub fn run(
             }
         }
     }
-    let mut sweep = search.sweep;
+    let outcome = Outcome {
+        find,
+        failed,
+        interrupted,
+    };
+    finish(args, search.sweep, outcome)
+}
+
+/// How a search ended: its families, and the error that stopped it, if one did.
+struct Outcome {
+    find: FindMaxNp,
+    failed: Option<anyhow::Error>,
+    interrupted: bool,
+}
+
+/// The search's files — sweep.json, study.md, report.html, written whatever ended it — then
+/// the answer's runs into `--results-dir`, and the exit code.
+fn finish(args: &SweepRequest, mut sweep: SweepFile, end: Outcome) -> anyhow::Result<(u8, bool)> {
+    let Outcome {
+        find,
+        failed,
+        interrupted,
+    } = end;
     sweep.find_max_np = Some(serde_json::to_value(&find)?);
     sweep.write(&args.output)?;
     super::maxnp_report::write_study(args, &sweep, &find)?;
