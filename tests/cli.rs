@@ -95,7 +95,7 @@ fn np16_rt8_is_refused_on_a_24_gib_machine() {
     assert!(stdout.is_empty());
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
-        stderr.starts_with("ringload: memory budget 24.91 GiB"),
+        stderr.starts_with("ringload: memory budget 24.90 GiB"),
         "{stderr}"
     );
     assert!(

@@ -190,3 +190,252 @@ fn flags_the_workload_would_ignore_are_refused() {
         assert!(stdout.is_empty(), "{args:?}: {stdout}");
     }
 }
+
+// Item 3: advice that fits the mistake.
+
+#[test]
+fn usage_mistakes_get_advice_that_fits() {
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["run", "np=4"],
+            "override 'np=4' is not a key of DLIO's configuration: 'np' is ringload's flag \
+             --np; pass --np 4",
+        ),
+        (
+            &["generate", "llama3_8b"],
+            "llama3_8b: a checkpoint workload writes its objects when it runs",
+        ),
+        (
+            &["plan", "flux_b200", "--memory-budget", "100MiB"],
+            "even the smallest run (NP 1, --read-threads 1 --prefetch 1) needs ",
+        ),
+        (
+            &[
+                "plan",
+                "flux_small",
+                "--files",
+                "1",
+                "reader.batch_size=1000",
+            ],
+            "0 steps per rank: floor(288 × 1 / 1000 / 1) = 0; one step of 1 rank needs 4 files \
+             (--files 4)",
+        ),
+        (
+            &["run", "--hosts", "2"],
+            "--hosts is not a flag of `ringload run`: a run over several client hosts is one \
+             ringload process per host started by mpirun",
+        ),
+        (
+            &[
+                "run",
+                "--endpoint",
+                "http://nosuchhost.invalid:9000",
+                "--bucket",
+                "b",
+            ],
+            "the name 'nosuchhost.invalid' does not resolve",
+        ),
+    ];
+    for (args, line) in cases {
+        let (code, stdout, stderr) = run(args);
+        assert_eq!(code, 2, "{args:?}: {stdout}\n{stderr}");
+        assert!(stderr.contains(line), "{args:?}: {stderr}");
+        assert!(!stderr.contains("is the server running"), "{stderr}");
+        assert!(!stderr.contains("lower --np"), "{args:?}: {stderr}");
+    }
+}
+
+/// A server that answers every request with `404` and no body, as a web server or a proxy
+/// without S3 behind it may.
+fn empty_404_server() -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let mut head = Vec::new();
+                while let Ok(n) = stream.read(&mut buf) {
+                    if n == 0 {
+                        return;
+                    }
+                    head.extend_from_slice(&buf[..n]);
+                    while let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+                        head.drain(..end + 4);
+                        let answer = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
+                        if stream.write_all(answer).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    endpoint
+}
+
+#[test]
+fn an_empty_404_is_not_s3() {
+    let endpoint = empty_404_server();
+    let (code, stdout, stderr) = run(&["run", "--endpoint", &endpoint, "--bucket", "b"]);
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "this does not look like an S3 endpoint: {endpoint} answered HTTP 404 with an empty \
+             body"
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn no_such_bucket_names_the_buckets_there() {
+    let dir = tempfile::tempdir().unwrap();
+    for bucket in ["ringload", "training-data"] {
+        std::fs::create_dir(dir.path().join(bucket)).unwrap();
+    }
+    let server = common::spawn_serve(&["--dir", dir.path().to_str().unwrap()]);
+    let (code, stdout, stderr) = run(&[
+        "run",
+        "--endpoint",
+        &server.endpoint,
+        "--bucket",
+        "trainig-data",
+    ]);
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("bucket 'trainig-data' does not exist")
+            && stderr.contains("the endpoint has: ringload, training-data"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_refused_certificate_names_the_ca_bundle_it_was_checked_against() {
+    let dir = tempfile::tempdir().unwrap();
+    let (other, served) = (dir.path().join("other"), dir.path().join("served"));
+    // Another server's CA: a bundle that does not hold the served certificate's.
+    drop(common::spawn_serve(&[
+        "--tls-self-signed",
+        other.to_str().unwrap(),
+    ]));
+    let server = common::spawn_serve(&["--tls-self-signed", served.to_str().unwrap()]);
+    let bundle = other.join("ca.pem");
+    let (code, stdout, stderr) = common::output(
+        common::ringload()
+            .args([
+                "run",
+                "--endpoint",
+                &server.endpoint,
+                "--bucket",
+                "ringload",
+            ])
+            .env("AWS_CA_BUNDLE", &bundle),
+    );
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "is not signed by a CA in {} (named by AWS_CA_BUNDLE)",
+            bundle.display()
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_short_write_run_of_the_split_form_is_told_to_stay_split() {
+    let (code, stdout, stderr) = run(&["run", "llama3_tiny", "checkpoint.num_checkpoints_read=0"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains(
+            "FAIL  10 writes then 10 reads: 2 saves and 0 restores; for the split form's write \
+             run set checkpoint.num_checkpoints_write=10 (its read run then reads 10)"
+        ),
+        "{stdout}"
+    );
+}
+
+// Item 4: say what limited a run.
+
+/// The report's last line names the limit, and summary.json has it as a word.
+fn limit_of(args: &[&str]) -> (String, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut full = args.to_vec();
+    full.extend(["--output", out.to_str().unwrap()]);
+    let (code, stdout, stderr) = run(&full);
+    assert!(code == 0 || code == 1, "{args:?}: {stderr}");
+    let last = stdout.lines().last().unwrap_or_default().to_string();
+    assert!(last.starts_with("limit: "), "{args:?}: {stdout}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(
+        format!("limit: {}", summary["limit"]["line"].as_str().unwrap()),
+        last
+    );
+    (last, summary)
+}
+
+#[test]
+fn every_run_ends_naming_its_limit() {
+    // The embedded default meets its AU: nothing held the steps back.
+    let (line, summary) = limit_of(&["run"]);
+    assert_eq!(summary["limit"]["kind"], "none", "{line}");
+    assert!(line.starts_with("limit: none reached: AU "), "{line}");
+    // A store of 40 MiB/s for a loader that asks ~4.59 MiB per 0.05 s: the storage.
+    let server = common::spawn_serve(&["--bandwidth-mib-per-s", "40"]);
+    let (line, summary) = limit_of(&[
+        "run",
+        "--endpoint",
+        &server.endpoint,
+        "--bucket",
+        "ringload",
+        "--computation-time",
+        "0.05",
+    ]);
+    assert_eq!(summary["limit"]["kind"], "storage", "{line}");
+    assert!(
+        line.starts_with("limit: the storage: the steps waited for I/O (AU "),
+        "{line}"
+    );
+}
+
+#[test]
+fn a_long_run_says_how_long_before_it_starts() {
+    let (code, stdout, stderr) = run(&["plan", "retinanet_b200"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains(
+            "this run takes at least 5 h 9 min: 48,762 steps × 0.04755 s of compute × 8 \
+             epoch(s)"
+        ),
+        "{stdout}"
+    );
+    // `run` says it before its first step: read stderr up to that line, then stop the run.
+    use std::io::BufRead;
+    let mut child = common::ringload()
+        .args(["run", "retinanet_b200", "--np", "8"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    for line in stderr.lines() {
+        let line = line.unwrap();
+        let found = line.contains("this run takes at least 38 min: 6,095 steps × 0.04755 s");
+        seen.push(line);
+        if found {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let last = seen.last().cloned().unwrap_or_default();
+    assert!(
+        last.starts_with("ringload run: NOTE: this run takes at least 38 min"),
+        "{seen:?}"
+    );
+}

@@ -216,6 +216,42 @@ fn budget_for(
     }
 }
 
+/// The smallest shape of `shape`'s run at NP 1: `(read_threads, prefetch)` with the least
+/// memory that still holds a reader's share of a batch.
+fn smallest_shape(shape: &BudgetShape) -> (u32, u32) {
+    (1..=shape.read_threads.max(1))
+        .filter_map(|rt| {
+            let pf = (1..=1024).find(|&pf| shape.holds_batch(rt, pf))?;
+            Some((rt, pf))
+        })
+        .min_by_key(|&(rt, pf)| u64::from(rt) * u64::from(pf))
+        .unwrap_or((1, 1))
+}
+
+/// [`smallest_shape`] as flags.
+fn smallest_shape_text(shape: &BudgetShape) -> String {
+    let (rt, pf) = smallest_shape(shape);
+    format!("--read-threads {rt} --prefetch {pf}")
+}
+
+/// The memory of [`smallest_shape`] at NP 1: what a limit must leave for any run of it.
+fn smallest_fit_bytes(shape: &BudgetShape) -> u64 {
+    let (rt, pf) = smallest_shape(shape);
+    budget_for(
+        shape.largest_get_bytes,
+        1,
+        rt,
+        pf,
+        shape.server_bytes,
+        shape.catalog_bytes,
+        shape.plan_bytes,
+        shape.tls,
+        None,
+        shape.slot_connections,
+    )
+    .total_bytes
+}
+
 /// The limits `budget` is compared with: `(name, bytes, applies to pool only)`.
 fn limits_for(limits: &MemoryLimits, cap: Option<u64>) -> Vec<(String, u64, bool)> {
     let mut out = Vec::new();
@@ -324,6 +360,18 @@ pub fn check(
         (None, Some(pf)) => format!(
             "largest that fits: --prefetch {pf} (at --read-threads {}); no --read-threads fits at --prefetch {}",
             shape.read_threads, shape.prefetch
+        ),
+        // At NP 1 there is no lower --np: the smallest budget that would fit instead.
+        (None, None) if shape.np == 1 && !try_fit(1, 1) && over.applies_to == "total" => format!(
+            "even the smallest run (NP 1, {}) needs {}: give it at least that much \
+             (--memory-budget, MemAvailable, the cgroup's room){}",
+            smallest_shape_text(shape),
+            bytes(smallest_fit_bytes(shape)),
+            if shape.batch_hold.is_some() {
+                ""
+            } else {
+                ", or fewer row groups per GET (--coalesce-rgs 1)"
+            }
         ),
         (None, None) if shape.batch_hold.is_some() => {
             "no fewer --read-threads or --prefetch that still holds a reader's share of a batch \

@@ -371,6 +371,7 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
         first_of!(
             RunFailed,
             RunInterrupted,
+            crate::run::session::SetupInterrupted,
             SweepInterrupted,
             crate::sweep::SweepError,
             crate::compare::CompareError,

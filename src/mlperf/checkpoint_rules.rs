@@ -88,6 +88,26 @@ fn sequence(f: &CheckpointFacts) -> Rule {
                  end (at most 30 s) is not known; pass --after WRITE_RUN_OUTPUT",
             ),
         },
+        // A run of the split form keeps its half: the write run writes 10, the read run
+        // reads 10.
+        (w, 0) => Rule::new(
+            name,
+            Verdict::Fail,
+            format!(
+                "{w} saves and 0 restores; for the split form's write run set \
+                 checkpoint.num_checkpoints_write={CHECKPOINTS} (its read run then reads \
+                 {CHECKPOINTS}), or {fix} for one run"
+            ),
+        ),
+        (0, r) => Rule::new(
+            name,
+            Verdict::Fail,
+            format!(
+                "0 saves and {r} restores; for the split form's read run set \
+                 checkpoint.num_checkpoints_read={CHECKPOINTS} (after a write run of \
+                 {CHECKPOINTS}), or {fix} for one run"
+            ),
+        ),
         (w, r) => Rule::new(
             name,
             Verdict::Fail,
@@ -261,6 +281,28 @@ mod tests {
             ..facts()
         };
         assert_eq!(verdicts(&write)[0], Verdict::Unknown);
+        // A short run of either half is told to keep its half, not to merge the two.
+        let short_write = CheckpointFacts {
+            writes: 2,
+            reads: 0,
+            ..facts()
+        };
+        let detail = &rules(&short_write)[0].detail;
+        assert!(
+            detail
+                .contains("for the split form's write run set checkpoint.num_checkpoints_write=10"),
+            "{detail}"
+        );
+        let short_read = CheckpointFacts {
+            writes: 0,
+            reads: 3,
+            ..facts()
+        };
+        let detail = &rules(&short_read)[0].detail;
+        assert!(
+            detail.contains("for the split form's read run set checkpoint.num_checkpoints_read=10"),
+            "{detail}"
+        );
     }
 
     #[test]

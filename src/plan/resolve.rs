@@ -165,8 +165,15 @@ pub(super) fn steps_per_rank(
         None => formula_steps,
     };
     if steps == 0 {
+        // One step of every rank needs batch × NP samples: the files that hold them.
+        let files =
+            (settings.batch_size * u64::from(np)).div_ceil(settings.samples_per_file.max(1));
+        let fewer = if np > 1 { "fewer ranks (--np) or " } else { "" };
         return Err(PlanError::Unsatisfiable(format!(
-            "0 steps per rank: {steps_formula}; use fewer ranks (--np), a smaller batch or more files (--files)"
+            "0 steps per rank: {steps_formula}; one step of {} needs {} (--files {files}); \
+             or use {fewer}a smaller batch (reader.batch_size)",
+            crate::units::counted(u64::from(np), "rank"),
+            crate::units::counted(files, "file"),
         )));
     }
     Ok((formula_steps, steps, steps_formula))

@@ -71,6 +71,10 @@ pub fn render(plan: &Plan, full: bool) -> String {
     render_run(w, plan);
     render_io(w, plan);
     render_memory(w, plan);
+    // A long run's estimate, as `run` says it before it starts.
+    if let Some(line) = plan.long_run_estimate(crate::plan::LONG_RUN_S) {
+        let _ = writeln!(w, "\nTime\n  {line}");
+    }
     render_ranks(w, plan, full);
     render_readers(w, plan, full);
     render_notes(w, plan);

@@ -394,9 +394,18 @@ impl<'a> CheckpointSession<'a> {
                 Err(e) => {
                     let (error, partial) = *e;
                     phases.results.extend(partial);
+                    let interrupted = matches!(error, RankError::Interrupted);
+                    // One process: no mpirun to name; nothing measured yet: the set-up.
+                    let line = match (interrupted, phases.results.is_empty()) {
+                        (true, true) => SETUP_INTERRUPTED.to_string(),
+                        (true, false) => {
+                            "interrupted (Ctrl-C or SIGTERM) before the last step".into()
+                        }
+                        (false, _) => error.to_string().replace('\n', " "),
+                    };
                     phases.failure = Some(CheckpointFailure {
-                        interrupted: matches!(error, RankError::Interrupted),
-                        line: error.to_string().replace('\n', " "),
+                        interrupted,
+                        line,
                         phase,
                     });
                 }
@@ -690,6 +699,11 @@ fn objects_of(plan: &CheckpointPlan, rank: usize, steps: &[u32]) -> Vec<Vec<Obje
         })
         .collect()
 }
+
+/// A one-process checkpoint run's failure line when a stop signal came before any phase
+/// measured anything.
+pub const SETUP_INTERRUPTED: &str =
+    "interrupted (Ctrl-C or SIGTERM) during set-up, before anything was measured";
 
 /// When a phase's clock started: its end less its wall time.
 fn clock_of(r: &PhaseResult) -> SystemTime {

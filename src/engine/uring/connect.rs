@@ -58,7 +58,9 @@ impl RingIo<'_> {
         let endpoint =
             crate::s3::Endpoint::parse(&gateway.url).map_err(|e| (libc::EINVAL, Some(e)))?;
         let hostname = gateway.host.clone();
-        let describe = |e: &std::io::Error| crate::s3::tls::describe(e, &endpoint, &hostname);
+        let trust = &self.engine.client.target().tls;
+        let describe =
+            |e: &std::io::Error| crate::s3::tls::describe(e, &endpoint, &hostname, trust);
         let (_, stage) = self.ring.scratch_and_stage(c);
         let session = tls::Session::handshake(
             socket.as_fd(),
