@@ -50,8 +50,12 @@ pub enum Command {
     /// Without --dir the file layout is computed from the schema, so the plan of a dataset that
     /// does not exist yet can be shown.
     Plan(PlanArgs),
-    /// Write the workload's training files as real Parquet (Flux schema and writer settings),
-    /// in parallel on all cores.
+    /// Write the workload's training dataset, in parallel on all cores, with DLIO's names
+    /// and sizes: Parquet for flux_* (the Flux schema and writer settings, one row group per
+    /// batch), npz for unet3d_*, JPEG for retinanet_*, TFRecord for resnet50_h100 and
+    /// cosmoflow_h100.
+    ///
+    /// Checkpoint workloads (llama3_*) have no dataset: `run` writes their checkpoints.
     Generate(GenerateArgs),
     /// Serve S3 (path-style HTTP/1.1, SigV4 when keys are set) from a directory of buckets or
     /// from a virtual full-size dataset that needs no disk.

@@ -313,7 +313,7 @@ fn refuse_misplaced_flags(args: &RunArgs, workload: &Workload) -> Result<(), Usa
                     "{flag}: {name} is a training workload and {flag} shapes a checkpoint \
                      run's writes and reads, so it would be ignored; drop it, or run a \
                      checkpoint workload (llama3_8b, llama3_70b, llama3_405b, llama3_1t, \
-                     llama3_tiny)"
+                     llama3_demo, llama3_tiny)"
                 )));
             }
         }

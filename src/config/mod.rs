@@ -46,6 +46,10 @@ pub const BUILTIN_WORKLOADS: &[(&str, &str)] = &[
         include_str!("../../configs/llama3_tiny.yaml"),
     ),
     (
+        "llama3_demo",
+        include_str!("../../configs/llama3_demo.yaml"),
+    ),
+    (
         "unet3d_b200",
         include_str!("../../configs/unet3d_b200.yaml"),
     ),

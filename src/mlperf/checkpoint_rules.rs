@@ -41,7 +41,12 @@ pub struct CheckpointFacts {
     pub checkpoint_bytes: u64,
     /// One accelerator's memory.
     pub accelerator_memory_bytes: u64,
+    /// The model's name (`model.name`).
+    pub model: String,
 }
+
+/// MLPerf Storage's checkpointing models.
+pub const MODELS: [&str; 4] = ["llama3_8b", "llama3_70b", "llama3_405b", "llama3_1t"];
 
 fn gib(bytes: u64) -> f64 {
     bytes as f64 / f64::from(1u32 << 30)
@@ -53,7 +58,31 @@ fn gb(bytes: u64) -> f64 {
 
 /// One line per rule, in the rules' order.
 pub fn rules(f: &CheckpointFacts) -> Vec<Rule> {
-    vec![sequence(f), cache(f), accelerator_memory(f), per_host(f)]
+    vec![
+        sequence(f),
+        cache(f),
+        accelerator_memory(f),
+        per_host(f),
+        model(f),
+    ]
+}
+
+/// Whether the model is one MLPerf scores: llama3_demo and llama3_tiny are not.
+fn model(f: &CheckpointFacts) -> Rule {
+    let name = "one of MLPerf's models";
+    if MODELS.contains(&f.model.as_str()) {
+        return Rule::new(name, Verdict::Pass, f.model.clone());
+    }
+    Rule::new(
+        name,
+        Verdict::Fail,
+        format!(
+            "{} is not one of MLPerf's checkpointing models ({}): a demonstration of the \
+             workflow, not a result to publish",
+            f.model,
+            MODELS.join(", ")
+        ),
+    )
 }
 
 fn sequence(f: &CheckpointFacts) -> Rule {
@@ -221,6 +250,7 @@ mod tests {
             host_memory_bytes: Some(512 << 30),
             checkpoint_bytes: 112_424_017_920,
             accelerator_memory_bytes: B200_MEMORY_BYTES,
+            model: "llama3_8b".into(),
         }
     }
 
@@ -264,6 +294,23 @@ mod tests {
             ..facts()
         };
         assert_eq!(verdicts(&f)[3], Verdict::Fail);
+    }
+
+    #[test]
+    fn a_model_mlperf_does_not_score_is_named() {
+        assert_eq!(verdicts(&facts())[4], Verdict::Pass);
+        let demo = CheckpointFacts {
+            model: "llama3_demo".into(),
+            ..facts()
+        };
+        let rule = &rules(&demo)[4];
+        assert_eq!(rule.verdict, Verdict::Fail);
+        assert!(
+            rule.detail
+                .starts_with("llama3_demo is not one of MLPerf's checkpointing models"),
+            "{}",
+            rule.detail
+        );
     }
 
     #[test]

@@ -585,6 +585,7 @@ impl<'a> CheckpointSession<'a> {
             checkpoint_bytes: plan.checkpoint_bytes,
             accelerator_memory_bytes: (self.request.checkpoint.accelerator_memory_bytes)
                 .unwrap_or(checkpoint_rules::B200_MEMORY_BYTES),
+            model: plan.settings.model_name.clone(),
         });
         CheckpointSummary {
             kind: "checkpoint",
