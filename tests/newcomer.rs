@@ -439,3 +439,69 @@ fn a_long_run_says_how_long_before_it_starts() {
         "{seen:?}"
     );
 }
+
+// Item 5: help and the built-in checkpoint for trying the workflow.
+
+#[test]
+fn every_commands_help_names_every_built_in_workload() {
+    for command in ["plan", "run", "sweep", "generate", "serve", "datasize"] {
+        let (code, stdout, stderr) = run(&[command, "--help"]);
+        assert_eq!(code, 0, "{command}: {stderr}");
+        // clap wraps help lines: compare the words, not the line breaks.
+        let text = stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+        for (name, _) in ringload::config::BUILTIN_WORKLOADS {
+            assert!(
+                text.contains(name),
+                "{command} --help lacks {name}: {stdout}"
+            );
+        }
+    }
+    let (_, stdout, _) = run(&["generate", "--help"]);
+    let text = stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    for format in [
+        "Parquet for flux_*",
+        "npz for unet3d_*",
+        "JPEG for retinanet_*",
+        "TFRecord for resnet50_h100 and cosmoflow_h100",
+    ] {
+        assert!(
+            text.contains(format),
+            "generate --help lacks {format}: {stdout}"
+        );
+    }
+}
+
+#[test]
+fn the_demo_checkpoint_runs_mlperfs_sequence_and_says_it_is_not_mlperfs_model() {
+    let (code, stdout, stderr) = run(&["run", "llama3_demo", "--np", "8"]);
+    assert_eq!(code, 0, "{stderr}");
+    for line in [
+        "llama3_demo checkpoint on 8 ranks",
+        "PASS  10 writes then 10 reads: 10 saves then 10 restores in one run",
+        "PASS  more than 4 processes per host: 8 processes on 1 host",
+        "FAIL  one of MLPerf's models: llama3_demo is not one of MLPerf's checkpointing models \
+         (llama3_8b, llama3_70b, llama3_405b, llama3_1t)",
+    ] {
+        assert!(stdout.contains(line), "{line} not in {stdout}");
+    }
+    // Its last line names what limited it.
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(last.starts_with("  limit: "), "{stdout}");
+}
+
+#[test]
+fn verify_on_the_embedded_sink_says_what_it_checked() {
+    let (code, stdout, stderr) = run(&["run", "llama3_tiny", "--np", "2", "--verify"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("verified: every byte restored (")
+            && stdout.contains(
+                "every byte written was checked by the embedded sink as it arrived, against the \
+                 same generator"
+            ),
+        "{stdout}"
+    );
+    // Without --verify, no such claim.
+    let (_, stdout, _) = run(&["run", "llama3_tiny", "--np", "2"]);
+    assert!(!stdout.contains("verified:"), "{stdout}");
+}

@@ -262,7 +262,7 @@ mod tests {
     fn llama3_8b_at_closed_counts_passes_every_rule() {
         let r = rules(&facts());
         assert!(super::super::none_failed(&r), "{r:?}");
-        assert_eq!(verdicts(&facts()), vec![Verdict::Pass; 4]);
+        assert_eq!(verdicts(&facts()), vec![Verdict::Pass; 5]);
         // 10 × 104.70 GiB = 1047 GiB < 1536 GiB: clearing is required, and said.
         assert!(r[1].detail.contains("< 3 × 512.00 GiB"), "{}", r[1]);
         assert!(r[2].detail.contains("8 × 180 GB = 1440.0 GB ≥"), "{}", r[2]);

@@ -141,6 +141,8 @@ pub fn render(summary: &CheckpointSummary) -> String {
     for note in &summary.notes {
         let _ = writeln!(out, "  note: {note}");
     }
+    // Last: what limited the run.
+    let _ = writeln!(out, "  limit: {}", summary.limit.line);
     out
 }
 

@@ -490,8 +490,9 @@ fn render_objects(w: &mut String, plan: &Plan, objects: &crate::dataset::ObjectD
     };
     let _ = writeln!(
         w,
-        "  sample      {} B{stdev} configured (record_length_bytes: drives the nominal MiB/s); \
-         sizes drawn as DLIO does, side N(⌊√L⌋ = {}, σ {:.1})",
+        "  sample      {} B{stdev} configured (record_length_bytes: drives the nominal MiB/s \
+         and datasize); sizes drawn as DLIO does, side N(⌊√L⌋ = {}, σ {:.1}), so an object is \
+         side² bytes, not the configured length (docs/whole-objects.md)",
         count(plan.settings.record_bytes),
         objects.mean_dim(),
         objects.dim_sigma()

@@ -574,6 +574,19 @@ impl<'a> CheckpointSession<'a> {
             Some(f) if f.interrupted => Outcome::Interrupted,
             Some(_) => Outcome::Failed,
         };
+        let (save, load) = (phase_io(Phase::Save), phase_io(Phase::Load));
+        let limit = crate::summary::limit::checkpoint_limit(&crate::summary::limit::LimitFacts {
+            wall_s: results.iter().map(|r| r.wall_s).sum(),
+            // Under mpirun the client's CPU is every host's: against every host's cores.
+            cores: crate::affinity::cores() * host_volumes.len().max(1),
+            ranks: plan.np as usize,
+            client_cpu_s: results.iter().map(|r| r.client_cpu_s).sum(),
+            server_cpu_s: results.iter().map(|r| r.server_cpu_s).sum(),
+            peak_rss_bytes,
+            budget_bytes: plan.memory.total_bytes,
+            au_percent: None,
+            au_target_percent: 0.0,
+        });
         let rules = checkpoint_rules::rules(&CheckpointFacts {
             writes: plan.settings.num_checkpoints_write,
             reads: plan.settings.num_checkpoints_read,
@@ -603,8 +616,8 @@ impl<'a> CheckpointSession<'a> {
             checkpoint_bytes: plan.checkpoint_bytes,
             objects_per_checkpoint: plan.objects_per_checkpoint,
             checkpoints: all_rows,
-            save: phase_io(Phase::Save),
-            load: phase_io(Phase::Load),
+            save,
+            load,
             hosts: host_volumes,
             io_shape: plan.io,
             peak_rss_bytes,
@@ -619,6 +632,7 @@ impl<'a> CheckpointSession<'a> {
             stale_uploads_aborted: self.stale,
             rules,
             notes: std::mem::take(&mut self.notes),
+            limit,
             timeseries: phases_series(results),
         }
     }

@@ -46,62 +46,10 @@ pub struct LimitFacts {
 
 /// The run's limit (see the module docs).
 pub fn run_limit(f: &LimitFacts) -> RunLimit {
-    let b = crate::units::bytes;
-    if let Some(peak) = f.peak_rss_bytes.filter(|&p| p > f.budget_bytes) {
-        return RunLimit {
-            kind: "memory",
-            line: format!(
-                "memory: peak RSS {} went past the budget {}; the run's memory, not its I/O, is \
-                 what to fix first",
-                b(peak),
-                b(f.budget_bytes)
-            ),
-        };
+    if let Some(limit) = machine_limit(f) {
+        return limit;
     }
-    let wall = f.wall_s.max(1e-9);
-    let cores = f.cores.max(1);
-    let capacity = wall * cores as f64;
-    let server = f.server_cpu_s.unwrap_or(0.0);
-    let busy = f.client_cpu_s + server;
-    let pct = |cpu: f64| 100.0 * cpu / capacity;
-    let of_cores = format!("{wall:.1} s × {cores} cores");
-    if busy >= SATURATED_SHARE * capacity || server >= SERVER_SHARE * capacity {
-        if server >= f.client_cpu_s {
-            return RunLimit {
-                kind: "server_cpu",
-                line: format!(
-                    "the embedded server's CPU: it took {server:.1} CPU-s of {of_cores} ({:.0} \
-                     %), the client {:.1}; this machine's cores, not a store, set the pace: \
-                     serve the data from another machine (`ringload serve` there, then \
-                     --endpoint) to measure a store",
-                    pct(server),
-                    f.client_cpu_s
-                ),
-            };
-        }
-        let with_server = f
-            .server_cpu_s
-            .map(|s| format!(", the embedded server {s:.1}"))
-            .unwrap_or_default();
-        return RunLimit {
-            kind: "client_cpu",
-            line: format!(
-                "the client's CPU: {} rank threads used {:.1} CPU-s of {of_cores} ({:.0} \
-                 %){with_server}; this machine, not the storage, set the pace: fewer ranks per \
-                 host (--np), or more cores or hosts",
-                f.ranks,
-                f.client_cpu_s,
-                pct(f.client_cpu_s)
-            ),
-        };
-    }
-    let used = format!(
-        "the client used {:.0} % of {of_cores}{}",
-        pct(f.client_cpu_s),
-        f.server_cpu_s
-            .map(|s| format!(", the embedded server {:.0} %", pct(s)))
-            .unwrap_or_default()
-    );
+    let used = cpu_used(f);
     match f.au_percent {
         Some(au) if au >= f.au_target_percent => RunLimit {
             kind: "none",
@@ -118,6 +66,87 @@ pub fn run_limit(f: &LimitFacts) -> RunLimit {
             ),
         },
     }
+}
+
+/// A checkpoint run's limit: memory or this machine's CPU as for training; otherwise the
+/// storage, which the saves and restores wait for (there is no compute to hide them).
+pub fn checkpoint_limit(f: &LimitFacts) -> RunLimit {
+    machine_limit(f).unwrap_or_else(|| RunLimit {
+        kind: "storage",
+        line: format!(
+            "the storage: the saves and restores waited for it while {}",
+            cpu_used(f)
+        ),
+    })
+}
+
+/// `the client used 12 % of 3.0 s × 2 cores, the embedded server 20 %`.
+fn cpu_used(f: &LimitFacts) -> String {
+    let wall = f.wall_s.max(1e-9);
+    let cores = f.cores.max(1);
+    let pct = |cpu: f64| 100.0 * cpu / (wall * cores as f64);
+    format!(
+        "the client used {:.0} % of {wall:.1} s × {cores} cores{}",
+        pct(f.client_cpu_s),
+        f.server_cpu_s
+            .map(|s| format!(", the embedded server {:.0} %", pct(s)))
+            .unwrap_or_default()
+    )
+}
+
+/// Memory, then this machine's CPU (the embedded server's or the client's), when either
+/// limited the run.
+fn machine_limit(f: &LimitFacts) -> Option<RunLimit> {
+    let b = crate::units::bytes;
+    if let Some(peak) = f.peak_rss_bytes.filter(|&p| p > f.budget_bytes) {
+        return Some(RunLimit {
+            kind: "memory",
+            line: format!(
+                "memory: peak RSS {} went past the budget {}; the run's memory, not its I/O, is \
+                 what to fix first",
+                b(peak),
+                b(f.budget_bytes)
+            ),
+        });
+    }
+    let wall = f.wall_s.max(1e-9);
+    let cores = f.cores.max(1);
+    let capacity = wall * cores as f64;
+    let server = f.server_cpu_s.unwrap_or(0.0);
+    let busy = f.client_cpu_s + server;
+    let pct = |cpu: f64| 100.0 * cpu / capacity;
+    let of_cores = format!("{wall:.1} s × {cores} cores");
+    if busy >= SATURATED_SHARE * capacity || server >= SERVER_SHARE * capacity {
+        if server >= f.client_cpu_s {
+            return Some(RunLimit {
+                kind: "server_cpu",
+                line: format!(
+                    "the embedded server's CPU: it took {server:.1} CPU-s of {of_cores} ({:.0} \
+                     %), the client {:.1}; this machine's cores, not a store, set the pace: \
+                     serve the data from another machine (`ringload serve` there, then \
+                     --endpoint) to measure a store",
+                    pct(server),
+                    f.client_cpu_s
+                ),
+            });
+        }
+        let with_server = f
+            .server_cpu_s
+            .map(|s| format!(", the embedded server {s:.1}"))
+            .unwrap_or_default();
+        return Some(RunLimit {
+            kind: "client_cpu",
+            line: format!(
+                "the client's CPU: {} rank threads used {:.1} CPU-s of {of_cores} ({:.0} \
+                 %){with_server}; this machine, not the storage, set the pace: fewer ranks per \
+                 host (--np), or more cores or hosts",
+                f.ranks,
+                f.client_cpu_s,
+                pct(f.client_cpu_s)
+            ),
+        });
+    }
+    None
 }
 
 #[cfg(test)]
@@ -187,5 +216,16 @@ mod tests {
             ..facts()
         };
         assert_eq!(run_limit(&remote).kind, "storage");
+        // A checkpoint has no AU: the storage unless the machine was the limit.
+        let saves = checkpoint_limit(&remote);
+        assert_eq!(saves.kind, "storage");
+        assert!(
+            saves
+                .line
+                .starts_with("the storage: the saves and restores"),
+            "{}",
+            saves.line
+        );
+        assert_eq!(checkpoint_limit(&server).kind, "server_cpu");
     }
 }
