@@ -353,31 +353,6 @@ fn all_keys() -> impl Iterator<Item = String> {
         )
 }
 
-/// The flag that `key`, a bare word with no section, names: `np=4` meant `--np 4`.
-fn flag_named(key: &str) -> Option<&'static str> {
-    const FLAGS: [(&str, &str); 11] = [
-        ("np", "--np"),
-        ("files", "--files"),
-        ("read_threads", "--read-threads"),
-        ("prefetch", "--prefetch"),
-        ("coalesce_rgs", "--coalesce-rgs"),
-        ("computation_time", "--computation-time"),
-        ("engine", "--engine"),
-        ("loader", "--loader"),
-        ("sharding", "--sharding"),
-        ("endpoint", "--endpoint"),
-        ("bucket", "--bucket"),
-    ];
-    let word = key.trim().replace('-', "_").to_ascii_lowercase();
-    if word.contains('.') {
-        return None;
-    }
-    FLAGS
-        .iter()
-        .find(|(name, _)| *name == word)
-        .map(|(_, flag)| *flag)
-}
-
 /// The valid key nearest to `key`: one with the same last component if there is one (the
 /// section is wrong), else the smallest edit distance over the whole dotted name.
 pub fn nearest_key(key: &str) -> String {
@@ -520,7 +495,7 @@ impl RawConfig {
         if key.is_empty() {
             return Err(bad("has an empty key"));
         }
-        if let Some(flag) = flag_named(key) {
+        if let Some(flag) = keys::flag_named(key) {
             return Err(bad(&format!(
                 "is not a key of DLIO's configuration: '{key}' is ringload's flag {flag}; pass \
                  {flag} {}",
