@@ -59,6 +59,44 @@ fn find_max_np_checks_results_dir_before_the_first_point() {
     assert!(!out.join("points").exists());
 }
 
+/// A search whose end fails (here: the answer's runs cannot be copied into the results tree,
+/// whose system folder is a file) still leaves its study.md and report.html.
+#[test]
+fn a_search_that_fails_at_its_end_still_writes_its_study() {
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results");
+    std::fs::create_dir(&results).unwrap();
+    std::fs::write(results.join("rig"), b"not a folder").unwrap();
+    let out = dir.path().join("search");
+    let (code, stdout, stderr) = run(&[
+        "sweep",
+        "--find-max-np",
+        "--runs",
+        "2",
+        "--np",
+        "1,2",
+        "--computation-time",
+        "0.05",
+        "--results-dir",
+        results.to_str().unwrap(),
+        "--system",
+        "rig",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(code == 2 || code == 3, "{code}: {stdout}\n{stderr}");
+    for file in ["study.md", "report.html", "sweep.json"] {
+        assert!(out.join(file).is_file(), "no {file}: {stderr}");
+    }
+    let study = std::fs::read_to_string(out.join("study.md")).unwrap();
+    assert!(study.contains("Largest NP that holds AU: "), "{study}");
+    assert!(
+        stderr.contains("the answer's runs could not be copied there; the study is in ")
+            && stderr.contains("results/rig/training/flux-small/run/"),
+        "{stderr}"
+    );
+}
+
 // Item 2: no silent wrong number.
 
 #[test]

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use anyhow::Context;
+
 use super::maxnp::{Family, FindMaxNp, NpOutcome, NpVerdict, RunEvidence, np_range};
 use super::points::{Planner, point_command};
 use super::request::{PointCommandLine, SweepRequest};
@@ -371,7 +373,16 @@ fn finish(args: &SweepRequest, mut sweep: SweepFile, end: Outcome) -> anyhow::Re
     }
     // After the study, so a results tree that cannot be written loses nothing of it.
     if let (Some(dir), false) = (&args.results_dir, interrupted) {
-        for line in super::maxnp_results::gather(&args.output, dir, &find)? {
+        let gathered = super::maxnp_results::gather(&args.output, dir, &find).with_context(|| {
+            format!(
+                "--results-dir {}: the answer's runs could not be copied there; the study is in \
+                 {}/study.md and each run's leaf in {}/points/NAME/mlperf/",
+                dir.display(),
+                args.output.display(),
+                args.output.display()
+            )
+        })?;
+        for line in gathered {
             eprintln!("ringload sweep: MLPerf results: {line}");
         }
     }
