@@ -199,7 +199,19 @@ fn the_budget_counts_the_gets_a_run_holds() {
 
 #[test]
 fn flags_the_workload_would_ignore_are_refused() {
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &[
+                "sweep",
+                "flux_small",
+                "--part-size",
+                "8MiB",
+                "--output",
+                "/nonexistent/s",
+            ],
+            "--part-size: flux_small is a training workload and --part-size shapes a \
+             checkpoint run's writes and reads, so it would be ignored",
+        ),
         (
             &["run", "llama3_tiny", "--read-threads", "2"],
             "--read-threads: llama3_tiny is a checkpoint workload, which reads no training \

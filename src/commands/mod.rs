@@ -42,6 +42,12 @@ pub fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::Run(args) => run(&args),
         Command::Sweep(args) => {
             let workload = Workload::resolve(load_config(&args.workload, None)?)?;
+            // Every point would refuse it: refused once, before any runs.
+            if workload.checkpoint().is_none()
+                && let Some(flag) = args.options.checkpoint.given().first()
+            {
+                return Err(checkpoint_flag_on_training(flag, workload.name()).into());
+            }
             crate::sweep::session::run(&args.request(), &args, workload)
         }
         Command::Compare(args) => compare::compare(&args),
@@ -309,16 +315,20 @@ fn refuse_misplaced_flags(args: &RunArgs, workload: &Workload) -> Result<(), Usa
         }
         None => {
             if let Some(flag) = args.options.checkpoint.given().first() {
-                return Err(UsageError(format!(
-                    "{flag}: {name} is a training workload and {flag} shapes a checkpoint \
-                     run's writes and reads, so it would be ignored; drop it, or run a \
-                     checkpoint workload (llama3_8b, llama3_70b, llama3_405b, llama3_1t, \
-                     llama3_demo, llama3_tiny)"
-                )));
+                return Err(checkpoint_flag_on_training(flag, name));
             }
         }
     }
     Ok(())
+}
+
+/// A checkpoint flag given with training workload `name`.
+fn checkpoint_flag_on_training(flag: &str, name: &str) -> UsageError {
+    UsageError(format!(
+        "{flag}: {name} is a training workload and {flag} shapes a checkpoint run's writes and \
+         reads, so it would be ignored; drop it, or run a checkpoint workload (llama3_8b, \
+         llama3_70b, llama3_405b, llama3_1t, llama3_demo, llama3_tiny)"
+    ))
 }
 
 /// `ringload datasize` ([`crate::sizing`]): exit 0, or 2 (after the figures) when `--dir`
