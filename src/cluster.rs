@@ -324,6 +324,7 @@ pub fn host_share(plan: &Plan, ranks: usize, tls: bool) -> BudgetShape {
         largest_get_bytes: plan.largest_get_bytes,
         server_bytes: 0,
         catalog_bytes: plan.memory.catalog_bytes,
+        plan_bytes: plan.memory.plan_bytes,
         tls,
         batch_hold: plan
             .catalog

@@ -16,6 +16,7 @@ fn main() -> ExitCode {
             _ => {
                 let args: Vec<String> = std::env::args().collect();
                 let line = negative_value_line(&err, &args)
+                    .or_else(|| elsewhere_line(&err, &args))
                     .unwrap_or_else(|| usage_error_line(&err.to_string()));
                 say(&line);
                 return ExitCode::from(exit::USAGE);
@@ -59,6 +60,28 @@ fn negative_value_line(err: &clap::Error, args: &[String]) -> Option<String> {
          'ringload --help'",
         args[at]
     ))
+}
+
+/// A flag given to a command that does not take it, but another does: where it belongs.
+fn elsewhere_line(err: &clap::Error, args: &[String]) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue};
+    if err.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let Some(ContextValue::String(flag)) = err.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let command = args.get(1).map_or("ringload", String::as_str);
+    let flag = flag.split('=').next().unwrap_or(flag);
+    (flag == "--hosts").then(|| {
+        format!(
+            "--hosts is not a flag of `ringload {command}`: a run over several client hosts is \
+             one ringload process per host started by mpirun (`mpirun -np HOSTS --host a,b \
+             ringload run … --endpoint URL`, the `mpi` feature; README: Several client hosts); \
+             --hosts belongs to `plan` (a checkpoint's ranks spread over hosts), `datasize` and \
+             `sweep --find-max-np` (client hosts for the dataset-size rule)"
+        )
+    })
 }
 
 /// clap's usage error without its usage block: its first line, then where help is, then its

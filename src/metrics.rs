@@ -451,7 +451,15 @@ pub fn thread_cpu() -> Duration {
 }
 
 impl RequestStats {
+    /// `other`'s counts, histograms and trace added to these.
     pub fn merge(&mut self, other: &RequestStats) {
+        self.merge_counts(other);
+        self.trace.extend_from_slice(&other.trace);
+    }
+
+    /// `other`'s counts and histograms added to these, its trace left out: a run's totals
+    /// without a second copy of every GET's record (a million-GET run's largest allocation).
+    pub fn merge_counts(&mut self, other: &RequestStats) {
         for (i, e) in other.by_endpoint.iter().enumerate() {
             self.endpoint(i).merge(e);
         }
@@ -461,7 +469,6 @@ impl RequestStats {
         self.bytes_read += other.bytes_read;
         self.first_byte.merge(&other.first_byte);
         self.total.merge(&other.total);
-        self.trace.extend_from_slice(&other.trace);
         for (cause, n) in &other.retries_by_cause {
             *self.retries_by_cause.entry(cause).or_default() += n;
         }
@@ -533,8 +540,11 @@ pub fn rss_over_budget_note(peak_rss_bytes: Option<u64>, budget_bytes: u64) -> O
     let over = rss_over_budget(peak_rss_bytes, budget_bytes)?;
     let b = crate::units::bytes;
     Some(format!(
-        "peak RSS {} exceeded the memory budget {} by {}: the budget's fixed allowances \
-         (PROCESS_OVERHEAD_BYTES, CONNECTION_OVERHEAD_BYTES) are too small for this run",
+        "peak RSS {} went past the memory budget {} by {}: the budget counts the buffers, each \
+         connection's socket and TLS state, the catalog, the plan's GETs and their records, \
+         and a fixed allowance for the process itself (its threads, libraries and allocator); \
+         this run held more than those allowances, so leave that much more room than the plan \
+         shows",
         b(budget_bytes + over),
         b(budget_bytes),
         b(over)

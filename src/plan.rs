@@ -62,6 +62,10 @@ impl ExitClass for PlanError {
     }
 }
 
+/// A run whose compute alone takes longer than this (ten minutes) says how long before it
+/// starts ([`Plan::long_run_estimate`]), and `plan` shows it.
+pub const LONG_RUN_S: f64 = 600.0;
+
 /// Options of a run that are not workload keys.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PlanOptions {

@@ -165,7 +165,8 @@ pub fn dir_too_small(dir: &Path, d: &Datasize) -> Option<UsageError> {
 pub fn render(d: &Datasize) -> String {
     let s = &d.size;
     let mut out = format!(
-        "{}: {} host{} × {} of memory, {} accelerators, batch {}, {} sample{} per file of {} B\n",
+        "{}: {} host{} × {} of memory, {} accelerators, batch {}, {} sample{} per file of {} B \
+         (record_length_bytes, as mlpstorage sizes it)\n",
         d.workload,
         d.hosts,
         if d.hosts == 1 { "" } else { "s" },

@@ -59,6 +59,16 @@ pub fn seconds(s: f64) -> String {
     format!("{text} s")
 }
 
+/// A long duration for people: `5 h 22 min`, `41 min`, `12 s`.
+pub fn duration(s: f64) -> String {
+    let whole = s.max(0.0).round() as u64;
+    match (whole / 3600, whole % 3600 / 60) {
+        (0, 0) => format!("{whole} s"),
+        (0, m) => format!("{m} min"),
+        (h, m) => format!("{h} h {m} min"),
+    }
+}
+
 /// Howard Hinnant's `civil_from_days`: (year, month, day) of a day count since 1970-01-01
 /// (proleptic Gregorian, UTC).
 pub fn civil_from_days(days: i64) -> (i64, u32, u32) {

@@ -5,7 +5,7 @@
 //! point to a module of a lower layer (or the same top-level module); engines never import each
 //! other; the hot path (the rank loop and the engines) never imports the code that formats
 //! numbers for people; and no two files, and no two modules, import each other. ARCHITECTURE.md's
-//! layer table must say what `LAYERS` says, and README.md's layout must name every folder of
+//! layer table must say what `LAYERS` says, and docs/layout.md's layout must name every folder of
 //! `src/` and every file directly in it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -776,7 +776,7 @@ fn the_layer_table_check_sees_what_it_must() {
 /// entry above it.
 const LAYOUT_DESCRIPTION_COLUMN: usize = 20;
 
-/// What README.md's layout (the code block of "## Layout") names under `src/`: each entry's
+/// What docs/layout.md's layout (the code block of "## Layout") names under `src/`: each entry's
 /// path relative to `src/`, a folder ending in `/` (`engine/uring/`), a file in its name
 /// (`main.rs`). An entry starts a line: `src/<dir>/` or `src/<file>.rs` at its start, or a
 /// folder inside the folder above as `<dir>/`, two spaces deeper than its parent's entry.
@@ -833,7 +833,7 @@ fn layout_entries(readme: &str) -> Result<BTreeSet<String>, String> {
     Ok(out)
 }
 
-/// What README.md's layout must name: every folder under `src/` (`engine/uring/`) and every file
+/// What docs/layout.md's layout must name: every folder under `src/` (`engine/uring/`) and every file
 /// directly in it (`main.rs`).
 fn src_entries(src: &Path) -> BTreeSet<String> {
     fn folders(src: &Path, dir: &Path, out: &mut BTreeSet<String>) {
@@ -866,12 +866,12 @@ fn src_entries(src: &Path) -> BTreeSet<String> {
 fn layout_drift(named: &BTreeSet<String>, present: &BTreeSet<String>) -> Vec<String> {
     let mut out: Vec<String> = present
         .difference(named)
-        .map(|p| format!("src/{p} has no entry in README.md's layout"))
+        .map(|p| format!("src/{p} has no entry in docs/layout.md's layout"))
         .collect();
     out.extend(
         named
             .difference(present)
-            .map(|p| format!("README.md's layout names src/{p}, which does not exist")),
+            .map(|p| format!("docs/layout.md's layout names src/{p}, which does not exist")),
     );
     out
 }
@@ -879,8 +879,8 @@ fn layout_drift(named: &BTreeSet<String>, present: &BTreeSet<String>) -> Vec<Str
 #[test]
 fn readme_layout_names_every_folder_of_src() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    let named = layout_entries(&readme).unwrap_or_else(|e| panic!("README.md's layout: {e}"));
+    let readme = std::fs::read_to_string(root.join("docs/layout.md")).unwrap();
+    let named = layout_entries(&readme).unwrap_or_else(|e| panic!("docs/layout.md's layout: {e}"));
     let present = src_entries(&root.join("src"));
     assert!(
         present.contains("engine/uring/tls/"),
@@ -889,7 +889,7 @@ fn readme_layout_names_every_folder_of_src() {
     let drift = layout_drift(&named, &present);
     assert!(
         drift.is_empty(),
-        "README.md's layout (## Layout) and src/ differ; an entry is `src/<dir>/` or \
+        "docs/layout.md's layout (## Layout) and src/ differ; an entry is `src/<dir>/` or \
          `src/<file>.rs` at a line's start, a folder inside one `<dir>/` two spaces deeper under \
          its parent's entry:\n{}",
         drift.join("\n")
@@ -933,8 +933,8 @@ fn the_layout_check_sees_what_it_must() {
     assert_eq!(
         layout_drift(&named, &present),
         [
-            "src/lib.rs has no entry in README.md's layout",
-            "README.md's layout names src/engine/uring/tls/, which does not exist",
+            "src/lib.rs has no entry in docs/layout.md's layout",
+            "docs/layout.md's layout names src/engine/uring/tls/, which does not exist",
         ]
     );
     // A nested folder with no parent entry, or one level too deep; a file indented as a folder.

@@ -2,7 +2,7 @@
 //! NP 2): both engines against the embedded sink, the directory backend and garage (a
 //! third-party S3 server), the objects listed by boto3 with DLIO's names and sizes and their
 //! content checked by a Python reimplementation of the generator (tests/py/checkpoint_content.py,
-//! written from the README's description); restores with --verify; faults on parts; a killed
+//! written from docs/checkpoints.md's description); restores with --verify; faults on parts; a killed
 //! writer's uploads cleaned up by the next run.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -1036,7 +1036,7 @@ fn generate_serve_dir_and_run_pair_and_old_flag_names_still_work() {
     }
 }
 
-/// The checkpoint content generator in Python with numpy, written from the README's
+/// The checkpoint content generator in Python with numpy, written from docs/checkpoints.md's
 /// description (not from ringload's code): `gen(key, offset, n)`.
 const GEN_PY: &str = r#"
 import json, sys

@@ -1,8 +1,9 @@
 //! `ringload serve WORKLOAD` for whole-object workloads (npz, jpeg, tfrecord): the virtual
 //! store serves DLIO's names and sizes without a disk, lists them in key order 1,000 per page
 //! as S3 does, and serves each object's bytes (whole, ranged, HEAD) as the dataset makes them —
-//! checked with boto3 and with the content generator written again in Python from README's
-//! description; retinanet's 1,170,301 objects list page by page in a small, bounded RSS.
+//! checked with boto3 and with the content generator written again in Python from
+//! docs/checkpoints.md's description; retinanet's 1,170,301 objects list page by page in a
+//! small, bounded RSS.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

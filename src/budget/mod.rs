@@ -100,6 +100,10 @@ pub struct MemoryBudget {
     pub server_bytes: u64,
     /// The catalog: what listing it held at its peak (a whole-object store's million keys).
     pub catalog_bytes: u64,
+    /// What the run keeps per GET: the plan's lists, one epoch's requests in each window, a
+    /// record per GET of every epoch, and the plan's copy of the catalog
+    /// (`plan::resolve::plan_held_bytes`); 0 where it is not counted (checkpoints).
+    pub plan_bytes: u64,
     pub total_bytes: u64,
     pub checks: Vec<LimitCheck>,
     /// The limit with the least room, if any was checked.
@@ -117,6 +121,8 @@ pub struct BudgetShape {
     pub server_bytes: u64,
     /// The catalog's memory at its peak ([`MemoryBudget::catalog_bytes`]).
     pub catalog_bytes: u64,
+    /// What the run keeps per GET ([`MemoryBudget::plan_bytes`]).
+    pub plan_bytes: u64,
     /// Buffers hold a TLS record beyond the GET ([`TLS_RECORD_SLACK_BYTES`]).
     pub tls: bool,
     /// Whole objects dealt over readers: `(batch, samples per object)`. A reader then holds
@@ -181,6 +187,7 @@ fn budget_for(
     prefetch: u32,
     server_bytes: u64,
     catalog_bytes: u64,
+    plan_bytes: u64,
     tls: bool,
     small_class: Option<(u32, u64)>,
     slot_connections: u32,
@@ -215,14 +222,52 @@ fn budget_for(
         overhead_bytes: PROCESS_OVERHEAD_BYTES,
         server_bytes,
         catalog_bytes,
+        plan_bytes,
         total_bytes: pool_bytes
             + connection_bytes
             + PROCESS_OVERHEAD_BYTES
             + server_bytes
-            + catalog_bytes,
+            + catalog_bytes
+            + plan_bytes,
         checks: Vec::new(),
         binding: None,
     }
+}
+
+/// The smallest shape of `shape`'s run at NP 1: `(read_threads, prefetch)` with the least
+/// memory that still holds a reader's share of a batch.
+fn smallest_shape(shape: &BudgetShape) -> (u32, u32) {
+    (1..=shape.read_threads.max(1))
+        .filter_map(|rt| {
+            let pf = (1..=1024).find(|&pf| shape.holds_batch(rt, pf))?;
+            Some((rt, pf))
+        })
+        .min_by_key(|&(rt, pf)| u64::from(rt) * u64::from(pf))
+        .unwrap_or((1, 1))
+}
+
+/// [`smallest_shape`] as flags.
+fn smallest_shape_text(shape: &BudgetShape) -> String {
+    let (rt, pf) = smallest_shape(shape);
+    format!("--read-threads {rt} --prefetch {pf}")
+}
+
+/// The memory of [`smallest_shape`] at NP 1: what a limit must leave for any run of it.
+fn smallest_fit_bytes(shape: &BudgetShape) -> u64 {
+    let (rt, pf) = smallest_shape(shape);
+    budget_for(
+        shape.largest_get_bytes,
+        1,
+        rt,
+        pf,
+        shape.server_bytes,
+        shape.catalog_bytes,
+        shape.plan_bytes,
+        shape.tls,
+        None,
+        shape.slot_connections,
+    )
+    .total_bytes
 }
 
 /// The limits `budget` is compared with: `(name, bytes, applies to pool only)`.
@@ -281,6 +326,7 @@ pub fn check(
             shape.prefetch,
             shape.server_bytes,
             shape.catalog_bytes,
+            shape.plan_bytes,
             shape.tls,
             shape.small_class,
             shape.slot_connections,
@@ -306,6 +352,7 @@ pub fn check(
                     pf,
                     shape.server_bytes,
                     shape.catalog_bytes,
+                    shape.plan_bytes,
                     shape.tls,
                     None,
                     shape.slot_connections,
@@ -331,6 +378,18 @@ pub fn check(
         (None, Some(pf)) => format!(
             "largest that fits: --prefetch {pf} (at --read-threads {}); no --read-threads fits at --prefetch {}",
             shape.read_threads, shape.prefetch
+        ),
+        // At NP 1 there is no lower --np: the smallest budget that would fit instead.
+        (None, None) if shape.np == 1 && !try_fit(1, 1) && over.applies_to == "total" => format!(
+            "even the smallest run (NP 1, {}) needs {}: give it at least that much \
+             (--memory-budget, MemAvailable, the cgroup's room){}",
+            smallest_shape_text(shape),
+            bytes(smallest_fit_bytes(shape)),
+            if shape.batch_hold.is_some() {
+                ""
+            } else {
+                ", or fewer row groups per GET (--coalesce-rgs 1)"
+            }
         ),
         (None, None) if shape.batch_hold.is_some() => {
             "no fewer --read-threads or --prefetch that still holds a reader's share of a batch \
@@ -404,6 +463,7 @@ impl ObjectBudgetShape {
             overhead_bytes: PROCESS_OVERHEAD_BYTES,
             server_bytes: self.server_bytes,
             catalog_bytes: 0,
+            plan_bytes: 0,
             total_bytes: pool_bytes + connection_bytes + PROCESS_OVERHEAD_BYTES + self.server_bytes,
             checks: Vec::new(),
             binding: None,
@@ -706,6 +766,12 @@ fn parts(budget: &MemoryBudget, pool: &str) -> String {
             bytes(budget.catalog_bytes)
         ));
     }
+    if budget.plan_bytes > 0 {
+        text.push_str(&format!(
+            " + {} for the plan's GETs and their records",
+            bytes(budget.plan_bytes)
+        ));
+    }
     text
 }
 
@@ -747,6 +813,7 @@ mod tests {
             largest_get_bytes: 468_662_272,
             server_bytes: 0,
             catalog_bytes: 0,
+            plan_bytes: 0,
             tls: false,
             batch_hold: Some((7, 1)),
             small_class: None,
@@ -787,6 +854,7 @@ mod tests {
             largest_get_bytes: 468_662_272,
             server_bytes: 0,
             catalog_bytes: 0,
+            plan_bytes: 0,
             tls: false,
             batch_hold: Some((7, 1)),
             small_class: None,
@@ -835,13 +903,25 @@ mod tests {
             largest_get_bytes: 103_912_345,
             server_bytes: 147 * MIB + 12_345,
             catalog_bytes: 0,
+            plan_bytes: 0,
             tls: false,
             batch_hold: None,
             small_class: None,
             slot_connections: 1,
         };
         let limits = MemoryLimits::unlimited();
-        let budget = budget_for(103_912_345, 2, 2, 1, shape.server_bytes, 0, false, None, 1);
+        let budget = budget_for(
+            103_912_345,
+            2,
+            2,
+            1,
+            shape.server_bytes,
+            0,
+            0,
+            false,
+            None,
+            1,
+        );
         for (shape, cap, applies_to) in [
             (shape, 470 * MIB, "total"),
             (

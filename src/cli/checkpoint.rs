@@ -4,7 +4,7 @@
 
 use clap::Args;
 
-use super::values::parse_size;
+use super::values::{parse_memory, parse_size};
 use crate::checkpoint::{IoOptions, PayloadSigning, RestoreChecksum, SendZc};
 use crate::checksum::Checksum;
 
@@ -65,7 +65,7 @@ pub struct CheckpointArgs {
 
     /// One accelerator's memory, for MLPerf's rule that the accelerators together hold the
     /// checkpoint [default: 180GB, B200's; MI355's is 288GB]
-    #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = "Checkpoint")]
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory, help_heading = "Checkpoint")]
     pub accelerator_memory: Option<u64>,
 
     /// Before the clock, abort every multipart upload open under the checkpoint folder, not
@@ -95,6 +95,26 @@ impl CheckpointArgs {
         }
     }
 
+    /// The flags given, by name (those left at their default are not): what a training run
+    /// refuses.
+    pub fn given(&self) -> Vec<&'static str> {
+        [
+            ("--part-size", self.part_size.is_some()),
+            ("--parts-in-flight", self.parts_in_flight.is_some()),
+            ("--single-put-below", self.single_put_below.is_some()),
+            ("--read-range", self.read_range.is_some()),
+            ("--read-blocks", self.read_blocks.is_some()),
+            ("--send-zc", self.send_zc != SendZc::Auto),
+            ("--checksum", self.checksum != Checksum::Crc32c),
+            ("--after", self.after.is_some()),
+            ("--accelerator-memory", self.accelerator_memory.is_some()),
+            ("--abort-foreign-uploads", self.abort_foreign_uploads),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect()
+    }
+
     /// These flags as a command line.
     pub fn to_args(&self) -> Vec<String> {
         let mut args = Vec::new();
@@ -116,7 +136,7 @@ impl CheckpointArgs {
         push("--read-blocks", self.read_blocks.map(|v| v.to_string()));
         push(
             "--accelerator-memory",
-            self.accelerator_memory.map(|v| v.to_string()),
+            self.accelerator_memory.map(|v| format!("{v}B")),
         );
         push(
             "--after",

@@ -3,7 +3,7 @@
 
 use clap::Args;
 
-use super::values::{parse_rate, parse_size};
+use super::values::{parse_memory, parse_rate};
 use crate::mlperf::training_rules::RUNS;
 
 /// `sweep --find-max-np` and its rules.
@@ -29,7 +29,7 @@ pub struct FindMaxNpArgs {
     pub strict: bool,
 
     /// Memory per client host, for the dataset-size rule [default: this machine's MemTotal]
-    #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "find_max_np", help_heading = "Find max NP")]
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory, requires = "find_max_np", help_heading = "Find max NP")]
     pub client_memory: Option<u64>,
 
     /// Client hosts, for the dataset-size rule

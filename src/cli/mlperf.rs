@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::values::parse_size;
+use super::values::parse_memory;
 use super::workload::WorkloadArgs;
 
 #[derive(Debug, Args)]
@@ -14,7 +14,7 @@ pub struct DatasizeArgs {
     pub workload: WorkloadArgs,
 
     /// Memory of one client host (e.g. 512GiB)
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory)]
     pub client_memory: u64,
 
     /// Client hosts

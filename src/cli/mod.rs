@@ -50,8 +50,12 @@ pub enum Command {
     /// Without --dir the file layout is computed from the schema, so the plan of a dataset that
     /// does not exist yet can be shown.
     Plan(PlanArgs),
-    /// Write the workload's training files as real Parquet (Flux schema and writer settings),
-    /// in parallel on all cores.
+    /// Write the workload's training dataset, in parallel on all cores, with DLIO's names
+    /// and sizes: Parquet for flux_* (the Flux schema and writer settings, one row group per
+    /// batch), npz for unet3d_*, JPEG for retinanet_*, TFRecord for resnet50_h100 and
+    /// cosmoflow_h100.
+    ///
+    /// Checkpoint workloads (llama3_*) have no dataset: `run` writes their checkpoints.
     Generate(GenerateArgs),
     /// Serve S3 (path-style HTTP/1.1, SigV4 when keys are set) from a directory of buckets or
     /// from a virtual full-size dataset that needs no disk.
@@ -357,6 +361,26 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
+    /// The training flags given, by name (those at their default are not): what a checkpoint
+    /// run refuses. `--loader` and `--sharding` count only when not the default, as a sweep
+    /// writes them into every point's command line.
+    pub fn training_flags_given(&self) -> Vec<&'static str> {
+        let (shape, options) = (&self.shape, &self.options);
+        [
+            ("--files", self.workload.files.is_some()),
+            ("--read-threads", shape.read_threads.is_some()),
+            ("--prefetch", shape.prefetch.is_some()),
+            ("--coalesce-rgs", shape.coalesce_rgs.is_some()),
+            ("--computation-time", shape.computation_time.is_some()),
+            ("--loader", shape.loader != Loader::Ringload),
+            ("--sharding", options.shape.sharding != Sharding::Rank),
+            ("--prefetch-factor", options.shape.prefetch_factor.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect()
+    }
+
     /// The run these flags ask for, as the sessions take it (values of their own).
     pub fn request(&self) -> crate::run::request::RunRequest {
         let options = &self.options;
@@ -382,6 +406,7 @@ impl RunArgs {
                 abort_foreign_uploads: options.checkpoint.abort_foreign_uploads,
             },
             output: self.output.clone(),
+            results_dir: options.results.results_dir.clone(),
         }
     }
 

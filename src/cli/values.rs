@@ -94,11 +94,40 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     Ok(bytes as u64)
 }
 
+/// Parses a machine's or an accelerator's memory: a size with its unit (a bare number is
+/// refused: `512` meant 512 GB, never 512 bytes; mlpstorage's `--client-host-memory-in-gb`
+/// takes GB, ringload's flags take the unit written out).
+pub fn parse_memory(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(format!(
+            "'{text}' has no unit; write {t}GiB or {t}GB (units: B, KiB, MiB, GiB, TiB, or KB, \
+             MB, GB, TB; mlpstorage's --client-host-memory-in-gb {t} is {t}GB here)"
+        ));
+    }
+    parse_size(text)
+}
+
 pub use crate::redact::{REDACTED, redacted_command_line};
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_needs_its_unit() {
+        assert_eq!(parse_memory("512GiB"), Ok(512 << 30));
+        assert_eq!(parse_memory("512GB"), Ok(512_000_000_000));
+        assert_eq!(parse_memory("1024B"), Ok(1024));
+        for bare in ["512", "1.5", " 24 "] {
+            let err = parse_memory(bare).unwrap_err();
+            assert!(
+                err.contains("has no unit") && err.contains("GB here"),
+                "{err}"
+            );
+        }
+        assert!(parse_memory("lots").unwrap_err().contains("not a size"));
+    }
 
     #[test]
     fn sizes() {

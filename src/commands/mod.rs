@@ -42,6 +42,12 @@ pub fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::Run(args) => run(&args),
         Command::Sweep(args) => {
             let workload = Workload::resolve(load_config(&args.workload, None)?)?;
+            // Every point would refuse it: refused once, before any runs.
+            if workload.checkpoint().is_none()
+                && let Some(flag) = args.options.checkpoint.given().first()
+            {
+                return Err(checkpoint_flag_on_training(flag, workload.name()).into());
+            }
             crate::sweep::session::run(&args.request(), &args, workload)
         }
         Command::Compare(args) => compare::compare(&args),
@@ -245,7 +251,10 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let result = load_config(&args.workload, Some(&args.shape))
         .map_err(anyhow::Error::from)
         .and_then(|config| Ok(Workload::resolve(config)?))
-        .and_then(|workload| Prepared::start(&request, workload, &cluster))
+        .and_then(|workload| {
+            refuse_misplaced_flags(args, &workload)?;
+            Prepared::start(&request, workload, &cluster)
+        })
         .and_then(|prepared| {
             // The session of the workload's kind returns its outcome; it is written and rendered
             // here, and under mpirun process 0's exit code is sent to every process.
@@ -276,6 +285,50 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         cluster.abort(exit_code(e));
     }
     result
+}
+
+/// Flags that the workload's kind would accept and ignore, refused before anything runs:
+/// a training run's checkpoint flags, a checkpoint run's training flags, and `--after` (the
+/// split form's read run) on a run that also writes.
+fn refuse_misplaced_flags(args: &RunArgs, workload: &Workload) -> Result<(), UsageError> {
+    let name = workload.name();
+    match workload.checkpoint() {
+        Some(settings) => {
+            if let Some(flag) = args.training_flags_given().first() {
+                return Err(UsageError(format!(
+                    "{flag}: {name} is a checkpoint workload, which reads no training dataset, \
+                     so {flag} would be ignored; drop it (a checkpoint's own flags: --part-size, \
+                     --parts-in-flight, --read-range, --read-blocks, --checksum)"
+                )));
+            }
+            if let Some(dir) = &args.options.checkpoint.after
+                && settings.num_checkpoints_write > 0
+            {
+                return Err(UsageError(format!(
+                    "--after {}: this run also writes {} (checkpoint.num_checkpoints_write), \
+                     and --after times MLPerf's split form's read run from its write run's \
+                     end; add checkpoint.num_checkpoints_write=0 to read only, or drop --after",
+                    dir.display(),
+                    crate::units::counted(u64::from(settings.num_checkpoints_write), "checkpoint")
+                )));
+            }
+        }
+        None => {
+            if let Some(flag) = args.options.checkpoint.given().first() {
+                return Err(checkpoint_flag_on_training(flag, name));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A checkpoint flag given with training workload `name`.
+fn checkpoint_flag_on_training(flag: &str, name: &str) -> UsageError {
+    UsageError(format!(
+        "{flag}: {name} is a training workload and {flag} shapes a checkpoint run's writes and \
+         reads, so it would be ignored; drop it, or run a checkpoint workload (llama3_8b, \
+         llama3_70b, llama3_405b, llama3_1t, llama3_demo, llama3_tiny)"
+    ))
 }
 
 /// `ringload datasize` ([`crate::sizing`]): exit 0, or 2 (after the figures) when `--dir`
@@ -328,6 +381,7 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
         first_of!(
             RunFailed,
             RunInterrupted,
+            crate::run::session::SetupInterrupted,
             SweepInterrupted,
             crate::sweep::SweepError,
             crate::compare::CompareError,

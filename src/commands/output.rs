@@ -14,7 +14,7 @@ use crate::rank::RunMeasurements;
 use crate::report;
 use crate::results::{self, dlio::PhaseTimes};
 use crate::run::checkpoint::CheckpointOutcome;
-use crate::run::session::{RunFailed, RunInterrupted, TrainingOutcome};
+use crate::run::session::{RunFailed, RunInterrupted, SetupInterrupted, TrainingOutcome};
 use crate::summary::RunSummary;
 use crate::summary::checkpoint::CheckpointSummary;
 
@@ -160,6 +160,7 @@ pub fn checkpoint(args: &RunArgs, outcome: &CheckpointOutcome) -> anyhow::Result
         checkpoint_leaf(args, root, outcome, human)?;
     }
     match &outcome.failure {
+        Some(f) if f.interrupted && outcome.results.is_empty() => Err(SetupInterrupted.into()),
         Some(f) if f.interrupted => Err(RunInterrupted.into()),
         Some(f) => Err(RunFailed(f.line.clone()).into()),
         None => Ok(exit::OK),

@@ -70,3 +70,28 @@ pub const CHECKPOINT_READ: &[&str] = &[
     "workflow.checkpoint",
     "workflow.train",
 ];
+
+/// The flag that `key`, a bare word with no section, names: `np=4` meant `--np 4`.
+pub fn flag_named(key: &str) -> Option<&'static str> {
+    const FLAGS: [(&str, &str); 11] = [
+        ("np", "--np"),
+        ("files", "--files"),
+        ("read_threads", "--read-threads"),
+        ("prefetch", "--prefetch"),
+        ("coalesce_rgs", "--coalesce-rgs"),
+        ("computation_time", "--computation-time"),
+        ("engine", "--engine"),
+        ("loader", "--loader"),
+        ("sharding", "--sharding"),
+        ("endpoint", "--endpoint"),
+        ("bucket", "--bucket"),
+    ];
+    let word = key.trim().replace('-', "_").to_ascii_lowercase();
+    if word.contains('.') {
+        return None;
+    }
+    FLAGS
+        .iter()
+        .find(|(name, _)| *name == word)
+        .map(|(_, flag)| *flag)
+}

@@ -46,6 +46,10 @@ pub const BUILTIN_WORKLOADS: &[(&str, &str)] = &[
         include_str!("../../configs/llama3_tiny.yaml"),
     ),
     (
+        "llama3_demo",
+        include_str!("../../configs/llama3_demo.yaml"),
+    ),
+    (
         "unet3d_b200",
         include_str!("../../configs/unet3d_b200.yaml"),
     ),
@@ -490,6 +494,13 @@ impl RawConfig {
         let key = key.strip_prefix("workload.").unwrap_or(key);
         if key.is_empty() {
             return Err(bad("has an empty key"));
+        }
+        if let Some(flag) = keys::flag_named(key) {
+            return Err(bad(&format!(
+                "is not a key of DLIO's configuration: '{key}' is ringload's flag {flag}; pass \
+                 {flag} {}",
+                raw_value.trim()
+            )));
         }
         let value = parse_scalar_yaml(raw_value).map_err(|e| {
             bad(&format!(
@@ -1032,6 +1043,11 @@ mod tests {
             ("~reader.read_threads=1", "deletes a key"),
             ("=4", "has an empty key"),
             ("reader.read_thread=4", "did you mean 'reader.read_threads'"),
+            ("np=4", "'np' is ringload's flag --np; pass --np 4"),
+            (
+                "read-threads=2",
+                "ringload's flag --read-threads; pass --read-threads 2",
+            ),
             ("reader.read_threads=[1", "not valid YAML"),
         ];
         for (text, expected) in table {

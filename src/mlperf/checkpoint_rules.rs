@@ -41,7 +41,12 @@ pub struct CheckpointFacts {
     pub checkpoint_bytes: u64,
     /// One accelerator's memory.
     pub accelerator_memory_bytes: u64,
+    /// The model's name (`model.name`).
+    pub model: String,
 }
+
+/// MLPerf Storage's checkpointing models.
+pub const MODELS: [&str; 4] = ["llama3_8b", "llama3_70b", "llama3_405b", "llama3_1t"];
 
 fn gib(bytes: u64) -> f64 {
     bytes as f64 / f64::from(1u32 << 30)
@@ -53,7 +58,31 @@ fn gb(bytes: u64) -> f64 {
 
 /// One line per rule, in the rules' order.
 pub fn rules(f: &CheckpointFacts) -> Vec<Rule> {
-    vec![sequence(f), cache(f), accelerator_memory(f), per_host(f)]
+    vec![
+        sequence(f),
+        cache(f),
+        accelerator_memory(f),
+        per_host(f),
+        model(f),
+    ]
+}
+
+/// Whether the model is one MLPerf scores: llama3_demo and llama3_tiny are not.
+fn model(f: &CheckpointFacts) -> Rule {
+    let name = "one of MLPerf's models";
+    if MODELS.contains(&f.model.as_str()) {
+        return Rule::new(name, Verdict::Pass, f.model.clone());
+    }
+    Rule::new(
+        name,
+        Verdict::Fail,
+        format!(
+            "{} is not one of MLPerf's checkpointing models ({}): a demonstration of the \
+             workflow, not a result to publish",
+            f.model,
+            MODELS.join(", ")
+        ),
+    )
 }
 
 fn sequence(f: &CheckpointFacts) -> Rule {
@@ -88,6 +117,26 @@ fn sequence(f: &CheckpointFacts) -> Rule {
                  end (at most 30 s) is not known; pass --after WRITE_RUN_OUTPUT",
             ),
         },
+        // A run of the split form keeps its half: the write run writes 10, the read run
+        // reads 10.
+        (w, 0) => Rule::new(
+            name,
+            Verdict::Fail,
+            format!(
+                "{w} saves and 0 restores; for the split form's write run set \
+                 checkpoint.num_checkpoints_write={CHECKPOINTS} (its read run then reads \
+                 {CHECKPOINTS}), or {fix} for one run"
+            ),
+        ),
+        (0, r) => Rule::new(
+            name,
+            Verdict::Fail,
+            format!(
+                "0 saves and {r} restores; for the split form's read run set \
+                 checkpoint.num_checkpoints_read={CHECKPOINTS} (after a write run of \
+                 {CHECKPOINTS}), or {fix} for one run"
+            ),
+        ),
         (w, r) => Rule::new(
             name,
             Verdict::Fail,
@@ -201,6 +250,7 @@ mod tests {
             host_memory_bytes: Some(512 << 30),
             checkpoint_bytes: 112_424_017_920,
             accelerator_memory_bytes: B200_MEMORY_BYTES,
+            model: "llama3_8b".into(),
         }
     }
 
@@ -212,7 +262,7 @@ mod tests {
     fn llama3_8b_at_closed_counts_passes_every_rule() {
         let r = rules(&facts());
         assert!(super::super::none_failed(&r), "{r:?}");
-        assert_eq!(verdicts(&facts()), vec![Verdict::Pass; 4]);
+        assert_eq!(verdicts(&facts()), vec![Verdict::Pass; 5]);
         // 10 × 104.70 GiB = 1047 GiB < 1536 GiB: clearing is required, and said.
         assert!(r[1].detail.contains("< 3 × 512.00 GiB"), "{}", r[1]);
         assert!(r[2].detail.contains("8 × 180 GB = 1440.0 GB ≥"), "{}", r[2]);
@@ -247,6 +297,23 @@ mod tests {
     }
 
     #[test]
+    fn a_model_mlperf_does_not_score_is_named() {
+        assert_eq!(verdicts(&facts())[4], Verdict::Pass);
+        let demo = CheckpointFacts {
+            model: "llama3_demo".into(),
+            ..facts()
+        };
+        let rule = &rules(&demo)[4];
+        assert_eq!(rule.verdict, Verdict::Fail);
+        assert!(
+            rule.detail
+                .starts_with("llama3_demo is not one of MLPerf's checkpointing models"),
+            "{}",
+            rule.detail
+        );
+    }
+
+    #[test]
     fn the_split_form_is_judged_by_its_gap() {
         let read = |gap| CheckpointFacts {
             writes: 0,
@@ -261,6 +328,28 @@ mod tests {
             ..facts()
         };
         assert_eq!(verdicts(&write)[0], Verdict::Unknown);
+        // A short run of either half is told to keep its half, not to merge the two.
+        let short_write = CheckpointFacts {
+            writes: 2,
+            reads: 0,
+            ..facts()
+        };
+        let detail = &rules(&short_write)[0].detail;
+        assert!(
+            detail
+                .contains("for the split form's write run set checkpoint.num_checkpoints_write=10"),
+            "{detail}"
+        );
+        let short_read = CheckpointFacts {
+            writes: 0,
+            reads: 3,
+            ..facts()
+        };
+        let detail = &rules(&short_read)[0].detail;
+        assert!(
+            detail.contains("for the split form's read run set checkpoint.num_checkpoints_read=10"),
+            "{detail}"
+        );
     }
 
     #[test]

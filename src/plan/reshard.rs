@@ -77,6 +77,31 @@ impl Plan {
         self.catalog.objects.is_some() && self.options.reshuffles(self.settings.epochs)
     }
 
+    /// The least a run of this plan takes: every step's compute, in lockstep, over every
+    /// epoch (`steps_per_rank × computation_time × epochs`); I/O waits only add to it.
+    pub fn compute_floor_s(&self) -> f64 {
+        self.steps_per_rank as f64
+            * self.settings.computation_time_s
+            * f64::from(self.settings.epochs.max(1))
+    }
+
+    /// [`Plan::compute_floor_s`] in words when it is over `threshold_s`: the estimate a long
+    /// run states before it starts.
+    pub fn long_run_estimate(&self, threshold_s: f64) -> Option<String> {
+        let floor = self.compute_floor_s();
+        (floor > threshold_s).then(|| {
+            format!(
+                "this run takes at least {}: {} steps × {} s of compute × {} epoch(s) (I/O \
+                 waits add to it); fewer files (--files), fewer epochs (train.epochs=N) or more \
+                 ranks (--np) make it shorter",
+                crate::units::duration(floor),
+                crate::units::count(self.steps_per_rank),
+                self.settings.computation_time_s,
+                self.settings.epochs.max(1)
+            )
+        })
+    }
+
     /// Bytes the plan asks for over every epoch, all ranks: epoch 0's for each epoch, or, when
     /// later epochs are reshuffled, each epoch's own (their objects' sizes differ).
     pub fn bytes_planned(&self) -> u64 {

@@ -57,6 +57,7 @@ impl Plan {
             largest_get_bytes,
             server_bytes: options.server_bytes,
             catalog_bytes: catalog.listing_bytes(),
+            plan_bytes: plan_held_bytes(&ranks, catalog, settings.epochs),
             tls: options.tls,
             batch_hold: whole_objects.then_some((settings.batch_size, settings.samples_per_file)),
             small_class: None,
@@ -99,6 +100,55 @@ impl Plan {
     }
 }
 
+/// A window's slot and size class per GET of the epoch it holds (`engine::window`'s `Slot` of
+/// an engine's in-flight and arrived handles, and one byte): an allowance, not a `size_of`.
+const WINDOW_SLOT_BYTES: u64 = 40;
+
+/// A request path's bytes beyond its key: `/`, the bucket's name, `/`, escapes (an allowance).
+const PATH_EXTRA_BYTES: u64 = 72;
+
+/// What a run keeps per GET beyond its buffers, for the budget ([`BudgetShape::plan_bytes`]):
+/// the plan's lists (each GET, its batch part, its file index, each step's list), one epoch's
+/// requests in each reader's window (a [`crate::ranged::RangedGet`] with its key, its request
+/// path and its slot), a record per GET of every epoch (requests.csv's [`crate::metrics::GetRecord`]), and
+/// the plan's own copy of a whole-object catalog. A full retinanet is 1.17 M GETs per epoch:
+/// these, not the buffers, are most of its memory.
+pub(super) fn plan_held_bytes(ranks: &[RankPlan], catalog: &Catalog, epochs: u32) -> u64 {
+    use std::mem::size_of;
+    let readers = || ranks.iter().flat_map(|r| &r.readers);
+    let gets: u64 = readers().map(|r| r.gets.len() as u64).sum();
+    let files: u64 = readers().map(|r| r.files.len() as u64).sum();
+    let steps: u64 = ranks.iter().map(|r| r.steps.len() as u64).sum();
+    let parts: u64 = ranks
+        .iter()
+        .flat_map(|r| &r.steps)
+        .map(|s| s.len() as u64)
+        .sum();
+    let key_bytes = catalog
+        .file_count()
+        .checked_sub(1)
+        .map_or(0, |last| catalog.key(last).len() as u64);
+    let plan = gets * size_of::<RowGroupGet>() as u64
+        + parts * size_of::<super::BatchPart>() as u64
+        + steps * size_of::<Vec<super::BatchPart>>() as u64
+        + files * size_of::<usize>() as u64;
+    // Each key twice on the heap: the request's, and the io_uring engine's request path
+    // (`/bucket/key`, escaped), each in a malloc chunk (8 bytes of header, 16-byte steps).
+    let heap_string = |len: u64| (len + 8).div_ceil(16) * 16;
+    let window = gets
+        * (size_of::<crate::ranged::RangedGet>() as u64
+            + heap_string(key_bytes)
+            + size_of::<String>() as u64
+            + heap_string(key_bytes + PATH_EXTRA_BYTES)
+            + WINDOW_SLOT_BYTES);
+    let records = gets * u64::from(epochs.max(1)) * size_of::<crate::metrics::GetRecord>() as u64;
+    let catalog_copy = catalog
+        .objects
+        .as_ref()
+        .map_or(0, |o| o.heap_bytes() as u64);
+    plan + window + records + catalog_copy
+}
+
 /// Steps per rank per epoch: `(the formula's, after the total_training_steps cap, the formula)`.
 pub(super) fn steps_per_rank(
     settings: &Settings,
@@ -115,8 +165,15 @@ pub(super) fn steps_per_rank(
         None => formula_steps,
     };
     if steps == 0 {
+        // One step of every rank needs batch × NP samples: the files that hold them.
+        let files =
+            (settings.batch_size * u64::from(np)).div_ceil(settings.samples_per_file.max(1));
+        let fewer = if np > 1 { "fewer ranks (--np) or " } else { "" };
         return Err(PlanError::Unsatisfiable(format!(
-            "0 steps per rank: {steps_formula}; use fewer ranks (--np), a smaller batch or more files (--files)"
+            "0 steps per rank: {steps_formula}; one step of {} needs {} (--files {files}); \
+             or use {fewer}a smaller batch (reader.batch_size)",
+            crate::units::counted(u64::from(np), "rank"),
+            crate::units::counted(files, "file"),
         )));
     }
     Ok((formula_steps, steps, steps_formula))

@@ -123,6 +123,9 @@ pub fn render(summary: &CheckpointSummary) -> String {
             bytes(summary.memory_budget_bytes)
         );
     }
+    if summary.io_shape.verify {
+        let _ = writeln!(out, "  {}", verified_line(summary));
+    }
     if let Some(s) = summary.after_write_run_s {
         let _ = writeln!(
             out,
@@ -138,6 +141,8 @@ pub fn render(summary: &CheckpointSummary) -> String {
     for note in &summary.notes {
         let _ = writeln!(out, "  note: {note}");
     }
+    // Last: what limited the run.
+    let _ = writeln!(out, "  limit: {}", summary.limit.line);
     out
 }
 
@@ -217,4 +222,22 @@ fn phase_line(verb: &str, io: &PhaseIo) -> String {
     }
     line.push('\n');
     line
+}
+
+/// What `--verify` checked: the restores byte for byte in the client, and the writes in the
+/// embedded sink as they arrived (another store's writes are not checked).
+fn verified_line(summary: &CheckpointSummary) -> String {
+    let restored = summary.load.as_ref().map_or(0, |l| l.bytes);
+    let writes = if summary.target.embedded {
+        "every byte written was checked by the embedded sink as it arrived, against the same \
+         generator (a mismatch fails its upload)"
+    } else {
+        "the writes were not checked (the store is not ringload's)"
+    };
+    format!(
+        "verified: every byte restored ({}) checked against the content generator in the \
+         client ({:.3} CPU-s); {writes}",
+        bytes(restored),
+        summary.load.as_ref().map_or(0.0, |l| l.verify_cpu_s)
+    )
 }

@@ -71,6 +71,10 @@ pub fn render(plan: &Plan, full: bool) -> String {
     render_run(w, plan);
     render_io(w, plan);
     render_memory(w, plan);
+    // A long run's estimate, as `run` says it before it starts.
+    if let Some(line) = plan.long_run_estimate(crate::plan::LONG_RUN_S) {
+        let _ = writeln!(w, "\nTime\n  {line}");
+    }
     render_ranks(w, plan, full);
     render_readers(w, plan, full);
     render_notes(w, plan);
@@ -313,6 +317,15 @@ fn render_memory(w: &mut String, plan: &Plan) {
         bytes(m.connection_bytes),
         bytes(m.overhead_bytes)
     );
+    if m.plan_bytes > 0 {
+        let _ = writeln!(
+            w,
+            "  GETs        {} for {} GETs: the plan's lists, one epoch's requests, a record per \
+             GET of every epoch",
+            bytes(m.plan_bytes),
+            crate::units::count(plan.get_count as u64)
+        );
+    }
     if m.server_bytes > 0 {
         let _ = writeln!(
             w,
@@ -477,8 +490,9 @@ fn render_objects(w: &mut String, plan: &Plan, objects: &crate::dataset::ObjectD
     };
     let _ = writeln!(
         w,
-        "  sample      {} B{stdev} configured (record_length_bytes: drives the nominal MiB/s); \
-         sizes drawn as DLIO does, side N(⌊√L⌋ = {}, σ {:.1})",
+        "  sample      {} B{stdev} configured (record_length_bytes: drives the nominal MiB/s \
+         and datasize); sizes drawn as DLIO does, side N(⌊√L⌋ = {}, σ {:.1}), so an object is \
+         side² bytes, not the configured length (docs/whole-objects.md)",
         count(plan.settings.record_bytes),
         objects.mean_dim(),
         objects.dim_sigma()

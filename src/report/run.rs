@@ -118,6 +118,8 @@ pub fn render(s: &RunSummary) -> String {
     render_verify(w, s);
     render_latency(w, s);
     render_cost(w, s);
+    // Last: what limited the run.
+    let _ = writeln!(w, "limit: {}", s.limit.line);
     out
 }
 

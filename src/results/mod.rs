@@ -243,6 +243,21 @@ fn pretty(value: &Json) -> String {
     serde_json::to_string_pretty(value).unwrap_or_default() + "\n"
 }
 
+/// `--results-dir DIR` checked before anything runs, as `--output` is: DIR created and a file
+/// written and removed in it, so a run never finishes unable to write its leaf.
+pub fn check_root(root: &Path) -> Result<(), UsageError> {
+    let fail = |e: std::io::Error| {
+        UsageError(format!(
+            "--results-dir {}: cannot write its folders ({e}); choose another folder",
+            root.display()
+        ))
+    };
+    std::fs::create_dir_all(root).map_err(fail)?;
+    let probe = root.join(format!(".ringload-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(fail)?;
+    std::fs::remove_file(&probe).map_err(fail)
+}
+
 /// A name used as a folder: no separators, not empty, not `.` or `..`.
 fn check_name(flag: &str, name: &str) -> Result<(), UsageError> {
     if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\', '\0']) {

@@ -396,9 +396,18 @@ impl<'a> CheckpointSession<'a> {
                 Err(e) => {
                     let (error, partial) = *e;
                     phases.results.extend(partial);
+                    let interrupted = matches!(error, RankError::Interrupted);
+                    // One process: no mpirun to name; nothing measured yet: the set-up.
+                    let line = match (interrupted, phases.results.is_empty()) {
+                        (true, true) => SETUP_INTERRUPTED.to_string(),
+                        (true, false) => {
+                            "interrupted (Ctrl-C or SIGTERM) before the last step".into()
+                        }
+                        (false, _) => error.to_string().replace('\n', " "),
+                    };
                     phases.failure = Some(CheckpointFailure {
-                        interrupted: matches!(error, RankError::Interrupted),
-                        line: error.to_string().replace('\n', " "),
+                        interrupted,
+                        line,
                         phase,
                     });
                 }
@@ -567,6 +576,19 @@ impl<'a> CheckpointSession<'a> {
             Some(f) if f.interrupted => Outcome::Interrupted,
             Some(_) => Outcome::Failed,
         };
+        let (save, load) = (phase_io(Phase::Save), phase_io(Phase::Load));
+        let limit = crate::summary::limit::checkpoint_limit(&crate::summary::limit::LimitFacts {
+            wall_s: results.iter().map(|r| r.wall_s).sum(),
+            // Under mpirun the client's CPU is every host's: against every host's cores.
+            cores: crate::affinity::cores() * host_volumes.len().max(1),
+            ranks: plan.np as usize,
+            client_cpu_s: results.iter().map(|r| r.client_cpu_s).sum(),
+            server_cpu_s: results.iter().map(|r| r.server_cpu_s).sum(),
+            peak_rss_bytes,
+            budget_bytes: plan.memory.total_bytes,
+            au_percent: None,
+            au_target_percent: 0.0,
+        });
         let rules = checkpoint_rules::rules(&CheckpointFacts {
             writes: plan.settings.num_checkpoints_write,
             reads: plan.settings.num_checkpoints_read,
@@ -578,6 +600,7 @@ impl<'a> CheckpointSession<'a> {
             checkpoint_bytes: plan.checkpoint_bytes,
             accelerator_memory_bytes: (self.request.checkpoint.accelerator_memory_bytes)
                 .unwrap_or(checkpoint_rules::B200_MEMORY_BYTES),
+            model: plan.settings.model_name.clone(),
         });
         CheckpointSummary {
             kind: "checkpoint",
@@ -595,8 +618,8 @@ impl<'a> CheckpointSession<'a> {
             checkpoint_bytes: plan.checkpoint_bytes,
             objects_per_checkpoint: plan.objects_per_checkpoint,
             checkpoints: all_rows,
-            save: phase_io(Phase::Save),
-            load: phase_io(Phase::Load),
+            save,
+            load,
             hosts: host_volumes,
             io_shape: plan.io,
             peak_rss_bytes,
@@ -611,6 +634,7 @@ impl<'a> CheckpointSession<'a> {
             stale_uploads_aborted: self.stale,
             rules,
             notes: std::mem::take(&mut self.notes),
+            limit,
             timeseries: phases_series(results),
         }
     }
@@ -692,6 +716,11 @@ fn objects_of(plan: &CheckpointPlan, rank: usize, steps: &[u32]) -> Vec<Vec<Obje
         })
         .collect()
 }
+
+/// A one-process checkpoint run's failure line when a stop signal came before any phase
+/// measured anything.
+pub const SETUP_INTERRUPTED: &str =
+    "interrupted (Ctrl-C or SIGTERM) during set-up, before anything was measured";
 
 /// When a phase's clock started: its end less its wall time.
 fn clock_of(r: &PhaseResult) -> SystemTime {

@@ -1,6 +1,6 @@
 //! The first part of every `ringload run`, whatever its workload's kind: Ctrl-C and SIGTERM
 //! watched, this process's share of the ranks under mpirun, the workload (resolved once, by
-//! the caller: [`Workload`]) checked, `--output` checked writable, the target resolved (under
+//! the caller: [`Workload`]) checked, `--output` and `--results-dir` checked writable, the target resolved (under
 //! mpirun one must be given), the CPUs chosen. Then `commands::run` hands it to the session of its kind — the
 //! training session ([`super::session`]) or the checkpoint session ([`super::checkpoint`]) —
 //! which sets up its store, plan, budget and engine, and executes.
@@ -84,8 +84,14 @@ impl<'a> Prepared<'a> {
         }
         // Results are written where --output says: checked now, so a run never ends unable to
         // (by process 0, which reports for the job).
-        if let Some(dir) = request.output.as_ref().filter(|_| cluster.process() == 0) {
-            prepare_output(dir)?;
+        if cluster.process() == 0 {
+            if let Some(dir) = &request.output {
+                prepare_output(dir)?;
+            }
+            // So is --results-dir: a leaf that cannot be written would lose the whole run.
+            if let Some(root) = &request.results_dir {
+                crate::results::check_root(root)?;
+            }
         }
         let target = resolve_target(&request.target, workload.storage())?;
         if hosts && target.is_none() {

@@ -40,6 +40,8 @@ pub struct RunRequest {
     pub checkpoint: CheckpointRequest,
     /// `--output`: checked writable before anything runs (the caller writes it).
     pub output: Option<PathBuf>,
+    /// `--results-dir`: checked writable before anything runs (the caller writes the leaf).
+    pub results_dir: Option<PathBuf>,
 }
 
 /// What a checkpoint run is asked beyond the workload.

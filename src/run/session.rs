@@ -170,6 +170,13 @@ impl<'a> Session<'a> {
             local.len(),
         )?;
         plan.verify_objects = verify_objects;
+        // A long run says so before it starts (process 0, which reports for the job).
+        if let Some(line) = plan
+            .long_run_estimate(crate::plan::LONG_RUN_S)
+            .filter(|_| cluster.process() == 0)
+        {
+            eprintln!("ringload run: NOTE: {line}");
+        }
         // Warned only for a plan that will run.
         if let Some(note) = shared_cores {
             eprintln!("ringload run: WARNING: {note}");
@@ -466,6 +473,18 @@ impl ExitClass for RunFailed {
 pub struct RunInterrupted;
 
 impl ExitClass for RunInterrupted {
+    fn exit_code(&self) -> u8 {
+        exit::FAILED
+    }
+}
+
+/// A run stopped by Ctrl-C or SIGTERM while its ranks set up, before any clock started (exit
+/// 3, as [`RunInterrupted`]).
+#[derive(Debug, thiserror::Error)]
+#[error("the run was interrupted (Ctrl-C or SIGTERM) during set-up, before anything was measured")]
+pub struct SetupInterrupted;
+
+impl ExitClass for SetupInterrupted {
     fn exit_code(&self) -> u8 {
         exit::FAILED
     }

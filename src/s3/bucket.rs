@@ -163,6 +163,11 @@ impl Bucket {
             let Err(error) = self.wait_for(&what, self.client.check_bucket_at(i)) else {
                 continue;
             };
+            if error.code() == Some("NoSuchBucket") {
+                // The buckets it has, when it says: the likely right --bucket among them.
+                let names = self.runtime.block_on(self.client.list_buckets());
+                return Err(error.with_buckets(names.as_deref()));
+            }
             let transport = matches!(
                 error,
                 RequestError::Transport { .. }

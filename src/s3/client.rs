@@ -248,6 +248,7 @@ impl Client {
             target.endpoints.clone(),
             target.pins.clone(),
             tls.clone(),
+            target.tls.clone(),
             policy.connect_timeout,
             stray.clone(),
         );
@@ -500,6 +501,28 @@ impl Client {
         self.send(&spec).await.map(|_| ())
     }
 
+    /// The buckets the endpoint holds (ListBuckets: `GET /`, path-style), for a NoSuchBucket's
+    /// message; `None` when it will not say (a store that refuses it, keys without the right).
+    pub async fn list_buckets(&self) -> Option<Vec<String>> {
+        let mut target = self.target.clone();
+        target.bucket = String::new();
+        target.addressing = Addressing::Path;
+        let service = Client::new(target, self.policy).ok()?;
+        let (_, body) = service
+            .send_once(&RequestSpec::new(Method::GET, None))
+            .await
+            .ok()?;
+        let mut names = Vec::new();
+        xml::walk(&body, |path, text| {
+            if path.ends_with(&["Bucket".to_string(), "Name".to_string()]) {
+                names.push(text);
+            }
+            Ok(())
+        })
+        .ok()?;
+        Some(names)
+    }
+
     /// Every object under `prefix` with no further `/` after it (ListObjectsV2, all pages).
     pub async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, RequestError> {
         let mut objects = Vec::new();
@@ -693,11 +716,17 @@ pub fn transport_error(
         tls = c.source();
     }
     let reason = causes.join(": ");
-    let unreachable = [
-        "Connection refused",
-        "failed to lookup address",
-        "No route to host",
-    ];
+    if reason.contains("failed to lookup address") {
+        return RequestError::Unreachable {
+            operation,
+            reason: format!(
+                "cannot connect to {endpoint}: the name '{}' does not resolve ({reason}); check \
+                 the host name in --endpoint (or AWS_ENDPOINT_URL), or use the server's address",
+                endpoint.host
+            ),
+        };
+    }
+    let unreachable = ["Connection refused", "No route to host"];
     if unreachable.iter().any(|u| reason.contains(u)) {
         return RequestError::Unreachable {
             operation,

@@ -20,7 +20,7 @@ use tokio::net::TcpStream;
 
 use super::framing::{StrayLog, Watched};
 use super::stream::Stream;
-use super::target::{Endpoint, Pin as ResolvePin};
+use super::target::{Endpoint, Pin as ResolvePin, TlsOptions};
 
 /// A TLS handshake that failed, worded by [`super::tls::describe`].
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +34,8 @@ struct Shared {
     endpoints: Vec<Endpoint>,
     pins: Vec<ResolvePin>,
     tls: Option<Arc<rustls::ClientConfig>>,
+    /// Where the trusted CAs came from, for a refused certificate's message.
+    trust: TlsOptions,
     connect_timeout: Duration,
     log: Arc<StrayLog>,
     /// The TLS version and cipher suite the first handshake negotiated, for the summary.
@@ -51,6 +53,7 @@ impl Connector {
         endpoints: Vec<Endpoint>,
         pins: Vec<ResolvePin>,
         tls: Option<Arc<rustls::ClientConfig>>,
+        trust: TlsOptions,
         connect_timeout: Duration,
         log: Arc<StrayLog>,
     ) -> Connector {
@@ -59,6 +62,7 @@ impl Connector {
                 endpoints,
                 pins,
                 tls,
+                trust,
                 connect_timeout,
                 log,
                 negotiated: std::sync::OnceLock::new(),
@@ -175,7 +179,9 @@ impl tower_service::Service<Uri> for Connector {
                              timeout; is it a TLS server? (raise --connect-timeout)"
                             ))
                         })?
-                        .map_err(|e| TlsFailure(super::tls::describe(&e, &endpoint, &host)))?;
+                        .map_err(|e| {
+                            TlsFailure(super::tls::describe(&e, &endpoint, &host, &shared.trust))
+                        })?;
                 let (_, session) = tls.get_ref();
                 if let (Some(version), Some(suite)) = (
                     session.protocol_version(),

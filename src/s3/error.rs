@@ -193,7 +193,12 @@ impl RequestError {
     ) -> RequestError {
         let (code, message) = error_document(body);
         let hint = match code {
-            None => not_s3_hint(status, body, context.endpoint),
+            None => not_s3_hint(
+                status,
+                body,
+                context.endpoint,
+                operation.starts_with("HEAD"),
+            ),
             Some(_) => None,
         }
         .unwrap_or_else(|| {
@@ -213,6 +218,20 @@ impl RequestError {
             hint,
             retry_after: None,
         }
+    }
+
+    /// A NoSuchBucket's hint with the buckets the endpoint listed (`None`: it would not say).
+    pub fn with_buckets(mut self, names: Option<&[String]>) -> RequestError {
+        if let (RequestError::Status { hint, .. }, Some(names)) = (&mut self, names) {
+            let shown: Vec<&str> = names.iter().take(10).map(String::as_str).collect();
+            let more = names.len().saturating_sub(shown.len());
+            hint.push_str(&match (shown.is_empty(), more) {
+                (true, _) => "; the endpoint has no buckets".to_string(),
+                (false, 0) => format!("; the endpoint has: {}", shown.join(", ")),
+                (false, n) => format!("; the endpoint has: {}, and {n} more", shown.join(", ")),
+            });
+        }
+        self
     }
 
     /// The same error, carrying the answer's `Retry-After` header value (if it parses).
@@ -367,9 +386,18 @@ fn hint_for(status: u16, code: Option<&str>, c: &HintContext<'_>) -> String {
 
 /// Why a client error (4xx) with a body but no S3 error document says the endpoint is not S3:
 /// S3 answers every such error with `<Error><Code>…`; a web server answers with a page.
-fn not_s3_hint(status: u16, body: &[u8], endpoint: &str) -> Option<String> {
+/// An empty 404 to anything but a HEAD (which has no body to send) is not S3's either: S3
+/// names a missing bucket or key in its `<Error>` document.
+fn not_s3_hint(status: u16, body: &[u8], endpoint: &str, head: bool) -> Option<String> {
     let text = String::from_utf8_lossy(&body[..body.len().min(512)]).to_ascii_lowercase();
     let text = text.trim_start();
+    if status == 404 && text.is_empty() && !head {
+        return Some(format!(
+            "this does not look like an S3 endpoint: {endpoint} answered HTTP 404 with an empty \
+             body, where S3 names a missing bucket or key in an <Error> document (NoSuchBucket, \
+             NoSuchKey); check --endpoint (the S3 API's address and port, not another server's)"
+        ));
+    }
     if !(400..500).contains(&status) || text.is_empty() {
         return None;
     }

@@ -108,14 +108,32 @@ pub fn server_name(hostname: &str) -> Result<ServerName<'static>, String> {
         .map_err(|_| format!("'{hostname}' is not a name TLS can check"))
 }
 
-/// One line for a failed TLS handshake with `endpoint`: the cause and the flag that fixes it.
-pub fn describe(error: &std::io::Error, endpoint: &Endpoint, hostname: &str) -> String {
+/// One line for a failed TLS handshake with `endpoint`: the cause and the flag that fixes it;
+/// with a CA bundle in `trust`, the file it was checked against and who named it.
+pub fn describe(
+    error: &std::io::Error,
+    endpoint: &Endpoint,
+    hostname: &str,
+    trust: &TlsOptions,
+) -> String {
     let tls = error
         .get_ref()
         .and_then(|e| e.downcast_ref::<rustls::Error>());
     use rustls::CertificateError as C;
     match tls {
         Some(rustls::Error::InvalidCertificate(cert)) => match cert {
+            // Another CA of the same name fails its signature rather than its issuer.
+            C::UnknownIssuer | C::BadSignature if trust.ca_bundle.is_some() => format!(
+                "the TLS certificate of {endpoint} is not signed by a CA in {} (named by {}), \
+                 the only CAs trusted (a bundle replaces the system's roots); put the server's \
+                 CA in that file or name the right one, or --insecure to skip the check",
+                trust
+                    .ca_bundle
+                    .as_deref()
+                    .unwrap_or(std::path::Path::new(""))
+                    .display(),
+                trust.ca_bundle_from.as_deref().unwrap_or("--ca-bundle")
+            ),
             C::UnknownIssuer => format!(
                 "the TLS certificate of {endpoint} is signed by a CA this machine does not \
                  trust; pass --ca-bundle FILE (or AWS_CA_BUNDLE) with the CA's PEM (a bundle \

@@ -316,6 +316,8 @@ pub struct CheckpointSummary {
     /// MLPerf's checkpointing rules, one line each ([`crate::mlperf::checkpoint_rules`]).
     pub rules: Vec<crate::mlperf::Rule>,
     pub notes: Vec<String>,
+    /// What limited the run ([`super::limit::checkpoint_limit`]): the report's last line.
+    pub limit: super::limit::RunLimit,
     /// One sample per `interval_s` of the save phase then the load phase, each from its own
     /// clock's start, on the run's time (timeseries.csv).
     pub timeseries: crate::timeseries::Series,

@@ -5,6 +5,7 @@
 
 pub mod checkpoint;
 pub mod dlio;
+pub mod limit;
 
 use std::collections::BTreeMap;
 
@@ -342,6 +343,8 @@ pub struct RunSummary {
     pub endpoints: Vec<EndpointSummary>,
     pub per_rank: Vec<RankSummary>,
     pub notes: Vec<String>,
+    /// What limited the run ([`limit::run_limit`]): the report's last line.
+    pub limit: limit::RunLimit,
     /// One sample per `interval_s` from the clock's start to the ranks' end (timeseries.csv;
     /// under mpirun every host's, summed on process 0's clock).
     pub timeseries: crate::timeseries::Series,
@@ -436,7 +439,7 @@ impl RunSummary {
 
         let mut all = RequestStats::default();
         for stats in &measured.stats {
-            all.merge(stats);
+            all.merge_counts(stats);
         }
         let (mut waits, mut barriers) = steady_waits_ns(measured);
         let ct = settings.computation_time_s;
@@ -463,6 +466,18 @@ impl RunSummary {
             (Some(_), false) => Outcome::Failed,
         };
         let metric = train_metric(rank_epochs, settings, outcome);
+        let limit = limit::run_limit(&limit::LimitFacts {
+            wall_s: measured.wall_s,
+            // Under mpirun the client's CPU is every host's: against every host's cores.
+            cores: crate::affinity::cores() * context.hosts.len().max(1),
+            ranks: measured.stats.len(),
+            client_cpu_s: context.client_cpu_s,
+            server_cpu_s: context.target.server.as_ref().map(|s| s.cpu_s),
+            peak_rss_bytes: context.peak_rss_bytes,
+            budget_bytes: plan.memory.total_bytes,
+            au_percent,
+            au_target_percent: settings.au_target_percent,
+        });
         RunSummary {
             outcome,
             failure: context.failure,
@@ -547,6 +562,7 @@ impl RunSummary {
             hosts: context.hosts,
             per_rank,
             notes,
+            limit,
             timeseries: measured.timeseries.clone().without_histograms(),
         }
     }

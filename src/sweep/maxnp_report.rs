@@ -15,7 +15,7 @@ use crate::mlperf::training_rules::{self, DatasetFacts, TrainingFacts};
 use crate::settings::Settings;
 
 /// A client busier than this share of its cores is taken as saturated.
-pub const SATURATED_SHARE: f64 = 0.85;
+pub const SATURATED_SHARE: f64 = crate::summary::limit::SATURATED_SHARE;
 
 /// `, client 1.23 CPU-s/s` for a progress line (empty without the figures).
 pub fn cpu_note(run: &RunEvidence) -> String {

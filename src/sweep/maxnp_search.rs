@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use anyhow::Context;
+
 use super::maxnp::{Family, FindMaxNp, NpOutcome, NpVerdict, RunEvidence, np_range};
 use super::points::{Planner, point_command};
 use super::request::{PointCommandLine, SweepRequest};
@@ -309,8 +311,17 @@ pub fn run(
         families: Vec::new(),
     };
     let mut interrupted = false;
+    // A search that fails part-way still writes its study with what it has, then fails.
+    let mut failed: Option<anyhow::Error> = None;
     for template in &templates {
-        match search.family(template, from, to)? {
+        let family = match search.family(template, from, to) {
+            Ok(family) => family,
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        };
+        match family {
             Ok(mut family) => {
                 family.rules = super::maxnp_report::rules(
                     &family,
@@ -328,15 +339,53 @@ pub fn run(
             }
         }
     }
-    if let (Some(dir), false) = (&args.results_dir, interrupted) {
-        for line in super::maxnp_results::gather(&args.output, dir, &find)? {
-            eprintln!("ringload sweep: MLPerf results: {line}");
-        }
-    }
-    let mut sweep = search.sweep;
+    let outcome = Outcome {
+        find,
+        failed,
+        interrupted,
+    };
+    finish(args, search.sweep, outcome)
+}
+
+/// How a search ended: its families, and the error that stopped it, if one did.
+struct Outcome {
+    find: FindMaxNp,
+    failed: Option<anyhow::Error>,
+    interrupted: bool,
+}
+
+/// The search's files — sweep.json, study.md, report.html, written whatever ended it — then
+/// the answer's runs into `--results-dir`, and the exit code.
+fn finish(args: &SweepRequest, mut sweep: SweepFile, end: Outcome) -> anyhow::Result<(u8, bool)> {
+    let Outcome {
+        find,
+        failed,
+        interrupted,
+    } = end;
     sweep.find_max_np = Some(serde_json::to_value(&find)?);
     sweep.write(&args.output)?;
     super::maxnp_report::write_study(args, &sweep, &find)?;
+    if let Some(e) = failed {
+        return Err(e.context(format!(
+            "the search stopped; what it had is in {}/study.md and report.html",
+            args.output.display()
+        )));
+    }
+    // After the study, so a results tree that cannot be written loses nothing of it.
+    if let (Some(dir), false) = (&args.results_dir, interrupted) {
+        let gathered = super::maxnp_results::gather(&args.output, dir, &find).with_context(|| {
+            format!(
+                "--results-dir {}: the answer's runs could not be copied there; the study is in \
+                 {}/study.md and each run's leaf in {}/points/NAME/mlperf/",
+                dir.display(),
+                args.output.display(),
+                args.output.display()
+            )
+        })?;
+        for line in gathered {
+            eprintln!("ringload sweep: MLPerf results: {line}");
+        }
+    }
     let answered = find.families.iter().all(|f| f.answer.is_some());
     let rules_hold = find
         .families

@@ -85,7 +85,7 @@ pub struct Planner<'a> {
 impl std::fmt::Debug for Planner<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Planner")
-            .field("files", &self.catalog.files.len())
+            .field("files", &self.catalog.file_count())
             .finish()
     }
 }
@@ -120,7 +120,7 @@ impl<'a> Planner<'a> {
 
     /// The files the store holds.
     pub fn files(&self) -> usize {
-        self.catalog.files.len()
+        self.catalog.file_count()
     }
 
     /// `point`'s plan: skipped with the plan's reason when over the memory budget or not

@@ -34,6 +34,11 @@ pub fn run(
     raise_on_stop_signals(Arc::clone(&interrupt))?;
     exit_if_stopped_in_setup(Arc::clone(&interrupt), Arc::clone(&setup_done), "sweep")?;
     workload.check_reachable()?;
+    // Every folder the sweep writes is checked before the first point runs: --results-dir
+    // here, --output when it is claimed.
+    if let Some(root) = &args.results_dir {
+        crate::results::check_root(root)?;
+    }
     let settings = match &workload.settled {
         Settled::Checkpoint(settings) => {
             crate::setup::store::refuse_checkpoint_manifest(args.manifest.as_deref())?;

@@ -133,7 +133,7 @@ def check_leaf(root, path, names, secrets):
     else:
         assert "checkpoint_size_GB" in metric, where
         assert summary["epochs"] == 0, where
-        assert len(summary["rules"]) == 4, where
+        assert len(summary["rules"]) == 5, where
         assert all(r["verdict"] in ("pass", "fail", "unknown") for r in summary["rules"]), where
     meta = load(metadata[0])
     for field in METADATA_FIELDS:

@@ -164,7 +164,9 @@ impl TlsConns {
         let endpoint =
             crate::s3::Endpoint::parse(&gateway.url).map_err(|e| (libc::EINVAL, Some(e)))?;
         let hostname = gateway.host.clone();
-        let describe = |e: &std::io::Error| crate::s3::tls::describe(e, &endpoint, &hostname);
+        let trust = &client.target().tls;
+        let describe =
+            |e: &std::io::Error| crate::s3::tls::describe(e, &endpoint, &hostname, trust);
         let (_, stage) = ring.scratch_and_stage(c);
         let session = tls::Session::handshake(
             socket.as_fd(),
