@@ -515,6 +515,25 @@ fn tls_dir_server(faults: &str) -> (tempfile::TempDir, Server, std::path::PathBu
     (root, server, files.ca_pem)
 }
 
+/// Rank 0's checkpoint I/O on the io_uring engine over TLS to `server` (trusting `ca`), 5 MiB
+/// parts, with `retries` and `zc`.
+fn tls_checkpoint(
+    server: &Server,
+    ca: std::path::PathBuf,
+    retries: u32,
+    zc: bool,
+) -> super::checkpoint::RingCheckpoint {
+    let url = server.endpoint_url();
+    let mut target = Target::simple(Endpoint::parse(&url).unwrap(), BUCKET, None);
+    target.tls.ca_bundle = Some(ca);
+    let uring = UringEngine::new(Client::new(target, policy(retries)).unwrap()).unwrap();
+    let tls = ObjectIoShape {
+        tls: true,
+        ..shape(5 * MIB, 0, zc)
+    };
+    uring.checkpoint(0, tls).unwrap()
+}
+
 /// Over TLS: parts generated laid out record by record and sealed in their buffers, a part
 /// cut mid-body retried (generated and sealed again, on a new connection), a part whose byte
 /// was changed on the way refused by its CRC32C (`BadDigest`), the object on disk exactly the
@@ -522,23 +541,11 @@ fn tls_dir_server(faults: &str) -> (tempfile::TempDir, Server, std::path::PathBu
 #[test]
 fn over_tls_parts_are_sealed_in_place_retried_sealed_again_and_read_back() {
     for zc in [false, true] {
-        let (root, server, ca) = tls_dir_server("cut=100000@part/nth=2");
-        let url = server.endpoint_url();
         if unavailable_cause().is_some() {
             return;
         }
-        let mut target = Target::simple(Endpoint::parse(&url).unwrap(), BUCKET, None);
-        target.tls.ca_bundle = Some(ca.clone());
-        let uring = UringEngine::new(Client::new(target, policy(2)).unwrap()).unwrap();
-        let mut io = uring
-            .checkpoint(
-                0,
-                ObjectIoShape {
-                    tls: true,
-                    ..shape(5 * MIB, 0, zc)
-                },
-            )
-            .unwrap();
+        let (root, server, ca) = tls_dir_server("cut=100000@part/nth=2");
+        let mut io = tls_checkpoint(&server, ca, 2, zc);
         // 3.5 parts of 5 MiB, two in flight; the second part's first attempt is cut.
         let o = object("ckpt/t/global_epoch1_step1/model_states.pt", 35 * MIB / 2);
         io.put(&o).unwrap();
@@ -559,19 +566,7 @@ fn over_tls_parts_are_sealed_in_place_retried_sealed_again_and_read_back() {
     }
     // A byte changed between the client and the store: the part's checksum refuses it.
     let (_root, server, ca) = tls_dir_server("flip-upload=1000@part/every=1");
-    let url = server.endpoint_url();
-    let mut target = Target::simple(Endpoint::parse(&url).unwrap(), BUCKET, None);
-    target.tls.ca_bundle = Some(ca);
-    let uring = UringEngine::new(Client::new(target, policy(1)).unwrap()).unwrap();
-    let mut io = uring
-        .checkpoint(
-            0,
-            ObjectIoShape {
-                tls: true,
-                ..shape(5 * MIB, 0, false)
-            },
-        )
-        .unwrap();
+    let mut io = tls_checkpoint(&server, ca, 1, false);
     let error = io
         .put(&object("ckpt/f/o.pt", 6 * MIB))
         .unwrap_err()
