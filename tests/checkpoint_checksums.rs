@@ -163,6 +163,24 @@ fn a_byte_changed_on_every_try_fails_the_run_naming_the_part_and_bad_digest() {
     }
 }
 
+/// `ringload run llama3_tiny --np 2` on `engine` against garage's bucket (5 MiB parts), with
+/// the override `folder` and `extra`: its summary, the run having exited 0.
+fn garage_run(g: &common::Garage, engine: &str, folder: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["run", "llama3_tiny", "--np", "2", "--engine", engine];
+    args.extend([
+        "--bucket",
+        &g.bucket,
+        "--part-size",
+        "5MiB",
+        folder,
+        "--json",
+    ]);
+    args.extend(extra);
+    let (code, stdout, stderr) = g.ringload(&args);
+    assert_eq!(code, 0, "{engine} {extra:?}: {stderr}");
+    serde_json::from_str(&stdout).unwrap()
+}
+
 #[test]
 fn garage_takes_crc32c_and_crc64nvme_parts_and_completions_and_signed_payloads() {
     let Some(g) = common::garage() else { return };
@@ -174,27 +192,9 @@ fn garage_takes_crc32c_and_crc64nvme_parts_and_completions_and_signed_payloads()
         ] {
             let folder =
                 format!("checkpoint.checkpoint_folder=checksums/{engine}-{checksum}-{payload}");
-            let (code, stdout, stderr) = g.ringload(&[
-                "run",
-                "llama3_tiny",
-                "--np",
-                "2",
-                "--engine",
-                engine,
-                "--bucket",
-                &g.bucket,
-                "--part-size",
-                "5MiB",
-                "--checksum",
-                checksum,
-                "--payload-signing",
-                payload,
-                &folder,
-                "checkpoint.num_checkpoints_read=0",
-                "--json",
-            ]);
-            assert_eq!(code, 0, "{engine} {checksum}: {stderr}");
-            let s: Value = serde_json::from_str(&stdout).unwrap();
+            let extra = ["--checksum", checksum, "--payload-signing", payload];
+            let read = "checkpoint.num_checkpoints_read=0";
+            let s = garage_run(&g, engine, &folder, &[&extra[..], &[read]].concat());
             assert_eq!(s["outcome"], "completed", "{engine} {checksum}: {s}");
             // garage echoes the object's checksum in each completion: it took them.
             assert_eq!(
@@ -221,29 +221,15 @@ fn garage_behind_openssl_takes_sealed_parts_with_crc32c_and_they_restore_verifie
         let tls = common::tls_terminator(&g.endpoint, extra);
         let endpoint = format!("https://127.0.0.1:{}", tls.port);
         let folder = format!("checkpoint.checkpoint_folder=sealed/{name}");
-        let (code, stdout, stderr) = g.ringload(&[
-            "run",
-            "llama3_tiny",
-            "--np",
-            "2",
-            "--engine",
-            "uring",
+        let extra = [
             "--endpoint",
             &endpoint,
             "--ca-bundle",
             &tls.ca,
-            "--bucket",
-            &g.bucket,
-            "--part-size",
-            "5MiB",
             "--checksum",
             "crc32c",
-            "--verify",
-            &folder,
-            "--json",
-        ]);
-        assert_eq!(code, 0, "{name}: {stderr}");
-        let s: Value = serde_json::from_str(&stdout).unwrap();
+        ];
+        let s = garage_run(&g, "uring", &folder, &[&extra[..], &["--verify"]].concat());
         assert_eq!(s["outcome"], "completed", "{name}: {s}");
         assert_eq!(s["engine"], "uring", "{name}: {s}");
         let negotiated = s["target"]["tls"]["negotiated"]
@@ -449,24 +435,7 @@ fn garage_returns_the_crcs_restores_check() {
     let Some(g) = common::garage() else { return };
     for engine in ["uring", "baseline"] {
         let folder = format!("checkpoint.checkpoint_folder=restore-check/{engine}");
-        let (code, stdout, stderr) = g.ringload(&[
-            "run",
-            "llama3_tiny",
-            "--np",
-            "2",
-            "--engine",
-            engine,
-            "--bucket",
-            &g.bucket,
-            "--part-size",
-            "5MiB",
-            "--read-range",
-            "1MiB",
-            &folder,
-            "--json",
-        ]);
-        assert_eq!(code, 0, "{engine}: {stderr}");
-        let s: Value = serde_json::from_str(&stdout).unwrap();
+        let s = garage_run(&g, engine, &folder, &["--read-range", "1MiB"]);
         let restored = s["objects_per_checkpoint"].as_u64().unwrap() * 2;
         assert_eq!(
             s["load"]["checksum_checked"], restored,
