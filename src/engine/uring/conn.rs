@@ -290,6 +290,9 @@ pub struct Conn {
     answered_early: bool,
     /// The body was not sent whole when the answer was read: a `2xx` then is refused.
     cut_short: bool,
+    /// Its socket was shut down by its owner (a stop after another request failed): whatever
+    /// answer was in it already, the socket is not used again ([`Conn::stop`]).
+    stopped: bool,
 }
 
 impl Conn {
@@ -728,10 +731,11 @@ impl Conn {
     pub fn finish(&mut self) -> Option<Job> {
         let job = self.job.take()?;
         self.phase = Phase::Idle;
-        if self.reused {
+        let stopped = std::mem::take(&mut self.stopped);
+        if self.reused && !stopped {
             self.previous = Some((job.reader, job.get));
         } else {
-            // `Connection: close`: the server ends it.
+            // `Connection: close` (the server ends it), or a socket shut down by a stop.
             self.socket = None;
             self.previous = None;
         }
@@ -741,6 +745,7 @@ impl Conn {
     /// After [`Step::Failed`]: the socket is closed; with `retry_at`, the GET is tried again
     /// then (its retries counted); without, the connection gives the job up.
     pub fn attempt_failed(&mut self, retry_at: Option<Instant>) -> Option<Job> {
+        self.stopped = false;
         self.socket = None;
         self.reused = false;
         self.previous = None;
@@ -787,6 +792,12 @@ impl Conn {
             Phase::Backoff { until } => Some(*until),
             _ => self.deadline(policy).map(|(_, at)| at),
         }
+    }
+
+    /// Its socket is being shut down by its owner: the operation in flight may still end
+    /// well (its answer was in the socket already), but the socket is spent either way.
+    pub fn stop(&mut self) {
+        self.stopped = self.socket.is_some();
     }
 
     /// What the timers ask at `now`.
@@ -1385,5 +1396,62 @@ mod tests {
             conn.on_completion(0, &[0u8; 8], 10, &range(10), Instant::now())
                 .is_err()
         );
+    }
+
+    /// Drives a GET of 100 bytes whose head and body are both in the first peek, to its end.
+    fn answered_whole(conn: &mut Conn, now: Instant) {
+        let mut scratch = vec![0u8; SCRATCH];
+        let h = head(100, "");
+        scratch[..h.len()].copy_from_slice(&h);
+        let n = h.len();
+        let step = conn
+            .on_completion(n as i32 + 100, &scratch, 100, &range(100), now)
+            .unwrap();
+        assert_eq!(step, Step::Queue(Op::Recv { at: 0, len: n }));
+        let step = conn
+            .on_completion(n as i32, &scratch, 100, &range(100), now)
+            .unwrap();
+        assert!(
+            matches!(step, Step::Queue(Op::Body { offset: 0, .. })),
+            "{step:?}"
+        );
+        let step = conn.on_completion(100, &scratch, 100, &range(100), now);
+        assert_eq!(step, Ok(Step::Arrived));
+    }
+
+    /// A request whose socket its owner shut down (a stop after another request failed)
+    /// may still end well, its answer in already: the connection does not keep that socket
+    /// (the next request on it would fail and be counted a retry); one not stopped keeps it.
+    #[test]
+    fn a_stopped_connection_does_not_keep_its_socket_even_after_a_good_answer() {
+        for stop in [false, true] {
+            let (mut conn, now) = sent(100);
+            let (socket, _peer) = std::os::unix::net::UnixStream::pair().unwrap();
+            conn.set_socket(socket.into());
+            if stop {
+                conn.stop();
+            }
+            answered_whole(&mut conn, now);
+            conn.finish().unwrap();
+            assert_eq!(conn.socket.is_some(), !stop, "stopped: {stop}");
+            assert!(conn.is_free());
+            // The next request on it connects again after a stop, and sends at once if not.
+            conn.assign(Job::new(0, 1, BufIndex(0), now));
+            let first = if stop { Op::Connect } else { Op::SendRequest };
+            assert_eq!(conn.start_attempt(now), first);
+            // A stop is forgotten with the socket: the new one is kept after its answer.
+            if stop {
+                let (socket, _peer) = std::os::unix::net::UnixStream::pair().unwrap();
+                conn.set_socket(socket.into());
+                let scratch = [0u8; SCRATCH];
+                conn.on_completion(0, &scratch, 100, &range(100), now)
+                    .unwrap();
+                conn.on_completion(100, &scratch, 100, &range(100), now)
+                    .unwrap();
+                answered_whole(&mut conn, now);
+                conn.finish().unwrap();
+                assert!(conn.socket.is_some());
+            }
+        }
     }
 }

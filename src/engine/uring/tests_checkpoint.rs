@@ -475,8 +475,13 @@ fn a_part_past_its_retries_aborts_the_upload() {
     assert!(error.message.contains("part 2 of 3"), "{}", error.message);
     assert!(error.message.contains("aborted"), "{}", error.message);
     let stats = &io.stats().write;
-    assert_eq!((stats.objects, stats.aborted, stats.retries), (0, 1, 1));
     let seen = seen.lock().unwrap();
+    assert_eq!(
+        (stats.objects, stats.aborted, stats.retries),
+        (0, 1, 1),
+        "retries by cause {:?}; requests {seen:?}",
+        stats.retries_by_cause
+    );
     assert!(
         seen.iter()
             .any(|l| l.starts_with("DELETE /bkt/a/o.pt?uploadId=up-1 ")),

@@ -154,6 +154,8 @@ impl RingCheckpoint {
             self.tls.push_ready(c, -libc::ETIMEDOUT);
         } else if let Some(socket) = &self.conns[c].socket {
             let _ = rustix::net::shutdown(socket.as_fd(), rustix::net::Shutdown::Both);
+            // An answer already in may still end the request well: the socket is spent.
+            self.conns[c].stop();
         }
     }
 }
