@@ -32,15 +32,28 @@ pub const TLS_RECORD_SLACK_BYTES: u64 = 5 + (1 << 14) + 256;
 /// nonce and tag, TLS 1.2 AES-GCM's 29 bytes).
 pub const TLS_SEAL_BYTES_PER_RECORD: u64 = 5 + 8 + 16;
 
-/// One checkpoint connection's buffer: the larger of a part, a read range and the largest
-/// single PUT, in whole pages; over TLS, a body's records sealed in place and a range's
+/// The room a buffer keeps after a body sent aws-chunked, for its tail: CRLF, a signed final
+/// chunk, the longest checksum trailer (SHA-256's), its signature and the closing CRLF come to
+/// 246 bytes (`s3::chunked`).
+pub const CHUNKED_TAIL_BYTES: u64 = 256;
+
+/// One checkpoint connection's buffer: the larger of a part (with `chunked`, room for its
+/// tail, [`CHUNKED_TAIL_BYTES`]), a read range and the largest single PUT, in whole pages;
+/// over TLS, a body's records sealed in place and a range's
 /// record beyond it. `checkpoint::ObjectIoShape::buffer_bytes` and the budget both use it.
-pub fn object_buffer_bytes(part: u64, range: u64, single_put: u64, tls: bool) -> u64 {
+pub fn object_buffer_bytes(
+    part: u64,
+    range: u64,
+    single_put: u64,
+    tls: bool,
+    chunked: bool,
+) -> u64 {
+    let body = part.max(single_put) + if chunked { CHUNKED_TAIL_BYTES } else { 0 };
     let (body, range) = if tls {
         let sealed = |n: u64| n + n.div_ceil(1 << 14) * TLS_SEAL_BYTES_PER_RECORD;
-        (sealed(part.max(single_put)), range + TLS_RECORD_SLACK_BYTES)
+        (sealed(body), range + TLS_RECORD_SLACK_BYTES)
     } else {
-        (part.max(single_put), range)
+        (body, range)
     };
     round_up(body.max(range).max(1), BUFFER_ALIGN_BYTES)
 }
@@ -427,6 +440,8 @@ pub struct ObjectBudgetShape {
     pub server_bytes: u64,
     /// Bodies and ranges go over TLS ([`object_buffer_bytes`]).
     pub tls: bool,
+    /// Bodies go aws-chunked, their tails after them ([`object_buffer_bytes`]).
+    pub chunked: bool,
 }
 
 impl ObjectBudgetShape {
@@ -438,6 +453,7 @@ impl ObjectBudgetShape {
             self.read_range_bytes,
             self.single_put_bytes,
             self.tls,
+            self.chunked,
         )
     }
 
@@ -989,6 +1005,7 @@ mod tests {
             single_put_bytes: 0,
             server_bytes: 0,
             tls: false,
+            chunked: false,
         }
     }
 

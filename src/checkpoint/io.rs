@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use super::object::{ObjectIoShape, PayloadSigning};
+use super::object::{ChecksumForm, ObjectIoShape, PayloadSigning};
 use crate::units::{bytes, count};
 
 const MIB: u64 = 1 << 20;
@@ -88,9 +88,31 @@ pub struct IoOptions {
     pub verify: bool,
     pub checksum: crate::checksum::Checksum,
     pub payload: PayloadSigning,
+    pub checksum_form: ChecksumForm,
     pub restore_checksum: RestoreChecksum,
     /// The target is reached over TLS (`https://`): set by the caller that knows it.
     pub tls: bool,
+}
+
+/// `--checksum-form trailer` needs a checksum to carry, and a body whose
+/// `x-amz-content-sha256` can name a streaming form (not the body's SHA-256).
+fn check_body_form(options: &IoOptions) -> Result<(), String> {
+    if options.checksum_form != ChecksumForm::Trailer {
+        return Ok(());
+    }
+    if options.checksum.algorithm().is_none() {
+        return Err("--checksum-form trailer sends the checksum after the body, but --checksum \
+                    none sends none: use --checksum crc32c (or another), or drop \
+                    --checksum-form"
+            .into());
+    }
+    if options.payload == PayloadSigning::Sha256 {
+        return Err("--checksum-form trailer makes the body aws-chunked, whose \
+                    x-amz-content-sha256 names its streaming form, not the body's SHA-256: use \
+                    --payload-signing streaming (chunks signed) or unsigned with it"
+            .into());
+    }
+    Ok(())
 }
 
 /// The fork's parallelism per rank: max(2, ⌈16 / ranks⌉).
@@ -165,6 +187,7 @@ pub fn resolve_io(
             bytes(read_range_bytes)
         ));
     }
+    check_body_form(options)?;
     let read_blocks = options.read_blocks.unwrap_or_else(|| default_in_flight(np));
     if read_blocks == 0 {
         return Err("--read-blocks 0: a restore needs a block; use 1 or more".into());
@@ -183,6 +206,7 @@ pub fn resolve_io(
         verify: options.verify,
         checksum: options.checksum,
         payload: options.payload,
+        checksum_form: options.checksum_form,
         // `--verify` checks every byte against the generator: the HEAD would add nothing.
         restore_check: options.restore_checksum == RestoreChecksum::On && !options.verify,
         tls: options.tls,

@@ -29,7 +29,7 @@ use crate::budget::{self, MemoryBudget, MemoryLimits, ObjectBudgetShape, OverBud
 use crate::exit::{self, ExitClass};
 pub use io::{IoOptions, RestoreChecksum, SendZc};
 use model::Parallelism;
-pub use object::PayloadSigning;
+pub use object::{ChecksumForm, PayloadSigning};
 pub use object::{ObjectIoShape, PlannedObject};
 pub use settings::{CheckpointMode, CheckpointSettings};
 
@@ -304,6 +304,7 @@ fn budget_shape(
         single_put_bytes: shape.single_put_bytes,
         server_bytes,
         tls: shape.tls,
+        chunked: shape.chunked(),
     }
 }
 
@@ -671,6 +672,7 @@ mod tests {
                 verify: false,
                 checksum: crate::checksum::Checksum::Crc32c,
                 payload: Default::default(),
+                checksum_form: Default::default(),
                 restore_check: true,
                 tls: false,
             }
@@ -731,6 +733,35 @@ mod tests {
         let mut o = options(8);
         o.io.single_put_below = Some(6 << 30);
         assert!(refuse(&o, &no_env).contains("single PUT of at most 5 GiB"));
+    }
+
+    /// A checksum trailer needs a checksum, and a body whose x-amz-content-sha256 names its
+    /// streaming form; with both, the shape carries the form to the engines.
+    #[test]
+    fn a_checksum_trailer_needs_a_checksum_and_a_streaming_payload() {
+        let s = settings("llama3_8b", &[]);
+        let limits = MemoryLimits::unlimited();
+        let mut o = options(8);
+        o.io.checksum_form = ChecksumForm::Trailer;
+        o.io.checksum = crate::checksum::Checksum::None;
+        let err = CheckpointPlan::resolve(&s, &o, &limits, &no_env)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--checksum none sends none"), "{err}");
+        o.io.checksum = crate::checksum::Checksum::Crc32c;
+        o.io.payload = PayloadSigning::Sha256;
+        let err = CheckpointPlan::resolve(&s, &o, &limits, &no_env)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("use --payload-signing streaming"), "{err}");
+        for payload in [PayloadSigning::Unsigned, PayloadSigning::Streaming] {
+            o.io.payload = payload;
+            let plan = CheckpointPlan::resolve(&s, &o, &limits, &no_env).unwrap();
+            assert_eq!(
+                (plan.io.checksum_form, plan.io.payload),
+                (ChecksumForm::Trailer, payload)
+            );
+        }
     }
 
     #[test]

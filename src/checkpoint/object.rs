@@ -40,6 +40,8 @@ pub struct ObjectIoShape {
     pub checksum: crate::checksum::Checksum,
     /// How an upload's body is signed (`--payload-signing`, unsigned by default).
     pub payload: PayloadSigning,
+    /// Where the checksum goes (`--checksum-form`, a header by default).
+    pub checksum_form: ChecksumForm,
     /// A restore HEADs each object (`x-amz-checksum-mode: ENABLED`) and checks its
     /// FULL_OBJECT CRC against the CRCs of the blocks it reads (`--restore-checksum on`,
     /// the default, without `--verify`).
@@ -64,7 +66,14 @@ impl ObjectIoShape {
             self.read_range_bytes,
             self.single_put_bytes,
             self.tls,
+            self.chunked(),
         )
+    }
+
+    /// Bodies go aws-chunked (a checksum trailer, or chunk signatures): each buffer keeps
+    /// room for a body's tail after it.
+    pub fn chunked(&self) -> bool {
+        self.checksum_form == ChecksumForm::Trailer || self.payload == PayloadSigning::Streaming
     }
 
     /// Whether an object of `bytes` goes as one PutObject; else it is a multipart upload of
@@ -124,6 +133,10 @@ pub enum PayloadSigning {
     /// The body's SHA-256 in `x-amz-content-sha256`, signed with the head, as s3dlio signs
     /// every upload: computed in the pass that generates the part.
     Sha256,
+    /// `aws-chunked` with chunk signatures (`STREAMING-AWS4-HMAC-SHA256-PAYLOAD`, `-TRAILER`
+    /// with `--checksum-form trailer`): the body as one signed chunk, its SHA-256 computed in
+    /// the pass that generates it (`s3::chunked`).
+    Streaming,
 }
 
 impl std::fmt::Display for PayloadSigning {
@@ -131,6 +144,29 @@ impl std::fmt::Display for PayloadSigning {
         f.write_str(match self {
             PayloadSigning::Unsigned => "unsigned",
             PayloadSigning::Sha256 => "sha256",
+            PayloadSigning::Streaming => "streaming",
+        })
+    }
+}
+
+/// `--checksum-form`: where an upload's additional checksum goes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ChecksumForm {
+    /// An `x-amz-checksum-*` header: its digest is computed as the part is generated, before
+    /// the head goes (every S3 store takes it).
+    #[default]
+    Header,
+    /// An `aws-chunked` trailer after the body (`STREAMING-UNSIGNED-PAYLOAD-TRAILER`, the AWS
+    /// SDKs' form over https; some stores, e.g. older Ceph, refuse it).
+    Trailer,
+}
+
+impl std::fmt::Display for ChecksumForm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ChecksumForm::Header => "header",
+            ChecksumForm::Trailer => "trailer",
         })
     }
 }
@@ -164,6 +200,7 @@ mod tests {
             verify: false,
             checksum: crate::checksum::Checksum::Crc32c,
             payload: Default::default(),
+            checksum_form: Default::default(),
             restore_check: false,
             tls: false,
         }
@@ -223,5 +260,9 @@ mod tests {
         assert_eq!(s.buffer_bytes(), 5 << 20);
         s.single_put_bytes = (7 << 20) + 1;
         assert_eq!(s.buffer_bytes(), (7 << 20) + 4096);
+        // An aws-chunked body's tail goes after it in the buffer: a page more.
+        s.single_put_bytes = 0;
+        s.checksum_form = ChecksumForm::Trailer;
+        assert_eq!(s.buffer_bytes(), (5 << 20) + 4096);
     }
 }

@@ -5,7 +5,7 @@
 use clap::Args;
 
 use super::values::{parse_memory, parse_size};
-use crate::checkpoint::{IoOptions, PayloadSigning, RestoreChecksum, SendZc};
+use crate::checkpoint::{ChecksumForm, IoOptions, PayloadSigning, RestoreChecksum, SendZc};
 use crate::checksum::Checksum;
 
 #[derive(Debug, Clone, Default, PartialEq, Args)]
@@ -45,9 +45,17 @@ pub struct CheckpointArgs {
     #[arg(long, value_name = "ALGORITHM", value_enum, default_value_t = Checksum::Crc32c, help_heading = "Checkpoint")]
     pub checksum: Checksum,
 
+    /// Where each part's and PUT's checksum goes: an x-amz-checksum-* header (its digest known
+    /// before the head) or an aws-chunked trailer after the body
+    /// (STREAMING-UNSIGNED-PAYLOAD-TRAILER, as the AWS SDKs send it over https; some stores
+    /// refuse it)
+    #[arg(long, value_name = "FORM", value_enum, default_value_t = ChecksumForm::Header, help_heading = "Checkpoint")]
+    pub checksum_form: ChecksumForm,
+
     /// How SigV4 covers an upload's body, with keys: unsigned (UNSIGNED-PAYLOAD, the head
-    /// signed) or sha256 (the body's SHA-256 signed, as s3dlio does; computed as each part is
-    /// generated)
+    /// signed), sha256 (the body's SHA-256 signed, as s3dlio does) or streaming (aws-chunked,
+    /// the body one chunk signed after the head, STREAMING-AWS4-HMAC-SHA256-PAYLOAD); the
+    /// SHA-256 computed as each part is generated
     #[arg(long, value_name = "FORM", value_enum, default_value_t = PayloadSigning::Unsigned, help_heading = "Checkpoint")]
     pub payload_signing: PayloadSigning,
 
@@ -88,6 +96,7 @@ impl CheckpointArgs {
             verify,
             checksum: self.checksum,
             payload: self.payload_signing,
+            checksum_form: self.checksum_form,
             restore_checksum: self.restore_checksum,
             // Set where the target is known (a run's `--endpoint`); `plan` and a sweep's
             // pre-plan, without one, size buffers for plain HTTP (0.2 % less per buffer).
@@ -106,6 +115,8 @@ impl CheckpointArgs {
             ("--read-blocks", self.read_blocks.is_some()),
             ("--send-zc", self.send_zc != SendZc::Auto),
             ("--checksum", self.checksum != Checksum::Crc32c),
+            ("--checksum-form", self.checksum_form != ChecksumForm::Header),
+            ("--payload-signing", self.payload_signing != PayloadSigning::Unsigned),
             ("--after", self.after.is_some()),
             ("--accelerator-memory", self.accelerator_memory.is_some()),
             ("--abort-foreign-uploads", self.abort_foreign_uploads),
@@ -147,6 +158,9 @@ impl CheckpointArgs {
         }
         if self.checksum != Checksum::Crc32c {
             push("--checksum", Some(self.checksum.to_string()));
+        }
+        if self.checksum_form != ChecksumForm::Header {
+            push("--checksum-form", Some(self.checksum_form.to_string()));
         }
         if self.payload_signing != PayloadSigning::Unsigned {
             push("--payload-signing", Some(self.payload_signing.to_string()));

@@ -206,6 +206,80 @@ pub fn fill_spaced(
     }
 }
 
+/// The digests a body of `shape` needs computed as it is generated: the checksum, and the
+/// SHA-256 a signed body carries (with keys: `--payload-signing sha256` or `streaming`).
+pub fn digests(shape: &crate::checkpoint::ObjectIoShape, signs: bool) -> Digests {
+    use crate::checkpoint::PayloadSigning;
+    Digests {
+        checksum: shape.checksum.algorithm(),
+        payload_sha256: signs && shape.payload != PayloadSigning::Unsigned,
+    }
+}
+
+/// How a generated body goes, the same on both engines: its `x-amz-checksum-*` header, its
+/// signed SHA-256, or its `aws-chunked` framing (the checksum as a trailer, the chunk signed).
+#[derive(Debug, Clone, Default)]
+pub struct BodyForm {
+    /// Headers sent (and signed) with it: the checksum's, in the header form.
+    pub headers: Vec<(&'static str, String)>,
+    /// `x-amz-content-sha256`: the body's SHA-256 (hex), signed (`--payload-signing sha256`).
+    pub payload_sha256: Option<String>,
+    /// Sent `aws-chunked` (`--checksum-form trailer`, `--payload-signing streaming`).
+    pub chunked: Option<crate::s3::chunked::Chunked>,
+}
+
+impl BodyForm {
+    /// The form of a body of `len` bytes under `shape`, from the digests its generation made.
+    pub fn of(shape: &crate::checkpoint::ObjectIoShape, len: u64, filled: &Filled) -> BodyForm {
+        use crate::checkpoint::{ChecksumForm, PayloadSigning};
+        let trailer = shape.checksum_form == ChecksumForm::Trailer;
+        let sha = filled.payload_sha256.map(|d| d.hex());
+        let streaming = shape.payload == PayloadSigning::Streaming && sha.is_some();
+        if !trailer && !streaming {
+            return BodyForm {
+                headers: filled
+                    .digest
+                    .iter()
+                    .map(|d| (d.algorithm.header(), d.base64()))
+                    .collect(),
+                payload_sha256: sha,
+                chunked: None,
+            };
+        }
+        let chunked = crate::s3::chunked::Chunked {
+            data_len: len,
+            data_sha256: sha.filter(|_| streaming),
+            trailer: filled.digest.filter(|_| trailer),
+        };
+        BodyForm {
+            // Without a trailer, a streaming body's checksum stays a header.
+            headers: filled
+                .digest
+                .iter()
+                .filter(|_| !trailer)
+                .map(|d| (d.algorithm.header(), d.base64()))
+                .collect(),
+            payload_sha256: None,
+            chunked: Some(chunked),
+        }
+    }
+}
+
+/// Writes `bytes` at the body's offset `at` (its plaintext offset) into `buf` laid out as
+/// `spacing` says: an aws-chunked body's tail, after its data.
+pub fn place_spaced(buf: &mut [u8], spacing: Spacing, at: usize, bytes: &[u8]) {
+    let piece = spacing.piece.max(1);
+    let mut done = 0;
+    while done < bytes.len() {
+        let offset = at + done;
+        let (i, within) = (offset / piece, offset % piece);
+        let n = (piece - within).min(bytes.len() - done);
+        let start = i * spacing.stride + spacing.lead + within;
+        buf[start..start + n].copy_from_slice(&bytes[done..done + n]);
+        done += n;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -315,17 +315,27 @@ fn render_io(w: &mut String, plan: &CheckpointPlan) {
     let _ = writeln!(
         w,
         "  checksum    {}; {}",
-        checksum_line(io.checksum),
+        checksum_line(io.checksum, io.checksum_form),
         payload_line(io.payload)
     );
 }
 
 /// What `--checksum` sends, in words: the algorithm, its form and how uploads complete.
-fn checksum_line(checksum: crate::checksum::Checksum) -> String {
+fn checksum_line(
+    checksum: crate::checksum::Checksum,
+    form: crate::checkpoint::ChecksumForm,
+) -> String {
+    let carried = match form {
+        crate::checkpoint::ChecksumForm::Header => {
+            "header on each part and PUT (--checksum-form trailer: after the body)"
+        }
+        crate::checkpoint::ChecksumForm::Trailer => {
+            "as an aws-chunked trailer after each part and PUT"
+        }
+    };
     match checksum.algorithm() {
         Some(a) => format!(
-            "{checksum} (x-amz-checksum-{checksum} header on each part and PUT, {} at \
-             completion)",
+            "{checksum} (x-amz-checksum-{checksum} {carried}, {} at completion)",
             a.object_type()
         ),
         None => "none (no x-amz-checksum-* header)".into(),
@@ -341,6 +351,10 @@ fn payload_line(payload: crate::checkpoint::PayloadSigning) -> &'static str {
         crate::checkpoint::PayloadSigning::Sha256 => {
             "bodies signed with keys (x-amz-content-sha256: the body's SHA-256, computed as each \
              part is generated)"
+        }
+        crate::checkpoint::PayloadSigning::Streaming => {
+            "bodies signed with keys as aws-chunked, one chunk each (STREAMING-AWS4-HMAC-SHA256-\
+             PAYLOAD: its SHA-256 computed as each part is generated)"
         }
     }
 }

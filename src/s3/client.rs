@@ -171,6 +171,9 @@ pub struct RequestSpec<'a> {
     /// The body's SHA-256 (hex), computed beforehand, signed as `x-amz-content-sha256`
     /// (instead of hashing the body here).
     pub payload_sha256: Option<String>,
+    /// `body` goes `aws-chunked` ([`super::chunked`]): framed, after signing, into one new
+    /// buffer (the baseline's copy: hyper sends one `Bytes`).
+    pub chunked: Option<super::chunked::Chunked>,
     /// Which of the target's endpoints to send it to.
     pub endpoint: usize,
     /// The most answer body bytes read before the attempt fails: [`CONTROL_BODY_LIMIT`]
@@ -193,6 +196,7 @@ impl<'a> RequestSpec<'a> {
             body: Bytes::new(),
             sign_body: false,
             payload_sha256: None,
+            chunked: None,
             endpoint: 0,
             body_limit: CONTROL_BODY_LIMIT,
         }
@@ -338,42 +342,61 @@ impl Client {
         let query = super::sign::query(spec.query);
         let url = self.target.request_url(endpoint, &path, &query);
         let host = self.target.host_header(endpoint);
+        let chunked_headers = spec.chunked.as_ref().map(super::chunked::Chunked::headers);
         let mut to_sign: Vec<(&str, &str)> = vec![("host", &host)];
         to_sign.extend(spec.headers.iter().map(|(n, v)| (n.as_str(), v.as_str())));
-        let payload = match (&spec.payload_sha256, spec.sign_body) {
-            (Some(hex), _) => Payload::Sha256(hex),
-            (None, true) => Payload::Bytes(&spec.body),
-            (None, false) => Payload::Unsigned,
+        to_sign.extend(chunked_headers.iter().flatten().map(|(n, v)| (*n, v.as_str())));
+        let payload = match (&spec.chunked, &spec.payload_sha256, spec.sign_body) {
+            (Some(chunked), _, _) => Payload::Streaming(chunked.content_sha256()),
+            (None, Some(hex), _) => Payload::Sha256(hex),
+            (None, None, true) => Payload::Bytes(&spec.body),
+            (None, None, false) => Payload::Unsigned,
         };
         let operation = || self.operation(spec.method.as_str(), spec.key);
-        let signed = self
+        let bad = |reason| RequestError::BadResponse {
+            operation: operation(),
+            reason,
+        };
+        let (signed, chain) = self
             .signer
-            .headers(
+            .signed_with_chain(
                 spec.method.as_str(),
                 &url,
                 &to_sign,
                 payload,
                 SystemTime::now(),
             )
-            .map_err(|reason| RequestError::BadResponse {
-                operation: operation(),
-                reason,
-            })?;
+            .map_err(bad)?;
         let mut builder = http::Request::builder()
             .method(spec.method.clone())
             .uri(&url)
             .header(HOST, &host);
-        for (name, value) in &spec.headers {
-            builder = builder.header(name, value);
+        for (name, value) in to_sign.iter().skip(1) {
+            builder = builder.header(*name, *value);
         }
+        let body = match &spec.chunked {
+            Some(chunked) => {
+                if !self.signer.signs() {
+                    // Unsigned, the form is still named.
+                    builder = builder.header("x-amz-content-sha256", chunked.content_sha256());
+                }
+                let (prefix, tail) = chunked.frame(chain.as_ref()).map_err(bad)?;
+                let mut body = Vec::with_capacity(prefix.len() + spec.body.len() + tail.len());
+                body.extend_from_slice(&prefix);
+                body.extend_from_slice(&spec.body);
+                body.extend_from_slice(&tail);
+                Bytes::from(body)
+            }
+            None => spec.body.clone(),
+        };
         for (name, value) in signed {
             builder = builder.header(name, value);
         }
         if spec.method == Method::PUT || spec.method == Method::POST {
-            builder = builder.header(CONTENT_LENGTH, spec.body.len());
+            builder = builder.header(CONTENT_LENGTH, body.len());
         }
         builder
-            .body(Full::new(spec.body.clone()))
+            .body(Full::new(body))
             .map_err(|e| RequestError::BadResponse {
                 operation: operation(),
                 reason: format!("cannot build the request: {e}"),

@@ -202,7 +202,12 @@ impl RequestError {
             Some(_) => None,
         }
         .unwrap_or_else(|| {
-            if refuses_checksums(status, code.as_deref(), message.as_deref()) {
+            if refuses_streaming(status, code.as_deref(), message.as_deref()) {
+                "the store does not take aws-chunked bodies (a checksum trailer, chunk \
+                 signatures) as sent; run with --checksum-form header and --payload-signing \
+                 unsigned or sha256"
+                    .into()
+            } else if refuses_checksums(status, code.as_deref(), message.as_deref()) {
                 "the store does not take S3's additional checksums (x-amz-checksum-*) as sent; \
                  run with --checksum none, or another --checksum it supports"
                     .into()
@@ -311,6 +316,23 @@ pub fn bad_digest(code: Option<&str>) -> bool {
 
 /// Whether a refusal reads as the store not taking S3's additional checksums: a `501`, or a
 /// `400` whose code says the request is not understood and whose message names a checksum.
+/// Whether an error says the store refuses an aws-chunked body (`STREAMING-*`, a trailer).
+fn refuses_streaming(status: u16, code: Option<&str>, message: Option<&str>) -> bool {
+    let names_streaming = message.is_some_and(|m| {
+        let m = m.to_ascii_lowercase();
+        ["aws-chunked", "streaming-", "x-amz-trailer", "x-amz-decoded-content-length"]
+            .iter()
+            .any(|name| m.contains(name))
+    });
+    names_streaming
+        && matches!(
+            (status, code),
+            (501, _)
+                | (_, Some("NotImplemented"))
+                | (400, Some("InvalidRequest" | "InvalidArgument" | "UnsupportedHeader"))
+        )
+}
+
 fn refuses_checksums(status: u16, code: Option<&str>, message: Option<&str>) -> bool {
     let names_checksum = message.is_some_and(|m| m.to_ascii_lowercase().contains("checksum"));
     match (status, code) {
@@ -492,6 +514,22 @@ mod tests {
             .to_string()
             .contains("--checksum none")
         );
+        // A store that refuses aws-chunked bodies is named as such, with the header forms.
+        for (status, code, message) in [
+            (
+                501,
+                "NotImplemented",
+                "x-amz-content-sha256: STREAMING-UNSIGNED-PAYLOAD-TRAILER is not implemented",
+            ),
+            (400, "InvalidArgument", "aws-chunked encoding is not supported"),
+            (400, "InvalidRequest", "x-amz-trailer is not supported"),
+        ] {
+            let e = answer(status, code, message).to_string();
+            assert!(
+                e.contains("--checksum-form header") && e.contains("aws-chunked"),
+                "{e}"
+            );
+        }
     }
 
     use super::*;

@@ -3,6 +3,8 @@
 //! - [`target`]: where the storage is — endpoints, bucket, region, keys, addressing, pins, TLS
 //!   trust — from flags, the AWS environment, the AWS profile and the workload;
 //! - [`sign`]: SigV4 with the `aws-sigv4` crate, used by every request ringload sends;
+//! - [`chunked`]: `aws-chunked` bodies (the checksum as a trailer, chunk signatures), one data
+//!   chunk per body, framed for both engines;
 //! - [`error`]: S3 error documents decoded into one-line messages with a likely cause, and the
 //!   retry and exit-code rules;
 //! - [`complete`]: when a multipart upload counts as complete (a parsed result, a `200` with an
@@ -19,6 +21,7 @@
 //!   ([`framing`]) over one [`stream`].
 
 pub mod bucket;
+pub mod chunked;
 pub mod client;
 pub mod complete;
 pub mod connect;

@@ -14,6 +14,7 @@ use aws_sigv4::http_request::{
 };
 use aws_sigv4::sign::v4;
 
+use super::chunked::ChunkChain;
 use super::sigv4::uri_encode;
 use super::target::{Credentials, Endpoint};
 
@@ -29,6 +30,9 @@ pub enum Payload<'a> {
     Bytes(&'a [u8]),
     /// The body's SHA-256, lowercase hex, computed beforehand (as the part was generated).
     Sha256(&'a str),
+    /// An `aws-chunked` body's streaming form (`STREAMING-…`, `super::chunked`): its chunks
+    /// carry their own signatures, chained from the head's ([`Signer::signed_with_chain`]).
+    Streaming(&'static str),
 }
 
 /// Signs requests for one set of credentials and region; without credentials, requests go
@@ -62,8 +66,24 @@ impl Signer {
         payload: Payload<'_>,
         time: SystemTime,
     ) -> Result<Vec<(&'static str, String)>, String> {
+        Ok(self
+            .signed_with_chain(method, url, headers, payload, time)?
+            .0)
+    }
+
+    /// [`Signer::headers`], and the chain an `aws-chunked` body's chunk signatures follow
+    /// (`None` without keys): the head's signature seeds it.
+    #[allow(clippy::type_complexity)]
+    pub fn signed_with_chain(
+        &self,
+        method: &str,
+        url: &str,
+        headers: &[(&str, &str)],
+        payload: Payload<'_>,
+        time: SystemTime,
+    ) -> Result<(Vec<(&'static str, String)>, Option<ChunkChain>), String> {
         let Some(credentials) = &self.credentials else {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), None));
         };
         let identity = aws_credential_types::Credentials::new(
             credentials.access_key_id.clone(),
@@ -90,17 +110,37 @@ impl Signer {
             Payload::Unsigned => SignableBody::UnsignedPayload,
             Payload::Bytes(b) => SignableBody::Bytes(b),
             Payload::Sha256(hex) => SignableBody::Precomputed(hex.to_string()),
+            Payload::Streaming(form) => SignableBody::Precomputed(form.to_string()),
         };
         let request = SignableRequest::new(method, url, headers.iter().copied(), body)
             .map_err(|e| format!("cannot sign {method} {url}: {e}"))?;
-        let (instructions, _signature) = sign(request, &params)
+        let (instructions, seed) = sign(request, &params)
             .map_err(|e| format!("cannot sign {method} {url}: {e}"))?
             .into_parts();
         let (signed, _params) = instructions.into_parts();
-        Ok(signed
+        let signed: Vec<_> = signed
             .into_iter()
             .map(|h| (h.name(), h.value().to_string()))
-            .collect())
+            .collect();
+        let amz_date = signed
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case("x-amz-date"))
+            .map(|(_, value)| value.clone())
+            .ok_or_else(|| format!("signing {method} {url} gave no x-amz-date (a bug)"))?;
+        let date = amz_date.get(..8).unwrap_or_default().to_string();
+        let key = v4::generate_signing_key(
+            &credentials.secret_access_key,
+            time,
+            &self.region,
+            SERVICE,
+        );
+        let chain = ChunkChain {
+            key: key.as_ref().to_vec(),
+            time: amz_date,
+            scope: format!("{date}/{}/{SERVICE}/aws4_request", self.region),
+            seed,
+        };
+        Ok((signed, Some(chain)))
     }
 }
 

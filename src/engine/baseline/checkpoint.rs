@@ -123,21 +123,19 @@ impl BaselineCheckpoint {
         let content = object.content;
         let upload = part.map(|(id, n)| (id.to_string(), n));
         let endpoint = self.endpoint(slot);
-        let digests = super::super::common::Digests {
-            checksum: self.shape.checksum.algorithm(),
-            payload_sha256: self.shape.payload == crate::checkpoint::PayloadSigning::Sha256
-                && self.client.signer().signs(),
-        };
+        let digests = super::super::common::digests(&self.shape, self.client.signer().signs());
+        let shape = self.shape;
         async move {
             let mut buf = vec![0u8; bytes as usize];
             // The digests are known before the head goes: the whole body is generated first.
             let filled = super::super::common::fill_and_digest(&content, offset, &mut buf, digests);
             let (digest, generate_cpu, checksum_cpu) =
                 (filled.digest, filled.generate_cpu, filled.checksum_cpu);
-            let payload_sha256 = filled.payload_sha256.map(|d| d.hex());
-            let headers = digest
-                .iter()
-                .map(|d| (HeaderName::from_static(d.algorithm.header()), d.base64()))
+            let form = super::super::common::BodyForm::of(&shape, bytes, &filled);
+            let headers = form
+                .headers
+                .into_iter()
+                .map(|(name, value)| (HeaderName::from_static(name), value))
                 .collect();
             let body = Bytes::from(buf);
             let number = upload.as_ref().map_or(1, |(_, n)| *n);
@@ -155,7 +153,8 @@ impl BaselineCheckpoint {
                 headers,
                 body,
                 endpoint,
-                payload_sha256,
+                payload_sha256: form.payload_sha256,
+                chunked: form.chunked,
                 ..RequestSpec::new(Method::PUT, Some(&key))
             };
             let what = match &upload {

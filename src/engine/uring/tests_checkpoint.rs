@@ -28,6 +28,7 @@ fn shape(part_bytes: u64, single_put_below: u64, send_zc: bool) -> ObjectIoShape
         verify: true,
         checksum: crate::checksum::Checksum::Crc32c,
         payload: Default::default(),
+        checksum_form: Default::default(),
         restore_check: false,
         tls: false,
     }

@@ -12,6 +12,7 @@ use std::ops::Range;
 use std::time::SystemTime;
 
 use crate::plan::RangedGet;
+use crate::s3::chunked::Chunked;
 use crate::s3::sign::{Payload, Signer};
 
 /// What a connection's request is for.
@@ -56,6 +57,10 @@ pub struct Request {
     /// The body's SHA-256 (hex), signed as `x-amz-content-sha256` (`--payload-signing
     /// sha256`); `None`: `UNSIGNED-PAYLOAD`.
     pub payload_sha256: Option<String>,
+    /// The body goes `aws-chunked`: its chunk header after the head (from the request
+    /// buffer), its data then its tail from the registered buffer ([`Request::format`]
+    /// gives the tail; `body_bytes` counts it).
+    pub chunked: Option<Chunked>,
     /// What `Conn::on_completion` checks a `206` against (an empty range for the others).
     pub get: RangedGet,
 }
@@ -85,6 +90,7 @@ impl Request {
             inline_body: Vec::new(),
             headers: Vec::new(),
             payload_sha256: None,
+            chunked: None,
             get: RangedGet {
                 whole: false,
                 fetch: None,
@@ -133,30 +139,43 @@ impl Request {
     }
 
     /// Formats (and signs, when `signer` has keys) the head into `out`, followed by the
-    /// inline body. `url_prefix` is `scheme://host` for signing.
+    /// inline body (an aws-chunked body's chunk header). `url_prefix` is `scheme://host` for
+    /// signing. Returns an aws-chunked body's tail, to go after its data (empty otherwise).
     pub fn format(
         &self,
         out: &mut Vec<u8>,
         host: &str,
         url_prefix: &str,
         signer: &Signer,
-    ) -> Result<(), String> {
+    ) -> Result<Vec<u8>, String> {
         let range = (self.kind == Kind::Range).then(|| self.get.range_header());
-        let length = self.body_bytes + self.inline_body.len();
-        let signed = if signer.signs() {
+        let chunked_headers = self.chunked.as_ref().map(Chunked::headers);
+        let headers: Vec<_> = self
+            .headers
+            .iter()
+            .chain(chunked_headers.iter().flatten())
+            .collect();
+        let prefix_len = self.chunked.as_ref().map_or(0, Chunked::prefix_len);
+        let length = self.body_bytes + self.inline_body.len() + prefix_len;
+        let (signed, chain) = if signer.signs() {
             let url = format!("{url_prefix}{}", self.path_query);
             let mut to_sign = vec![("host", host)];
             if let Some(range) = &range {
                 to_sign.push(("range", range.as_str()));
             }
-            to_sign.extend(self.headers.iter().map(|(n, v)| (*n, v.as_str())));
-            let payload = match &self.payload_sha256 {
-                Some(hex) => Payload::Sha256(hex),
-                None => Payload::Unsigned,
+            to_sign.extend(headers.iter().map(|(n, v)| (*n, v.as_str())));
+            let payload = match (&self.chunked, &self.payload_sha256) {
+                (Some(chunked), _) => Payload::Streaming(chunked.content_sha256()),
+                (None, Some(hex)) => Payload::Sha256(hex),
+                (None, None) => Payload::Unsigned,
             };
-            signer.headers(self.method, &url, &to_sign, payload, SystemTime::now())?
+            signer.signed_with_chain(self.method, &url, &to_sign, payload, SystemTime::now())?
         } else {
-            Vec::new()
+            (Vec::new(), None)
+        };
+        let (prefix, tail) = match &self.chunked {
+            Some(chunked) => chunked.frame(chain.as_ref())?,
+            None => Default::default(),
         };
         out.clear();
         // Writing into a Vec cannot fail.
@@ -171,15 +190,20 @@ impl Request {
         if self.method == "PUT" || self.method == "POST" {
             let _ = write!(out, "Content-Length: {length}\r\n");
         }
-        for (name, value) in &self.headers {
+        for (name, value) in headers {
             let _ = write!(out, "{name}: {value}\r\n");
+        }
+        if let Some(chunked) = self.chunked.as_ref().filter(|_| !signer.signs()) {
+            // Unsigned, the form is still named.
+            let _ = write!(out, "x-amz-content-sha256: {}\r\n", chunked.content_sha256());
         }
         for (name, value) in signed {
             let _ = write!(out, "{name}: {value}\r\n");
         }
         out.extend_from_slice(b"\r\n");
         out.extend_from_slice(&self.inline_body);
-        Ok(())
+        out.extend_from_slice(&prefix);
+        Ok(tail)
     }
 }
 

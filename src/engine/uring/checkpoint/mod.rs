@@ -29,12 +29,16 @@
 //!   the line of the part that failed.
 //! - **Checksums** (`--checksum`, CRC32C by default): each part's digest is computed in the
 //!   pass that generates its bytes into the registered buffer (`common::fill_spaced`, timed
-//!   apart, `checksum_cpu`) and sent as an `x-amz-checksum-*` header; CreateMultipartUpload
+//!   apart, `checksum_cpu`) and sent as an `x-amz-checksum-*` header, or (`--checksum-form
+//!   trailer`) as an aws-chunked trailer placed after the data (`s3::chunked`); CreateMultipartUpload
 //!   names the algorithm and type, CompleteMultipartUpload lists the parts' checksums and
 //!   carries the object's (`complete.rs`). A retry re-sends the same buffer with the same
 //!   header over plain HTTP (over TLS it generates the part again and seals it anew).
 //! - Bodies are unsigned (`UNSIGNED-PAYLOAD`), or, with `--payload-signing sha256` and keys,
-//!   carry their SHA-256 (computed in the same pass) signed (`upload.rs`).
+//!   carry their SHA-256 (computed in the same pass) signed (`upload.rs`), or with
+//!   `streaming`, go aws-chunked as one chunk signed after the head: the chunk header follows
+//!   the head in the request buffer, the tail (final chunk, trailer, their signatures, made
+//!   when the head is signed) is placed after the data in the registered buffer (`tails`).
 //! - **Early answers** (`dispatch.rs`): over plain HTTP a peek armed beside a body's sends sees
 //!   a store answer before it has read the body; the part then ends with that answer.
 //! - **TLS** (`sealed.rs`): over `https://`, connections are handshaken at set-up, each part is
@@ -56,9 +60,8 @@ use super::secure::TlsConns;
 use super::upload::{Kind, Request};
 use super::{SCRATCH_BYTES, UringEngine, tls};
 use crate::checkpoint::ObjectIoShape;
-use crate::checkpoint::PayloadSigning;
 use crate::content::Content;
-use crate::engine::common::{Digests, Spacing, fill_spaced};
+use crate::engine::common::{BodyForm, Spacing, fill_spaced};
 use crate::rank::RankError;
 use crate::rank::checkpoint::{ObjectIo, ObjectSpec, ObjectStats};
 use crate::rank::journal::UploadJournal;
@@ -136,6 +139,9 @@ pub struct RingCheckpoint {
     held: Vec<Held>,
     /// `deferred[c]`: a TLS request waits for its buffer's last `SEND_ZC` to be let go of.
     deferred: Vec<bool>,
+    /// `tails[c]`: the tail of connection `c`'s aws-chunked body, as its head was last
+    /// formatted (it carries signatures chained from the head's): placed after the data.
+    tails: Vec<Vec<u8>>,
     /// The content of the object being written (to generate a part again).
     content: Option<Content>,
     /// `watch_for[c]`: the attempt (its job's start and retries) connection `c`'s answer watch
@@ -208,6 +214,7 @@ impl UringEngine {
             tls: TlsConns::new(self.tls.clone(), n),
             held: vec![Held::Nothing; n],
             deferred: vec![false; n],
+            tails: vec![Vec::new(); n],
             content: None,
             watch_for: vec![None; n],
             peek_by_watch: vec![false; n],
@@ -316,14 +323,27 @@ impl RingCheckpoint {
         let request = self.requests[c]
             .as_ref()
             .ok_or_else(|| RankError::Engine(format!("connection {c} has no request (a bug)")))?;
-        request
+        self.tails[c] = request
             .format(
                 self.ring.request_buffer(c),
                 &gateway.host,
                 &gateway.url_prefix,
                 self.engine.client.signer(),
             )
-            .map_err(RankError::Engine)
+            .map_err(RankError::Engine)?;
+        Ok(())
+    }
+
+    /// Places connection `c`'s aws-chunked tail after its body's data, laid out as `spacing`
+    /// says (nothing for a body sent as it is).
+    fn place_tail(&mut self, c: usize, spacing: Spacing) -> Result<(), RankError> {
+        if self.tails[c].is_empty() {
+            return Ok(());
+        }
+        let data = self.request(c)?.body_bytes - self.tails[c].len();
+        let buf = self.ring.buffer_from_mut(self.bufs[c], 0);
+        super::super::common::place_spaced(buf, spacing, data, &self.tails[c]);
+        Ok(())
     }
 
     /// [`RingCheckpoint::queue`] over plain HTTP (and a TLS connection's sends after its
@@ -342,6 +362,7 @@ impl RingCheckpoint {
             }
             Op::SendRequest => {
                 self.format(c)?;
+                self.place_tail(c, Spacing::contiguous())?;
                 let (ring, fd) = self.ring_and_socket(c)?;
                 ring.send(c, fd, 0).map_err(queued)
             }
@@ -442,11 +463,7 @@ impl RingCheckpoint {
         query: &[(&str, &str)],
     ) -> (Request, Option<crate::checksum::Digest>) {
         let len = (range.end - range.start) as usize;
-        let digests = Digests {
-            checksum: self.shape.checksum.algorithm(),
-            payload_sha256: self.shape.payload == PayloadSigning::Sha256
-                && self.engine.client.signer().signs(),
-        };
+        let digests = super::super::common::digests(&self.shape, self.engine.client.signer().signs());
         // Over TLS, laid out to be sealed where it is generated (the plan gives each buffer the
         // room: `budget::object_buffer_bytes`).
         let layout = self.layout_for(c);
@@ -458,10 +475,12 @@ impl RingCheckpoint {
         self.stats.write.checksum_cpu += filled.checksum_cpu;
         let path = self.path(&object.key);
         let mut request = Request::new(kind, &object.key, &path, query);
-        request
-            .headers
-            .extend(filled.digest.map(|d| (d.algorithm.header(), d.base64())));
-        request.payload_sha256 = filled.payload_sha256.map(|d| d.hex());
+        let form = BodyForm::of(&self.shape, len as u64, &filled);
+        request.headers.extend(form.headers);
+        request.payload_sha256 = form.payload_sha256;
+        // An aws-chunked body's tail goes from the buffer, after the data.
+        request.body_bytes += form.chunked.as_ref().map_or(0, |c| c.tail_len());
+        request.chunked = form.chunked;
         (request, filled.digest)
     }
 

@@ -97,11 +97,13 @@ impl RingCheckpoint {
     /// Seals connection `c`'s body in its buffer, after its request head: generated again
     /// first when the buffer holds it sealed already (a retry) or laid out for another layout.
     fn seal_body(&mut self, c: usize) -> Result<(), RankError> {
-        let (offset, len) = match self.request(c)?.kind {
+        let (offset, data) = match self.request(c)?.kind {
             Kind::Part { offset, len, .. } => (offset, len),
             Kind::Put { len } => (0, len),
             _ => return Err(RankError::Engine(format!("connection {c}: a body (a bug)"))),
         };
+        // The data, and an aws-chunked body's tail after it.
+        let len = self.request(c)?.body_bytes;
         let layout = self.tls.session_mut(c)?.layout();
         let room = self.ring.buffer_len(self.bufs[c]);
         if layout.sealed_len(len) > room {
@@ -119,12 +121,13 @@ impl RingCheckpoint {
                 &content,
                 offset,
                 buf,
-                len,
+                data,
                 layout.spacing(),
                 Default::default(),
             );
             self.stats.write.generate_cpu += filled.generate_cpu;
         }
+        self.place_tail(c, layout.spacing())?;
         let buf = self.ring.buffer_from_mut(self.bufs[c], 0);
         let sealed = self
             .tls
