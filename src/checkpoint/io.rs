@@ -101,10 +101,12 @@ fn check_body_form(options: &IoOptions) -> Result<(), String> {
         return Ok(());
     }
     if options.checksum.algorithm().is_none() {
-        return Err("--checksum-form trailer sends the checksum after the body, but --checksum \
+        return Err(
+            "--checksum-form trailer sends the checksum after the body, but --checksum \
                     none sends none: use --checksum crc32c (or another), or drop \
                     --checksum-form"
-            .into());
+                .into(),
+        );
     }
     if options.payload == PayloadSigning::Sha256 {
         return Err("--checksum-form trailer makes the body aws-chunked, whose \

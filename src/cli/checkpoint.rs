@@ -115,8 +115,14 @@ impl CheckpointArgs {
             ("--read-blocks", self.read_blocks.is_some()),
             ("--send-zc", self.send_zc != SendZc::Auto),
             ("--checksum", self.checksum != Checksum::Crc32c),
-            ("--checksum-form", self.checksum_form != ChecksumForm::Header),
-            ("--payload-signing", self.payload_signing != PayloadSigning::Unsigned),
+            (
+                "--checksum-form",
+                self.checksum_form != ChecksumForm::Header,
+            ),
+            (
+                "--payload-signing",
+                self.payload_signing != PayloadSigning::Unsigned,
+            ),
             ("--after", self.after.is_some()),
             ("--accelerator-memory", self.accelerator_memory.is_some()),
             ("--abort-foreign-uploads", self.abort_foreign_uploads),

@@ -147,11 +147,12 @@ impl Chunked {
     /// Everything after the data: its CRLF, the final chunk, the trailer and the closing CRLF.
     pub fn tail_len(&self) -> usize {
         let crlf = if self.data_len == 0 { 0 } else { 2 };
-        let last = 1 + if self.signed() {
-            SIGNATURE_FIELD_BYTES
-        } else {
-            0
-        } + 2;
+        let last =
+            1 + if self.signed() {
+                SIGNATURE_FIELD_BYTES
+            } else {
+                0
+            } + 2;
         let trailer = self.trailer.as_ref().map_or(0, |d| {
             let line = d.algorithm.header().len() + 1 + d.base64().len() + 2;
             let signature = if self.signed() {
@@ -206,11 +207,16 @@ impl Chunked {
             tail.extend_from_slice(b"\r\n");
             if let Some(chain) = chain {
                 let signature = chain.trailer(&previous, &canonical);
-                tail.extend_from_slice(format!("x-amz-trailer-signature:{signature}\r\n").as_bytes());
+                tail.extend_from_slice(
+                    format!("x-amz-trailer-signature:{signature}\r\n").as_bytes(),
+                );
             }
         }
         tail.extend_from_slice(b"\r\n");
-        debug_assert_eq!((prefix.len(), tail.len()), (self.prefix_len(), self.tail_len()));
+        debug_assert_eq!(
+            (prefix.len(), tail.len()),
+            (self.prefix_len(), self.tail_len())
+        );
         Ok((prefix, tail))
     }
 }
@@ -279,7 +285,11 @@ mod tests {
         let forms = [
             (None, Some(crc32c(data)), STREAMING_UNSIGNED_TRAILER),
             (Some(sha.clone()), None, STREAMING_SIGNED),
-            (Some(sha.clone()), Some(crc32c(data)), STREAMING_SIGNED_TRAILER),
+            (
+                Some(sha.clone()),
+                Some(crc32c(data)),
+                STREAMING_SIGNED_TRAILER,
+            ),
         ];
         for (data_sha256, trailer, name) in forms {
             let c = Chunked {
@@ -299,7 +309,10 @@ mod tests {
             assert!(text.contains("\r\nhello, chunks\r\n0"), "{text}");
             assert!(text.ends_with("\r\n\r\n"), "{text}");
             let signed = c.data_sha256.is_some();
-            assert_eq!(text.matches(";chunk-signature=").count(), 2 * signed as usize);
+            assert_eq!(
+                text.matches(";chunk-signature=").count(),
+                2 * signed as usize
+            );
             if let Some(d) = &c.trailer {
                 let line = format!("\r\nx-amz-checksum-crc32c:{}\r\n", d.base64());
                 assert!(text.contains(&line), "{text}");

@@ -345,7 +345,12 @@ impl Client {
         let chunked_headers = spec.chunked.as_ref().map(super::chunked::Chunked::headers);
         let mut to_sign: Vec<(&str, &str)> = vec![("host", &host)];
         to_sign.extend(spec.headers.iter().map(|(n, v)| (n.as_str(), v.as_str())));
-        to_sign.extend(chunked_headers.iter().flatten().map(|(n, v)| (*n, v.as_str())));
+        to_sign.extend(
+            chunked_headers
+                .iter()
+                .flatten()
+                .map(|(n, v)| (*n, v.as_str())),
+        );
         let payload = match (&spec.chunked, &spec.payload_sha256, spec.sign_body) {
             (Some(chunked), _, _) => Payload::Streaming(chunked.content_sha256()),
             (None, Some(hex), _) => Payload::Sha256(hex),

@@ -320,16 +320,24 @@ pub fn bad_digest(code: Option<&str>) -> bool {
 fn refuses_streaming(status: u16, code: Option<&str>, message: Option<&str>) -> bool {
     let names_streaming = message.is_some_and(|m| {
         let m = m.to_ascii_lowercase();
-        ["aws-chunked", "streaming-", "x-amz-trailer", "x-amz-decoded-content-length"]
-            .iter()
-            .any(|name| m.contains(name))
+        [
+            "aws-chunked",
+            "streaming-",
+            "x-amz-trailer",
+            "x-amz-decoded-content-length",
+        ]
+        .iter()
+        .any(|name| m.contains(name))
     });
     names_streaming
         && matches!(
             (status, code),
             (501, _)
                 | (_, Some("NotImplemented"))
-                | (400, Some("InvalidRequest" | "InvalidArgument" | "UnsupportedHeader"))
+                | (
+                    400,
+                    Some("InvalidRequest" | "InvalidArgument" | "UnsupportedHeader")
+                )
         )
 }
 
@@ -521,7 +529,11 @@ mod tests {
                 "NotImplemented",
                 "x-amz-content-sha256: STREAMING-UNSIGNED-PAYLOAD-TRAILER is not implemented",
             ),
-            (400, "InvalidArgument", "aws-chunked encoding is not supported"),
+            (
+                400,
+                "InvalidArgument",
+                "aws-chunked encoding is not supported",
+            ),
             (400, "InvalidRequest", "x-amz-trailer is not supported"),
         ] {
             let e = answer(status, code, message).to_string();

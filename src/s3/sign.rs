@@ -128,12 +128,8 @@ impl Signer {
             .map(|(_, value)| value.clone())
             .ok_or_else(|| format!("signing {method} {url} gave no x-amz-date (a bug)"))?;
         let date = amz_date.get(..8).unwrap_or_default().to_string();
-        let key = v4::generate_signing_key(
-            &credentials.secret_access_key,
-            time,
-            &self.region,
-            SERVICE,
-        );
+        let key =
+            v4::generate_signing_key(&credentials.secret_access_key, time, &self.region, SERVICE);
         let chain = ChunkChain {
             key: key.as_ref().to_vec(),
             time: amz_date,
@@ -177,6 +173,65 @@ pub fn url(endpoint: &Endpoint, path: &str, query: &str) -> String {
 mod tests {
     use super::*;
     use crate::server::sigv4::{SignedRequest, verify};
+
+    /// The chain `s3::chunked` signs an aws-chunked body with, from a head signed here, makes
+    /// the signatures the AWS SDK's own signer makes (aws-sigv4's `sign_chunk` and
+    /// `sign_trailer`), and its seed is the head's signature.
+    #[test]
+    fn chunk_and_trailer_signatures_are_the_sdk_signers() {
+        let secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
+        let creds = Credentials {
+            access_key_id: "AKIDEXAMPLE".into(),
+            secret_access_key: secret.into(),
+            session_token: None,
+        };
+        let now = SystemTime::now();
+        let (headers, chain) = Signer::new(Some(creds), "eu-west-3")
+            .signed_with_chain(
+                "PUT",
+                "http://h:9000/b/k",
+                &[("host", "h:9000"), ("x-amz-decoded-content-length", "9")],
+                Payload::Streaming(crate::s3::chunked::STREAMING_SIGNED_TRAILER),
+                now,
+            )
+            .unwrap();
+        let chain = chain.unwrap();
+        let header = |name: &str| {
+            headers
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.clone())
+                .unwrap()
+        };
+        assert!(header("authorization").ends_with(&format!("Signature={}", chain.seed)));
+        assert_eq!(
+            header("x-amz-content-sha256"),
+            "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"
+        );
+        let identity =
+            aws_credential_types::Credentials::new("AKIDEXAMPLE", secret, None, None, "test")
+                .into();
+        let params = v4::SigningParams::builder()
+            .identity(&identity)
+            .region("eu-west-3")
+            .name("s3")
+            .time(now)
+            .settings(())
+            .build()
+            .unwrap();
+        let data = bytes::Bytes::from_static(b"some data");
+        let sha = crate::s3::sigv4::hex(&<sha2::Sha256 as sha2::Digest>::digest(&data));
+        let ours = chain.chunk(&chain.seed, &sha);
+        let sdk = v4::sign_chunk(&data, &chain.seed, &params).unwrap();
+        assert_eq!(ours, sdk.signature());
+        let mut trailer = aws_smithy_runtime_api::http::Headers::new();
+        trailer.insert("x-amz-checksum-crc32c", "AAAAAA==");
+        let sdk = v4::sign_trailer(&trailer, &ours, &params).unwrap();
+        assert_eq!(
+            chain.trailer(&ours, "x-amz-checksum-crc32c:AAAAAA==\n"),
+            sdk.signature()
+        );
+    }
 
     /// A request signed here verifies with the server's independent SigV4 implementation, and
     /// fails with another secret.
@@ -246,6 +301,13 @@ mod tests {
         );
 
         let unsigned = Signer::new(None, "us-east-1");
+        assert!(
+            unsigned
+                .signed_with_chain("PUT", &full, &[], Payload::Unsigned, now)
+                .unwrap()
+                .1
+                .is_none()
+        );
         assert!(!unsigned.signs());
         assert!(
             unsigned

@@ -195,7 +195,11 @@ impl Request {
         }
         if let Some(chunked) = self.chunked.as_ref().filter(|_| !signer.signs()) {
             // Unsigned, the form is still named.
-            let _ = write!(out, "x-amz-content-sha256: {}\r\n", chunked.content_sha256());
+            let _ = write!(
+                out,
+                "x-amz-content-sha256: {}\r\n",
+                chunked.content_sha256()
+            );
         }
         for (name, value) in signed {
             let _ = write!(out, "{name}: {value}\r\n");

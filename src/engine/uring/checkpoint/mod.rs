@@ -463,7 +463,8 @@ impl RingCheckpoint {
         query: &[(&str, &str)],
     ) -> (Request, Option<crate::checksum::Digest>) {
         let len = (range.end - range.start) as usize;
-        let digests = super::super::common::digests(&self.shape, self.engine.client.signer().signs());
+        let digests =
+            super::super::common::digests(&self.shape, self.engine.client.signer().signs());
         // Over TLS, laid out to be sealed where it is generated (the plan gives each buffer the
         // room: `budget::object_buffer_bytes`).
         let layout = self.layout_for(c);
