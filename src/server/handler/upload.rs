@@ -300,10 +300,13 @@ fn check_upload_length(headers: &HeaderMap, payload: &PayloadHash) -> Result<(),
     }
 }
 
+/// A checksum a request carries: its algorithm and base64 value.
+type Carried = Option<(Algorithm, String)>;
+
 /// The checksum an upload announces: its algorithm, and the header's value (`None` when a
 /// trailer brings the value at the end). A header and a trailer both is two checksums, which
 /// S3 refuses. A server whose faults ignore checksums ignores a trailer's too.
-fn announced(req: &Req<'_>) -> Result<(Option<Algorithm>, Option<(Algorithm, String)>), S3Error> {
+fn announced(req: &Req<'_>) -> Result<(Option<Algorithm>, Carried), S3Error> {
     let requested = checksums::requested(req.headers)?;
     let trailer = match &req.payload {
         PayloadHash::Streaming(s) if !req.checksums_ignored => s.trailer,
@@ -322,11 +325,7 @@ fn announced(req: &Req<'_>) -> Result<(Option<Algorithm>, Option<(Algorithm, Str
 }
 
 /// The checksum the upload carried: the header's, else the trailer's as it arrived.
-fn carried(
-    requested: Option<(Algorithm, String)>,
-    announced: Option<Algorithm>,
-    body: Inflow<'_>,
-) -> Option<(Algorithm, String)> {
+fn carried(requested: Carried, announced: Option<Algorithm>, body: Inflow<'_>) -> Carried {
     requested.or_else(|| {
         let trailer = body.trailer?;
         announced.map(|_| (trailer.algorithm, trailer.value))
