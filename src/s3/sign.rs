@@ -281,7 +281,7 @@ mod tests {
             "us-east-1",
             now,
         );
-        assert_eq!(good.map_err(|e| e.code), Ok(()));
+        assert_eq!(good.map(|_| ()).map_err(|e| e.code), Ok(()));
         assert!(verify(&request, &server("other"), "us-east-1", now).is_err());
         // Signed for us-east-1, checked by a server in another region: S3's answer.
         let other_region = verify(

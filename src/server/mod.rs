@@ -24,6 +24,7 @@
 pub mod bandwidth;
 mod body;
 pub mod checksums;
+pub mod chunked;
 pub mod dir;
 pub mod error;
 pub mod faults;

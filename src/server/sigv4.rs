@@ -5,6 +5,13 @@
 //! signing key from the secret and the credential scope, and compares signatures. The payload
 //! hash itself is checked by the caller while it reads the body ([`PayloadHash`]).
 //!
+//! `x-amz-content-sha256` also names S3's streaming payloads, an `aws-chunked` body of
+//! size-prefixed chunks ([`Streaming`]): `STREAMING-UNSIGNED-PAYLOAD-TRAILER` (chunks, then a
+//! trailer with the body's checksum), `STREAMING-AWS4-HMAC-SHA256-PAYLOAD` (each chunk signed,
+//! chained from the request's own signature) and `STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER`
+//! (signed chunks and a signed trailer). A verified signature hands back what the chunks'
+//! signatures are checked with ([`ChunkSigning`]); `server::chunked` decodes and checks the body.
+//!
 //! Canonical URI and query: S3 signs the path encoded once and the query parameters encoded and
 //! sorted. Clients differ in how faithfully they do this: the SDKs send exactly the encoded
 //! forms they signed, while curl 7.88 signs the path and the query as it sends them (a `/` in a
@@ -13,12 +20,12 @@
 
 use std::time::{Duration, SystemTime};
 
-use hmac::{Hmac, Mac};
 use http::{HeaderMap, Method, StatusCode};
 use sha2::{Digest, Sha256};
 
 use super::error::S3Error;
-use crate::s3::sigv4::{hex, uri_encode};
+use crate::checksum::Algorithm;
+use crate::s3::sigv4::{hex, hmac_sha256, signing_key, uri_encode};
 
 /// How far a request's time may be from the server's (S3: 15 minutes).
 pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(15 * 60);
@@ -38,18 +45,64 @@ impl std::fmt::Debug for Credentials {
     }
 }
 
+/// What a verified header signature hands on to the checks of a signed aws-chunked body: the
+/// signing key, the request's time and scope, and its signature (the seed each chunk's
+/// signature is chained from).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ChunkSigning {
+    pub key: [u8; 32],
+    /// `x-amz-date`, `YYYYMMDDTHHMMSSZ`.
+    pub amz_date: String,
+    /// `YYYYMMDD/REGION/s3/aws4_request`.
+    pub scope: String,
+    /// The request's own signature, lowercase hex.
+    pub seed_signature: String,
+}
+
+impl std::fmt::Debug for ChunkSigning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChunkSigning")
+            .field("amz_date", &self.amz_date)
+            .field("scope", &self.scope)
+            .field("seed_signature", &self.seed_signature)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An aws-chunked body as its headers announce it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Streaming {
+    /// Each chunk header carries `;chunk-signature=` (the `STREAMING-AWS4-HMAC-SHA256-*`
+    /// forms), and the trailer, when there is one, `x-amz-trailer-signature:`.
+    pub signed: bool,
+    /// The checksum the trailer carries (`x-amz-trailer`), or none.
+    pub trailer: Option<Algorithm>,
+    /// `x-amz-decoded-content-length`: the data's bytes, without the framing.
+    pub decoded_length: u64,
+    /// What the chunks' signatures are checked with; `None` on a server without credentials,
+    /// which checks no signature (the chunks are decoded all the same).
+    pub signing: Option<ChunkSigning>,
+}
+
 /// What `x-amz-content-sha256` promises about the body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PayloadHash {
     /// `UNSIGNED-PAYLOAD`, or no header on an unsigned request.
     Unsigned,
     /// The SHA-256 of the body; the body must hash to it.
     Sha256([u8; 32]),
+    /// An aws-chunked body (`STREAMING-*`), decoded and checked by `server::chunked`.
+    Streaming(Box<Streaming>),
 }
 
 impl PayloadHash {
-    /// Reads `x-amz-content-sha256`. Streaming (aws-chunked) payloads are not implemented.
-    pub fn from_headers(headers: &HeaderMap) -> Result<PayloadHash, S3Error> {
+    /// Reads `x-amz-content-sha256` (and, for a streaming payload, the headers that come with
+    /// it). `signing` is what the header signature's check handed back: `None` when the server
+    /// has no credentials.
+    pub fn from_headers(
+        headers: &HeaderMap,
+        signing: Option<ChunkSigning>,
+    ) -> Result<PayloadHash, S3Error> {
         let Some(value) = headers.get("x-amz-content-sha256") else {
             return Ok(PayloadHash::Unsigned);
         };
@@ -58,10 +111,7 @@ impl PayloadHash {
             return Ok(PayloadHash::Unsigned);
         }
         if value.starts_with("STREAMING-") {
-            return Err(S3Error::not_implemented(format!(
-                "x-amz-content-sha256: {value} (aws-chunked upload) is not implemented; send \
-                 UNSIGNED-PAYLOAD or the body's SHA-256"
-            )));
+            return streaming(headers, value, signing);
         }
         match decode_hex32(value) {
             Some(hash) => Ok(PayloadHash::Sha256(hash)),
@@ -100,19 +150,96 @@ fn decode_hex32(text: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
+/// A `STREAMING-*` payload's form and the headers that come with it: `x-amz-decoded-content-length`
+/// always, `x-amz-trailer` for the trailer forms (one algorithm the server verifies).
+/// `Content-Encoding: aws-chunked` is not required (not every client sends it).
+fn streaming(
+    headers: &HeaderMap,
+    value: &str,
+    signing: Option<ChunkSigning>,
+) -> Result<PayloadHash, S3Error> {
+    let (signed, trailer) = match value {
+        "STREAMING-UNSIGNED-PAYLOAD-TRAILER" => (false, true),
+        "STREAMING-AWS4-HMAC-SHA256-PAYLOAD" => (true, false),
+        "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER" => (true, true),
+        "STREAMING-UNSIGNED-PAYLOAD" => {
+            return Err(S3Error::invalid_request(
+                "x-amz-content-sha256: STREAMING-UNSIGNED-PAYLOAD without a trailer is not a \
+                 valid combination; send STREAMING-UNSIGNED-PAYLOAD-TRAILER with x-amz-trailer, \
+                 or UNSIGNED-PAYLOAD",
+            ));
+        }
+        _ => {
+            return Err(S3Error::not_implemented(format!(
+                "x-amz-content-sha256: {value} is not a streaming payload ringload serve \
+                 takes (STREAMING-UNSIGNED-PAYLOAD-TRAILER, STREAMING-AWS4-HMAC-SHA256-PAYLOAD, \
+                 STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER)"
+            )));
+        }
+    };
+    let text = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    let decoded_length = match text("x-amz-decoded-content-length") {
+        Some(n) => n.parse::<u64>().map_err(|_| {
+            S3Error::invalid_argument(format!(
+                "x-amz-decoded-content-length: '{n}' is not a number of bytes"
+            ))
+        })?,
+        None => {
+            return Err(S3Error::new(
+                StatusCode::LENGTH_REQUIRED,
+                "MissingContentLength",
+                format!("{value} needs x-amz-decoded-content-length: the data's bytes"),
+            ));
+        }
+    };
+    let trailer = match (trailer, text("x-amz-trailer")) {
+        (false, None) => None,
+        (false, Some(t)) => {
+            return Err(S3Error::invalid_request(format!(
+                "x-amz-trailer: {t} with {value}, which has no trailer; send {value}-TRAILER"
+            )));
+        }
+        (true, None) => {
+            return Err(S3Error::invalid_request(format!(
+                "{value} needs x-amz-trailer naming the trailer's checksum \
+                 (x-amz-checksum-crc32, -crc32c, -crc64nvme or -sha256)"
+            )));
+        }
+        (true, Some(t)) => Some(trailer_algorithm(t)?),
+    };
+    Ok(PayloadHash::Streaming(Box::new(Streaming {
+        signed,
+        trailer,
+        decoded_length,
+        signing: signing.filter(|_| signed),
+    })))
+}
+
+/// The algorithm `x-amz-trailer` names: one checksum header the server verifies.
+fn trailer_algorithm(name: &str) -> Result<Algorithm, S3Error> {
+    crate::checksum::ALGORITHMS
+        .into_iter()
+        .find(|a| a.header().eq_ignore_ascii_case(name))
+        .ok_or_else(|| {
+            S3Error::invalid_request(format!(
+                "x-amz-trailer: {name} is not a checksum ringload serve verifies \
+                 (x-amz-checksum-crc32, x-amz-checksum-crc32c, x-amz-checksum-crc64nvme, \
+                 x-amz-checksum-sha256)"
+            ))
+        })
+}
+
 /// Percent-decodes a path or query component (`+` stays `+`).
 pub fn percent_decode(text: &str) -> Result<String, S3Error> {
     percent_encoding::percent_decode_str(text)
         .decode_utf8()
         .map(|s| s.into_owned())
         .map_err(|_| S3Error::invalid_argument(format!("'{text}' does not decode to UTF-8")))
-}
-
-fn hmac_sha256(key: &[u8], data: &str) -> [u8; 32] {
-    // HMAC takes a key of any length.
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).unwrap_or_else(|_| unreachable!());
-    mac.update(data.as_bytes());
-    mac.finalize().into_bytes().into()
 }
 
 /// The parts of an `Authorization: AWS4-HMAC-SHA256 …` header.
@@ -250,13 +377,13 @@ fn canonical_header_value(headers: &HeaderMap, name: &str) -> String {
 }
 
 /// Checks the request's signature against `credentials` and the server's `region`, at time
-/// `now`.
+/// `now`; a valid one hands back what an aws-chunked body's signatures are checked with.
 pub fn verify(
     request: &SignedRequest<'_>,
     credentials: &Credentials,
     region: &str,
     now: SystemTime,
-) -> Result<(), S3Error> {
+) -> Result<ChunkSigning, S3Error> {
     let Some(header) = request.headers.get(http::header::AUTHORIZATION) else {
         if request.raw_query.contains("X-Amz-Signature=") {
             return Err(S3Error::access_denied(
@@ -349,13 +476,7 @@ pub fn verify(
         request.raw_query.to_string(),
     ];
     let scope = format!("{}/{}/s3/aws4_request", auth.date, auth.region);
-    let mut key = hmac_sha256(
-        format!("AWS4{}", credentials.secret_access_key).as_bytes(),
-        auth.date,
-    );
-    for part in [auth.region, "s3", "aws4_request"] {
-        key = hmac_sha256(&key, part);
-    }
+    let key = signing_key(&credentials.secret_access_key, auth.date, auth.region, "s3");
     let reencoded = uri_encode(&percent_decode(request.raw_path)?, true);
     let mut first_canonical = None;
     let paths = [reencoded.as_str(), request.raw_path];
@@ -372,9 +493,14 @@ pub fn verify(
             "AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{}",
             hex(&Sha256::digest(canonical.as_bytes()))
         );
-        let expected = hex(&hmac_sha256(&key, &string_to_sign));
+        let expected = hex(&hmac_sha256(&key, string_to_sign.as_bytes()));
         if constant_time_eq(expected.as_bytes(), auth.signature.as_bytes()) {
-            return Ok(());
+            return Ok(ChunkSigning {
+                key,
+                amz_date: amz_date.to_string(),
+                scope,
+                seed_signature: expected,
+            });
         }
         first_canonical.get_or_insert((canonical, string_to_sign));
     }
@@ -390,7 +516,8 @@ pub fn verify(
     .with("CanonicalRequest", canonical))
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+/// Whether two byte strings are equal, in a time that does not tell where they differ.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
@@ -398,8 +525,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 mod tests {
     use super::*;
 
-    /// The hash of an empty payload.
-    const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+    use crate::s3::sigv4::EMPTY_SHA256;
 
     /// AWS's documented example: GET /test.txt with Range: bytes=0-9, signed by
     /// AKIAIOSFODNN7EXAMPLE at 20130524T000000Z (S3 API reference, "Signature Calculations for
@@ -500,11 +626,11 @@ mod tests {
     fn payload_hash_header() {
         let mut h = HeaderMap::new();
         assert_eq!(
-            PayloadHash::from_headers(&h).unwrap(),
+            PayloadHash::from_headers(&h, None).unwrap(),
             PayloadHash::Unsigned
         );
         h.insert("x-amz-content-sha256", EMPTY_SHA256.parse().unwrap());
-        let PayloadHash::Sha256(want) = PayloadHash::from_headers(&h).unwrap() else {
+        let PayloadHash::Sha256(want) = PayloadHash::from_headers(&h, None).unwrap() else {
             panic!("not a hash")
         };
         let empty: [u8; 32] = Sha256::digest(b"").into();
@@ -515,18 +641,107 @@ mod tests {
             PayloadHash::Sha256(want).check(&other).unwrap_err().code,
             "XAmzContentSHA256Mismatch"
         );
-        h.insert(
-            "x-amz-content-sha256",
-            "STREAMING-UNSIGNED-PAYLOAD-TRAILER".parse().unwrap(),
-        );
-        assert_eq!(
-            PayloadHash::from_headers(&h).unwrap_err().code,
-            "NotImplemented"
-        );
         h.insert("x-amz-content-sha256", "zz".parse().unwrap());
         assert_eq!(
-            PayloadHash::from_headers(&h).unwrap_err().code,
+            PayloadHash::from_headers(&h, None).unwrap_err().code,
             "InvalidArgument"
         );
+    }
+
+    fn streaming_headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (name, value) in pairs {
+            h.insert(*name, value.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn streaming_payloads_need_their_headers_and_name_one_known_checksum() {
+        let code = |pairs: &[(&'static str, &str)]| {
+            PayloadHash::from_headers(&streaming_headers(pairs), None)
+                .unwrap_err()
+                .code
+        };
+        let sha = "x-amz-content-sha256";
+        let (len, trailer) = ("x-amz-decoded-content-length", "x-amz-trailer");
+        let unsigned = "STREAMING-UNSIGNED-PAYLOAD-TRAILER";
+        assert_eq!(code(&[(sha, unsigned)]), "MissingContentLength");
+        assert_eq!(code(&[(sha, unsigned), (len, "ten")]), "InvalidArgument");
+        assert_eq!(code(&[(sha, unsigned), (len, "10")]), "InvalidRequest");
+        let sha1 = [
+            (sha, unsigned),
+            (len, "10"),
+            (trailer, "x-amz-checksum-sha1"),
+        ];
+        assert_eq!(code(&sha1), "InvalidRequest");
+        let bare = [(sha, "STREAMING-UNSIGNED-PAYLOAD"), (len, "10")];
+        assert_eq!(code(&bare), "InvalidRequest");
+        let signed = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD";
+        let extra = [
+            (sha, signed),
+            (len, "10"),
+            (trailer, "x-amz-checksum-crc32c"),
+        ];
+        assert_eq!(code(&extra), "InvalidRequest");
+        assert_eq!(
+            code(&[(sha, "STREAMING-AWS4-ECDSA-P256-SHA256-PAYLOAD")]),
+            "NotImplemented"
+        );
+        let ok = [
+            (sha, unsigned),
+            (len, "10"),
+            (trailer, "X-Amz-Checksum-CRC64NVME"),
+        ];
+        assert_eq!(
+            PayloadHash::from_headers(&streaming_headers(&ok), None).unwrap(),
+            PayloadHash::Streaming(Box::new(Streaming {
+                signed: false,
+                trailer: Some(Algorithm::Crc64nvme),
+                decoded_length: 10,
+                signing: None,
+            }))
+        );
+    }
+
+    /// AWS's documented signed aws-chunked PUT (S3 API reference, "Transferring Payload in
+    /// Multiple Chunks"): its header signature is the seed its chunks' signatures chain from.
+    #[test]
+    fn a_streaming_request_hands_back_its_seed_signature() {
+        let (_, creds) = aws_example();
+        let seed = "4f232c4386841ef735655705268965c44a0e4690baa4adea153f7db9fa80a0a9";
+        let mut h = streaming_headers(&[
+            ("host", "s3.amazonaws.com"),
+            ("x-amz-date", "20130524T000000Z"),
+            ("x-amz-storage-class", "REDUCED_REDUNDANCY"),
+            ("content-encoding", "aws-chunked"),
+            ("x-amz-decoded-content-length", "66560"),
+            ("content-length", "66824"),
+            ("x-amz-content-sha256", "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"),
+        ]);
+        let auth = format!(
+            "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request,\
+             SignedHeaders=content-encoding;content-length;host;x-amz-content-sha256;x-amz-date;\
+             x-amz-decoded-content-length;x-amz-storage-class,Signature={seed}"
+        );
+        h.insert("authorization", auth.parse().unwrap());
+        let request = SignedRequest {
+            method: &Method::PUT,
+            raw_path: "/examplebucket/chunkObject.txt",
+            raw_query: "",
+            headers: &h,
+        };
+        let t = parse_amz_date("20130524T000000Z").unwrap();
+        let signing = verify(&request, &creds, "us-east-1", at(t)).unwrap();
+        assert_eq!(signing.seed_signature, seed);
+        assert_eq!(signing.scope, "20130524/us-east-1/s3/aws4_request");
+        let PayloadHash::Streaming(streaming) =
+            PayloadHash::from_headers(&h, Some(signing)).unwrap()
+        else {
+            panic!("not streaming")
+        };
+        assert!(streaming.signed && streaming.trailer.is_none());
+        assert_eq!(streaming.decoded_length, 66560);
+        assert!(streaming.signing.is_some());
     }
 }

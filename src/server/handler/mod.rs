@@ -140,10 +140,12 @@ pub async fn respond(
     {
         Some(WriteFault::AfterStore(kind)) => after_store = Some(kind),
         Some(WriteFault::Flip(at)) => {
-            // The last byte of a shorter body, as `flip=N` on a GET.
-            let len = request
-                .headers()
-                .get(http::header::CONTENT_LENGTH)
+            // The last byte of a shorter body, as `flip=N` on a GET: of its data, when it
+            // comes aws-chunked.
+            let headers = request.headers();
+            let len = headers
+                .get("x-amz-decoded-content-length")
+                .or_else(|| headers.get(http::header::CONTENT_LENGTH))
                 .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
                 .unwrap_or(0);
             if len > 0 {
@@ -246,6 +248,7 @@ async fn dispatch(
     check_header_size(&parts.headers)?;
     let raw_path = parts.uri.path();
     let raw_query = parts.uri.query().unwrap_or("");
+    let mut signing = None;
     if let Some(credentials) = &state.credentials {
         let signed = SignedRequest {
             method: &parts.method,
@@ -253,9 +256,15 @@ async fn dispatch(
             raw_query,
             headers: &parts.headers,
         };
-        sigv4::verify(&signed, credentials, &state.region, SystemTime::now())?;
+        signing = Some(sigv4::verify(
+            &signed,
+            credentials,
+            &state.region,
+            SystemTime::now(),
+        )?);
     }
-    if !state.faults.is_empty() && state.faults.ignores_checksums() {
+    let checksums_ignored = !state.faults.is_empty() && state.faults.ignores_checksums();
+    if checksums_ignored {
         // A store that neither checks nor keeps checksums never reads these (its signature
         // check, above, covered them as sent).
         let names: Vec<_> = parts
@@ -268,7 +277,7 @@ async fn dispatch(
             parts.headers.remove(name);
         }
     }
-    let payload = PayloadHash::from_headers(&parts.headers)?;
+    let payload = PayloadHash::from_headers(&parts.headers, signing)?;
     let query = Query::parse(raw_query)?;
     let path = sigv4::percent_decode(raw_path)?;
     let path = path.strip_prefix('/').unwrap_or(&path);
@@ -287,6 +296,7 @@ async fn dispatch(
         payload,
         body,
         flip: parts.extensions.get::<faults::FlipUpload>().map(|f| f.0),
+        checksums_ignored,
     };
     if bucket.is_empty() {
         service_operation(state, &req)

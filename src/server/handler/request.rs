@@ -117,6 +117,9 @@ pub(super) struct Req<'a> {
     pub(super) body: Incoming,
     /// The body byte `serve --faults flip-upload=N` inverts before the store sees it.
     pub(super) flip: Option<u64>,
+    /// `serve --faults ignore-checksums` fired for this request: its checksum headers were
+    /// removed, and a checksum its aws-chunked trailer brings is not checked either.
+    pub(super) checksums_ignored: bool,
 }
 
 pub(super) fn method_not_allowed(method: &Method, what: &str) -> S3Error {

@@ -3,7 +3,13 @@
 //! hash and their additional checksum (`x-amz-checksum-*`, `server::checksums`) checked before
 //! the store keeps them; CompleteMultipartUpload, its checksums checked before the parts are
 //! joined; and the small XML bodies other operations read whole.
+//!
+//! An upload whose payload is aws-chunked (`x-amz-content-sha256: STREAMING-*`) is decoded as
+//! its frames arrive ([`Inflow`], `server::chunked`): the store, the checksum and the
+//! `flip-upload` fault see the decoded data, a slice of each frame at a time, and the checksum
+//! a trailer brings at the end is verified, echoed and kept exactly as the header's would be.
 
+use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::io::Write;
 use std::pin::Pin;
@@ -19,6 +25,7 @@ use sha2::{Digest, Sha256};
 
 use super::super::body::Body;
 use super::super::checksums::{self, Inbound, Stored};
+use super::super::chunked::{Decoder, Trailer};
 use super::super::dir::TempFile;
 use super::super::error::S3Error;
 use super::super::sigv4::PayloadHash;
@@ -76,6 +83,12 @@ pub(super) async fn read_small_body(
     body: &mut Incoming,
     payload: PayloadHash,
 ) -> Result<Vec<u8>, S3Error> {
+    if matches!(payload, PayloadHash::Streaming(_)) {
+        return Err(S3Error::not_implemented(
+            "ringload serve takes aws-chunked bodies (x-amz-content-sha256: STREAMING-*) on \
+             PutObject and UploadPart only; send this request's body whole",
+        ));
+    }
     let mut out = Vec::new();
     while let Some(data) = next_data(body).await? {
         if (out.len() + data.len()) as u64 > MAX_XML_BODY_BYTES {
@@ -110,17 +123,84 @@ async fn written(write: Written) -> Result<(TempFile, Option<Sha256>), S3Error> 
         .map_err(|e| super::super::error::from_io(&e, "writing an upload"))
 }
 
-/// Counts a body frame as received; `EntityTooLarge` past S3's largest upload.
-fn count_frame(state: &State, total: &mut u64, data: &Bytes) -> Result<(), S3Error> {
+/// Counts a body frame as received; `EntityTooLarge` past `limit` bytes.
+fn count_frame(state: &State, total: &mut u64, limit: u64, data: &Bytes) -> Result<(), S3Error> {
     *total += data.len() as u64;
     state
         .counters
         .bytes_received
         .fetch_add(data.len() as u64, Ordering::Relaxed);
-    if *total > MAX_PUT_BYTES {
-        return Err(too_large(MAX_PUT_BYTES));
+    if *total > limit {
+        return Err(too_large(limit));
     }
     Ok(())
+}
+
+/// An upload body as the store takes it: its frames counted as received (the bytes on the
+/// wire), and decoded when the payload is aws-chunked, each frame into slices of itself; at
+/// the end, the checksum its trailer carried.
+struct Inflow<'b> {
+    body: &'b mut Incoming,
+    decoder: Option<Decoder>,
+    /// Decoded data of the last frame not yet taken (a frame holds a few chunks at most).
+    decoded: VecDeque<Bytes>,
+    wire_bytes: u64,
+    /// The most bytes taken on the wire: S3's largest upload, or for an aws-chunked body
+    /// twice that (its data is held to `x-amz-decoded-content-length`, which is checked
+    /// against the largest upload; the framing of 64 KiB chunks adds 0.2%).
+    wire_limit: u64,
+    ended: bool,
+    trailer: Option<Trailer>,
+}
+
+impl<'b> Inflow<'b> {
+    fn new(body: &'b mut Incoming, payload: &PayloadHash) -> Inflow<'b> {
+        let decoder = match payload {
+            PayloadHash::Streaming(s) => Some(Decoder::new(s)),
+            _ => None,
+        };
+        Inflow {
+            body,
+            wire_limit: if decoder.is_some() {
+                2 * MAX_PUT_BYTES
+            } else {
+                MAX_PUT_BYTES
+            },
+            decoder,
+            decoded: VecDeque::new(),
+            wire_bytes: 0,
+            ended: false,
+            trailer: None,
+        }
+    }
+
+    /// The next piece of the upload's data, `None` at its end (an aws-chunked body's framing
+    /// and signatures checked).
+    async fn next(&mut self, state: &State) -> Result<Option<Bytes>, S3Error> {
+        loop {
+            if let Some(data) = self.decoded.pop_front() {
+                return Ok(Some(data));
+            }
+            if self.ended {
+                return Ok(None);
+            }
+            match next_data(self.body).await? {
+                Some(data) => {
+                    count_frame(state, &mut self.wire_bytes, self.wire_limit, &data)?;
+                    match self.decoder.as_mut() {
+                        Some(decoder) => decoder.feed(data, &mut self.decoded)?,
+                        None => return Ok(Some(data)),
+                    }
+                }
+                None => {
+                    self.ended = true;
+                    if let Some(decoder) = self.decoder.take() {
+                        self.trailer = decoder.finish()?;
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Streams an upload body into `temp`, hashing it when the payload is signed: frames are
@@ -129,8 +209,8 @@ fn count_frame(state: &State, total: &mut u64, data: &Bytes) -> Result<(), S3Err
 /// temp file is dropped (removed) on any error.
 async fn receive(
     state: &State,
-    body: &mut Incoming,
-    payload: PayloadHash,
+    body: &mut Inflow<'_>,
+    payload: &PayloadHash,
     temp: TempFile,
     inbound: &mut Inbound,
 ) -> Result<TempFile, S3Error> {
@@ -140,12 +220,10 @@ async fn receive(
     let mut in_flight: Option<Written> = None;
     let mut batch: Vec<Bytes> = Vec::new();
     let mut batch_bytes = 0;
-    let mut total: u64 = 0;
     loop {
-        let data = next_data(body).await?;
+        let data = body.next(state).await?;
         let end = data.is_none();
         if let Some(data) = data {
-            count_frame(state, &mut total, &data)?;
             let data = inbound.frame(data);
             batch_bytes += data.len();
             batch.push(data);
@@ -177,15 +255,13 @@ async fn receive(
 /// when the sink verifies; no byte is kept.
 async fn receive_sink(
     state: &State,
-    body: &mut Incoming,
-    payload: PayloadHash,
+    body: &mut Inflow<'_>,
+    payload: &PayloadHash,
     mut write: SinkWrite,
     inbound: &mut Inbound,
 ) -> Result<SinkWrite, S3Error> {
     let mut hasher = matches!(payload, PayloadHash::Sha256(_)).then(Sha256::new);
-    let mut total: u64 = 0;
-    while let Some(data) = next_data(body).await? {
-        count_frame(state, &mut total, &data)?;
+    while let Some(data) = body.next(state).await? {
         let data = inbound.frame(data);
         if let Some(h) = hasher.as_mut() {
             h.update(&data);
@@ -204,7 +280,7 @@ pub(super) async fn drain(state: &State, body: &mut Incoming, limit: u64) -> u64
     while total < limit {
         match next_data(body).await {
             Ok(Some(data)) => {
-                let _ = count_frame(state, &mut total, &data);
+                let _ = count_frame(state, &mut total, u64::MAX, &data);
             }
             _ => break,
         }
@@ -212,11 +288,48 @@ pub(super) async fn drain(state: &State, body: &mut Incoming, limit: u64) -> u64
     total
 }
 
-fn check_upload_length(headers: &HeaderMap) -> Result<(), S3Error> {
-    match content_length(headers) {
+/// The upload's announced length against S3's largest: its data's, when aws-chunked.
+fn check_upload_length(headers: &HeaderMap, payload: &PayloadHash) -> Result<(), S3Error> {
+    let length = match payload {
+        PayloadHash::Streaming(s) => Some(s.decoded_length),
+        _ => content_length(headers),
+    };
+    match length {
         Some(n) if n > MAX_PUT_BYTES => Err(too_large(MAX_PUT_BYTES)),
         _ => Ok(()),
     }
+}
+
+/// A checksum a request carries: its algorithm and base64 value.
+type Carried = Option<(Algorithm, String)>;
+
+/// The checksum an upload announces: its algorithm, and the header's value (`None` when a
+/// trailer brings the value at the end). A header and a trailer both is two checksums, which
+/// S3 refuses. A server whose faults ignore checksums ignores a trailer's too.
+fn announced(req: &Req<'_>) -> Result<(Option<Algorithm>, Carried), S3Error> {
+    let requested = checksums::requested(req.headers)?;
+    let trailer = match &req.payload {
+        PayloadHash::Streaming(s) if !req.checksums_ignored => s.trailer,
+        _ => None,
+    };
+    match (&requested, trailer) {
+        (Some((header, _)), Some(trailer)) => Err(S3Error::invalid_request(format!(
+            "Expecting a single x-amz-checksum- header. Multiple checksum Types are not \
+             allowed: {} as a header and {} as x-amz-trailer",
+            header.header(),
+            trailer.header()
+        ))),
+        (Some((algorithm, _)), None) => Ok((Some(*algorithm), requested)),
+        (None, trailer) => Ok((trailer, None)),
+    }
+}
+
+/// The checksum the upload carried: the header's, else the trailer's as it arrived.
+fn carried(requested: Carried, announced: Option<Algorithm>, body: Inflow<'_>) -> Carried {
+    requested.or_else(|| {
+        let trailer = body.trailer?;
+        announced.map(|_| (trailer.algorithm, trailer.value))
+    })
 }
 
 /// The body's digest against the checksum its request carries (`BadDigest` naming `what`):
@@ -261,24 +374,26 @@ pub(super) async fn put_object(
     state: &Arc<State>,
     mut req: Req<'_>,
 ) -> Result<Response<Body>, S3Error> {
-    check_upload_length(req.headers)?;
-    let requested = checksums::requested(req.headers)?;
-    let mut inbound = Inbound::new(requested.as_ref().map(|r| r.0), req.flip);
+    check_upload_length(req.headers, &req.payload)?;
+    let (algorithm, requested) = announced(&req)?;
+    let mut inbound = Inbound::new(algorithm, req.flip);
+    let mut body = Inflow::new(&mut req.body, &req.payload);
     let what = || format!("object '{}'", req.key);
-    let info = match state.store.writable()? {
+    let (info, requested) = match state.store.writable()? {
         Writable::Dir(dir) => {
             dir.check_writable(req.bucket, req.key)?;
             let temp = dir.temp_file()?;
-            let temp = receive(state, &mut req.body, req.payload, temp, &mut inbound).await?;
+            let temp = receive(state, &mut body, &req.payload, temp, &mut inbound).await?;
+            let requested = carried(requested, algorithm, body);
             checked(state, &requested, inbound, what)?;
-            dir.commit(temp, req.bucket, req.key)?
+            (dir.commit(temp, req.bucket, req.key)?, requested)
         }
         Writable::Sink(sink) => {
             let write = sink.begin_put(req.bucket, req.key)?;
-            let write =
-                receive_sink(state, &mut req.body, req.payload, write, &mut inbound).await?;
+            let write = receive_sink(state, &mut body, &req.payload, write, &mut inbound).await?;
+            let requested = carried(requested, algorithm, body);
             checked(state, &requested, inbound, what)?;
-            sink.finish_put(write, req.bucket, req.key)?
+            (sink.finish_put(write, req.bucket, req.key)?, requested)
         }
     };
     let stored = requested.clone().map(|(algorithm, value)| Stored {
@@ -296,12 +411,12 @@ pub(super) async fn upload_part(
     upload_id: &str,
     part_number: u32,
 ) -> Result<Response<Body>, S3Error> {
-    check_upload_length(req.headers)?;
+    check_upload_length(req.headers, &req.payload)?;
     let (bucket, key) = (req.bucket, req.key);
-    let requested = checksums::requested(req.headers)?;
+    let (algorithm, requested) = announced(&req)?;
     let created = state.checksums.upload_algorithm(upload_id);
-    if let (Some((algorithm, _)), Some(created)) = (&requested, created)
-        && *algorithm != created
+    if let (Some(algorithm), Some(created)) = (algorithm, created)
+        && algorithm != created
     {
         return Err(S3Error::invalid_request(format!(
             "part {part_number} carries {}, but the upload was created with {}",
@@ -309,28 +424,26 @@ pub(super) async fn upload_part(
             created.name()
         )));
     }
-    let mut inbound = Inbound::new(requested.as_ref().map(|r| r.0).or(created), req.flip);
+    let mut inbound = Inbound::new(algorithm.or(created), req.flip);
+    let mut body = Inflow::new(&mut req.body, &req.payload);
     let what = || format!("part {part_number} of '{key}'");
-    let (etag, (digest, len)) = match state.store.writable()? {
+    let (etag, (digest, len), requested) = match state.store.writable()? {
         Writable::Dir(dir) => {
             dir.check_part(upload_id, bucket, key, part_number)?;
             let temp = dir.temp_file()?;
-            let temp = receive(state, &mut req.body, req.payload, temp, &mut inbound).await?;
+            let temp = receive(state, &mut body, &req.payload, temp, &mut inbound).await?;
+            let requested = carried(requested, algorithm, body);
             let sum = checked(state, &requested, inbound, what)?;
-            (
-                dir.commit_part(temp, upload_id, bucket, key, part_number)?,
-                sum,
-            )
+            let etag = dir.commit_part(temp, upload_id, bucket, key, part_number)?;
+            (etag, sum, requested)
         }
         Writable::Sink(sink) => {
             let write = sink.begin_part(upload_id, bucket, key, part_number)?;
-            let write =
-                receive_sink(state, &mut req.body, req.payload, write, &mut inbound).await?;
+            let write = receive_sink(state, &mut body, &req.payload, write, &mut inbound).await?;
+            let requested = carried(requested, algorithm, body);
             let sum = checked(state, &requested, inbound, what)?;
-            (
-                sink.finish_part(write, upload_id, bucket, key, part_number)?,
-                sum,
-            )
+            let etag = sink.finish_part(write, upload_id, bucket, key, part_number)?;
+            (etag, sum, requested)
         }
     };
     if let Some(digest) = digest {
