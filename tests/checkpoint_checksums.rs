@@ -360,6 +360,75 @@ fn signed_payloads_are_checked_by_the_server_and_a_changed_byte_is_refused() {
     }
 }
 
+/// The aws-chunked forms against the embedded server with keys, on both engines (over https
+/// too on the io_uring engine, the tail sealed with the data): the CRC32C as a trailer, the
+/// body signed as one chunk, and both; the server decodes each, checks every chunk's and the
+/// trailer's signature and the checksum, and a byte changed in flight is refused — as
+/// `BadDigest` by the trailer's CRC, as `SignatureDoesNotMatch` by the chunk's signature with
+/// no checksum. The plan says which forms the bodies and checksums go in.
+#[test]
+fn aws_chunked_bodies_are_decoded_and_checked_and_a_changed_byte_is_refused() {
+    let keys = ["--access-key", "AKCHUNK", "--secret-key", "chunked-secret"];
+    let mut cmd = ringload();
+    cmd.args(["plan", "llama3_tiny", "--np", "2"]).args([
+        "--checksum-form",
+        "trailer",
+        "--payload-signing",
+        "streaming",
+    ]);
+    let plan = output(&mut cmd).1;
+    assert!(plan.contains("as an aws-chunked trailer"), "{plan}");
+    assert!(plan.contains("STREAMING-AWS4-HMAC-SHA256-"), "{plan}");
+    let tls = tempfile::tempdir().unwrap();
+    let tls_dir = tls.path().join("tls");
+    let ca = tls_dir.join("ca.pem").display().to_string();
+    let forms: [(&str, &str, &str, Option<&str>); 5] = [
+        ("unsigned", "trailer", "crc32c", None),
+        ("streaming", "header", "crc32c", None),
+        ("streaming", "trailer", "crc64nvme", None),
+        ("unsigned", "trailer", "crc32c", Some("BadDigest")),
+        ("streaming", "header", "none", Some("SignatureDoesNotMatch")),
+    ];
+    for (engine, scheme) in [("uring", "http"), ("uring", "https"), ("baseline", "http")] {
+        for (payload, form, checksum, refused) in forms {
+            let mut serve = vec!["--sink"];
+            serve.extend(keys);
+            if refused.is_some() {
+                serve.extend(["--faults", "flip-upload=1000@part/every=1"]);
+            }
+            if scheme == "https" {
+                serve.extend(["--tls-self-signed", tls_dir.to_str().unwrap()]);
+            }
+            let server = common::spawn_serve(&serve);
+            let mut extra = keys.to_vec();
+            extra.extend([
+                "--payload-signing",
+                payload,
+                "--checksum-form",
+                form,
+                "--checksum",
+                checksum,
+            ]);
+            if scheme == "https" {
+                extra.extend(["--ca-bundle", &ca]);
+            }
+            let (code, s, stderr) = write_run(engine, Some(&server.endpoint), &extra);
+            let what = format!("{engine} {scheme} {payload} {form} {checksum}");
+            match refused {
+                None => {
+                    assert_eq!(code, 0, "{what}: {stderr}");
+                    assert_eq!(s["outcome"], "completed", "{what}: {s}");
+                    assert_eq!(s["save"]["checksum_unconfirmed"], 0, "{what}: {s}");
+                }
+                Some(answer) => {
+                    assert_eq!(code, 3, "{what}: {stderr}");
+                    assert!(stderr.contains(answer), "{what}: {stderr}");
+                }
+            }
+        }
+    }
+}
+
 /// A store that ignores checksums (`serve --faults ignore-checksums@any/every=1`: the headers
 /// dropped before it reads them) completes every upload without the object's checksum in its
 /// result: the run completes and says, in the summary and the report's line, how many

@@ -233,7 +233,7 @@ impl BodyForm {
     pub fn of(shape: &crate::checkpoint::ObjectIoShape, len: u64, filled: &Filled) -> BodyForm {
         use crate::checkpoint::{ChecksumForm, PayloadSigning};
         let trailer = shape.checksum_form == ChecksumForm::Trailer;
-        let sha = filled.payload_sha256.map(|d| d.hex());
+        let sha = filled.payload_sha256;
         let streaming = shape.payload == PayloadSigning::Streaming && sha.is_some();
         if !trailer && !streaming {
             return BodyForm {
@@ -242,13 +242,15 @@ impl BodyForm {
                     .iter()
                     .map(|d| (d.algorithm.header(), d.base64()))
                     .collect(),
-                payload_sha256: sha,
+                payload_sha256: sha.map(|d| d.hex()),
                 chunked: None,
             };
         }
         let chunked = crate::s3::chunked::Chunked {
             data_len: len,
-            data_sha256: sha.filter(|_| streaming),
+            data_sha256: sha
+                .filter(|_| streaming)
+                .and_then(|d| d.bytes().try_into().ok()),
             trailer: filled.digest.filter(|_| trailer),
         };
         BodyForm {

@@ -19,8 +19,7 @@
 //! is `AWS4-HMAC-SHA256-TRAILER`, …, the final chunk's signature and the SHA-256 of
 //! `name:value\n` ([`ChunkChain`]).
 
-use sha2::{Digest as _, Sha256};
-
+use super::sigv4::{chunk_signature, trailer_signature};
 use crate::checksum::Digest;
 
 /// `x-amz-content-sha256` of a body signed chunk by chunk.
@@ -35,9 +34,6 @@ pub const STREAMING_UNSIGNED_TRAILER: &str = "STREAMING-UNSIGNED-PAYLOAD-TRAILER
 /// CRLF come to 246. A buffer keeps this much room after a body.
 pub const MAX_TAIL_BYTES: usize = crate::budget::CHUNKED_TAIL_BYTES as usize;
 
-/// The SHA-256 of nothing, hex: each chunk's string to sign carries it.
-const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
-
 /// `;chunk-signature=` and 64 hex digits.
 const SIGNATURE_FIELD_BYTES: usize = 17 + 64;
 
@@ -46,9 +42,9 @@ const SIGNATURE_FIELD_BYTES: usize = 17 + 64;
 pub struct Chunked {
     /// The body's bytes (`x-amz-decoded-content-length`).
     pub data_len: u64,
-    /// Chunks signed: the body's SHA-256 (hex), computed as it was generated. `None`: the
-    /// chunks go unsigned (with a trailer: `STREAMING-UNSIGNED-PAYLOAD-TRAILER`).
-    pub data_sha256: Option<String>,
+    /// Chunks signed: the body's SHA-256, computed as it was generated. `None`: the chunks
+    /// go unsigned (with a trailer: `STREAMING-UNSIGNED-PAYLOAD-TRAILER`).
+    pub data_sha256: Option<[u8; 32]>,
     /// The additional checksum, sent as the trailer.
     pub trailer: Option<Digest>,
 }
@@ -57,7 +53,7 @@ pub struct Chunked {
 #[derive(Clone)]
 pub struct ChunkChain {
     /// SigV4's signing key for the request's date, region and service.
-    pub key: Vec<u8>,
+    pub key: [u8; 32],
     /// `x-amz-date` of the head.
     pub time: String,
     /// `date/region/s3/aws4_request`.
@@ -76,33 +72,28 @@ impl std::fmt::Debug for ChunkChain {
 }
 
 impl ChunkChain {
-    fn sign(&self, algorithm: &str, previous: &str, hashes: &str) -> String {
-        use hmac::Mac as _;
-        let to_sign = format!(
-            "{algorithm}\n{}\n{}\n{previous}\n{hashes}",
-            self.time, self.scope
-        );
-        let mut mac = hmac::Hmac::<Sha256>::new_from_slice(&self.key)
-            .expect("HMAC takes a key of any length");
-        mac.update(to_sign.as_bytes());
-        super::sigv4::hex(&mac.finalize().into_bytes())
-    }
-
-    /// The signature of a chunk whose SHA-256 is `sha256` (hex), after `previous`.
-    pub fn chunk(&self, previous: &str, sha256: &str) -> String {
-        self.sign(
-            "AWS4-HMAC-SHA256-PAYLOAD",
-            previous,
-            &format!("{EMPTY_SHA256}\n{sha256}"),
-        )
+    /// The signature of a chunk whose data hashes to `sha256`, after `previous`.
+    pub fn chunk(&self, previous: &str, sha256: &[u8; 32]) -> String {
+        chunk_signature(&self.key, &self.time, &self.scope, previous, sha256)
     }
 
     /// The trailer's signature: `canonical` is its lines, each `name:value\n`.
     pub fn trailer(&self, previous: &str, canonical: &str) -> String {
-        let hash = super::sigv4::hex(&Sha256::digest(canonical.as_bytes()));
-        self.sign("AWS4-HMAC-SHA256-TRAILER", previous, &hash)
+        trailer_signature(
+            &self.key,
+            &self.time,
+            &self.scope,
+            previous,
+            canonical.as_bytes(),
+        )
     }
 }
+
+/// The SHA-256 of nothing, as bytes: a final chunk's data hash.
+const EMPTY_DATA_SHA256: [u8; 32] = [
+    0xe3, 0xb0, 0xc4, 0x42, 0x98, 0xfc, 0x1c, 0x14, 0x9a, 0xfb, 0xf4, 0xc8, 0x99, 0x6f, 0xb9, 0x24,
+    0x27, 0xae, 0x41, 0xe4, 0x64, 0x9b, 0x93, 0x4c, 0xa4, 0x95, 0x99, 0x1b, 0x78, 0x52, 0xb8, 0x55,
+];
 
 impl Chunked {
     /// `x-amz-content-sha256`: which streaming form the body is.
@@ -197,7 +188,7 @@ impl Chunked {
         }
         tail.push(b'0');
         if let Some(chain) = chain {
-            previous = chain.chunk(&previous, EMPTY_SHA256);
+            previous = chain.chunk(&previous, &EMPTY_DATA_SHA256);
             tail.extend_from_slice(format!(";chunk-signature={previous}").as_bytes());
         }
         tail.extend_from_slice(b"\r\n");
@@ -225,51 +216,23 @@ impl Chunked {
 mod tests {
     use super::*;
     use crate::checksum::Algorithm;
+    use sha2::{Digest as _, Sha256};
 
-    /// AWS's worked example (sigv4-streaming, "Example: PUT Object"): 66,560 bytes of `a` in
-    /// chunks of 64 KiB and 1 KiB, with the documented seed and chunk signatures.
-    fn aws_chain() -> ChunkChain {
-        let secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
-        let mut key = hmac_sha256(format!("AWS4{secret}").as_bytes(), b"20130524");
-        for part in ["us-east-1", "s3", "aws4_request"] {
-            key = hmac_sha256(&key, part.as_bytes());
-        }
+    fn chain() -> ChunkChain {
         ChunkChain {
-            key,
+            key: super::super::sigv4::signing_key("secret", "20130524", "us-east-1", "s3"),
             time: "20130524T000000Z".into(),
             scope: "20130524/us-east-1/s3/aws4_request".into(),
             seed: "4f232c4386841ef735655705268965c44a0e4690baa4adea153f7db9fa80a0a9".into(),
         }
     }
 
-    fn hmac_sha256(key: &[u8], data: &[u8]) -> Vec<u8> {
-        use hmac::Mac as _;
-        let mut mac = hmac::Hmac::<Sha256>::new_from_slice(key).unwrap();
-        mac.update(data);
-        mac.finalize().into_bytes().to_vec()
-    }
-
-    fn sha256_hex(data: &[u8]) -> String {
-        crate::s3::sigv4::hex(&Sha256::digest(data))
-    }
-
     #[test]
-    fn chunk_signatures_chain_as_awss_worked_example() {
-        let chain = aws_chain();
-        let first = chain.chunk(&chain.seed, &sha256_hex(&[b'a'; 65536]));
+    fn the_empty_data_hash_is_sha256_of_nothing() {
+        assert_eq!(EMPTY_DATA_SHA256, <[u8; 32]>::from(Sha256::digest(b"")));
         assert_eq!(
-            first,
-            "ad80c730a21e5b8d04586a2213dd63b9a0e99e0e2307b0ade35a65485a288648"
-        );
-        let second = chain.chunk(&first, &sha256_hex(&[b'a'; 1024]));
-        assert_eq!(
-            second,
-            "0055627c9e194cb4542bae2aa5492e3c1575bbb81b612b7d234b86a503ef5497"
-        );
-        let last = chain.chunk(&second, EMPTY_SHA256);
-        assert_eq!(
-            last,
-            "b6c6ea8a5354eaf15b3cb7646744f4275b71ea724fed81ceb9323e279d449df9"
+            super::super::sigv4::hex(&EMPTY_DATA_SHA256),
+            super::super::sigv4::EMPTY_SHA256
         );
     }
 
@@ -280,16 +243,12 @@ mod tests {
     #[test]
     fn each_form_frames_one_data_chunk_and_its_lengths_are_exact() {
         let data = b"hello, chunks";
-        let chain = aws_chain();
-        let sha = sha256_hex(data);
+        let chain = chain();
+        let sha: [u8; 32] = Sha256::digest(data).into();
         let forms = [
             (None, Some(crc32c(data)), STREAMING_UNSIGNED_TRAILER),
-            (Some(sha.clone()), None, STREAMING_SIGNED),
-            (
-                Some(sha.clone()),
-                Some(crc32c(data)),
-                STREAMING_SIGNED_TRAILER,
-            ),
+            (Some(sha), None, STREAMING_SIGNED),
+            (Some(sha), Some(crc32c(data)), STREAMING_SIGNED_TRAILER),
         ];
         for (data_sha256, trailer, name) in forms {
             let c = Chunked {
@@ -305,7 +264,7 @@ mod tests {
             body.extend_from_slice(&tail);
             assert_eq!(body.len() as u64, c.encoded_len(), "{name}");
             let text = String::from_utf8(body).unwrap();
-            assert!(text.starts_with("d"), "{text}");
+            assert!(text.starts_with('d'), "{text}");
             assert!(text.contains("\r\nhello, chunks\r\n0"), "{text}");
             assert!(text.ends_with("\r\n\r\n"), "{text}");
             let signed = c.data_sha256.is_some();
@@ -313,6 +272,13 @@ mod tests {
                 text.matches(";chunk-signature=").count(),
                 2 * signed as usize
             );
+            if signed {
+                // The data chunk's signature chains from the seed, the final one from it.
+                let first = chain.chunk(&chain.seed, &sha);
+                let last = chain.chunk(&first, &EMPTY_DATA_SHA256);
+                assert!(text.starts_with(&format!("d;chunk-signature={first}\r\n")));
+                assert!(text.contains(&format!("\r\n0;chunk-signature={last}\r\n")));
+            }
             if let Some(d) = &c.trailer {
                 let line = format!("\r\nx-amz-checksum-crc32c:{}\r\n", d.base64());
                 assert!(text.contains(&line), "{text}");

@@ -129,9 +129,9 @@ impl Signer {
             .ok_or_else(|| format!("signing {method} {url} gave no x-amz-date (a bug)"))?;
         let date = amz_date.get(..8).unwrap_or_default().to_string();
         let key =
-            v4::generate_signing_key(&credentials.secret_access_key, time, &self.region, SERVICE);
+            super::sigv4::signing_key(&credentials.secret_access_key, &date, &self.region, SERVICE);
         let chain = ChunkChain {
-            key: key.as_ref().to_vec(),
+            key,
             time: amz_date,
             scope: format!("{date}/{}/{SERVICE}/aws4_request", self.region),
             seed,
@@ -220,7 +220,7 @@ mod tests {
             .build()
             .unwrap();
         let data = bytes::Bytes::from_static(b"some data");
-        let sha = crate::s3::sigv4::hex(&<sha2::Sha256 as sha2::Digest>::digest(&data));
+        let sha: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(&data).into();
         let ours = chain.chunk(&chain.seed, &sha);
         let sdk = v4::sign_chunk(&data, &chain.seed, &params).unwrap();
         assert_eq!(ours, sdk.signature());

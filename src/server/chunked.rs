@@ -77,6 +77,9 @@ pub struct Decoder {
     /// Body bytes taken, and data bytes among them.
     wire_bytes: u64,
     decoded_bytes: u64,
+    /// The data byte `serve --faults flip-upload=N` inverts, as it arrives: before the chunk's
+    /// signature and the checksum see it, as a byte changed in flight would be.
+    flip: Option<u64>,
 }
 
 fn malformed(message: String) -> S3Error {
@@ -159,7 +162,14 @@ impl Decoder {
             chunk_at: 0,
             wire_bytes: 0,
             decoded_bytes: 0,
+            flip: None,
         }
+    }
+
+    /// Inverts data byte `at` (`serve --faults flip-upload`) as it arrives.
+    pub fn flipping(mut self, at: Option<u64>) -> Decoder {
+        self.flip = at;
+        self
     }
 
     /// Data bytes decoded so far.
@@ -182,7 +192,16 @@ impl Decoder {
                 Part::Header => self.header_bytes(&frame)?,
                 Part::Data { left } => {
                     let n = usize::try_from(left).map_or(frame.len(), |l| l.min(frame.len()));
-                    let data = frame.split_to(n);
+                    let mut data = frame.split_to(n);
+                    let start = self.decoded_bytes;
+                    if let Some(at) = self
+                        .flip
+                        .filter(|at| (start..start + n as u64).contains(at))
+                    {
+                        let mut changed = bytes::BytesMut::from(&data[..]);
+                        changed[(at - start) as usize] ^= 0xff;
+                        data = changed.freeze();
+                    }
                     self.data(&data)?;
                     out.extend(std::iter::once(data));
                     self.wire_bytes += n as u64;
@@ -582,6 +601,30 @@ mod tests {
         let refused = decode_every(&s, &changed, 1000).unwrap_err();
         assert_eq!(refused.code, "SignatureDoesNotMatch");
         assert!(refused.message.contains("chunk 2"), "{}", refused.message);
+    }
+
+    /// `serve --faults flip-upload=N` inverts decoded byte N as it arrives, before the chunk's
+    /// signature is checked: a signed chunk is refused, an unsigned one passes it on changed.
+    #[test]
+    fn a_flipped_byte_is_changed_before_the_chunk_signature_sees_it() {
+        let data = sample(250);
+        for form in FORMS {
+            let body = encode(form, &data, 100);
+            let s = streaming(form, 250, Some(signing()));
+            let mut decoder = Decoder::new(&s).flipping(Some(150));
+            let mut out: Vec<Bytes> = Vec::new();
+            let fed = decoder.feed(Bytes::from(body), &mut out);
+            if form == Form::UnsignedTrailer {
+                fed.unwrap();
+                let got: Vec<u8> = out.iter().flat_map(|b| b.iter().copied()).collect();
+                assert_eq!(got[150], data[150] ^ 0xff);
+                assert_eq!(got[..150], data[..150]);
+            } else {
+                let refused = fed.unwrap_err();
+                assert_eq!(refused.code, "SignatureDoesNotMatch", "{form:?}");
+                assert!(refused.message.contains("chunk 2"), "{}", refused.message);
+            }
+        }
     }
 
     /// Where `needle` first is in `body`, and everywhere it is.

@@ -5,9 +5,11 @@
 //! joined; and the small XML bodies other operations read whole.
 //!
 //! An upload whose payload is aws-chunked (`x-amz-content-sha256: STREAMING-*`) is decoded as
-//! its frames arrive ([`Inflow`], `server::chunked`): the store, the checksum and the
-//! `flip-upload` fault see the decoded data, a slice of each frame at a time, and the checksum
-//! a trailer brings at the end is verified, echoed and kept exactly as the header's would be.
+//! its frames arrive ([`Inflow`], `server::chunked`): the store and the checksum see the
+//! decoded data, a slice of each frame at a time (the `flip-upload` fault changes its byte in
+//! the decoder, before the chunk's signature is checked, as a byte changed in flight would
+//! be), and the checksum a trailer brings at the end is verified, echoed and kept exactly as
+//! the header's would be.
 
 use std::collections::VecDeque;
 use std::future::poll_fn;
@@ -154,9 +156,11 @@ struct Inflow<'b> {
 }
 
 impl<'b> Inflow<'b> {
-    fn new(body: &'b mut Incoming, payload: &PayloadHash) -> Inflow<'b> {
+    /// `flip`: the data byte `serve --faults flip-upload` inverts; an aws-chunked body's
+    /// decoder inverts it before its chunk's signature is checked.
+    fn new(body: &'b mut Incoming, payload: &PayloadHash, flip: Option<u64>) -> Inflow<'b> {
         let decoder = match payload {
-            PayloadHash::Streaming(s) => Some(Decoder::new(s)),
+            PayloadHash::Streaming(s) => Some(Decoder::new(s).flipping(flip)),
             _ => None,
         };
         Inflow {
@@ -172,6 +176,11 @@ impl<'b> Inflow<'b> {
             ended: false,
             trailer: None,
         }
+    }
+
+    /// The flip left to the checksum's pass (`Inbound`): all of it unless a decoder took it.
+    fn plain_flip(&self, flip: Option<u64>) -> Option<u64> {
+        flip.filter(|_| self.decoder.is_none())
     }
 
     /// The next piece of the upload's data, `None` at its end (an aws-chunked body's framing
@@ -376,8 +385,8 @@ pub(super) async fn put_object(
 ) -> Result<Response<Body>, S3Error> {
     check_upload_length(req.headers, &req.payload)?;
     let (algorithm, requested) = announced(&req)?;
-    let mut inbound = Inbound::new(algorithm, req.flip);
-    let mut body = Inflow::new(&mut req.body, &req.payload);
+    let mut body = Inflow::new(&mut req.body, &req.payload, req.flip);
+    let mut inbound = Inbound::new(algorithm, body.plain_flip(req.flip));
     let what = || format!("object '{}'", req.key);
     let (info, requested) = match state.store.writable()? {
         Writable::Dir(dir) => {
@@ -424,8 +433,8 @@ pub(super) async fn upload_part(
             created.name()
         )));
     }
-    let mut inbound = Inbound::new(algorithm.or(created), req.flip);
-    let mut body = Inflow::new(&mut req.body, &req.payload);
+    let mut body = Inflow::new(&mut req.body, &req.payload, req.flip);
+    let mut inbound = Inbound::new(algorithm.or(created), body.plain_flip(req.flip));
     let what = || format!("part {part_number} of '{key}'");
     let (etag, (digest, len), requested) = match state.store.writable()? {
         Writable::Dir(dir) => {
