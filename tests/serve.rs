@@ -1614,23 +1614,24 @@ fn aws_chunked_puts_and_parts_are_decoded_verified_and_read_back_whole() {
     let missing = signed_curl(&[&format!("{base}/{BUCKET}/{key}")]);
     assert_eq!(missing.code(), "NoSuchKey");
 
+    // CreateMultipartUpload of `key` with `algorithm`: its upload id.
+    let create_upload = |key: &str, algorithm: &str| {
+        let created = signed_curl(&[
+            "-X",
+            "POST",
+            "-H",
+            &format!("x-amz-checksum-algorithm: {algorithm}"),
+            &format!("{base}/{BUCKET}/{key}?uploads"),
+        ]);
+        let text = String::from_utf8_lossy(&created.body).into_owned();
+        let id = text.split("<UploadId>").nth(1).unwrap().split('<').next();
+        id.unwrap().to_string()
+    };
+
     // UploadPart, signed chunks and a signed trailer, into an upload created with CRC32C:
     // the part's digest is kept, so the Complete's part checksum is checked against it.
-    let created = signed_curl(&[
-        "-X",
-        "POST",
-        "-H",
-        "x-amz-checksum-algorithm: CRC32C",
-        &format!("{base}/{BUCKET}/chunked/mp?uploads"),
-    ]);
-    let text = String::from_utf8_lossy(&created.body).into_owned();
-    let id = text
-        .split("<UploadId>")
-        .nth(1)
-        .unwrap()
-        .split('<')
-        .next()
-        .unwrap();
+    let id = create_upload("chunked/mp", "CRC32C");
+    let id = id.as_str();
     let part = format!("/{BUCKET}/chunked/mp?partNumber=1&uploadId={id}");
     let r = chunked_put(&server, &part, Chunked::SignedTrailer, &data, &crc);
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
@@ -1657,21 +1658,8 @@ fn aws_chunked_puts_and_parts_are_decoded_verified_and_read_back_whole() {
     // chunk is signed with another key (small: the server reads it all before it answers,
     // so its close does not reset the connection before the answer is read).
     let data = &data[..1000];
-    let created = signed_curl(&[
-        "-X",
-        "POST",
-        "-H",
-        "x-amz-checksum-algorithm: CRC32",
-        &format!("{base}/{BUCKET}/chunked/mp2?uploads"),
-    ]);
-    let text = String::from_utf8_lossy(&created.body).into_owned();
-    let id = text
-        .split("<UploadId>")
-        .nth(1)
-        .unwrap()
-        .split('<')
-        .next()
-        .unwrap();
+    let id = create_upload("chunked/mp2", "CRC32");
+    let id = id.as_str();
     let part = format!("/{BUCKET}/chunked/mp2?partNumber=1&uploadId={id}");
     let r = chunked_put(&server, &part, Chunked::SignedTrailer, data, &crc);
     assert_eq!((r.status, r.code()), (400, "InvalidRequest".into()));

@@ -17,9 +17,9 @@
 //! first chunk's, each chunk's string to sign is `AWS4-HMAC-SHA256-PAYLOAD`, the time, the
 //! scope, the previous signature, the SHA-256 of nothing and the chunk's SHA-256; the trailer's
 //! is `AWS4-HMAC-SHA256-TRAILER`, …, the final chunk's signature and the SHA-256 of
-//! `name:value\n` ([`ChunkChain`]).
+//! `name:value\n` ([`ChunkSigning`]).
 
-use super::sigv4::{chunk_signature, trailer_signature};
+use super::sigv4::ChunkSigning;
 use crate::checksum::Digest;
 
 /// `x-amz-content-sha256` of a body signed chunk by chunk.
@@ -47,46 +47,6 @@ pub struct Chunked {
     pub data_sha256: Option<[u8; 32]>,
     /// The additional checksum, sent as the trailer.
     pub trailer: Option<Digest>,
-}
-
-/// The chunk signatures' chain, from the head's signature and its signing key.
-#[derive(Clone)]
-pub struct ChunkChain {
-    /// SigV4's signing key for the request's date, region and service.
-    pub key: [u8; 32],
-    /// `x-amz-date` of the head.
-    pub time: String,
-    /// `date/region/s3/aws4_request`.
-    pub scope: String,
-    /// The head's signature (hex).
-    pub seed: String,
-}
-
-impl std::fmt::Debug for ChunkChain {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ChunkChain")
-            .field("time", &self.time)
-            .field("scope", &self.scope)
-            .finish_non_exhaustive()
-    }
-}
-
-impl ChunkChain {
-    /// The signature of a chunk whose data hashes to `sha256`, after `previous`.
-    pub fn chunk(&self, previous: &str, sha256: &[u8; 32]) -> String {
-        chunk_signature(&self.key, &self.time, &self.scope, previous, sha256)
-    }
-
-    /// The trailer's signature: `canonical` is its lines, each `name:value\n`.
-    pub fn trailer(&self, previous: &str, canonical: &str) -> String {
-        trailer_signature(
-            &self.key,
-            &self.time,
-            &self.scope,
-            previous,
-            canonical.as_bytes(),
-        )
-    }
 }
 
 /// The SHA-256 of nothing, as bytes: a final chunk's data hash.
@@ -163,13 +123,13 @@ impl Chunked {
 
     /// The bytes before the data and after it. `chain` signs them (the head's signature
     /// seeding it); without one a signed form's signatures cannot be made: `Err`.
-    pub fn frame(&self, chain: Option<&ChunkChain>) -> Result<(Vec<u8>, Vec<u8>), String> {
+    pub fn frame(&self, chain: Option<&ChunkSigning>) -> Result<(Vec<u8>, Vec<u8>), String> {
         let mut prefix = Vec::with_capacity(self.prefix_len());
         let mut tail = Vec::with_capacity(self.tail_len());
         let mut previous = String::new();
         let chain = match (&self.data_sha256, chain) {
             (Some(sha256), Some(chain)) => {
-                previous = chain.seed.clone();
+                previous = chain.seed_signature.clone();
                 if self.data_len > 0 {
                     previous = chain.chunk(&previous, sha256);
                 }
@@ -197,7 +157,7 @@ impl Chunked {
             tail.extend_from_slice(canonical.trim_end().as_bytes());
             tail.extend_from_slice(b"\r\n");
             if let Some(chain) = chain {
-                let signature = chain.trailer(&previous, &canonical);
+                let signature = chain.trailer(&previous, canonical.as_bytes());
                 tail.extend_from_slice(
                     format!("x-amz-trailer-signature:{signature}\r\n").as_bytes(),
                 );
@@ -218,12 +178,13 @@ mod tests {
     use crate::checksum::Algorithm;
     use sha2::{Digest as _, Sha256};
 
-    fn chain() -> ChunkChain {
-        ChunkChain {
+    fn chain() -> ChunkSigning {
+        ChunkSigning {
             key: super::super::sigv4::signing_key("secret", "20130524", "us-east-1", "s3"),
-            time: "20130524T000000Z".into(),
+            amz_date: "20130524T000000Z".into(),
             scope: "20130524/us-east-1/s3/aws4_request".into(),
-            seed: "4f232c4386841ef735655705268965c44a0e4690baa4adea153f7db9fa80a0a9".into(),
+            seed_signature: "4f232c4386841ef735655705268965c44a0e4690baa4adea153f7db9fa80a0a9"
+                .into(),
         }
     }
 
@@ -274,7 +235,7 @@ mod tests {
             );
             if signed {
                 // The data chunk's signature chains from the seed, the final one from it.
-                let first = chain.chunk(&chain.seed, &sha);
+                let first = chain.chunk(&chain.seed_signature, &sha);
                 let last = chain.chunk(&first, &EMPTY_DATA_SHA256);
                 assert!(text.starts_with(&format!("d;chunk-signature={first}\r\n")));
                 assert!(text.contains(&format!("\r\n0;chunk-signature={last}\r\n")));

@@ -14,7 +14,6 @@ use aws_sigv4::http_request::{
 };
 use aws_sigv4::sign::v4;
 
-use super::chunked::ChunkChain;
 use super::sigv4::uri_encode;
 use super::target::{Credentials, Endpoint};
 
@@ -81,7 +80,13 @@ impl Signer {
         headers: &[(&str, &str)],
         payload: Payload<'_>,
         time: SystemTime,
-    ) -> Result<(Vec<(&'static str, String)>, Option<ChunkChain>), String> {
+    ) -> Result<
+        (
+            Vec<(&'static str, String)>,
+            Option<super::sigv4::ChunkSigning>,
+        ),
+        String,
+    > {
         let Some(credentials) = &self.credentials else {
             return Ok((Vec::new(), None));
         };
@@ -130,11 +135,11 @@ impl Signer {
         let date = amz_date.get(..8).unwrap_or_default().to_string();
         let key =
             super::sigv4::signing_key(&credentials.secret_access_key, &date, &self.region, SERVICE);
-        let chain = ChunkChain {
+        let chain = super::sigv4::ChunkSigning {
             key,
-            time: amz_date,
+            amz_date,
             scope: format!("{date}/{}/{SERVICE}/aws4_request", self.region),
-            seed,
+            seed_signature: seed,
         };
         Ok((signed, Some(chain)))
     }
@@ -203,7 +208,7 @@ mod tests {
                 .map(|(_, v)| v.clone())
                 .unwrap()
         };
-        assert!(header("authorization").ends_with(&format!("Signature={}", chain.seed)));
+        assert!(header("authorization").ends_with(&format!("Signature={}", chain.seed_signature)));
         assert_eq!(
             header("x-amz-content-sha256"),
             "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"
@@ -221,14 +226,14 @@ mod tests {
             .unwrap();
         let data = bytes::Bytes::from_static(b"some data");
         let sha: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(&data).into();
-        let ours = chain.chunk(&chain.seed, &sha);
-        let sdk = v4::sign_chunk(&data, &chain.seed, &params).unwrap();
+        let ours = chain.chunk(&chain.seed_signature, &sha);
+        let sdk = v4::sign_chunk(&data, &chain.seed_signature, &params).unwrap();
         assert_eq!(ours, sdk.signature());
         let mut trailer = aws_smithy_runtime_api::http::Headers::new();
         trailer.insert("x-amz-checksum-crc32c", "AAAAAA==");
         let sdk = v4::sign_trailer(&trailer, &ours, &params).unwrap();
         assert_eq!(
-            chain.trailer(&ours, "x-amz-checksum-crc32c:AAAAAA==\n"),
+            chain.trailer(&ours, b"x-amz-checksum-crc32c:AAAAAA==\n"),
             sdk.signature()
         );
     }

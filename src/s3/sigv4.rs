@@ -93,6 +93,49 @@ pub fn trailer_signature(
     hex(&hmac_sha256(key, string_to_sign.as_bytes()))
 }
 
+/// What signs, or checks, a signed aws-chunked body's chunks: the signing key, the request's
+/// time and scope, and its signature (the seed each chunk's signature is chained from). The
+/// client's signer makes it with the head's signature, the server's verifier hands it on.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ChunkSigning {
+    pub key: [u8; 32],
+    /// `x-amz-date`, `YYYYMMDDTHHMMSSZ`.
+    pub amz_date: String,
+    /// `YYYYMMDD/REGION/s3/aws4_request`.
+    pub scope: String,
+    /// The request's own signature, lowercase hex.
+    pub seed_signature: String,
+}
+
+impl std::fmt::Debug for ChunkSigning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChunkSigning")
+            .field("amz_date", &self.amz_date)
+            .field("scope", &self.scope)
+            .field("seed_signature", &self.seed_signature)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ChunkSigning {
+    /// The signature of a chunk whose data hashes to `data_sha256`, after `previous`.
+    pub fn chunk(&self, previous: &str, data_sha256: &[u8; 32]) -> String {
+        chunk_signature(
+            &self.key,
+            &self.amz_date,
+            &self.scope,
+            previous,
+            data_sha256,
+        )
+    }
+
+    /// The trailer's signature, after the final chunk's (`previous`): `lines` as signed,
+    /// each `name:value\n`.
+    pub fn trailer(&self, previous: &str, lines: &[u8]) -> String {
+        trailer_signature(&self.key, &self.amz_date, &self.scope, previous, lines)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,6 +25,7 @@ use sha2::{Digest, Sha256};
 
 use super::error::S3Error;
 use crate::checksum::Algorithm;
+pub use crate::s3::sigv4::ChunkSigning;
 use crate::s3::sigv4::{hex, hmac_sha256, signing_key, uri_encode};
 
 /// How far a request's time may be from the server's (S3: 15 minutes).
@@ -41,30 +42,6 @@ impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Credentials")
             .field("access_key_id", &self.access_key_id)
-            .finish_non_exhaustive()
-    }
-}
-
-/// What a verified header signature hands on to the checks of a signed aws-chunked body: the
-/// signing key, the request's time and scope, and its signature (the seed each chunk's
-/// signature is chained from).
-#[derive(Clone, PartialEq, Eq)]
-pub struct ChunkSigning {
-    pub key: [u8; 32],
-    /// `x-amz-date`, `YYYYMMDDTHHMMSSZ`.
-    pub amz_date: String,
-    /// `YYYYMMDD/REGION/s3/aws4_request`.
-    pub scope: String,
-    /// The request's own signature, lowercase hex.
-    pub seed_signature: String,
-}
-
-impl std::fmt::Debug for ChunkSigning {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ChunkSigning")
-            .field("amz_date", &self.amz_date)
-            .field("scope", &self.scope)
-            .field("seed_signature", &self.seed_signature)
             .finish_non_exhaustive()
     }
 }

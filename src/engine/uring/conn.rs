@@ -290,8 +290,7 @@ pub struct Conn {
     answered_early: bool,
     /// The body was not sent whole when the answer was read: a `2xx` then is refused.
     cut_short: bool,
-    /// Its socket was shut down by its owner (a stop after another request failed): whatever
-    /// answer was in it already, the socket is not used again ([`Conn::stop`]).
+    /// Its socket was shut down by a stop: not used again, whatever its answer ([`Conn::stop`]).
     stopped: bool,
 }
 
@@ -731,8 +730,8 @@ impl Conn {
     pub fn finish(&mut self) -> Option<Job> {
         let job = self.job.take()?;
         self.phase = Phase::Idle;
-        let stopped = std::mem::take(&mut self.stopped);
-        if self.reused && !stopped {
+        // (`&`, not `&&`: the stop is forgotten either way.)
+        if self.reused & !std::mem::take(&mut self.stopped) {
             self.previous = Some((job.reader, job.get));
         } else {
             // `Connection: close` (the server ends it), or a socket shut down by a stop.
@@ -794,8 +793,7 @@ impl Conn {
         }
     }
 
-    /// Its socket is being shut down by its owner: the operation in flight may still end
-    /// well (its answer was in the socket already), but the socket is spent either way.
+    /// Its socket is being shut down by its owner: spent, even if its answer still ends well.
     pub fn stop(&mut self) {
         self.stopped = self.socket.is_some();
     }
