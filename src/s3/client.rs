@@ -14,11 +14,12 @@ use std::time::{Duration, Instant, SystemTime};
 use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, ETAG, HOST, HeaderName, RANGE};
 use http::{Method, StatusCode};
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::rt::TokioExecutor;
 use serde::Serialize;
 
+use super::body::RequestBody;
 use super::connect::{Connector, TlsFailure};
 use super::error::{HintContext, RequestError, Wait};
 use super::framing::StrayLog;
@@ -171,8 +172,8 @@ pub struct RequestSpec<'a> {
     /// The body's SHA-256 (hex), computed beforehand, signed as `x-amz-content-sha256`
     /// (instead of hashing the body here).
     pub payload_sha256: Option<String>,
-    /// `body` goes `aws-chunked` ([`super::chunked`]): framed, after signing, into one new
-    /// buffer (the baseline's copy: hyper sends one `Bytes`).
+    /// `body` goes `aws-chunked` ([`super::chunked`]): framed after signing, its chunk header
+    /// and tail sent as frames around it ([`RequestBody`]), the data not copied.
     pub chunked: Option<super::chunked::Chunked>,
     /// Which of the target's endpoints to send it to.
     pub endpoint: usize,
@@ -208,7 +209,7 @@ impl<'a> RequestSpec<'a> {
 pub struct Client {
     target: Target,
     signer: Signer,
-    http: HttpClient<Connector, Full<Bytes>>,
+    http: HttpClient<Connector, RequestBody>,
     connector: Connector,
     policy: RetryPolicy,
     /// Connections hyper dropped for bytes after a body.
@@ -304,7 +305,7 @@ impl Client {
     }
 
     /// The hyper client: its pool holds the keep-alive connections.
-    pub fn http(&self) -> &HttpClient<Connector, Full<Bytes>> {
+    pub fn http(&self) -> &HttpClient<Connector, RequestBody> {
         &self.http
     }
 
@@ -336,7 +337,7 @@ impl Client {
     pub fn http_request(
         &self,
         spec: &RequestSpec<'_>,
-    ) -> Result<http::Request<Full<Bytes>>, RequestError> {
+    ) -> Result<http::Request<RequestBody>, RequestError> {
         let endpoint = self.endpoint(spec.endpoint);
         let path = self.target.request_path(spec.key);
         let query = super::sign::query(spec.query);
@@ -386,13 +387,10 @@ impl Client {
                     builder = builder.header("x-amz-content-sha256", chunked.content_sha256());
                 }
                 let (prefix, tail) = chunked.frame(chain.as_ref()).map_err(bad)?;
-                let mut body = Vec::with_capacity(prefix.len() + spec.body.len() + tail.len());
-                body.extend_from_slice(&prefix);
-                body.extend_from_slice(&spec.body);
-                body.extend_from_slice(&tail);
-                Bytes::from(body)
+                // Three frames: the data is not copied.
+                RequestBody::of([prefix.into(), spec.body.clone(), tail.into()])
             }
-            None => spec.body.clone(),
+            None => RequestBody::from(spec.body.clone()),
         };
         for (name, value) in signed {
             builder = builder.header(name, value);
@@ -401,7 +399,7 @@ impl Client {
             builder = builder.header(CONTENT_LENGTH, body.len());
         }
         builder
-            .body(Full::new(body))
+            .body(body)
             .map_err(|e| RequestError::BadResponse {
                 operation: operation(),
                 reason: format!("cannot build the request: {e}"),

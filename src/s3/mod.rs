@@ -3,6 +3,7 @@
 //! - [`target`]: where the storage is — endpoints, bucket, region, keys, addressing, pins, TLS
 //!   trust — from flags, the AWS environment, the AWS profile and the workload;
 //! - [`sign`]: SigV4 with the `aws-sigv4` crate, used by every request ringload sends;
+//! - [`body`]: a request body of a few frames (an aws-chunked body's header, data and tail);
 //! - [`chunked`]: `aws-chunked` bodies (the checksum as a trailer, chunk signatures), one data
 //!   chunk per body, framed for both engines;
 //! - [`error`]: S3 error documents decoded into one-line messages with a likely cause, and the
@@ -20,6 +21,7 @@
 //! - [`connect`]: hyper's connector: `--resolve` pins, TCP, TLS, each socket watched
 //!   ([`framing`]) over one [`stream`].
 
+pub mod body;
 pub mod bucket;
 pub mod chunked;
 pub mod client;
