@@ -379,6 +379,11 @@ fn aws_chunked_bodies_are_decoded_and_checked_and_a_changed_byte_is_refused() {
     let plan = output(&mut cmd).1;
     assert!(plan.contains("as an aws-chunked trailer"), "{plan}");
     assert!(plan.contains("STREAMING-AWS4-HMAC-SHA256-"), "{plan}");
+    // One chunk per part: the plan names MinIO's 16 MiB limit where a part is larger.
+    let mut cmd = ringload();
+    cmd.args(["plan", "llama3_8b", "--np", "8", "--checksum-form", "trailer"]);
+    let plan = output(&mut cmd).1;
+    assert!(plan.contains("MinIO refuses chunks over 16 MiB"), "{plan}");
     let tls = tempfile::tempdir().unwrap();
     let tls_dir = tls.path().join("tls");
     let ca = tls_dir.join("ca.pem").display().to_string();
@@ -426,6 +431,31 @@ fn aws_chunked_bodies_are_decoded_and_checked_and_a_changed_byte_is_refused() {
                 }
             }
         }
+        // A part answered 503 is sent again: signed again, its tail framed and placed again
+        // (sealed again over https), and the server checks it anew.
+        let mut serve = vec!["--sink", "--faults", "503@part/nth=2"];
+        serve.extend(keys);
+        if scheme == "https" {
+            serve.extend(["--tls-self-signed", tls_dir.to_str().unwrap()]);
+        }
+        let server = common::spawn_serve(&serve);
+        let mut extra = keys.to_vec();
+        extra.extend([
+            "--payload-signing",
+            "streaming",
+            "--checksum-form",
+            "trailer",
+        ]);
+        if scheme == "https" {
+            extra.extend(["--ca-bundle", &ca]);
+        }
+        let (code, s, stderr) = write_run(engine, Some(&server.endpoint), &extra);
+        assert_eq!(code, 0, "{engine} {scheme} 503: {stderr}");
+        assert_eq!(
+            s["save"]["retries"], 1,
+            "{engine} {scheme} 503: {}",
+            s["save"]
+        );
     }
 }
 

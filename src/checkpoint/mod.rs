@@ -191,6 +191,8 @@ impl CheckpointPlan {
     }
 
     fn make_notes(&self) -> Vec<String> {
+        /// MinIO's largest aws-chunked chunk (its streaming readers' `maxChunkSize`).
+        const MINIO_MAX_CHUNK_BYTES: u64 = 16 << 20;
         let s = &self.settings;
         let mut notes = vec!["checkpoint.fsync is a no-op for objects (as in DLIO)".to_string()];
         if self.written_bytes != self.checkpoint_bytes {
@@ -209,6 +211,16 @@ impl CheckpointPlan {
                 data * s.tensor * s.pipeline,
                 s.tensor,
                 s.pipeline
+            ));
+        }
+        let largest = self.largest_object_bytes();
+        let body = self.io.part_bytes.min(largest).max(self.io.single_put_bytes);
+        if self.io.chunked() && body > MINIO_MAX_CHUNK_BYTES {
+            notes.push(format!(
+                "aws-chunked bodies go as one chunk each, here up to {}: MinIO refuses chunks \
+                 over 16 MiB (use --part-size 16MiB there); garage, AWS and ringload serve take \
+                 them",
+                crate::units::bytes(body)
             ));
         }
         if self.settings.model_name.starts_with("llama3_1t") || s.workload.name == "llama3_1t" {

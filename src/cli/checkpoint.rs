@@ -47,7 +47,8 @@ pub struct CheckpointArgs {
 
     /// Where each part's and PUT's checksum goes: an x-amz-checksum-* header (its digest known
     /// before the head) or an aws-chunked trailer after the body
-    /// (STREAMING-UNSIGNED-PAYLOAD-TRAILER, as the AWS SDKs send it over https; some stores
+    /// (STREAMING-UNSIGNED-PAYLOAD-TRAILER, as the AWS SDKs send it over https; with
+    /// --payload-signing streaming, STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER; some stores
     /// refuse it)
     #[arg(long, value_name = "FORM", value_enum, default_value_t = ChecksumForm::Header, help_heading = "Checkpoint")]
     pub checksum_form: ChecksumForm,

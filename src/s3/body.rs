@@ -79,7 +79,9 @@ mod tests {
             Bytes::from_static(b"\r\n0\r\n\r\n"),
         ]);
         assert_eq!(http_body::Body::size_hint(&body).exact(), Some(15));
-        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         let collected = runtime.block_on(body.collect()).unwrap().to_bytes();
         assert_eq!(&collected[..], b"5\r\nhello\r\n0\r\n\r\n");
         assert!(RequestBody::from(Bytes::new()).is_empty());

@@ -126,6 +126,10 @@ impl Chunked {
     pub fn frame(&self, chain: Option<&ChunkSigning>) -> Result<(Vec<u8>, Vec<u8>), String> {
         let mut prefix = Vec::with_capacity(self.prefix_len());
         let mut tail = Vec::with_capacity(self.tail_len());
+        if self.data_sha256.is_none() && self.trailer.is_none() {
+            // S3 has no form for it (STREAMING-UNSIGNED-PAYLOAD without a trailer).
+            return Err("an aws-chunked body neither signed nor with a trailer (a bug)".into());
+        }
         let mut previous = String::new();
         let chain = match (&self.data_sha256, chain) {
             (Some(sha256), Some(chain)) => {
@@ -164,10 +168,16 @@ impl Chunked {
             }
         }
         tail.extend_from_slice(b"\r\n");
-        debug_assert_eq!(
-            (prefix.len(), tail.len()),
-            (self.prefix_len(), self.tail_len())
-        );
+        // Content-Length and the tail's place in a buffer were set from these lengths.
+        if (prefix.len(), tail.len()) != (self.prefix_len(), self.tail_len()) {
+            return Err(format!(
+                "an aws-chunked frame of {} + {} bytes where {} + {} were counted (a bug)",
+                prefix.len(),
+                tail.len(),
+                self.prefix_len(),
+                self.tail_len()
+            ));
+        }
         Ok((prefix, tail))
     }
 }
@@ -259,6 +269,32 @@ mod tests {
             trailer: None,
         };
         assert!(signed.frame(None).is_err());
+        // Neither signed nor with a trailer: no S3 form.
+        let neither = Chunked {
+            data_len: 1,
+            data_sha256: None,
+            trailer: None,
+        };
+        assert!(neither.frame(None).is_err());
+    }
+
+    /// The longest tail, SHA-256's trailer signed after a signed final chunk, fits the room
+    /// a buffer keeps for it.
+    #[test]
+    fn the_longest_tail_fits_the_buffers_room() {
+        let data = vec![7u8; 5 << 20];
+        let c = Chunked {
+            data_len: data.len() as u64,
+            data_sha256: Some(Sha256::digest(&data).into()),
+            trailer: Some(crate::checksum::digest(Algorithm::Sha256, &data)),
+        };
+        let (prefix, tail) = c.frame(Some(&chain())).unwrap();
+        assert_eq!(tail.len(), 246);
+        assert!(tail.len() <= MAX_TAIL_BYTES);
+        assert_eq!(
+            (prefix.len() + tail.len()) as u64 + c.data_len,
+            c.encoded_len()
+        );
     }
 
     #[test]

@@ -398,12 +398,10 @@ impl Client {
         if spec.method == Method::PUT || spec.method == Method::POST {
             builder = builder.header(CONTENT_LENGTH, body.len());
         }
-        builder
-            .body(body)
-            .map_err(|e| RequestError::BadResponse {
-                operation: operation(),
-                reason: format!("cannot build the request: {e}"),
-            })
+        builder.body(body).map_err(|e| RequestError::BadResponse {
+            operation: operation(),
+            reason: format!("cannot build the request: {e}"),
+        })
     }
 
     /// Sends `spec` once and reads the whole response; an error status becomes a

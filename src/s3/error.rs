@@ -204,8 +204,9 @@ impl RequestError {
         .unwrap_or_else(|| {
             if refuses_streaming(status, code.as_deref(), message.as_deref()) {
                 "the store does not take aws-chunked bodies (a checksum trailer, chunk \
-                 signatures) as sent; run with --checksum-form header and --payload-signing \
-                 unsigned or sha256"
+                 signatures) as sent, each part one chunk (MinIO takes chunks of 16 MiB at \
+                 most: --part-size 16MiB); or run with --checksum-form header and \
+                 --payload-signing unsigned or sha256"
                     .into()
             } else if refuses_checksums(status, code.as_deref(), message.as_deref()) {
                 "the store does not take S3's additional checksums (x-amz-checksum-*) as sent; \
@@ -314,9 +315,8 @@ pub fn bad_digest(code: Option<&str>) -> bool {
     )
 }
 
-/// Whether a refusal reads as the store not taking S3's additional checksums: a `501`, or a
-/// `400` whose code says the request is not understood and whose message names a checksum.
-/// Whether an error says the store refuses an aws-chunked body (`STREAMING-*`, a trailer).
+/// Whether an error says the store refuses an aws-chunked body (`STREAMING-*`, a trailer, a
+/// chunk too big).
 fn refuses_streaming(status: u16, code: Option<&str>, message: Option<&str>) -> bool {
     let names_streaming = message.is_some_and(|m| {
         let m = m.to_ascii_lowercase();
@@ -325,6 +325,8 @@ fn refuses_streaming(status: u16, code: Option<&str>, message: Option<&str>) -> 
             "streaming-",
             "x-amz-trailer",
             "x-amz-decoded-content-length",
+            "chunk too big",
+            "chunk size",
         ]
         .iter()
         .any(|name| m.contains(name))
@@ -341,6 +343,8 @@ fn refuses_streaming(status: u16, code: Option<&str>, message: Option<&str>) -> 
         )
 }
 
+/// Whether a refusal reads as the store not taking S3's additional checksums: a `501`, or a
+/// `400` whose code says the request is not understood and whose message names a checksum.
 fn refuses_checksums(status: u16, code: Option<&str>, message: Option<&str>) -> bool {
     let names_checksum = message.is_some_and(|m| m.to_ascii_lowercase().contains("checksum"));
     match (status, code) {

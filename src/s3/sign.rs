@@ -71,7 +71,8 @@ impl Signer {
     }
 
     /// [`Signer::headers`], and the chain an `aws-chunked` body's chunk signatures follow
-    /// (`None` without keys): the head's signature seeds it.
+    /// (`None` without keys, or for a payload that is not `Streaming`): the head's signature
+    /// seeds it.
     #[allow(clippy::type_complexity)]
     pub fn signed_with_chain(
         &self,
@@ -111,6 +112,7 @@ impl Signer {
             .build()
             .map_err(|e| format!("cannot sign: {e}"))?
             .into();
+        let streaming = matches!(payload, Payload::Streaming(_));
         let body = match payload {
             Payload::Unsigned => SignableBody::UnsignedPayload,
             Payload::Bytes(b) => SignableBody::Bytes(b),
@@ -127,6 +129,10 @@ impl Signer {
             .into_iter()
             .map(|h| (h.name(), h.value().to_string()))
             .collect();
+        if !streaming {
+            // Only an aws-chunked body's chunks chain from the head's signature.
+            return Ok((signed, None));
+        }
         let amz_date = signed
             .iter()
             .find(|(name, _)| name.eq_ignore_ascii_case("x-amz-date"))

@@ -416,7 +416,10 @@ impl Decoder {
                 );
                 if !constant_time_eq(expected.as_bytes(), signature) {
                     return Err(mismatch(format!(
-                        "aws-chunked body, the trailer at byte {at}: x-amz-trailer-signature {} is not the one computed over '{}:{value}' and the final chunk's signature",
+                        "aws-chunked body, the trailer at byte {at}: x-amz-trailer-signature {} is \
+                         not the one computed over '{}:{value}' and the final chunk's signature; \
+                         check the signing key and that the trailer signs after the final chunk \
+                         (AWS4-HMAC-SHA256-TRAILER)",
                         String::from_utf8_lossy(signature),
                         algorithm.header()
                     )));

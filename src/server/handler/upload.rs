@@ -144,7 +144,7 @@ fn count_frame(state: &State, total: &mut u64, limit: u64, data: &Bytes) -> Resu
 struct Inflow<'b> {
     body: &'b mut Incoming,
     decoder: Option<Decoder>,
-    /// Decoded data of the last frame not yet taken (a frame holds a few chunks at most).
+    /// Decoded data of the last frame not yet taken (bounded by the frame's size).
     decoded: VecDeque<Bytes>,
     wire_bytes: u64,
     /// The most bytes taken on the wire: S3's largest upload, or for an aws-chunked body
