@@ -70,6 +70,9 @@ fn children_cmdlines(parent: u32) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return lines;
     };
+    // A child caught between fork and exec still shows the parent's own command line: not a
+    // point's yet.
+    let own = std::fs::read(format!("/proc/{parent}/cmdline")).ok();
     for entry in entries.flatten() {
         let path = entry.path();
         let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
@@ -82,6 +85,7 @@ fn children_cmdlines(parent: u32) -> Vec<String> {
             .and_then(|p| p.parse::<u32>().ok());
         if ppid == Some(parent)
             && let Ok(cmdline) = std::fs::read(path.join("cmdline"))
+            && Some(&cmdline) != own.as_ref()
         {
             lines.push(String::from_utf8_lossy(&cmdline).replace('\0', " "));
         }
