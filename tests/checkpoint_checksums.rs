@@ -381,7 +381,14 @@ fn aws_chunked_bodies_are_decoded_and_checked_and_a_changed_byte_is_refused() {
     assert!(plan.contains("STREAMING-AWS4-HMAC-SHA256-"), "{plan}");
     // One chunk per part: the plan names MinIO's 16 MiB limit where a part is larger.
     let mut cmd = ringload();
-    cmd.args(["plan", "llama3_8b", "--np", "8", "--checksum-form", "trailer"]);
+    cmd.args([
+        "plan",
+        "llama3_8b",
+        "--np",
+        "8",
+        "--checksum-form",
+        "trailer",
+    ]);
     let plan = output(&mut cmd).1;
     assert!(plan.contains("MinIO refuses chunks over 16 MiB"), "{plan}");
     let tls = tempfile::tempdir().unwrap();

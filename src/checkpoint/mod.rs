@@ -214,7 +214,11 @@ impl CheckpointPlan {
             ));
         }
         let largest = self.largest_object_bytes();
-        let body = self.io.part_bytes.min(largest).max(self.io.single_put_bytes);
+        let body = self
+            .io
+            .part_bytes
+            .min(largest)
+            .max(self.io.single_put_bytes);
         if self.io.chunked() && body > MINIO_MAX_CHUNK_BYTES {
             notes.push(format!(
                 "aws-chunked bodies go as one chunk each, here up to {}: MinIO refuses chunks \
