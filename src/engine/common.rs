@@ -235,13 +235,16 @@ impl BodyForm {
         let trailer = shape.checksum_form == ChecksumForm::Trailer;
         let sha = filled.payload_sha256;
         let streaming = shape.payload == PayloadSigning::Streaming && sha.is_some();
+        // The checksum is a header unless it goes as the trailer (a streaming body's too).
+        let headers = filled
+            .digest
+            .iter()
+            .filter(|_| !trailer)
+            .map(|d| (d.algorithm.header(), d.base64()))
+            .collect();
         if !trailer && !streaming {
             return BodyForm {
-                headers: filled
-                    .digest
-                    .iter()
-                    .map(|d| (d.algorithm.header(), d.base64()))
-                    .collect(),
+                headers,
                 payload_sha256: sha.map(|d| d.hex()),
                 chunked: None,
             };
@@ -254,13 +257,7 @@ impl BodyForm {
             trailer: filled.digest.filter(|_| trailer),
         };
         BodyForm {
-            // Without a trailer, a streaming body's checksum stays a header.
-            headers: filled
-                .digest
-                .iter()
-                .filter(|_| !trailer)
-                .map(|d| (d.algorithm.header(), d.base64()))
-                .collect(),
+            headers,
             payload_sha256: None,
             chunked: Some(chunked),
         }

@@ -30,8 +30,8 @@
 //! - **Checksums** (`--checksum`, CRC32C by default): each part's digest is computed in the
 //!   pass that generates its bytes into the registered buffer (`common::fill_spaced`, timed
 //!   apart, `checksum_cpu`) and sent as an `x-amz-checksum-*` header, or (`--checksum-form
-//!   trailer`) as an aws-chunked trailer placed after the data (`s3::chunked`); CreateMultipartUpload
-//!   names the algorithm and type, CompleteMultipartUpload lists the parts' checksums and
+//!   trailer`) as an aws-chunked trailer placed after the data (`s3::chunked`);
+//!   CreateMultipartUpload names the algorithm and type, CompleteMultipartUpload lists the parts' checksums and
 //!   carries the object's (`complete.rs`). A retry re-sends the same buffer with the same
 //!   header over plain HTTP (over TLS it generates the part again and seals it anew).
 //! - Bodies are unsigned (`UNSIGNED-PAYLOAD`), or, with `--payload-signing sha256` and keys,
@@ -335,7 +335,9 @@ impl RingCheckpoint {
     }
 
     /// Places connection `c`'s aws-chunked tail after its body's data, laid out as `spacing`
-    /// says (nothing for a body sent as it is).
+    /// says (nothing for a body sent as it is). A retry places it anew, signed anew: over plain
+    /// HTTP without waiting for a `SEND_ZC` of the failed attempt, whose socket is closed (its
+    /// bytes go nowhere now).
     fn place_tail(&mut self, c: usize, spacing: Spacing) -> Result<(), RankError> {
         if self.tails[c].is_empty() {
             return Ok(());
