@@ -28,6 +28,7 @@
 //! | `ignore-prefix` | (`@list` only) ListMultipartUploads answers as if no `prefix` had been asked: every upload open in the bucket (`nth`, `every`, `rate` count those listings) |
 //! | `flip-upload=N` | (`@part` or `@put` only; `@part` by default) byte N of the received body (the last, if the body is shorter) is inverted before the checksum check and the store see it, as a changed byte between the client and the store: a request carrying a checksum is answered `400 BadDigest` |
 //! | `early=CODE` | (`@part` or `@put` only; `@part` by default) answered as soon as its head is read, before the body, as a store that refuses an upload at its head does: `404 NoSuchUpload`, `403 AccessDenied`, `400 EntityTooLarge`, `503 SlowDown` or `500 InternalError` with its S3 document and `Connection: close`; the body is then read and dropped behind the answer (a lingering close, as nginx and S3 do) and the connection closes |
+//! | `early-reset=CODE` | as `early=CODE`, but the body is not read: the connection closes at once, resetting the client while it sends (the answer already in its socket) |
 //! | `ignore-checksums` | (`@any` only, its default) the request's `x-amz-checksum-*` headers are dropped before the server reads it: a store that neither checks nor keeps checksums, whose CompleteMultipartUpload result then carries none back (`every=1` for every request) |
 //! | `pause=MS` | the whole server pauses for MS milliseconds: this answer and every other one that is ready meanwhile, on every connection, is held until the pause ends (bodies already being sent go on); on a write target the write goes to the store and its answer is held |
 //!
@@ -98,8 +99,10 @@ pub enum FaultKind {
     IgnorePrefix,
     /// Body byte N of an upload inverted before the store (and its checksum check) sees it.
     FlipUpload(u64),
-    /// Answered with this status before the body is read; the connection closes after it.
-    Early(u16),
+    /// Answered with this status before the body is read; the connection closes after it:
+    /// once the body is drained behind the answer (`true`, a lingering close), or at once,
+    /// the body unread (`false`: the client is reset while it sends).
+    Early(u16, bool),
     /// The request's `x-amz-checksum-*` headers are dropped before the server reads it.
     IgnoreChecksums,
 }
@@ -153,8 +156,9 @@ pub enum WriteFault {
     AfterStore(FaultKind),
     /// Invert this body byte before the store sees it.
     Flip(u64),
-    /// Answer this status without reading the body, and close the connection.
-    Early(u16),
+    /// Answer this status without reading the body, and close the connection (after draining
+    /// the body with `true`).
+    Early(u16, bool),
 }
 
 /// When a fault fires among the requests of its target.
@@ -200,7 +204,7 @@ fn check_target(kind: FaultKind, target: Target) -> Result<(), &'static str> {
         (FaultKind::NoEtag, t) if t != Target::Part => {
             Err("this kind applies to UploadPart only: @part")
         }
-        (FaultKind::FlipUpload(_) | FaultKind::Early(_), t)
+        (FaultKind::FlipUpload(_) | FaultKind::Early(..), t)
             if t != Target::Part && t != Target::Put =>
         {
             Err("this kind applies to upload bodies only: @part or @put")
@@ -226,14 +230,14 @@ fn check_target(kind: FaultKind, target: Target) -> Result<(), &'static str> {
             | FaultKind::ShortAfterStore
             | FaultKind::NoEtag
             | FaultKind::FlipUpload(_)
-            | FaultKind::Early(_)
+            | FaultKind::Early(..)
             | FaultKind::IgnoreChecksums,
             _,
         ) => Ok(()),
         (_, t) if t.is_write() => Err(
             "on part, complete and put only an error status (503, 500, 403, their -chunked \
              forms, 503-retry-after=S, 200-error), cut=N, hang, pause=MS, 200-cut, 200-short, \
-             no-etag, flip-upload=N or early=CODE apply",
+             no-etag, flip-upload=N, early=CODE or early-reset=CODE apply",
         ),
         _ => Ok(()),
     }
@@ -301,8 +305,8 @@ fn parse_one(text: &str) -> Result<Fault, String> {
         "ignore-prefix" => FaultKind::IgnorePrefix,
         "ignore-checksums" => FaultKind::IgnoreChecksums,
         "flip-upload" => FaultKind::FlipUpload(number("a byte offset")?),
-        "early" => match number("a status")? {
-            code @ (400 | 403 | 404 | 500 | 503) => FaultKind::Early(code as u16),
+        "early" | "early-reset" => match number("a status")? {
+            code @ (400 | 403 | 404 | 500 | 503) => FaultKind::Early(code as u16, name == "early"),
             _ => return Err(bad("early takes 400, 403, 404, 500 or 503")),
         },
         "pause" => match number("milliseconds")? {
@@ -320,7 +324,7 @@ fn parse_one(text: &str) -> Result<Fault, String> {
         (None, FaultKind::ErrorIn200 | FaultKind::CutAfterStore | FaultKind::ShortAfterStore) => {
             Target::Complete
         }
-        (None, FaultKind::NoEtag | FaultKind::FlipUpload(_) | FaultKind::Early(_)) => Target::Part,
+        (None, FaultKind::NoEtag | FaultKind::FlipUpload(_) | FaultKind::Early(..)) => Target::Part,
         (None, _) => Target::RowGroup,
         (Some("rg"), _) => Target::RowGroup,
         (Some("footer"), _) => Target::Footer,
@@ -458,7 +462,7 @@ impl Faults {
             FaultKind::Cut(n) => Some(WriteFault::Cut(n)),
             FaultKind::Hang => Some(WriteFault::Hang),
             FaultKind::FlipUpload(n) => Some(WriteFault::Flip(n)),
-            FaultKind::Early(status) => Some(WriteFault::Early(status)),
+            FaultKind::Early(status, linger) => Some(WriteFault::Early(status, linger)),
             kind if kind.after_store() => Some(WriteFault::AfterStore(kind)),
             // The write is stored; its answer is held with every other one ([`Faults::apply`]).
             FaultKind::Pause(ms) => {
@@ -743,7 +747,7 @@ async fn inject(
         | FaultKind::NoEtag
         | FaultKind::IgnorePrefix
         | FaultKind::FlipUpload(_)
-        | FaultKind::Early(_)
+        | FaultKind::Early(..)
         | FaultKind::IgnoreChecksums => with_body(parts, body),
         FaultKind::Hang => {
             // Read and never answered: the client's timeout ends it (or the server's shutdown).

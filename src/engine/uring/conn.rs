@@ -394,8 +394,9 @@ impl Conn {
         {
             job.last_progress = now;
         }
-        if result < 0 && self.answered_early && self.is_sending_body() {
-            // The send ended because the server answered first: read its answer.
+        let reset = matches!(-result, libc::EPIPE | libc::ECONNRESET);
+        if result < 0 && (self.answered_early || reset) && self.is_sending_body() {
+            // The server answered first (seen, or its close reset the send): read the answer.
             return Ok(self.read_early_answer());
         }
         if result < 0 {
@@ -434,8 +435,7 @@ impl Conn {
         })
     }
 
-    /// The server answered before the body was sent whole: read that answer (still in the
-    /// socket: the watch only peeked at it).
+    /// The server answered before the body went whole: read that answer, still in the socket.
     fn read_early_answer(&mut self) -> Step {
         self.cut_short = true;
         self.peek(HeadReader::new())

@@ -78,14 +78,17 @@ async fn write_fault(
                 "injected fault: the connection is cut after {read} body bytes of an upload"
             )))
         }
-        WriteFault::Early(status) => {
+        WriteFault::Early(status, linger) => {
             // Answered now; the body is read and dropped behind the answer (a lingering close,
             // as nginx and S3 do, so the client is not reset before it reads the answer), and
-            // the connection closes after it (`Connection: close`).
-            let lingering = Arc::clone(state);
-            tokio::spawn(async move {
-                upload::drain(&lingering, &mut body, u64::MAX).await;
-            });
+            // the connection closes after it (`Connection: close`). `early-reset`: not read,
+            // so the close resets the client while it sends, the answer in its socket.
+            if linger {
+                let lingering = Arc::clone(state);
+                tokio::spawn(async move {
+                    upload::drain(&lingering, &mut body, u64::MAX).await;
+                });
+            }
             state.counters.errors.fetch_add(1, Ordering::Relaxed);
             Ok(faults::early_answer(status))
         }
