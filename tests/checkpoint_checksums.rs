@@ -401,30 +401,32 @@ fn aws_chunked_bodies_are_decoded_and_checked_and_a_changed_byte_is_refused() {
         ("unsigned", "trailer", "crc32c", Some("BadDigest")),
         ("streaming", "header", "none", Some("SignatureDoesNotMatch")),
     ];
+    // A write run of `engine` over `scheme` against a keyed sink serving `faults`.
+    let run = |engine: &str, scheme: &str, faults: Option<&str>, flags: &[&str]| {
+        let mut serve = vec!["--sink"];
+        serve.extend(keys);
+        serve.extend(faults.iter().flat_map(|f| ["--faults", f]));
+        let mut extra = keys.to_vec();
+        extra.extend(flags);
+        if scheme == "https" {
+            serve.extend(["--tls-self-signed", tls_dir.to_str().unwrap()]);
+            extra.extend(["--ca-bundle", &ca]);
+        }
+        let server = common::spawn_serve(&serve);
+        write_run(engine, Some(&server.endpoint), &extra)
+    };
     for (engine, scheme) in [("uring", "http"), ("uring", "https"), ("baseline", "http")] {
         for (payload, form, checksum, refused) in forms {
-            let mut serve = vec!["--sink"];
-            serve.extend(keys);
-            if refused.is_some() {
-                serve.extend(["--faults", "flip-upload=1000@part/every=1"]);
-            }
-            if scheme == "https" {
-                serve.extend(["--tls-self-signed", tls_dir.to_str().unwrap()]);
-            }
-            let server = common::spawn_serve(&serve);
-            let mut extra = keys.to_vec();
-            extra.extend([
+            let faults = refused.map(|_| "flip-upload=1000@part/every=1");
+            let flags = [
                 "--payload-signing",
                 payload,
                 "--checksum-form",
                 form,
                 "--checksum",
                 checksum,
-            ]);
-            if scheme == "https" {
-                extra.extend(["--ca-bundle", &ca]);
-            }
-            let (code, s, stderr) = write_run(engine, Some(&server.endpoint), &extra);
+            ];
+            let (code, s, stderr) = run(engine, scheme, faults, &flags);
             let what = format!("{engine} {scheme} {payload} {form} {checksum}");
             match refused {
                 None => {
@@ -440,23 +442,13 @@ fn aws_chunked_bodies_are_decoded_and_checked_and_a_changed_byte_is_refused() {
         }
         // A part answered 503 is sent again: signed again, its tail framed and placed again
         // (sealed again over https), and the server checks it anew.
-        let mut serve = vec!["--sink", "--faults", "503@part/nth=2"];
-        serve.extend(keys);
-        if scheme == "https" {
-            serve.extend(["--tls-self-signed", tls_dir.to_str().unwrap()]);
-        }
-        let server = common::spawn_serve(&serve);
-        let mut extra = keys.to_vec();
-        extra.extend([
+        let flags = [
             "--payload-signing",
             "streaming",
             "--checksum-form",
             "trailer",
-        ]);
-        if scheme == "https" {
-            extra.extend(["--ca-bundle", &ca]);
-        }
-        let (code, s, stderr) = write_run(engine, Some(&server.endpoint), &extra);
+        ];
+        let (code, s, stderr) = run(engine, scheme, Some("503@part/nth=2"), &flags);
         assert_eq!(code, 0, "{engine} {scheme} 503: {stderr}");
         assert_eq!(
             s["save"]["retries"], 1,
