@@ -190,6 +190,28 @@ fn round_up(x: u64, to: u64) -> u64 {
     x.div_ceil(to) * to
 }
 
+/// [`budget_for`] of `shape` at `np` ranks, `rt` read threads and prefetch `pf`.
+fn budget_of(
+    shape: &BudgetShape,
+    np: u32,
+    rt: u32,
+    pf: u32,
+    small_class: Option<(u32, u64)>,
+) -> MemoryBudget {
+    budget_for(
+        shape.largest_get_bytes,
+        np,
+        rt,
+        pf,
+        shape.server_bytes,
+        shape.catalog_bytes,
+        shape.plan_bytes,
+        shape.tls,
+        small_class,
+        shape.slot_connections,
+    )
+}
+
 /// The memory of a run with `np × rt × prefetch` buffers of the largest GET (and a TLS record,
 /// with `tls`).
 #[allow(clippy::too_many_arguments)]
@@ -268,19 +290,7 @@ fn smallest_shape_text(shape: &BudgetShape) -> String {
 /// The memory of [`smallest_shape`] at NP 1: what a limit must leave for any run of it.
 fn smallest_fit_bytes(shape: &BudgetShape) -> u64 {
     let (rt, pf) = smallest_shape(shape);
-    budget_for(
-        shape.largest_get_bytes,
-        1,
-        rt,
-        pf,
-        shape.server_bytes,
-        shape.catalog_bytes,
-        shape.plan_bytes,
-        shape.tls,
-        None,
-        shape.slot_connections,
-    )
-    .total_bytes
+    budget_of(shape, 1, rt, pf, None).total_bytes
 }
 
 /// The limits `budget` is compared with: `(name, bytes, applies to pool only)`.
@@ -332,17 +342,12 @@ pub fn check(
 ) -> Result<MemoryBudget, OverBudget> {
     let checks = limits_for(limits, cap);
     let budget = with_checks(
-        budget_for(
-            shape.largest_get_bytes,
+        budget_of(
+            shape,
             shape.np,
             shape.read_threads,
             shape.prefetch,
-            shape.server_bytes,
-            shape.catalog_bytes,
-            shape.plan_bytes,
-            shape.tls,
             shape.small_class,
-            shape.slot_connections,
         ),
         &checks,
     );
@@ -356,22 +361,7 @@ pub fn check(
         .cloned()
         .unwrap_or_else(|| budget.checks[0].clone());
     let try_fit = |rt: u32, pf: u32| {
-        shape.holds_batch(rt, pf)
-            && fits(
-                &budget_for(
-                    shape.largest_get_bytes,
-                    shape.np,
-                    rt,
-                    pf,
-                    shape.server_bytes,
-                    shape.catalog_bytes,
-                    shape.plan_bytes,
-                    shape.tls,
-                    None,
-                    shape.slot_connections,
-                ),
-                &checks,
-            )
+        shape.holds_batch(rt, pf) && fits(&budget_of(shape, shape.np, rt, pf, None), &checks)
     };
     let best_rt = (1..shape.read_threads)
         .rev()
