@@ -105,44 +105,49 @@ pub fn writer_properties(spec: &DatasetSpec) -> WriterProperties {
 /// What fills the column values.
 #[derive(Debug, Clone)]
 pub enum Fill {
-    /// Incompressible bytes from a seeded generator.
-    Random(WyRand),
+    /// The content generator's bytes ([`crate::content`]) of the file's seed, in value order:
+    /// `at` is the next value byte's offset.
+    Random {
+        content: crate::content::Content,
+        at: u64,
+    },
     /// Zeros: for layout probes, where values do not matter.
     Zeros,
 }
 
 impl Fill {
-    /// The fill of training file `index` of a dataset seeded with `seed`.
+    /// The fill of training file `index` of a dataset seeded with `seed`: content seeded
+    /// `splitmix64(seed ^ splitmix64(index))`, unique and incompressible.
     pub fn for_file(seed: u64, index: usize) -> Fill {
-        Fill::Random(WyRand::new(splitmix64(seed ^ splitmix64(index as u64))))
-    }
-}
-
-/// wyrand: one multiply per 8 bytes, statistically sound, ample for incompressible test data.
-#[derive(Debug, Clone)]
-pub struct WyRand {
-    state: u64,
-}
-
-impl WyRand {
-    pub fn new(seed: u64) -> WyRand {
-        WyRand { state: seed }
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0xa076_1d64_78bd_642f);
-        let t = u128::from(self.state) * u128::from(self.state ^ 0xe703_7ed1_a0b4_28db);
-        ((t >> 64) as u64) ^ (t as u64)
-    }
-
-    pub fn fill(&mut self, out: &mut [u8]) {
-        let mut chunks = out.chunks_exact_mut(8);
-        for chunk in &mut chunks {
-            chunk.copy_from_slice(&self.next_u64().to_le_bytes());
+        Fill::Random {
+            content: crate::content::Content::Random {
+                seed: splitmix64(seed ^ splitmix64(index as u64)),
+                shape: crate::content::Shape::default(),
+            },
+            at: 0,
         }
-        let rest = chunks.into_remainder();
-        let last = self.next_u64().to_le_bytes();
-        rest.copy_from_slice(&last[..rest.len()]);
+    }
+
+    /// This fill with its content laid out as `shape` (dedupe and compression ratios).
+    pub fn reduced(self, shape: crate::content::Shape) -> Fill {
+        match self {
+            Fill::Random { content, at } => Fill::Random {
+                content: content.reduced(shape),
+                at,
+            },
+            Fill::Zeros => Fill::Zeros,
+        }
+    }
+
+    /// The next `out.len()` value bytes.
+    pub fn fill(&mut self, out: &mut [u8]) {
+        match self {
+            Fill::Random { content, at } => {
+                content.fill(*at, out);
+                *at += out.len() as u64;
+            }
+            Fill::Zeros => out.fill(0),
+        }
     }
 }
 
@@ -159,10 +164,10 @@ fn column_array(column: &ColumnSpec, rows: u64, fill: &mut Fill) -> Result<Array
     let len_bytes = (elements * column.dtype.width_bytes()) as usize;
     let mut buffer = match fill {
         Fill::Zeros => MutableBuffer::from_len_zeroed(len_bytes),
-        Fill::Random(rng) => {
+        Fill::Random { .. } => {
             let mut buffer = MutableBuffer::with_capacity(len_bytes);
             buffer.resize(len_bytes, 0);
-            rng.fill(buffer.as_slice_mut());
+            fill.fill(buffer.as_slice_mut());
             buffer
         }
     };
@@ -557,6 +562,8 @@ pub struct GenerateSummary {
     pub bytes_written: u64,
     pub elapsed_s: f64,
     pub jobs: usize,
+    /// The content's layout (its dedupe and compression ratios).
+    pub content: crate::content::Shape,
 }
 
 impl GenerateSummary {
@@ -574,6 +581,7 @@ pub fn generate<S: ObjectSink>(
     sink: &S,
     jobs: usize,
     show_progress: bool,
+    shape: crate::content::Shape,
 ) -> Result<GenerateSummary, GenerateError> {
     let rows_bytes = spec.record_bytes() * spec.rows_per_file * files as u64;
     let file_bytes = spec.file_bytes_estimate();
@@ -609,7 +617,8 @@ pub fn generate<S: ObjectSink>(
                 inner: writer,
                 bytes: 0,
             };
-            let counted = write_file(spec, Fill::for_file(spec.seed, index), counted, |rows| {
+            let fill = Fill::for_file(spec.seed, index).reduced(shape);
+            let counted = write_file(spec, fill, counted, |rows| {
                 progress.inc(rows * record_bytes)
             })
             .map_err(|source| match source {
@@ -634,6 +643,7 @@ pub fn generate<S: ObjectSink>(
         bytes_written: bytes_written.into_inner(),
         elapsed_s: started.elapsed().as_secs_f64(),
         jobs,
+        content: shape,
     })
 }
 
@@ -720,15 +730,23 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn wyrand_is_seeded_and_fills_any_length() {
-        let mut a = WyRand::new(1);
-        let mut b = WyRand::new(1);
-        let (mut x, mut y) = ([0u8; 13], [0u8; 13]);
-        a.fill(&mut x);
-        b.fill(&mut y);
-        assert_eq!(x, y);
+    fn a_files_values_are_its_content_in_value_order() {
+        let mut fill = Fill::for_file(1, 3);
+        let (mut x, mut y) = ([0u8; 13], [0u8; 7000]);
+        fill.fill(&mut x);
+        fill.fill(&mut y);
+        let Fill::Random { content, at } = fill else {
+            panic!("random")
+        };
+        assert_eq!(at, 7013);
+        let mut whole = vec![0u8; 7013];
+        content.fill(0, &mut whole);
+        assert_eq!(whole[..13], x);
+        assert_eq!(whole[13..], y);
         assert_ne!(x, [0u8; 13]);
-        assert_ne!(WyRand::new(2).next_u64(), WyRand::new(1).next_u64());
+        let mut other = [0u8; 13];
+        Fill::for_file(1, 4).fill(&mut other);
+        assert_ne!(x, other);
     }
 
     #[test]
@@ -837,12 +855,12 @@ pub(crate) mod tests {
             dir: DirSink::new(root.path()),
             free: 3 * spec.file_bytes_estimate() + 100,
         };
-        let err = generate(&spec, 10, &sink, 2, false).unwrap_err();
+        let err = generate(&spec, 10, &sink, 2, false, Default::default()).unwrap_err();
         assert_eq!(err.exit_code(), 2);
         let text = err.to_string();
         assert!(text.contains("try --files 3 or another --output"), "{text}");
         assert!(!root.path().join("data").exists(), "nothing written");
-        let summary = generate(&spec, 3, &sink, 2, false).unwrap();
+        let summary = generate(&spec, 3, &sink, 2, false, Default::default()).unwrap();
         assert_eq!(summary.files, 3);
     }
 

@@ -220,6 +220,7 @@ fn sink_store(args: &ServeArgs) -> anyhow::Result<Store> {
             Vec::new(),
             !args.sink_zeros,
             args.sink_verify,
+            content_shape(args)?,
         ));
     };
     let workload = WorkloadArgs {
@@ -266,7 +267,13 @@ fn sink_store(args: &ServeArgs) -> anyhow::Result<Store> {
         checkpoint_sink_objects(&plan),
         settings.randomize_tensor && !args.sink_zeros,
         args.sink_verify,
+        content_shape(args)?,
     ))
+}
+
+/// The sink's content layout from `--dedupe-ratio`, `--dedupe-block`, `--compress-ratio`.
+fn content_shape(args: &ServeArgs) -> anyhow::Result<crate::content::Shape> {
+    Ok(args.content.reduction().shape().map_err(UsageError)?)
 }
 
 /// `serve`'s TLS: from --tls-cert/--tls-key, or made by --tls-self-signed (the files, and

@@ -1,8 +1,8 @@
 //! Checkpoint runs end to end with the small model (llama3_tiny: 2 layers, ~57 MiB per rank at
 //! NP 2): both engines against the embedded sink, the directory backend and garage (a
 //! third-party S3 server), the objects listed by boto3 with DLIO's names and sizes and their
-//! content checked by a Python reimplementation of the generator (tests/py/checkpoint_content.py,
-//! written from docs/checkpoints.md's description); restores with --verify; faults on parts; a killed
+//! content checked by a Python reimplementation of the generator (tests/py/content.py, written
+//! from README's description, used by tests/py/checkpoint_content.py); restores with --verify; faults on parts; a killed
 //! writer's uploads cleaned up by the next run.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -12,7 +12,10 @@ mod common;
 use common::{output, ringload, run, run_json};
 use serde_json::Value;
 
-const CHECKER: &str = include_str!("py/checkpoint_content.py");
+const CHECKER: &str = concat!(
+    include_str!("py/content.py"),
+    include_str!("py/checkpoint_content.py")
+);
 
 /// `ringload run ARGS --json` with `env`, its summary (exit 0 expected).
 fn run_json_env(args: &[&str], env: &[(&str, &str)]) -> Value {

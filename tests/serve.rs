@@ -1040,31 +1040,16 @@ fn generate_serve_dir_and_run_pair_and_old_flag_names_still_work() {
     }
 }
 
-/// The checkpoint content generator in Python with numpy, written from docs/checkpoints.md's
-/// description (not from ringload's code): `gen(key, offset, n)`.
-const GEN_PY: &str = r#"
+/// The content generator in Python with numpy (tests/py/content.py, written from README's
+/// description, not from ringload's code): `gen(key, offset, n)`.
+const GEN_PY: &str = concat!(
+    include_str!("py/content.py"),
+    r#"
 import json, sys
 import numpy as np
 import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
-M = (1 << 64) - 1
-def fnv(key):
-    h = 0xcbf29ce484222325
-    for b in key.encode():
-        h = ((h ^ b) * 0x100000001b3) & M
-    return h
-def gen(key, offset, n):
-    first, last = offset // 8, (offset + n + 7) // 8
-    i = np.arange(first, last, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        z = np.uint64(fnv(key)) ^ (i * np.uint64(0x9e3779b97f4a7c15))
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xbf58476d1ce4e5b9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94d049bb133111eb)
-        z = z ^ (z >> np.uint64(31))
-    b = z.astype("<u8").tobytes()
-    s = offset - first * 8
-    return b[s:s + n]
 endpoint, bucket = sys.argv[1:3]
 s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="x", aws_secret_access_key="y",
                   region_name="us-east-1", config=Config(retries={"total_max_attempts": 1}))
@@ -1080,7 +1065,8 @@ def uploads(prefix):
     return [u["Key"] for u in r.get("Uploads", [])]
 MiB = 1 << 20
 out = {}
-"#;
+"#
+);
 
 /// Multipart uploads with parts out of order, a retried part and a tiny last part; the
 /// uploads listed while open and not after complete or abort; the object read back.

@@ -47,29 +47,14 @@ fn jpeg_dataset(files: u64) -> ObjectDataset {
 /// boto3 against the served dataset: paging (V2 and V1), names, sizes, HEAD, GET whole and
 /// ranged (bytes written to OUT for the test to compare with `read_at`), the errors of a
 /// read-only store. DLIO's names and the content are written here independently.
-const OBJECTS_PY: &str = r#"
+const OBJECTS_PY: &str = concat!(
+    include_str!("py/content.py"),
+    r#"
 import json, sys
 import numpy as np
 import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
-M = (1 << 64) - 1
-def fnv(key):
-    h = 0xcbf29ce484222325
-    for b in key.encode():
-        h = ((h ^ b) * 0x100000001b3) & M
-    return h
-def gen(key, offset, n):
-    first, last = offset // 8, (offset + n + 7) // 8
-    i = np.arange(first, last, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        z = np.uint64(fnv(key)) ^ (i * np.uint64(0x9e3779b97f4a7c15))
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xbf58476d1ce4e5b9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94d049bb133111eb)
-        z = z ^ (z >> np.uint64(31))
-    b = z.astype("<u8").tobytes()
-    s = offset - first * 8
-    return b[s:s + n]
 endpoint, bucket, n, out_dir = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 prefix = "data/retinanet/train/"
 # DLIO's names: img_<i zero-padded to len(str(N))>_of_<N>.jpeg
@@ -129,7 +114,8 @@ out["missing"] = error_of(lambda: s3.head_object(Bucket=bucket, Key=prefix + "im
 out["no_bucket"] = error_of(lambda: s3.list_objects_v2(Bucket="other"))
 out["put"] = error_of(lambda: s3.put_object(Bucket=bucket, Key=names[0], Body=b"x"))
 print(json.dumps(out))
-"#;
+"#
+);
 
 #[test]
 fn a_jpeg_workload_is_served_listed_in_pages_of_1000_and_read_as_dlio_names_it() {

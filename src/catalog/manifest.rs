@@ -131,6 +131,7 @@ mod tests {
             record_length_stdev: 0.0,
             seed: crate::dataset::DLIO_GENERATION_SEED,
             randomize: true,
+            content: crate::content::Shape::default(),
         }
     }
 

@@ -231,6 +231,7 @@ mod tests {
             record_length_stdev: stdev,
             seed: crate::dataset::DLIO_GENERATION_SEED,
             randomize: true,
+            content: crate::content::Shape::default(),
         }
     }
 

@@ -77,7 +77,7 @@ pub enum RestoreChecksum {
 
 /// What the command line asked of the I/O shape; `None` takes the environment's or DLIO's
 /// default.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct IoOptions {
     pub part_bytes: Option<u64>,
     pub parts_in_flight: Option<usize>,
@@ -92,6 +92,8 @@ pub struct IoOptions {
     pub restore_checksum: RestoreChecksum,
     /// The target is reached over TLS (`https://`): set by the caller that knows it.
     pub tls: bool,
+    /// The content's dedupe and compression ratios (`--dedupe-ratio`, `--compress-ratio`).
+    pub reduction: crate::content::Reduction,
 }
 
 /// `--checksum-form trailer` needs a checksum to carry, and a body whose
@@ -190,6 +192,7 @@ pub fn resolve_io(
         ));
     }
     check_body_form(options)?;
+    let content = options.reduction.shape()?;
     let read_blocks = options.read_blocks.unwrap_or_else(|| default_in_flight(np));
     if read_blocks == 0 {
         return Err("--read-blocks 0: a restore needs a block; use 1 or more".into());
@@ -212,5 +215,6 @@ pub fn resolve_io(
         // `--verify` checks every byte against the generator: the HEAD would add nothing.
         restore_check: options.restore_checksum == RestoreChecksum::On && !options.verify,
         tls: options.tls,
+        content,
     })
 }

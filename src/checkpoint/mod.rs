@@ -49,7 +49,7 @@ impl ExitClass for CheckpointError {
 }
 
 /// What the command line adds to a checkpoint workload.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CheckpointOptions {
     /// Ranks (DLIO's processes).
     pub np: u32,

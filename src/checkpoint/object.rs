@@ -48,6 +48,10 @@ pub struct ObjectIoShape {
     pub restore_check: bool,
     /// The target is reached over TLS (`https://`): buffers hold sealed records.
     pub tls: bool,
+    /// How the content's random blocks are laid out: the dedupe and compression ratios
+    /// (`--dedupe-ratio`, `--dedupe-block`, `--compress-ratio`; unique and incompressible,
+    /// as DLIO writes, by default).
+    pub content: crate::content::Shape,
 }
 
 impl ObjectIoShape {

@@ -82,6 +82,9 @@ pub struct CheckpointArgs {
     /// when no other writer is live there)
     #[arg(long, help_heading = "Checkpoint")]
     pub abort_foreign_uploads: bool,
+
+    #[command(flatten)]
+    pub content: super::data::ReductionArgs,
 }
 
 impl CheckpointArgs {
@@ -102,6 +105,7 @@ impl CheckpointArgs {
             // Set where the target is known (a run's `--endpoint`); `plan` and a sweep's
             // pre-plan, without one, size buffers for plain HTTP (0.2 % less per buffer).
             tls: false,
+            reduction: self.content.reduction(),
         }
     }
 
@@ -130,6 +134,7 @@ impl CheckpointArgs {
         ]
         .into_iter()
         .filter_map(|(flag, given)| given.then_some(flag))
+        .chain(self.content.given())
         .collect()
     }
 
@@ -178,6 +183,7 @@ impl CheckpointArgs {
         if self.abort_foreign_uploads {
             args.push("--abort-foreign-uploads".to_string());
         }
+        args.extend(self.content.to_args());
         args
     }
 }

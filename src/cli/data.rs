@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::s3::S3Args;
-use super::values::{parse_connections, parse_rate, parse_threads};
+use super::values::{parse_connections, parse_rate, parse_size, parse_threads};
 use super::workload::WorkloadArgs;
 
 #[derive(Debug, Args)]
@@ -31,9 +31,88 @@ pub struct GenerateArgs {
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
 
+    #[command(flatten)]
+    pub content: ReductionArgs,
+
     /// Print the summary as JSON
     #[arg(long)]
     pub json: bool,
+}
+
+/// The data reduction of generated content (checkpoints, datasets, what the embedded server
+/// makes): unique, incompressible data by default, as DLIO writes.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct ReductionArgs {
+    /// Dedupe ratio R: R:1 over blocks of --dedupe-block bytes (a block's duplicates lie 1 MiB
+    /// or more from it) [default: 1, every block unique]
+    #[arg(
+        long,
+        value_name = "R",
+        default_value_t = 1.0,
+        help_heading = "Content"
+    )]
+    pub dedupe_ratio: f64,
+
+    /// The block dedupe counts in, a multiple of 512 bytes up to 1MiB
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value_t = crate::content::DEFAULT_BLOCK_BYTES, help_heading = "Content")]
+    pub dedupe_block: u64,
+
+    /// Compression ratio C: C:1 as a fast general compressor (zstd -1, lz4) finds it, each
+    /// block's last 1 − 1/C zeros [default: 1, incompressible]
+    #[arg(
+        long,
+        value_name = "C",
+        default_value_t = 1.0,
+        help_heading = "Content"
+    )]
+    pub compress_ratio: f64,
+}
+
+impl Default for ReductionArgs {
+    fn default() -> Self {
+        let r = crate::content::Reduction::default();
+        ReductionArgs {
+            dedupe_ratio: r.dedupe_ratio,
+            dedupe_block: r.dedupe_block,
+            compress_ratio: r.compress_ratio,
+        }
+    }
+}
+
+impl ReductionArgs {
+    pub fn reduction(&self) -> crate::content::Reduction {
+        crate::content::Reduction {
+            dedupe_ratio: self.dedupe_ratio,
+            dedupe_block: self.dedupe_block,
+            compress_ratio: self.compress_ratio,
+        }
+    }
+
+    /// The flags given (not left at their default), by name.
+    pub fn given(&self) -> impl Iterator<Item = &'static str> + use<> {
+        let d = ReductionArgs::default();
+        [
+            ("--dedupe-ratio", self.dedupe_ratio != d.dedupe_ratio),
+            ("--dedupe-block", self.dedupe_block != d.dedupe_block),
+            ("--compress-ratio", self.compress_ratio != d.compress_ratio),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+    }
+
+    /// These flags as a command line (those given).
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        for flag in self.given() {
+            let value = match flag {
+                "--dedupe-ratio" => self.dedupe_ratio.to_string(),
+                "--dedupe-block" => self.dedupe_block.to_string(),
+                _ => self.compress_ratio.to_string(),
+            };
+            args.extend([flag.to_string(), value]);
+        }
+        args
+    }
 }
 
 #[derive(Debug, Args)]
@@ -58,6 +137,11 @@ pub struct ServeArgs {
     /// generator's random words]
     #[arg(long = "zeros", requires = "sink")]
     pub sink_zeros: bool,
+
+    /// The sink's content: its dedupe and compression ratios (those the writer used, for
+    /// --verify and for what GETs answer)
+    #[command(flatten)]
+    pub content: ReductionArgs,
 
     /// With --sink WORKLOAD (a checkpoint workload): the ranks of the plan whose objects the
     /// sink serves from the start

@@ -162,7 +162,7 @@ fn default_jobs(settings: &Settings) -> usize {
 
 /// What `generate` writes: Flux-schema Parquet, or a whole-object dataset (npz, jpeg, tfrecord).
 enum Generation {
-    Parquet(Box<Settings>),
+    Parquet(Box<Settings>, crate::content::Shape),
     Objects(crate::dataset::ObjectDataset),
 }
 
@@ -174,8 +174,8 @@ impl Generation {
         show_progress: bool,
     ) -> Result<datagen::GenerateSummary, GenerateError> {
         match self {
-            Generation::Parquet(s) => {
-                datagen::generate(&s.dataset, s.num_files, sink, jobs, show_progress)
+            Generation::Parquet(s, shape) => {
+                datagen::generate(&s.dataset, s.num_files, sink, jobs, show_progress, *shape)
             }
             Generation::Objects(d) => {
                 datagen::objects::generate_objects(d, sink, jobs, show_progress)
@@ -197,13 +197,17 @@ fn generate(args: &GenerateArgs) -> anyhow::Result<u8> {
     };
     let settings = *settings;
     settings.check_generatable()?;
+    let shape = args.content.reduction().shape().map_err(UsageError)?;
     let storage = settings.storage.clone();
     let generation = match settings.objects.clone() {
-        Some(dataset) => Generation::Objects(dataset),
-        None => Generation::Parquet(Box::new(settings)),
+        Some(dataset) => Generation::Objects(crate::dataset::ObjectDataset {
+            content: shape,
+            ..dataset
+        }),
+        None => Generation::Parquet(Box::new(settings), shape),
     };
     let jobs = args.jobs.unwrap_or_else(|| match &generation {
-        Generation::Parquet(settings) => default_jobs(settings),
+        Generation::Parquet(settings, _) => default_jobs(settings),
         Generation::Objects(_) => affinity::cores(),
     });
     let show_progress = std::io::stderr().is_terminal();

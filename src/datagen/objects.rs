@@ -73,6 +73,7 @@ pub fn generate_objects<S: ObjectSink>(
         bytes_written: bytes_written.into_inner(),
         elapsed_s: started.elapsed().as_secs_f64(),
         jobs,
+        content: dataset.content,
     })
 }
 
@@ -120,6 +121,7 @@ mod tests {
             record_length_stdev: 3_000.0,
             seed: crate::dataset::DLIO_GENERATION_SEED,
             randomize: true,
+            content: crate::content::Shape::default(),
         }
     }
 

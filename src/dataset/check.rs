@@ -137,6 +137,7 @@ mod tests {
             record_length_stdev: stdev,
             seed: DLIO_GENERATION_SEED,
             randomize: true,
+            content: crate::content::Shape::default(),
         })
     }
 

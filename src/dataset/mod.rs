@@ -86,6 +86,9 @@ pub struct ObjectDataset {
     pub seed: u64,
     /// Whether the payload bytes are random (else zeros).
     pub randomize: bool,
+    /// How random payload is laid out: the dedupe and compression ratios (`generate
+    /// --dedupe-ratio`…; unique and incompressible, as DLIO writes, by default).
+    pub content: crate::content::Shape,
 }
 
 impl ObjectDataset {
@@ -184,7 +187,8 @@ impl ObjectDataset {
             )),
         };
         ObjectReader {
-            content: crate::content::Content::of(&self.key(i), self.randomize),
+            content: crate::content::Content::of(&self.key(i), self.randomize)
+                .reduced(self.content),
             layout,
             npz_crc: None,
             running: None,
@@ -334,6 +338,7 @@ mod tests {
             record_length_stdev: 68_341_808.0,
             seed: DLIO_GENERATION_SEED,
             randomize: true,
+            content: crate::content::Shape::default(),
         }
     }
 

@@ -251,6 +251,7 @@ mod tests {
             record_length_stdev: stdev,
             seed: 10,
             randomize: true,
+            content: crate::content::Shape::default(),
         }
     }
 

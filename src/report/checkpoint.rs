@@ -173,6 +173,19 @@ fn render_checkpoint(w: &mut String, plan: &CheckpointPlan) {
         s.rank_sync,
         s.randomize_tensor
     );
+    let _ = writeln!(
+        w,
+        "  content     {}",
+        if s.randomize_tensor {
+            format!(
+                "version {}: {}",
+                crate::content::VERSION,
+                plan.io.content.describe()
+            )
+        } else {
+            "zeros (randomize_tensor False)".to_string()
+        }
+    );
     let per_rank: Vec<u64> = (0..plan.ranks.len()).map(|r| plan.rank_bytes(r)).collect();
     let (lo, hi) = (
         per_rank.iter().min().copied().unwrap_or(0),

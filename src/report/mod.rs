@@ -58,14 +58,17 @@ pub fn ignored_keys_line(keys: &[crate::settings::IgnoredKey], what: &str) -> Op
 /// The one-line summary of `ringload generate`.
 pub fn generate_summary(summary: &crate::datagen::GenerateSummary) -> String {
     format!(
-        "wrote {} files, {} ({} bytes) to {} in {:.2} s: {:.0} MiB/s with {} jobs",
+        "wrote {} files, {} ({} bytes) to {} in {:.2} s: {:.0} MiB/s with {} jobs; content \
+         version {}: {}",
         summary.files,
         bytes(summary.bytes_written),
         count(summary.bytes_written),
         summary.destination,
         summary.elapsed_s,
         summary.mib_per_s(),
-        summary.jobs
+        summary.jobs,
+        crate::content::VERSION,
+        summary.content.describe()
     )
 }
 

@@ -707,7 +707,8 @@ fn objects_of(plan: &CheckpointPlan, rank: usize, steps: &[u32]) -> Vec<Vec<Obje
                 .map(|o| {
                     let key = plan.key(step, o);
                     ObjectSpec {
-                        content: Content::of(&key, plan.settings.randomize_tensor),
+                        content: Content::of(&key, plan.settings.randomize_tensor)
+                            .reduced(plan.io.content),
                         key,
                         bytes: o.bytes,
                     }
@@ -840,6 +841,7 @@ fn start_sink(
         objects,
         settings.randomize_tensor,
         verify,
+        plan.io.content,
         server_threads,
     )
 }

@@ -4,7 +4,8 @@
 //! written and restored, and a read-only run works against a fresh sink given the object list
 //! (`Vec<(key, size)>`, plain data from the caller: the server never sees a plan).
 //!
-//! **Content.** An object's bytes are `Content::of(key, randomize)` (the bucket-relative key).
+//! **Content.** An object's bytes are `Content::of(key, randomize)` (the bucket-relative key),
+//! its blocks laid out by the sink's reduction ([`SinkStore::reduced`]: `serve --dedupe-ratio`…).
 //! A GET always answers the generator's bytes, whatever was uploaded: only with `verify` are
 //! uploads checked against them.
 //!
@@ -14,14 +15,16 @@
 //! again, as any `BadDigest`, and fails when every try is refused), and the mismatch is counted ([`SinkStats::mismatches`]). A PutObject and
 //! part 1 start at offset 0. A later part's offset is the sum of the earlier parts' sizes,
 //! which is unknown while parts arrive out of order or are retried, so the sink does not assume
-//! equal parts: it **locates** the part from its own first bytes (the generator's words are a
-//! bijection of their index: one 8-byte word gives the offset it belongs at, and the offset
-//! most of the first [`LOCATE_BYTES`] agree on is taken, so a wrong byte among them is still
-//! found at its offset), checks the whole
-//! part at that offset as it streams, and records where the part claims to lie. At
+//! equal parts: it **locates** the part from its own first bytes ([`Content::locate`]: each
+//! block starts with a header word that is a bijection of the block's id, so the first block
+//! start in the part's first [`locate_bytes`] gives the offset; a wrong byte there spoils only
+//! that block, and the next one locates the part, so the wrong byte is still found at its
+//! offset). With dedupe a block's bytes lie at several offsets: the part keeps every offset its
+//! bytes fit and drops each as soon as a byte tells it apart. It checks the whole part at those
+//! offsets as it streams, and records where the part claims to lie. At
 //! CompleteMultipartUpload it checks that each listed part's claimed offset is the sum of the
 //! sizes listed before it (a part sent in the wrong place fails there, naming both offsets).
-//! A part shorter than [`LOCATE_BYTES`] (a tiny last part) is kept whole, and checked at
+//! A part shorter than [`locate_bytes`] (a tiny last part) is kept whole, and checked at
 //! completion. With zero content (`randomize` off) every byte is checked to be zero, and a
 //! part's place cannot be told from its bytes.
 //!
@@ -45,8 +48,14 @@ use crate::content::{self, Content};
 use crate::s3::target::valid_bucket_name;
 use crate::s3::xml::CompletedPart;
 
-/// The first bytes of a part that locate it (and shorter parts are kept whole).
-pub const LOCATE_BYTES: usize = 64;
+/// The first bytes of a part that locate it (and shorter parts are kept whole): two blocks and
+/// a header word, so that a block start whose first bytes are wrong has another after it.
+pub fn locate_bytes(content: &Content) -> usize {
+    match content {
+        Content::Random { shape, .. } => 2 * shape.block as usize + 64,
+        Content::Zeros => 0,
+    }
+}
 
 /// Zeros, shared by every GET of zero content.
 static ZEROS: [u8; super::body::GENERATED_FRAME_BYTES] = [0; super::body::GENERATED_FRAME_BYTES];
@@ -67,8 +76,9 @@ pub struct SinkStats {
 struct Part {
     size: u64,
     etag: String,
-    /// The object offset its bytes were checked at (random content, verified); `None`: any.
-    at: Option<u64>,
+    /// The object offsets its bytes were checked at (random content, verified; several with
+    /// dedupe); empty: any.
+    at: Vec<u64>,
     /// A part too short to locate, kept whole to be checked at completion.
     small: Option<Vec<u8>>,
 }
@@ -97,6 +107,8 @@ struct State {
 #[derive(Debug)]
 pub struct SinkStore {
     randomize: bool,
+    /// How random content's blocks are laid out (dedupe and compression ratios).
+    shape: content::Shape,
     verify: bool,
     state: Mutex<State>,
     /// Makes upload ids and ETags unique.
@@ -114,9 +126,9 @@ pub struct SinkWrite {
     part: Option<u32>,
     content: Content,
     verify: bool,
-    /// The object offset of the body's first byte, once known (for zero content, 0: any
-    /// offset checks the same).
-    start: Option<u64>,
+    /// The object offsets the body's first byte may lie at, once located (several with dedupe
+    /// until a byte tells them apart; for zero content, 0: any offset checks the same).
+    starts: Option<Vec<u64>>,
     /// Whether `start` is where the body lies in the object (not so for a later part of zero
     /// content, whose place is known only at completion).
     placed: bool,
@@ -125,6 +137,14 @@ pub struct SinkWrite {
     received: u64,
     /// The first wrong byte: (offset in the body, its object offset when known).
     bad: Option<(u64, Option<u64>)>,
+}
+
+/// The reduction random content is laid out with, in words.
+fn describe_reduction(content: &Content) -> String {
+    match content {
+        Content::Random { shape, .. } => shape.describe(),
+        Content::Zeros => "zeros".to_string(),
+    }
 }
 
 fn error_of(part: Option<u32>) -> String {
@@ -148,65 +168,6 @@ fn mismatch(key: &str, part: Option<u32>, what: String, offset: Option<u64>) -> 
     e
 }
 
-/// The inverse of `a` modulo 2⁶⁴ (`a` odd), by Newton's iteration.
-const fn inverse(a: u64) -> u64 {
-    let mut x = a;
-    let mut i = 0;
-    while i < 6 {
-        x = x.wrapping_mul(2u64.wrapping_sub(a.wrapping_mul(x)));
-        i += 1;
-    }
-    x
-}
-
-const INV_M1: u64 = inverse(0xbf58_476d_1ce4_e5b9);
-const INV_M2: u64 = inverse(0x94d0_49bb_1331_11eb);
-const INV_GOLDEN: u64 = inverse(0x9e37_79b9_7f4a_7c15);
-
-/// `x` with `x ^= x >> k` undone.
-fn unshift(z: u64, k: u32) -> u64 {
-    let mut x = z;
-    for _ in 0..64 / k + 1 {
-        x = z ^ (x >> k);
-    }
-    x
-}
-
-/// The index `i` with `content::word(seed, i) == w`.
-fn word_index(seed: u64, w: u64) -> u64 {
-    let mut z = unshift(w, 31).wrapping_mul(INV_M2);
-    z = unshift(z, 27).wrapping_mul(INV_M1);
-    (unshift(z, 30) ^ seed).wrapping_mul(INV_GOLDEN)
-}
-
-/// The object offset `head` (the first [`LOCATE_BYTES`] of a body) claims: each 8-byte window
-/// at each alignment names the offset it belongs at; the offset at least two windows agree on
-/// (all of them do for the generator's bytes; a wrong byte spoils one or two).
-fn locate(content: &Content, head: &[u8]) -> Option<u64> {
-    let Content::Random { seed } = *content else {
-        return Some(0);
-    };
-    let mut votes: Vec<(u64, u32)> = Vec::new();
-    for at in 0..head.len().saturating_sub(7) {
-        let w = u64::from_le_bytes(head[at..at + 8].try_into().ok()?);
-        let Some(offset) = word_index(seed, w)
-            .checked_mul(8)
-            .and_then(|o| o.checked_sub(at as u64))
-        else {
-            continue;
-        };
-        match votes.iter_mut().find(|(o, _)| *o == offset) {
-            Some((_, n)) => *n += 1,
-            None => votes.push((offset, 1)),
-        }
-    }
-    votes
-        .into_iter()
-        .filter(|&(_, n)| n >= 2)
-        .max_by_key(|&(_, n)| n)
-        .map(|(offset, _)| offset)
-}
-
 impl SinkWrite {
     /// Takes the next frame of the body.
     pub fn take(&mut self, data: &[u8]) {
@@ -215,32 +176,49 @@ impl SinkWrite {
         if !self.verify || self.bad.is_some() {
             return;
         }
-        let rest = match self.start {
+        let rest = match self.starts {
             Some(_) => data,
             None => {
-                let n = (LOCATE_BYTES - self.head.len()).min(data.len());
+                let need = locate_bytes(&self.content);
+                let n = (need - self.head.len()).min(data.len());
                 self.head.extend_from_slice(&data[..n]);
-                if self.head.len() < LOCATE_BYTES {
+                if self.head.len() < need {
                     return;
                 }
-                let Some(at) = locate(&self.content, &self.head) else {
+                let found = self.content.locate(&self.head);
+                if found.is_empty() {
                     self.bad = Some((0, None));
                     return;
-                };
-                self.start = Some(at);
-                self.placed = true;
-                if let Err(wrong) = self.content.check(at, &self.head) {
-                    self.bad = Some((wrong - at, Some(wrong)));
-                    return;
                 }
+                self.starts = Some(found);
+                self.placed = true;
+                let head = std::mem::take(&mut self.head);
+                self.narrow(0, &head);
                 &data[n..]
             }
         };
-        if let Some(start) = self.start {
-            let at = start + before + (data.len() - rest.len()) as u64;
-            if let Err(wrong) = self.content.check(at, rest) {
-                self.bad = Some((wrong - start, Some(wrong)));
+        self.narrow(before + (data.len() - rest.len()) as u64, rest);
+    }
+
+    /// Keeps the offsets at which `bytes` (body bytes from `body_at`) are the generator's;
+    /// when none is left, the first wrong byte (at the offset that held longest).
+    fn narrow(&mut self, body_at: u64, bytes: &[u8]) {
+        let Some(starts) = self.starts.as_mut().filter(|s| !s.is_empty()) else {
+            return;
+        };
+        let content = self.content;
+        let mut wrong = None::<(u64, u64)>;
+        starts.retain(|&start| match content.check(start + body_at, bytes) {
+            Ok(()) => true,
+            Err(at) => {
+                if wrong.is_none_or(|(body, _)| at - start > body) {
+                    wrong = Some((at - start, at));
+                }
+                false
             }
+        });
+        if starts.is_empty() {
+            self.bad = wrong.map(|(body, at)| (body, Some(at)));
         }
     }
 
@@ -257,7 +235,14 @@ impl SinkWrite {
                 return Err(mismatch(
                     &self.key,
                     part,
-                    format!("its first {LOCATE_BYTES} bytes are not the generator's at any offset"),
+                    format!(
+                        "its first {} bytes are not content version {}'s at any offset (with \
+                         this server's reduction: {}); data written by another ringload \
+                         version, or with other --dedupe-ratio/--compress-ratio, differs",
+                        locate_bytes(&self.content),
+                        content::VERSION,
+                        describe_reduction(&self.content)
+                    ),
                     None,
                 ));
             }
@@ -282,13 +267,13 @@ impl SinkWrite {
             }
             None => {}
         }
-        let (at, small) = match (self.verify, self.start) {
-            (false, _) => (None, None),
-            (true, Some(at)) => (
-                matches!(self.content, Content::Random { .. }).then_some(at),
-                None,
-            ),
-            (true, None) => (None, Some(self.head)),
+        let (at, small) = match (self.verify, self.starts) {
+            (false, _) => (Vec::new(), None),
+            (true, Some(starts)) if matches!(self.content, Content::Random { .. }) => {
+                (starts, None)
+            }
+            (true, Some(_)) => (Vec::new(), None),
+            (true, None) => (Vec::new(), Some(self.head)),
         };
         Ok(Part {
             size: self.received,
@@ -327,6 +312,7 @@ impl SinkStore {
             .insert(bucket.to_string(), Bucket { created, objects });
         SinkStore {
             randomize,
+            shape: content::Shape::default(),
             verify,
             state: Mutex::new(state),
             next: AtomicU64::new(1),
@@ -336,12 +322,28 @@ impl SinkStore {
         }
     }
 
+    /// This sink with random content's blocks laid out as `shape` (dedupe and compression
+    /// ratios: `serve --dedupe-ratio`, a run's embedded server).
+    pub fn reduced(mut self, shape: content::Shape) -> SinkStore {
+        self.shape = shape;
+        self
+    }
+
+    /// The content of `key`.
+    fn content(&self, key: &str) -> Content {
+        Content::of(key, self.randomize).reduced(self.shape)
+    }
+
     pub fn describe(&self) -> String {
         let state = self.lock();
         let objects: usize = state.buckets.values().map(|b| b.objects.len()).sum();
         format!(
             "sink ({} content{}, {objects} objects listed; bytes written are discarded)",
-            if self.randomize { "random" } else { "zero" },
+            if self.randomize {
+                format!("random ({})", describe_reduction(&self.content("")))
+            } else {
+                "zero".to_string()
+            },
             if self.verify {
                 ", every upload verified"
             } else {
@@ -456,7 +458,7 @@ impl SinkStore {
 
     /// Bytes `first..=last` of `key`, made again as they are sent.
     pub(crate) fn body(&self, key: &str, first: u64, last: u64) -> Body {
-        let make: MakeBytes = match Content::of(key, self.randomize) {
+        let make: MakeBytes = match self.content(key) {
             Content::Zeros => std::sync::Arc::new(|_, len| Bytes::from_static(&ZEROS[..len])),
             content => std::sync::Arc::new(move |offset, len| {
                 let mut buf = BytesMut::zeroed(len);
@@ -483,9 +485,9 @@ impl SinkStore {
             placed: part.is_none_or(|n| n == 1),
             key: key.to_string(),
             part,
-            content: Content::of(key, self.randomize),
+            content: self.content(key),
             verify: self.verify,
-            start,
+            starts: start.map(|s| vec![s]),
             head: Vec::new(),
             received: 0,
             bad: None,
@@ -618,7 +620,7 @@ impl SinkStore {
             let upload = state.uploads.get(upload_id).expect("checked");
             check_listed(listed, &upload.parts)
         })?;
-        let content = Content::of(key, self.randomize);
+        let content = self.content(key);
         let mut offset = 0u64;
         for (n, part) in &parts {
             let wrong = |what: String, at: u64| {
@@ -633,8 +635,8 @@ impl SinkStore {
                     at,
                 );
             }
-            if let Some(at) = part.at
-                && at != offset
+            if let Some(&at) = part.at.first()
+                && !part.at.contains(&offset)
             {
                 return wrong(
                     format!(
@@ -741,37 +743,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_word_gives_back_its_index() {
-        let seed = content::seed("ckpt/x.pt");
-        for i in [0u64, 1, 7, 1 << 20, u64::MAX / 8] {
-            assert_eq!(word_index(seed, content::word(seed, i)), i);
-        }
-    }
-
-    #[test]
-    fn a_part_is_located_from_its_first_bytes_at_any_alignment() {
-        let content = Content::of("ckpt/x.pt", true);
-        for offset in [0u64, 3, 8, 5 << 20, (5 << 20) + 7, 123_456_789] {
-            let mut head = vec![0u8; LOCATE_BYTES];
-            content.fill(offset, &mut head);
-            assert_eq!(locate(&content, &head), Some(offset), "{offset}");
-        }
-        let mut other = vec![0u8; LOCATE_BYTES];
-        Content::of("ckpt/y.pt", true).fill(64, &mut other);
-        assert_eq!(locate(&content, &other), None, "another object's bytes");
-    }
-
-    #[test]
     fn verify_finds_the_first_wrong_byte_in_any_frame_split() {
         let sink = SinkStore::new("b", vec![], true, true);
         let id = sink.create_multipart("b", "k").unwrap();
         let content = Content::of("k", true);
         let mut tries = 0;
-        for bad in [3usize, 700] {
-            let mut part2 = vec![0u8; 1000];
+        let len = locate_bytes(&content) + 3000;
+        // In the first block's header, its first words, past the first block, past the head.
+        for bad in [3usize, 20, 700, 5000, len - 1] {
+            let mut part2 = vec![0u8; len];
             content.fill(6 << 20, &mut part2);
             part2[bad] ^= 1;
-            for split in [1usize, 5, 31, 32, 33, 64, 65, 699, 701] {
+            for split in [1usize, 5, 31, 32, 33, 64, 65, 699, 701, 8255, 8256, 8257] {
                 let mut w = sink.begin_part(&id, "b", "k", 2).unwrap();
                 w.take(&part2[..split]);
                 w.take(&part2[split..]);

@@ -95,8 +95,14 @@ impl Store {
     /// A sink (`serve --sink`): `objects` (bucket-relative keys and sizes) listed in `bucket`
     /// and served by making their bytes (`Content::of(key, randomize)`); writes are discarded,
     /// and checked against the same content when `verify`. See [`super::sink`].
-    pub fn sink(bucket: &str, objects: Vec<(String, u64)>, randomize: bool, verify: bool) -> Store {
-        Store::Sink(SinkStore::new(bucket, objects, randomize, verify))
+    pub fn sink(
+        bucket: &str,
+        objects: Vec<(String, u64)>,
+        randomize: bool,
+        verify: bool,
+        shape: crate::content::Shape,
+    ) -> Store {
+        Store::Sink(SinkStore::new(bucket, objects, randomize, verify).reduced(shape))
     }
 
     /// The whole objects of `dataset` (npz, jpeg, tfrecord; DLIO's names under its train

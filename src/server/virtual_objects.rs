@@ -167,6 +167,7 @@ mod tests {
                 record_length_stdev: 0.0,
                 seed: DLIO_GENERATION_SEED,
                 randomize: true,
+                content: crate::content::Shape::default(),
             },
             "retinanet".into(),
         )

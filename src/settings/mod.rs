@@ -547,6 +547,7 @@ fn object_dataset(
         record_length_stdev,
         seed: dataset::DLIO_GENERATION_SEED,
         randomize: true,
+        content: crate::content::Shape::default(),
     })
 }
 

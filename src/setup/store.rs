@@ -168,10 +168,11 @@ pub fn start_sink_server(
     objects: Vec<(String, u64)>,
     randomize: bool,
     verify: bool,
+    shape: crate::content::Shape,
     server_threads: Option<usize>,
 ) -> anyhow::Result<(Server, s3::Target)> {
-    let store = crate::server::sink::SinkStore::new(bucket, objects, randomize, verify);
-    start_loopback(Store::Sink(store), bucket, server_threads)
+    let store = Store::sink(bucket, objects, randomize, verify, shape);
+    start_loopback(store, bucket, server_threads)
 }
 
 /// The embedded server with `store` on a free loopback port, and the target that reaches it

@@ -1,8 +1,9 @@
 """Checks checkpoint objects in an S3 bucket against ringload's content generator, written
-here from README's description only (FNV-1a 64 of the key, splitmix64 words, little-endian),
-not from ringload's code.
+in tests/py/content.py (prepended to this script) from README's description only, not from
+ringload's code.
 
-usage: checkpoint_content.py ENDPOINT BUCKET KEY SECRET PREFIX EXPECTED_JSON [RANDOMIZE]
+usage: checkpoint_content.py ENDPOINT BUCKET KEY SECRET PREFIX EXPECTED_JSON [RANDOMIZE [SHAPE]]
+SHAPE: [block, random, unique, group] as README defines them (the default without).
 EXPECTED_JSON: [[key, size], ...] of every object that must be there.
 Prints JSON: {"listed": [[key, size], ...], "missing": [...], "unexpected": [...],
               "wrong_size": [...], "mismatches": [...], "ranges_checked": n, "bytes_checked": n,
@@ -10,41 +11,20 @@ Prints JSON: {"listed": [[key, size], ...], "missing": [...], "unexpected": [...
 """
 import json
 import random
-import struct
 import sys
 
 import boto3
 
-M = (1 << 64) - 1
-
-
-def seed(key):
-    h = 0xCBF29CE484222325
-    for b in key.encode():
-        h = ((h ^ b) * 0x100000001B3) & M
-    return h
-
-
-def word(s, i):
-    z = (s ^ ((i * 0x9E3779B97F4A7C15) & M)) & M
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M
-    return z ^ (z >> 31)
-
-
-def expected(key, offset, length, randomize):
+def expected(key, offset, length, randomize, shape):
     if not randomize:
         return bytes(length)
-    s = seed(key)
-    first, last = offset // 8, (offset + length - 1) // 8
-    raw = b"".join(struct.pack("<Q", word(s, i)) for i in range(first, last + 1))
-    start = offset - first * 8
-    return raw[start:start + length]
+    return gen(key, offset, length, shape)
 
 
 def main():
     endpoint, bucket, key_id, secret, prefix, expected_json = sys.argv[1:7]
     randomize = (sys.argv[7] if len(sys.argv) > 7 else "true") == "true"
+    shape = tuple(json.loads(sys.argv[8])) if len(sys.argv) > 8 else SHAPE
     want = {k: s for k, s in json.loads(expected_json)}
     s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=key_id,
                       aws_secret_access_key=secret, region_name="us-east-1")
@@ -72,7 +52,7 @@ def main():
         for off, length in ranges:
             body = s3.get_object(Bucket=bucket, Key=key,
                                  Range=f"bytes={off}-{off + length - 1}")["Body"].read()
-            want_bytes = expected(key, off, length, randomize)
+            want_bytes = expected(key, off, length, randomize, shape)
             out["ranges_checked"] += 1
             out["bytes_checked"] += len(body)
             if body != want_bytes:
