@@ -137,9 +137,9 @@ fn signed_curl(extra: &[&str]) -> Reply {
 }
 
 fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
-    let mut rng = ringload::datagen::WyRand::new(seed);
+    let mut fill = ringload::datagen::Fill::for_file(seed, 0);
     let mut out = vec![0; n];
-    rng.fill(&mut out);
+    fill.fill(&mut out);
     out
 }
 
@@ -1141,7 +1141,10 @@ fn boto3_multipart_to_dir_and_sink_lists_open_uploads_until_complete_or_abort() 
     assert!(stats.cpu_s_per_gib_received.is_some(), "{stats:?}");
 
     for verify in [false, true] {
-        let sink = start(Store::sink(BUCKET, vec![], true, verify), false);
+        let sink = start(
+            Store::sink(BUCKET, vec![], true, verify, Default::default()),
+            false,
+        );
         let out = python_json(&script, &[&sink.endpoint_url(), BUCKET]);
         check_multipart(&out, &format!("sink, verify {verify}"));
         let stats = sink.shutdown();
@@ -1175,7 +1178,10 @@ print(json.dumps(out))
 
 #[test]
 fn a_verifying_sink_refuses_bytes_that_are_not_the_generators_and_names_where() {
-    let sink = start(Store::sink(BUCKET, vec![], true, true), false);
+    let sink = start(
+        Store::sink(BUCKET, vec![], true, true, Default::default()),
+        false,
+    );
     let out = python_json(
         &format!("{GEN_PY}{VERIFY_PY}"),
         &[&sink.endpoint_url(), BUCKET],
@@ -1228,7 +1234,13 @@ fn a_fresh_sink_serves_its_listed_objects_as_the_generator_makes_them() {
     let key = "ckpt/a/zero_pp_rank_0_mp_rank_0_model_states.pt";
     for randomize in [true, false] {
         let server = start(
-            Store::sink("ckpt-bucket", vec![(key.into(), size)], randomize, false),
+            Store::sink(
+                "ckpt-bucket",
+                vec![(key.into(), size)],
+                randomize,
+                false,
+                Default::default(),
+            ),
             false,
         );
         let base = format!("{}/ckpt-bucket", server.endpoint_url());
@@ -1308,7 +1320,7 @@ fn part_and_complete_faults_fail_what_they_name_and_a_retry_succeeds() {
     for (spec, failed, first_try) in cases {
         let server = Server::start(ServerConfig {
             faults: ringload::server::faults::Faults::parse(spec, 1).unwrap(),
-            ..common::server_config(Store::sink(BUCKET, vec![], true, true))
+            ..common::server_config(Store::sink(BUCKET, vec![], true, true, Default::default()))
         })
         .unwrap();
         let out = python_json(&script, &[&server.endpoint_url(), BUCKET]);
@@ -1656,7 +1668,10 @@ fn aws_chunked_puts_and_parts_are_decoded_verified_and_read_back_whole() {
 
 #[test]
 fn aws_chunked_bodies_reach_the_sink_decoded() {
-    let sink = start(Store::sink(BUCKET, vec![], true, false), false);
+    let sink = start(
+        Store::sink(BUCKET, vec![], true, false, Default::default()),
+        false,
+    );
     let data = random_bytes(200_000, 43);
     let crc = ringload::checksum::digest(ringload::checksum::Algorithm::Crc32c, &data).base64();
     let path = format!("/{BUCKET}/chunked/sink");

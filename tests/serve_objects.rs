@@ -41,6 +41,7 @@ fn jpeg_dataset(files: u64) -> ObjectDataset {
         record_length_stdev: 0.0,
         seed: DLIO_GENERATION_SEED,
         randomize: true,
+        content: Default::default(),
     }
 }
 

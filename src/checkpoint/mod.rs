@@ -691,6 +691,7 @@ mod tests {
                 checksum_form: Default::default(),
                 restore_check: true,
                 tls: false,
+                content: Default::default(),
             }
         );
         assert_eq!(io::default_in_flight(1), 16);

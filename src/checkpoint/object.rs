@@ -207,6 +207,7 @@ mod tests {
             checksum_form: Default::default(),
             restore_check: false,
             tls: false,
+            content: Default::default(),
         }
     }
 

@@ -39,6 +39,37 @@ pub struct GenerateArgs {
     pub json: bool,
 }
 
+#[derive(Debug, Args)]
+pub struct ContentArgs {
+    /// The object's key (bucket-relative, as sent: its FNV-1a hash seeds the content)
+    #[arg(value_name = "KEY")]
+    pub key: String,
+
+    /// Bytes to write
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub size: u64,
+
+    /// The object offset of the first byte, in bytes
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    pub offset: u64,
+
+    /// Where the bytes go: a file, or - for stdout
+    #[arg(long = "output", value_name = "FILE", default_value = "-")]
+    pub out: PathBuf,
+
+    /// Bytes generated (into one buffer) per write [default: 32MiB, a checkpoint part]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value_t = 32 << 20)]
+    pub chunk: u64,
+
+    /// Print the generator's CPU time on stderr as one JSON line (bytes, cpu_s,
+    /// cpu_s_per_gib, the kernel this CPU runs), the writes timed apart
+    #[arg(long)]
+    pub time: bool,
+
+    #[command(flatten)]
+    pub content: ReductionArgs,
+}
+
 /// The data reduction of generated content (checkpoints, datasets, what the embedded server
 /// makes): unique, incompressible data by default, as DLIO writes.
 #[derive(Debug, Clone, PartialEq, Args)]

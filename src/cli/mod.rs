@@ -14,7 +14,7 @@ mod sweep;
 mod values;
 mod workload;
 pub use checkpoint::{CheckpointArgs, CheckpointPlanArgs};
-pub use data::{GenerateArgs, ServeArgs};
+pub use data::{ContentArgs, GenerateArgs, ServeArgs};
 pub use maxnp::FindMaxNpArgs;
 pub use mlperf::{DatasizeArgs, ResultsArgs};
 pub use s3::S3Args;
@@ -91,6 +91,10 @@ pub enum Command {
     /// The training dataset MLPerf Storage's rules ask for, and the commands that make it
     /// (README: MLPerf); exit 2 when --dir cannot hold it.
     Datasize(DatasizeArgs),
+    /// Write an object's bytes as ringload's content generator makes them (README: the
+    /// content generator), from any offset: what a check of stored data compares against,
+    /// and (with --time) the generator's own CPU per GiB.
+    Content(ContentArgs),
 }
 
 #[derive(Debug, Args)]

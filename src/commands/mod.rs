@@ -3,6 +3,7 @@
 //! outcome; [`output`] writes and renders it.
 
 mod compare;
+mod content;
 mod output;
 
 use std::io::{IsTerminal, Write};
@@ -52,6 +53,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<u8> {
         }
         Command::Compare(args) => compare::compare(&args),
         Command::Datasize(args) => datasize(&args),
+        Command::Content(args) => content::write(&args),
     }
 }
 

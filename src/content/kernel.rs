@@ -7,7 +7,15 @@
 //! and viewing whole aligned words as bytes and back (any bit pattern is valid for both).
 #![allow(unsafe_code)]
 
-use super::word;
+/// splitmix64's finalizer of `seed ^ i·γ`: the header of block `i`, the lanes' seeds, and a
+/// counter-based draw elsewhere (shuffles, dataset sizes).
+#[inline(always)]
+pub fn word(seed: u64, i: u64) -> u64 {
+    let mut z = seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
 
 /// Lanes stepped together: 64 bytes a step (one AVX-512 register, two AVX2 ones).
 pub const LANES: usize = 8;

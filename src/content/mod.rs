@@ -47,7 +47,7 @@ mod kernel;
 
 use std::cell::RefCell;
 
-pub use kernel::Kernel;
+pub use kernel::{Kernel, word};
 
 /// The content version this build makes (named by `--verify` when bytes differ).
 pub const VERSION: u32 = 2;
@@ -412,16 +412,6 @@ pub fn seed(key: &str) -> u64 {
         h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
     }
     h
-}
-
-/// splitmix64's finalizer of `seed ^ i·γ`: the header of block `i`, the lanes' seeds, and a
-/// counter-based draw elsewhere (shuffles, dataset sizes).
-#[inline(always)]
-pub fn word(seed: u64, i: u64) -> u64 {
-    let mut z = seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 /// The inverse of `a` modulo 2⁶⁴ (`a` odd), by Newton's iteration.

@@ -31,6 +31,7 @@ fn shape(part_bytes: u64, single_put_below: u64, send_zc: bool) -> ObjectIoShape
         checksum_form: Default::default(),
         restore_check: false,
         tls: false,
+        content: Default::default(),
     }
 }
 
