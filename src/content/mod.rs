@@ -257,11 +257,10 @@ impl Content {
             Content::Zeros => buf.fill(0),
             Content::Random { seed, shape } => {
                 let kernel = Kernel::detect();
-                for_pieces(shape, offset, buf.len(), |at, within, range| {
-                    fill_piece(kernel, seed, shape, at, within, &mut buf[range]);
-                    Ok::<(), ()>(())
-                })
-                .expect("filling never fails");
+                let Ok(()) = for_pieces(shape, offset, buf.len(), |id, within, range| {
+                    fill_piece(kernel, seed, shape, id, within, &mut buf[range]);
+                    Ok::<(), std::convert::Infallible>(())
+                });
             }
         }
     }
@@ -283,6 +282,20 @@ impl Content {
                 })
             }
         }
+    }
+
+    /// What [`Content::check`]'s `Err(at)` means, in words: the byte, and the content version
+    /// and layout it was checked against.
+    pub fn mismatch(&self, at: u64) -> String {
+        let what = match self {
+            Content::Random { shape, .. } => shape.describe(),
+            Content::Zeros => "zeros, randomize_tensor False".to_string(),
+        };
+        format!(
+            "byte {at} is not content version {VERSION}'s ({what}): data written by another \
+             ringload version, or with other --dedupe-ratio, --dedupe-block or \
+             --compress-ratio, differs"
+        )
     }
 
     /// The object offsets at which `head` (a body's first bytes, at least a block and 64 bytes

@@ -448,7 +448,7 @@ impl BaselineCheckpoint {
                 verify_cpu = thread_cpu().saturating_sub(cpu);
                 checked.map_err(|at| RequestError::Corrupt {
                     operation: operation.clone(),
-                    reason: format!("byte {at} is not what the checkpoint generator wrote there"),
+                    reason: content.mismatch(at),
                 })
             });
             RangeDone {

@@ -44,7 +44,8 @@ impl RingCheckpoint {
                     RequestError::Corrupt {
                         operation: self.engine.client.operation("GET", Some(&object.key)),
                         reason: format!(
-                            "byte {at} of the object is not what was written (read with {})",
+                            "{} (read with {})",
+                            object.content.mismatch(at),
                             get.range_header()
                         ),
                     }
