@@ -53,6 +53,16 @@ pub fn serve_store(
 
 /// `ringload serve`; `Ok` carries the exit code.
 pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
+    if let Some(flag) = args.content.given().next()
+        && (!args.sink || args.sink_zeros)
+    {
+        return Err(UsageError(format!(
+            "{flag} lays out the random content a sink makes and checks; {} serves none: use \
+             it with --sink (without --zeros), or drop it",
+            if args.sink { "--zeros" } else { "this server" }
+        ))
+        .into());
+    }
     let store = match &args.dir {
         None if args.sink => sink_store(args)?,
         Some(dir) => {

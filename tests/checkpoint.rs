@@ -722,7 +722,7 @@ fn a_read_only_run_restores_from_a_fresh_sink_serving_the_workloads_plan() {
         "ringload",
         "checkpoint.num_checkpoints_write=0",
     ]);
-    // Zeros where the workload's generator makes random words: --verify names the object.
+    // Zeros where the workload's generator makes random blocks: --verify names the object.
     assert_eq!(code, 3, "{stderr}");
     assert!(stderr.contains("checkpoints/llama3_tiny/"), "{stderr}");
 }

@@ -124,7 +124,7 @@ fn a_reduced_checkpoint_is_checked_by_the_sink_the_restore_and_python_and_a_chan
                 "checkpoints/",
                 &serde_json::to_string(&listed(root.path())).unwrap(),
                 "true",
-                "[4096, 2048, 256, 512]",
+                "[2, 4096, 2]",
             ],
         );
         for field in ["missing", "unexpected", "wrong_size", "mismatches"] {
@@ -192,7 +192,26 @@ fn listed(root: &std::path::Path) -> Vec<(String, u64)> {
 }
 
 #[test]
-fn a_ratio_below_one_is_a_usage_error_naming_the_flag() {
+fn the_python_layout_rounds_halves_up_as_ringloads() {
+    // The same numbers src/content/mod.rs's `halves_round_up_as_readme_says` checks.
+    let script = concat!(
+        include_str!("py/content.py"),
+        "import json\nprint(json.dumps([shape_of(1.25, 1536, 1), shape_of(1, 4096, 65.536), \
+         shape_of(2.5, 3072, 1)]))\n"
+    );
+    let got = common::python_json(script, &[]);
+    assert_eq!(
+        got,
+        serde_json::json!([
+            [1536, 1536, 682, 853],
+            [4096, 63, 256, 256],
+            [3072, 3072, 341, 853]
+        ]),
+    );
+}
+
+#[test]
+fn bad_ratios_and_ratio_flags_where_nothing_is_generated_are_usage_errors() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().to_str().unwrap();
     for args in [
@@ -207,14 +226,14 @@ fn a_ratio_below_one_is_a_usage_error_naming_the_flag() {
             "0.9",
         ],
         vec!["serve", "--sink", "--dedupe-ratio", "0.5"],
+        vec!["serve", "--dir", out, "--dedupe-ratio", "2"],
+        vec!["serve", "--sink", "--zeros", "--compress-ratio", "2"],
         vec!["run", "llama3_tiny", "--dedupe-block", "1000"],
     ] {
         let (code, _, stderr) = run(&args);
         assert_eq!(code, 2, "{args:?}: {stderr}");
-        let flag = args
-            .iter()
-            .find(|a| a.starts_with("--d") || a.starts_with("--c"))
-            .unwrap();
+        let flags = ["--dedupe-ratio", "--dedupe-block", "--compress-ratio"];
+        let flag = args.iter().find(|a| flags.contains(a)).unwrap();
         assert!(
             stderr.lines().count() == 1 && stderr.contains(flag),
             "{args:?}: {stderr}"

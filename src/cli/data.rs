@@ -74,8 +74,8 @@ pub struct ContentArgs {
 /// makes): unique, incompressible data by default, as DLIO writes.
 #[derive(Debug, Clone, PartialEq, Args)]
 pub struct ReductionArgs {
-    /// Dedupe ratio R: R:1 over blocks of --dedupe-block bytes (a block's duplicates lie 1 MiB
-    /// or more from it) [default: 1, every block unique]
+    /// Dedupe ratio R, 1 to 100: R:1 over blocks of --dedupe-block bytes (a block's duplicates
+    /// lie about 1 MiB or more from it) [default: 1, every block unique]
     #[arg(
         long,
         value_name = "R",
@@ -153,8 +153,8 @@ pub struct ServeArgs {
     pub dir: Option<PathBuf>,
 
     /// Serve a sink: uploads (PUT, multipart) are taken at speed and their bytes dropped, only
-    /// each object's key and size kept; GETs make an object's bytes again from the checkpoint
-    /// content generator. In bucket --bucket [default: the workload's storage.storage_root,
+    /// each object's key and size kept; GETs make an object's bytes again from the content
+    /// generator. In bucket --bucket [default: the workload's storage.storage_root,
     /// else ringload]
     #[arg(long, conflicts_with_all = ["dir", "virtual_workload"])]
     pub sink: bool,
@@ -165,7 +165,7 @@ pub struct ServeArgs {
     pub sink_verify: bool,
 
     /// With --sink: objects are zeros (checkpoint.randomize_tensor: False) [default: the
-    /// generator's random words]
+    /// content generator's random blocks]
     #[arg(long = "zeros", requires = "sink")]
     pub sink_zeros: bool,
 

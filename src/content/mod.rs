@@ -16,14 +16,15 @@
 //!   z ^ (z >> 31)`.
 //! - The object is cut into **blocks** of `B` bytes (`--dedupe-block`, 4096 by default; the
 //!   last block is cut at the object's size). Block `b` carries the bytes of **source block**
-//!   `id(b)`: with `U = max(256, 2²⁰ / B)` (a run of unique blocks at least 1 MiB long, so a
-//!   duplicate lies beyond a compressor's window) and `G = round(R · U)` for the dedupe ratio
+//!   `id(b)`: with `U = max(256, ⌊2²⁰ / B⌋)` (a run of unique blocks about 1 MiB long, so a
+//!   duplicate lies beyond a compressor's window) and `G = ⌊R · U + ½⌋` for the dedupe ratio
 //!   `R`, `id(b) = (b div G) · U + (b mod G) mod U`. With `R = 1`, `id(b) = b`.
-//! - A block's first `r = clamp(round(B / C), 16, B)` bytes are random, the rest zero, for the
+//! - A block's first `r = clamp(⌊B / C + ½⌋, 16, B)` bytes are random, the rest zero, for the
 //!   compression ratio `C` (`r = B` with `C = 1`).
 //! - The random bytes of source block `j` are 64-bit little-endian words: word 0 is the
 //!   **header** `word(seed, j)` (it locates a block); word `k ≥ 1` is the output of step
-//!   `k div 8` of lane `k mod 8` of eight xorshift128+ generators, lane `l` starting from
+//!   `k div 8` (counted from 0; lane 0's output of step 0 is replaced by the header) of lane
+//!   `k mod 8` of eight xorshift128+ generators, lane `l` starting from
 //!   `a = word(seed ^ 0x5851f42d4c957f2d, 16j + 2l)`, `b = word(seed ^ 0x5851f42d4c957f2d,
 //!   16j + 2l + 1) | 1`; a step is `s1 = a; s0 = b; a = s0; s1 ^= s1 << 23;
 //!   b = s1 ^ s0 ^ (s1 >> 17) ^ (s0 >> 26); output b + s0` (mod 2⁶⁴). The last word is cut
@@ -61,6 +62,16 @@ const UNIQUE_SPAN_BYTES: u64 = 1 << 20;
 /// The fewest unique blocks in a dedupe group (the ratio's precision: 1/256).
 const MIN_UNIQUE_BLOCKS: u64 = 256;
 
+/// The highest dedupe ratio taken: a part's bytes fit up to this many offsets until a byte tells
+/// them apart, and the sink checks each.
+const MAX_DEDUPE_RATIO: f64 = 100.0;
+
+/// `x` rounded to the nearest integer, halves up (README's rounding; Python's `round` rounds
+/// halves to even).
+fn half_up(x: f64) -> u64 {
+    (x + 0.5).floor() as u64
+}
+
 /// The fewest random bytes a block carries (its header and one stream word).
 const MIN_RANDOM_BYTES: u64 = 16;
 
@@ -88,7 +99,7 @@ impl Reduction {
     /// fix).
     pub fn shape(&self) -> Result<Shape, String> {
         let block = self.dedupe_block;
-        if !(512..=(1 << 20)).contains(&block) || block % 512 != 0 {
+        if !(512..=(1 << 20)).contains(&block) || !block.is_multiple_of(512) {
             return Err(format!(
                 "--dedupe-block {block}: give a multiple of 512 bytes from 512 to 1MiB (4KiB, \
                  the default, is what most inline dedupe uses)"
@@ -98,7 +109,13 @@ impl Reduction {
             ("--dedupe-ratio", self.dedupe_ratio),
             ("--compress-ratio", self.compress_ratio),
         ] {
-            if !ratio.is_finite() || ratio < 1.0 {
+            if !ratio.is_finite() {
+                return Err(format!(
+                    "{flag} {ratio}: give a finite ratio, 1 (unique, incompressible data, what \
+                     DLIO writes) or more, e.g. 2 for 2:1"
+                ));
+            }
+            if ratio < 1.0 {
                 return Err(format!(
                     "{flag} {ratio}: a ratio below 1 is not a reduction; give 1 (unique, \
                  incompressible data, what DLIO writes) or more, e.g. 2 for 2:1"
@@ -113,20 +130,20 @@ impl Reduction {
                 self.compress_ratio
             ));
         }
-        if self.dedupe_ratio > 1e6 {
+        if self.dedupe_ratio > MAX_DEDUPE_RATIO {
             return Err(format!(
-                "--dedupe-ratio {}: at most 1000000",
+                "--dedupe-ratio {}: give {MAX_DEDUPE_RATIO} or less (a block's copies are told \
+                 apart only by their neighbours, so checking a part costs up to R times more)",
                 self.dedupe_ratio
             ));
         }
         let unique = MIN_UNIQUE_BLOCKS.max(UNIQUE_SPAN_BYTES / block);
-        let random =
-            ((block as f64 / self.compress_ratio).round() as u64).clamp(MIN_RANDOM_BYTES, block);
+        let random = half_up(block as f64 / self.compress_ratio).clamp(MIN_RANDOM_BYTES, block);
         Ok(Shape {
             block,
             random,
             unique,
-            group: ((self.dedupe_ratio * unique as f64).round() as u64).max(unique),
+            group: half_up(self.dedupe_ratio * unique as f64).max(unique),
         })
     }
 }
@@ -659,6 +676,22 @@ mod tests {
     }
 
     #[test]
+    fn halves_round_up_as_readme_says() {
+        // tests/content.rs checks the Python version against the same numbers.
+        assert_eq!(
+            shape(1.25, 1536, 1.0),
+            Shape {
+                block: 1536,
+                random: 1536,
+                unique: 682,
+                group: 853
+            }
+        );
+        assert_eq!(shape(1.0, 4096, 65.536).random, 63);
+        assert_eq!(shape(2.5, 3072, 1.0).group, 853);
+    }
+
+    #[test]
     fn ratios_below_one_and_blocks_off_the_grid_are_refused_naming_the_flag() {
         let bad = |r: f64, block: u64, c: f64| {
             Reduction {
@@ -671,7 +704,8 @@ mod tests {
         };
         assert!(bad(0.5, 4096, 1.0).starts_with("--dedupe-ratio 0.5: a ratio below 1"));
         assert!(bad(1.0, 4096, 0.9).starts_with("--compress-ratio 0.9"));
-        assert!(bad(1.0, 4096, f64::NAN).starts_with("--compress-ratio NaN"));
+        assert!(bad(1.0, 4096, f64::NAN).starts_with("--compress-ratio NaN: give a finite"));
+        assert!(bad(101.0, 4096, 1.0).starts_with("--dedupe-ratio 101: give 100 or less"));
         assert!(bad(1.0, 1000, 1.0).starts_with("--dedupe-block 1000"));
         assert!(bad(1.0, 4 << 20, 1.0).starts_with("--dedupe-block"));
         assert!(bad(1.0, 512, 64.0).contains("at most 32"));

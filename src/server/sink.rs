@@ -638,10 +638,14 @@ impl SinkStore {
             if let Some(&at) = part.at.first()
                 && !part.at.contains(&offset)
             {
+                let place = match part.at.len() {
+                    1 => format!("object offset {at}"),
+                    n => format!("one of {n} object offsets from {at} (dedupe copies)"),
+                };
                 return wrong(
                     format!(
-                        "its bytes are the generator's for object offset {at}, but the part \
-                         lies at offset {offset} (the sum of the sizes of the parts before it)"
+                        "its bytes are the generator's for {place}, but the part lies at offset \
+                         {offset} (the sum of the sizes of the parts before it)"
                     ),
                     offset,
                 );
@@ -770,5 +774,50 @@ mod tests {
             }
         }
         assert_eq!(sink.stats().mismatches, tries);
+    }
+
+    #[test]
+    fn dedupe_copies_are_told_apart_by_their_neighbours_and_placed_at_completion() {
+        let shape = content::Reduction {
+            dedupe_ratio: 4.0,
+            ..Default::default()
+        }
+        .shape()
+        .unwrap();
+        let sink = SinkStore::new("b", vec![], true, true).reduced(shape);
+        let content = sink.content("k");
+        let sizes = [5u64 << 20, 6 << 20, 5 << 20];
+        let upload = |order: [usize; 3]| {
+            let id = sink.create_multipart("b", "k").unwrap();
+            let mut listed = Vec::new();
+            for (n, &i) in order.iter().enumerate() {
+                let at: u64 = sizes[..i].iter().sum();
+                let mut body = vec![0u8; sizes[i] as usize];
+                content.fill(at, &mut body);
+                let number = n as u32 + 1;
+                let mut w = sink.begin_part(&id, "b", "k", number).unwrap();
+                for frame in body.chunks(100_000) {
+                    w.take(frame);
+                }
+                let etag = sink.finish_part(w, &id, "b", "k", number).unwrap();
+                listed.push(CompletedPart {
+                    part_number: number,
+                    etag,
+                    checksum: None,
+                });
+            }
+            sink.complete_multipart(&id, "b", "k", &listed)
+        };
+        let stored = upload([0, 1, 2]).unwrap();
+        assert_eq!(stored.size_bytes, 16 << 20);
+        // Parts 2 and 3 swapped: each part's bytes fit where it was made, not where it is listed.
+        let err = upload([0, 2, 1]).unwrap_err();
+        assert_eq!(err.code, "BadDigest");
+        assert!(
+            err.message.contains("but the part lies at offset"),
+            "{}",
+            err.message
+        );
+        assert_eq!(sink.stats().mismatches, 1);
     }
 }

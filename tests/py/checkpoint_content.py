@@ -3,7 +3,8 @@ in tests/py/content.py (prepended to this script) from README's description only
 ringload's code.
 
 usage: checkpoint_content.py ENDPOINT BUCKET KEY SECRET PREFIX EXPECTED_JSON [RANDOMIZE [SHAPE]]
-SHAPE: [block, random, unique, group] as README defines them (the default without).
+SHAPE: [dedupe_ratio, dedupe_block, compress_ratio], the layout computed here from README's
+formulas (the default without).
 EXPECTED_JSON: [[key, size], ...] of every object that must be there.
 Prints JSON: {"listed": [[key, size], ...], "missing": [...], "unexpected": [...],
               "wrong_size": [...], "mismatches": [...], "ranges_checked": n, "bytes_checked": n,
@@ -24,7 +25,7 @@ def expected(key, offset, length, randomize, shape):
 def main():
     endpoint, bucket, key_id, secret, prefix, expected_json = sys.argv[1:7]
     randomize = (sys.argv[7] if len(sys.argv) > 7 else "true") == "true"
-    shape = tuple(json.loads(sys.argv[8])) if len(sys.argv) > 8 else SHAPE
+    shape = shape_of(*json.loads(sys.argv[8])) if len(sys.argv) > 8 else SHAPE
     want = {k: s for k, s in json.loads(expected_json)}
     s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=key_id,
                       aws_secret_access_key=secret, region_name="us-east-1")

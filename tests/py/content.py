@@ -2,6 +2,8 @@
 # (not from ringload's code), with numpy: gen(key, offset, n, shape) is the object's bytes
 # offset..offset+n. shape = (block, random, unique, group) as README defines them; SHAPE is the
 # default (4096-byte blocks, all random, no dedupe). Prepended to the scripts that use it.
+import math
+
 import numpy as np
 
 M = (1 << 64) - 1
@@ -24,10 +26,15 @@ def word(s, i):
         return z ^ (z >> np.uint64(31))
 
 
+def half_up(x):
+    """README's rounding: halves up (Python's round() takes halves to even)."""
+    return int(math.floor(x + 0.5))
+
+
 def shape_of(dedupe_ratio=1.0, block=4096, compress_ratio=1.0):
     unique = max(256, (1 << 20) // block)
-    random = min(max(int(round(block / compress_ratio)), 16), block)
-    return (block, random, unique, max(unique, int(round(dedupe_ratio * unique))))
+    random = min(max(half_up(block / compress_ratio), 16), block)
+    return (block, random, unique, max(unique, half_up(dedupe_ratio * unique)))
 
 
 def blocks(seed, ids, random):
