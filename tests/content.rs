@@ -108,11 +108,15 @@ fn a_reduced_checkpoint_is_checked_by_the_sink_the_restore_and_python_and_a_chan
         let root = tempfile::tempdir().unwrap();
         std::fs::create_dir(root.path().join("ringload")).unwrap();
         let server = common::spawn_serve(&["--dir", root.path().to_str().unwrap()]);
-        let mut args = vec!["llama3_tiny", "--np", "2", "--engine", engine];
-        args.extend(["--endpoint", &server.endpoint, "--bucket", "ringload"]);
-        args.extend(REDUCED);
-        args.push("checkpoint.num_checkpoints_read=0");
-        let (code, _, stderr) = run_json(&args);
+        let against = |server: &common::ServeChild| {
+            let mut args = vec!["llama3_tiny", "--np", "2", "--engine", engine];
+            args.extend(["--endpoint", &server.endpoint, "--bucket", "ringload"]);
+            args.iter().map(|a| a.to_string()).collect::<Vec<String>>()
+        };
+        let mut args = against(&server);
+        args.extend(REDUCED.map(String::from));
+        args.push("checkpoint.num_checkpoints_read=0".into());
+        let (code, _, stderr) = run_json(&strs(&args));
         assert_eq!(code, 0, "{engine}: {stderr}");
         let report = common::python_json(
             CHECKER,
@@ -133,20 +137,16 @@ fn a_reduced_checkpoint_is_checked_by_the_sink_the_restore_and_python_and_a_chan
         }
         assert!(report["ranges_checked"].as_u64().unwrap() > 0, "{report}");
         // The same bytes read as unreduced content are wrong: the layout matters.
-        let (code, _, stderr) = run_json(&[
-            "llama3_tiny",
-            "--np",
-            "2",
-            "--engine",
-            engine,
-            "--endpoint",
-            &server.endpoint,
-            "--bucket",
-            "ringload",
-            "--verify",
-            "checkpoint.num_checkpoints_write=0",
-            "checkpoint.num_checkpoints_read=1",
-        ]);
+        let mut args = against(&server);
+        args.extend(
+            [
+                "--verify",
+                "checkpoint.num_checkpoints_write=0",
+                "checkpoint.num_checkpoints_read=1",
+            ]
+            .map(String::from),
+        );
+        let (code, _, stderr) = run_json(&strs(&args));
         assert_ne!(code, 0, "{engine}: read as unreduced: {stderr}");
 
         // A byte changed on every try, with no checksum to catch it: the sink's content
@@ -159,17 +159,20 @@ fn a_reduced_checkpoint_is_checked_by_the_sink_the_restore_and_python_and_a_chan
         ];
         sink.extend(REDUCED);
         let server = common::spawn_serve(&sink);
-        let mut args = vec!["llama3_tiny", "--np", "2", "--engine", engine];
-        args.extend(["--endpoint", &server.endpoint, "--bucket", "ringload"]);
-        args.extend(["--checksum", "none", "checkpoint.num_checkpoints_read=0"]);
-        args.extend(REDUCED);
-        let (code, _, stderr) = run_json(&args);
+        let mut args = against(&server);
+        args.extend(["--checksum", "none", "checkpoint.num_checkpoints_read=0"].map(String::from));
+        args.extend(REDUCED.map(String::from));
+        let (code, _, stderr) = run_json(&strs(&args));
         assert_eq!(code, 3, "{engine}: {stderr}");
         assert!(
             stderr.contains("BadDigest") && stderr.contains("offset"),
             "{engine}: {stderr}"
         );
     }
+}
+
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
 }
 
 /// The objects under `root`/ringload, by bucket-relative key and size.
@@ -189,6 +192,56 @@ fn listed(root: &std::path::Path) -> Vec<(String, u64)> {
         .collect();
     out.sort();
     out
+}
+
+#[test]
+fn a_reduced_whole_object_dataset_is_verified_with_its_ratios_and_refused_without() {
+    let tmp = tempfile::tempdir().unwrap();
+    let overrides = [
+        "dataset.num_files_train=4",
+        "dataset.record_length_bytes=3000000",
+        "dataset.record_length_bytes_stdev=0",
+        "reader.batch_size=2",
+        "train.epochs=1",
+    ];
+    let out = tmp.path().join("ringload");
+    let mut generate = vec!["generate", "unet3d_b200", "--output", out.to_str().unwrap()];
+    generate.extend(overrides);
+    generate.extend(REDUCED);
+    let (code, _, stderr) = run(&generate);
+    assert_eq!(code, 0, "{stderr}");
+    let server = common::spawn_serve(&["--dir", tmp.path().to_str().unwrap()]);
+    for (reduced, want) in [(true, 0), (false, 3)] {
+        let mut args = vec![
+            "run",
+            "unet3d_b200",
+            "--np",
+            "1",
+            "--verify",
+            "--retries",
+            "0",
+        ];
+        args.extend(["--endpoint", &server.endpoint, "--bucket", "ringload"]);
+        args.extend(overrides);
+        if reduced {
+            args.extend(REDUCED);
+        }
+        let (code, _, stderr) = run(&args);
+        assert!(
+            code == want || (want == 0 && code == 1),
+            "reduced {reduced}: {stderr}"
+        );
+        if want == 3 {
+            assert!(stderr.contains("content version 2"), "{stderr}");
+        }
+    }
+    // Parquet's --verify reads footer hashes: the ratios would be ignored, so they are refused.
+    let (code, _, stderr) = run(&["run", "flux_small", "--dedupe-ratio", "2"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("--dedupe-ratio: flux_small reads Parquet"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -110,7 +110,8 @@ impl CheckpointArgs {
     }
 
     /// The flags given, by name (those left at their default are not): what a training run
-    /// refuses.
+    /// refuses. The content's ratios are not among them: a whole-object training run takes them
+    /// (its dataset's layout).
     pub fn given(&self) -> Vec<&'static str> {
         [
             ("--part-size", self.part_size.is_some()),
@@ -134,7 +135,6 @@ impl CheckpointArgs {
         ]
         .into_iter()
         .filter_map(|(flag, given)| given.then_some(flag))
-        .chain(self.content.given())
         .collect()
     }
 

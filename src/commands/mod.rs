@@ -323,6 +323,16 @@ fn refuse_misplaced_flags(args: &RunArgs, workload: &Workload) -> Result<(), Usa
             if let Some(flag) = args.options.checkpoint.given().first() {
                 return Err(checkpoint_flag_on_training(flag, name));
             }
+            if let Some(flag) = args.options.checkpoint.content.given().next()
+                && workload.kind() == Kind::RowGroups
+            {
+                return Err(UsageError(format!(
+                    "{flag}: {name} reads Parquet row groups, which --verify checks by the \
+                     hashes in each file's footer, not against the content generator, so {flag} \
+                     would be ignored; drop it (it lays out checkpoints and whole-object \
+                     datasets)"
+                )));
+            }
         }
     }
     Ok(())

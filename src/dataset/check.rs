@@ -60,8 +60,9 @@ impl fmt::Display for ObjectMismatch {
         }
         f.write_str(
             "; the store's bytes are not what `ringload generate` writes for this dataset \
-             (DLIO's generator, or another writer, fills objects with other bytes): run without \
-             --verify",
+             (content version 2, with the --dedupe-ratio, --dedupe-block and --compress-ratio \
+             given here; DLIO's generator, or another writer, fills objects with other bytes): \
+             run without --verify",
         )
     }
 }

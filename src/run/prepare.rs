@@ -74,6 +74,19 @@ impl<'a> Prepared<'a> {
             .into());
         }
         workload.check_reachable()?;
+        let mut workload = workload;
+        // A whole-object dataset's layout: what `generate` made with the same ratios, checked
+        // by `--verify` and served so by the embedded server.
+        if let crate::workload::Settled::Training(settings) = &mut workload.settled
+            && let Some(objects) = &mut settings.objects
+        {
+            objects.content = request
+                .checkpoint
+                .io
+                .reduction
+                .shape()
+                .map_err(UsageError)?;
+        }
         if let Some(settings) = workload.checkpoint() {
             refuse_checkpoint_manifest(request.manifest.as_deref())?;
             // checkpoint.checkpoint_folder's s3://bucket/… against --bucket (against
