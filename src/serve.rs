@@ -53,16 +53,7 @@ pub fn serve_store(
 
 /// `ringload serve`; `Ok` carries the exit code.
 pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
-    if let Some(flag) = args.content.given().next()
-        && (!args.sink || args.sink_zeros)
-    {
-        return Err(UsageError(format!(
-            "{flag} lays out the random content a sink makes and checks; {} serves none: use \
-             it with --sink (without --zeros), or drop it",
-            if args.sink { "--zeros" } else { "this server" }
-        ))
-        .into());
-    }
+    refuse_idle_ratios(args)?;
     let store = match &args.dir {
         None if args.sink => sink_store(args)?,
         Some(dir) => {
@@ -279,6 +270,19 @@ fn sink_store(args: &ServeArgs) -> anyhow::Result<Store> {
         args.sink_verify,
         content_shape(args)?,
     ))
+}
+
+/// `--dedupe-ratio` and its kin where no random content is made (a directory, a virtual
+/// dataset, a sink of zeros): refused rather than ignored.
+fn refuse_idle_ratios(args: &ServeArgs) -> Result<(), UsageError> {
+    match args.content.given().next() {
+        Some(flag) if !args.sink || args.sink_zeros => Err(UsageError(format!(
+            "{flag} lays out the random content a sink makes and checks; {} serves none: use \
+             it with --sink (without --zeros), or drop it",
+            if args.sink { "--zeros" } else { "this server" }
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// The sink's content layout from `--dedupe-ratio`, `--dedupe-block`, `--compress-ratio`.
