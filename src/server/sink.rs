@@ -129,8 +129,8 @@ pub struct SinkWrite {
     /// The object offsets the body's first byte may lie at, once located (several with dedupe
     /// until a byte tells them apart; for zero content, 0: any offset checks the same).
     starts: Option<Vec<u64>>,
-    /// Whether `start` is where the body lies in the object (not so for a later part of zero
-    /// content, whose place is known only at completion).
+    /// Whether `starts` are where the body may lie in the object (not so for a later part of
+    /// zero content, whose place is known only at completion).
     placed: bool,
     /// The first bytes, kept until the part is located.
     head: Vec<u8>,
