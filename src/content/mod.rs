@@ -304,15 +304,20 @@ impl Content {
     /// What [`Content::check`]'s `Err(at)` means, in words: the byte, and the content version
     /// and layout it was checked against.
     pub fn mismatch(&self, at: u64) -> String {
-        let what = match self {
+        format!(
+            "byte {at} is not content version {VERSION}'s ({}): data written by another \
+             ringload version, or with other --dedupe-ratio, --dedupe-block or \
+             --compress-ratio, differs",
+            self.describe()
+        )
+    }
+
+    /// The layout in words: its random blocks' ratios, or zeros.
+    pub fn describe(&self) -> String {
+        match self {
             Content::Random { shape, .. } => shape.describe(),
             Content::Zeros => "zeros, randomize_tensor False".to_string(),
-        };
-        format!(
-            "byte {at} is not content version {VERSION}'s ({what}): data written by another \
-             ringload version, or with other --dedupe-ratio, --dedupe-block or \
-             --compress-ratio, differs"
-        )
+        }
     }
 
     /// The object offsets at which `head` (a body's first bytes, at least a block and 64 bytes

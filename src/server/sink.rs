@@ -139,14 +139,6 @@ pub struct SinkWrite {
     bad: Option<(u64, Option<u64>)>,
 }
 
-/// The reduction random content is laid out with, in words.
-fn describe_reduction(content: &Content) -> String {
-    match content {
-        Content::Random { shape, .. } => shape.describe(),
-        Content::Zeros => "zeros".to_string(),
-    }
-}
-
 fn error_of(part: Option<u32>) -> String {
     part.map(|n| format!(" (part {n})")).unwrap_or_default()
 }
@@ -241,7 +233,7 @@ impl SinkWrite {
                          version, or with other --dedupe-ratio/--compress-ratio, differs",
                         locate_bytes(&self.content),
                         content::VERSION,
-                        describe_reduction(&self.content)
+                        self.content.describe()
                     ),
                     None,
                 ));
@@ -340,7 +332,7 @@ impl SinkStore {
         format!(
             "sink ({} content{}, {objects} objects listed; bytes written are discarded)",
             if self.randomize {
-                format!("random ({})", describe_reduction(&self.content("")))
+                format!("random ({})", self.content("").describe())
             } else {
                 "zero".to_string()
             },
