@@ -82,15 +82,17 @@ fn study_steps_per_rank_at_np_1_2_4_8() {
 #[test]
 fn np16_rt8_is_refused_on_a_24_gib_machine() {
     // Deterministic on any machine: cap the budget at this machine class's 24 GiB.
-    let args = study(&[
-        "--np",
-        "16",
-        "--read-threads",
-        "8",
-        "--memory-budget",
-        "24GiB",
-    ]);
-    let (code, stdout, stderr) = run_owned(&args);
+    let np16_rt8 = |budget: &str| {
+        run_owned(&study(&[
+            "--np",
+            "16",
+            "--read-threads",
+            "8",
+            "--memory-budget",
+            budget,
+        ]))
+    };
+    let (code, stdout, stderr) = np16_rt8("24GiB");
     assert_eq!(code, 2, "{stderr}");
     assert!(stdout.is_empty());
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
@@ -106,15 +108,7 @@ fn np16_rt8_is_refused_on_a_24_gib_machine() {
     // the suggestion moves with what the machine has free (RT 7 needs 21.8 GiB, within a few
     // hundred MiB of a busy 24 GiB machine's). Under 20 GiB the budget binds on any machine
     // with 18.8 GiB free: the line names exactly what fits it.
-    let args = study(&[
-        "--np",
-        "16",
-        "--read-threads",
-        "8",
-        "--memory-budget",
-        "20GiB",
-    ]);
-    let (code, _, stderr) = run_owned(&args);
+    let (code, _, stderr) = np16_rt8("20GiB");
     assert_eq!(code, 2, "{stderr}");
     assert!(
         stderr.contains("exceeds --memory-budget 20.00 GiB"),
