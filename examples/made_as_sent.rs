@@ -10,14 +10,8 @@
 //!     cargo run --release --example made_as_sent
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::Duration;
-
 use ringload::content::Content;
-
-fn thread_cpu() -> Duration {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
-}
+use ringload::metrics::thread_cpu;
 
 const PART: usize = 32 << 20;
 const SLICE: usize = 256 << 10;
