@@ -49,6 +49,7 @@ mod complete;
 mod dispatch;
 mod restore;
 mod sealed;
+mod slices;
 
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Instant;
@@ -61,11 +62,12 @@ use super::upload::{Kind, Request};
 use super::{SCRATCH_BYTES, UringEngine, tls};
 use crate::checkpoint::ObjectIoShape;
 use crate::content::Content;
-use crate::engine::common::{BodyForm, Spacing, fill_spaced};
+use crate::engine::common::{BodyForm, Spacing};
 use crate::rank::RankError;
 use crate::rank::checkpoint::{ObjectIo, ObjectSpec, ObjectStats};
 use crate::rank::journal::UploadJournal;
 use crate::s3::{RequestError, RetryPolicy};
+use slices::{AsSent, Making};
 
 /// The most body bytes one send carries: each is sent whole (`MSG_WAITALL`: one completion,
 /// not one per socket buffer's worth), and the idle timeout sees progress at least this often.
@@ -144,6 +146,11 @@ pub struct RingCheckpoint {
     tails: Vec<Vec<u8>>,
     /// The content of the object being written (to generate a part again).
     content: Option<Content>,
+    /// `as_sent[c]`: connection `c`'s body, made as it is sent (`slices.rs`).
+    as_sent: Vec<Option<AsSent>>,
+    /// Where a body made twice is generated the first time, for its digests: one
+    /// [`Spacing::scratch`] piece (within the budget's per-connection slack).
+    scratch: Vec<u8>,
     /// `watch_for[c]`: the attempt (its job's start and retries) connection `c`'s answer watch
     /// was armed for, while it is in flight.
     watch_for: Vec<Option<(Instant, u32)>>,
@@ -216,6 +223,8 @@ impl UringEngine {
             deferred: vec![false; n],
             tails: vec![Vec::new(); n],
             content: None,
+            as_sent: (0..n).map(|_| None).collect(),
+            scratch: Vec::new(),
             watch_for: vec![None; n],
             peek_by_watch: vec![false; n],
             stats: ObjectStats::default(),
@@ -278,7 +287,13 @@ impl RingCheckpoint {
                 expect: super::conn::Expect::Head,
                 ..Job::request(c, self.bufs[c], 0, now)
             },
-            _ => Job::request(c, self.bufs[c], request.body_bytes, now),
+            Kind::Part { .. } | Kind::Put { .. } => {
+                Job::request(c, self.bufs[c], request.body_bytes, now)
+            }
+            _ => {
+                self.as_sent[c] = None;
+                Job::request(c, self.bufs[c], request.body_bytes, now)
+            }
         };
         self.requests[c] = Some(request);
         self.live.issued();
@@ -339,6 +354,10 @@ impl RingCheckpoint {
     /// HTTP without waiting for a `SEND_ZC` of the failed attempt, whose socket is closed (its
     /// bytes go nowhere now).
     fn place_tail(&mut self, c: usize, spacing: Spacing) -> Result<(), RankError> {
+        if let Some(made) = self.as_sent[c].as_mut().filter(|m| m.owns_tail()) {
+            let buf = self.ring.buffer_from_mut(self.bufs[c], 0);
+            return made.place_tail(buf).map_err(RankError::Engine);
+        }
         if self.tails[c].is_empty() {
             return Ok(());
         }
@@ -379,7 +398,11 @@ impl RingCheckpoint {
                     self.watch_answer(c)?;
                 }
                 let (buf, zc) = (self.bufs[c], self.zc);
-                let n = (len - from).min(SEND_CHUNK_BYTES);
+                let n = match &self.as_sent[c] {
+                    Some(_) => (len - from).min(slices::SLICE_BYTES),
+                    None => (len - from).min(SEND_CHUNK_BYTES),
+                };
+                self.make(c, from + n)?;
                 let (ring, fd) = self.ring_and_socket(c)?;
                 ring.send_buffer(c, fd, buf, from, n, zc).map_err(queued)?;
                 if self.zc {
@@ -451,11 +474,11 @@ impl RingCheckpoint {
         self.engine.client.target().request_path(Some(key))
     }
 
-    /// Generates `object`'s bytes `range` into connection `c`'s buffer, with (under
-    /// `--checksum`) their digest and (under `--payload-signing sha256`, with keys) their
-    /// SHA-256, in the same pass: the generator's and the checksum's CPU each timed apart
-    /// (`generate_cpu`, `checksum_cpu`). The request sending them: `kind` with `query`,
-    /// carrying the checksum's header and the payload's hash; the checksum's digest.
+    /// The request sending `object`'s bytes `range` from connection `c`'s buffer: `kind` with
+    /// `query`, carrying the checksum's header and (under `--payload-signing sha256`, with
+    /// keys) the payload's hash; with the checksum's digest when it is known now (a trailer's
+    /// made as the body is sent is had from [`AsSent::digest`]). The bytes are generated into
+    /// the buffer now, or as they are sent ([`RingCheckpoint::make_body`]).
     fn body_request(
         &mut self,
         c: usize,
@@ -465,17 +488,7 @@ impl RingCheckpoint {
         query: &[(&str, &str)],
     ) -> (Request, Option<crate::checksum::Digest>) {
         let len = (range.end - range.start) as usize;
-        let digests =
-            super::super::common::digests(&self.shape, self.engine.client.signer().signs());
-        // Over TLS, laid out to be sealed where it is generated (the plan gives each buffer the
-        // room: `budget::object_buffer_bytes`).
-        let layout = self.layout_for(c);
-        let spacing = layout.map_or_else(Spacing::contiguous, |l| l.spacing());
-        let buf = self.ring.buffer_from_mut(self.bufs[c], 0);
-        let filled = fill_spaced(&object.content, range.start, buf, len, spacing, digests);
-        self.held[c] = Held::Plain(layout);
-        self.stats.write.generate_cpu += filled.generate_cpu;
-        self.stats.write.checksum_cpu += filled.checksum_cpu;
+        let (filled, making) = self.make_body(c, object, range.start, len);
         let path = self.path(&object.key);
         let mut request = Request::new(kind, &object.key, &path, query);
         let form = BodyForm::of(&self.shape, len as u64, &filled);
@@ -484,7 +497,18 @@ impl RingCheckpoint {
         // An aws-chunked body's tail goes from the buffer, after the data.
         request.body_bytes += form.chunked.as_ref().map_or(0, |c| c.tail_len());
         request.chunked = form.chunked;
-        (request, filled.digest)
+        self.as_sent[c] = match making {
+            Making::Whole => None,
+            Making::AsSent { twice } => {
+                // Made once: a trailer's digest is computed as it goes.
+                let trailer = request.chunked.clone().filter(|_| !twice);
+                Some(AsSent::new(object.content, range.start, len, trailer))
+            }
+        };
+        let digest = filled
+            .digest
+            .filter(|_| making != Making::AsSent { twice: false });
+        (request, digest)
     }
 
     /// A part, or a single PUT, answered: counted.
@@ -572,6 +596,10 @@ impl RingCheckpoint {
                 };
                 self.part_done(&job, len);
                 etags[number as usize - 1] = Some(etag);
+                if let Some(digest) = self.as_sent[c].as_ref().and_then(AsSent::digest) {
+                    // A trailer's digest, computed as the part was sent.
+                    digests[number as usize - 1] = Some(digest);
+                }
                 done += 1;
             }
         }
