@@ -146,16 +146,6 @@ impl Spacing {
         }
     }
 
-    /// Every piece at the start of one piece's room (`piece` bytes of scratch): a body
-    /// generated only for its digests, before it is made again as it is sent.
-    pub fn scratch() -> Spacing {
-        Spacing {
-            lead: 0,
-            stride: 0,
-            piece: FILL_CHUNK_BYTES,
-        }
-    }
-
     /// The buffer range of piece `i` of a body of `len` bytes.
     fn piece(&self, i: usize, len: usize) -> std::ops::Range<usize> {
         let start = i * self.stride + self.lead;

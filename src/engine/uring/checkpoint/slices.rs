@@ -5,13 +5,14 @@
 //! is sent").
 //!
 //! How each integrity form is made (the plan's `ObjectIoShape`; chosen by [`Making::of`]):
-//! - no checksum, or the checksum as an aws-chunked trailer, with an unsigned payload: made
-//!   once, as sent; the trailer's digest is computed slice by slice as the slices are made and
-//!   the tail (final chunk, trailer) placed after the data once the last slice is made;
-//! - the checksum as a header, or a signed payload (`--payload-signing sha256`, `streaming`):
-//!   the digest must be in the head, before the first body byte, so the body is made twice: a
-//!   first pass generates it into a slice-sized scratch for the digests only, then the slices
-//!   are made again as they are sent;
+//! - no checksum, or the checksum as an aws-chunked trailer, with an unsigned payload: made as
+//!   sent; the trailer's digest is computed slice by slice as the slices are made and the tail
+//!   (final chunk, trailer) placed after the data once the last slice is made;
+//! - the checksum as a header (the default), or a signed payload (`--payload-signing sha256`,
+//!   `streaming`): the digest must be in the head, before the first body byte. Made twice (a
+//!   first pass for the digests into a slice of scratch, then again as sent) it cost more than
+//!   made whole (the generator's second pass outweighs the copy from cache: BENCHMARKS.md),
+//!   so it is made whole before the head, its digest in the same pass;
 //! - `SEND_ZC` and TLS: made whole before the head (`SEND_ZC` does not copy; TLS seals each
 //!   record where it was generated, `sealed.rs`).
 
@@ -28,7 +29,9 @@ use crate::rank::checkpoint::ObjectSpec;
 use crate::s3::chunked::Chunked;
 
 /// The body bytes one send carries when the body is made as it is sent: small enough that the
-/// slice is still in the core's cache when the kernel copies it.
+/// slice is still in the core's caches when the kernel copies it, large enough that a send's
+/// own cost stays small (256 and 512 KiB cost more than a part made whole; 1, 2 and 4 MiB
+/// saved alike: BENCHMARKS.md).
 pub(super) const SLICE_BYTES: usize = 2 << 20;
 
 /// How a body is made.
@@ -36,20 +39,18 @@ pub(super) const SLICE_BYTES: usize = 2 << 20;
 pub(super) enum Making {
     /// Generated whole into the buffer before the head is sent.
     Whole,
-    /// Generated as sent; `twice`: generated once before, for the digests the head carries.
-    AsSent { twice: bool },
+    /// Generated slice by slice, each just before the send that carries it.
+    AsSent,
 }
 
 impl Making {
     /// How a body goes that is sent with `SEND_ZC` (`zc`) or over TLS (`tls`), whose digests
     /// must be known before the head (`digest_first`: a checksum header, a signed payload).
     pub(super) fn of(zc: bool, tls: bool, digest_first: bool) -> Making {
-        if zc || tls {
+        if zc || tls || digest_first {
             Making::Whole
         } else {
-            Making::AsSent {
-                twice: digest_first,
-            }
+            Making::AsSent
         }
     }
 }
@@ -166,9 +167,9 @@ impl AsSent {
 impl RingCheckpoint {
     /// Makes the body of `len` bytes of `object` from `offset` for connection `c`: generated
     /// whole into its buffer now (laid out for sealing over TLS), or, as [`Making::of`] says,
-    /// left to be made as it is sent, after a first pass for the digests the head carries when
-    /// it must. The digests known now (a trailer made once gets a placeholder, of nothing, that
-    /// gives the tail its length), and how the body is made.
+    /// left to be made as it is sent. The digests known now (a trailer made as sent gets a
+    /// placeholder, the digest of nothing, that gives the tail its length), and how the body
+    /// is made.
     pub(super) fn make_body(
         &mut self,
         c: usize,
@@ -190,19 +191,7 @@ impl RingCheckpoint {
                 let buf = self.ring.buffer_from_mut(self.bufs[c], 0);
                 fill_spaced(&object.content, offset, buf, len, spacing, digests)
             }
-            Making::AsSent { twice: true } => {
-                let spacing = Spacing::scratch();
-                self.scratch.resize(spacing.piece, 0);
-                fill_spaced(
-                    &object.content,
-                    offset,
-                    &mut self.scratch,
-                    len,
-                    spacing,
-                    digests,
-                )
-            }
-            Making::AsSent { twice: false } => Filled {
+            Making::AsSent => Filled {
                 digest: digests.checksum.map(|a| crate::checksum::digest(a, &[])),
                 payload_sha256: None,
                 generate_cpu: Duration::ZERO,
@@ -272,13 +261,7 @@ mod tests {
     fn the_forms_that_are_made_as_sent() {
         assert_eq!(Making::of(true, false, false), Making::Whole);
         assert_eq!(Making::of(false, true, false), Making::Whole);
-        assert_eq!(
-            Making::of(false, false, false),
-            Making::AsSent { twice: false }
-        );
-        assert_eq!(
-            Making::of(false, false, true),
-            Making::AsSent { twice: true }
-        );
+        assert_eq!(Making::of(false, false, true), Making::Whole);
+        assert_eq!(Making::of(false, false, false), Making::AsSent);
     }
 }
