@@ -150,6 +150,16 @@ impl ObjectFetch {
         })
     }
 
+    /// How many requests after the HEAD fetch an object of `size` bytes: its ranged chunks,
+    /// or one GET of the whole object when it is not split.
+    pub fn ranges(&self, size: u64) -> u64 {
+        if self.splits(size) {
+            size.div_ceil(self.chunk_bytes_for(size).max(1))
+        } else {
+            1
+        }
+    }
+
     /// The ranges of an object of `size` bytes, in order: `(offset, length)`; one (the whole
     /// object) when it is not split.
     pub fn chunks(&self, size: u64) -> Vec<(u64, u64)> {

@@ -246,11 +246,88 @@ pub struct GetRecord {
     pub endpoint: usize,
 }
 
+/// Requests as the store sees them, by kind: each counted once, however many attempts it
+/// took (the attempts beyond the first are the retries). A whole-object GET fetched as the
+/// DLIO fork's s3dlio fetches it is a HEAD and a GET, or a HEAD and its ranged GETs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct RequestKinds {
+    pub head: u64,
+    /// GETs of a whole object (no `Range` header).
+    pub get: u64,
+    pub ranged_get: u64,
+    /// Listings (ListObjectsV2, ListMultipartUploads): pages.
+    pub list: u64,
+    /// PutObject.
+    pub put: u64,
+    /// UploadPart.
+    pub part: u64,
+    /// CreateMultipartUpload, CompleteMultipartUpload, AbortMultipartUpload.
+    pub create: u64,
+    pub complete: u64,
+    pub abort: u64,
+}
+
+impl RequestKinds {
+    pub fn merge(&mut self, other: &RequestKinds) {
+        self.head += other.head;
+        self.get += other.get;
+        self.ranged_get += other.ranged_get;
+        self.list += other.list;
+        self.put += other.put;
+        self.part += other.part;
+        self.create += other.create;
+        self.complete += other.complete;
+        self.abort += other.abort;
+    }
+
+    fn named(&self) -> [(u64, &'static str, &'static str); 9] {
+        [
+            (self.head, "HEAD", "HEADs"),
+            (self.get, "GET", "GETs"),
+            (self.ranged_get, "ranged GET", "ranged GETs"),
+            (self.list, "LIST", "LISTs"),
+            (self.put, "PUT", "PUTs"),
+            (self.part, "part", "parts"),
+            (self.create, "create", "creates"),
+            (self.complete, "complete", "completes"),
+            (self.abort, "abort", "aborts"),
+        ]
+    }
+
+    /// Every request counted.
+    pub fn total(&self) -> u64 {
+        self.named().iter().map(|(n, ..)| n).sum()
+    }
+
+    /// In words, the kinds sent only: `16 HEADs, 13 GETs, 31 ranged GETs`.
+    pub fn describe(&self) -> String {
+        let named = self.named();
+        let sent: Vec<String> = named
+            .iter()
+            .filter(|(n, ..)| *n > 0)
+            .map(|(n, one, many)| {
+                format!(
+                    "{} {}",
+                    crate::units::count(*n),
+                    if *n == 1 { one } else { many }
+                )
+            })
+            .collect();
+        if sent.is_empty() {
+            "no requests".to_string()
+        } else {
+            sent.join(", ")
+        }
+    }
+}
+
 /// What one rank's GETs did.
 #[derive(Debug, Clone, Default)]
 pub struct RequestStats {
     /// GETs completed (each counted once, however many attempts it took).
     pub requests: u64,
+    /// The requests those GETs sent, by kind, as the store sees them.
+    pub by_kind: RequestKinds,
     /// Attempts beyond the first.
     pub retries: u64,
     /// GETs that failed after their retries.
@@ -318,6 +395,8 @@ impl RequestStats {
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct WireStats {
     requests: u64,
+    #[serde(default)]
+    by_kind: RequestKinds,
     retries: u64,
     errors: u64,
     bytes_read: u64,
@@ -350,6 +429,7 @@ impl RequestStats {
     pub fn to_wire(&self) -> WireStats {
         WireStats {
             requests: self.requests,
+            by_kind: self.by_kind,
             retries: self.retries,
             errors: self.errors,
             bytes_read: self.bytes_read,
@@ -380,6 +460,7 @@ impl RequestStats {
     pub fn from_wire(wire: WireStats) -> RequestStats {
         let mut stats = RequestStats {
             requests: wire.requests,
+            by_kind: wire.by_kind,
             retries: wire.retries,
             errors: wire.errors,
             bytes_read: wire.bytes_read,
@@ -464,6 +545,7 @@ impl RequestStats {
             self.endpoint(i).merge(e);
         }
         self.requests += other.requests;
+        self.by_kind.merge(&other.by_kind);
         self.retries += other.retries;
         self.errors += other.errors;
         self.bytes_read += other.bytes_read;

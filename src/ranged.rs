@@ -34,6 +34,25 @@ impl RangedGet {
         }
     }
 
+    /// The requests this GET sends, as the store sees them: one GET of the whole object, one
+    /// ranged GET, or (fetched as s3dlio fetches it) a HEAD and a GET or its ranged chunks.
+    pub fn requests(&self) -> crate::metrics::RequestKinds {
+        let mut kinds = crate::metrics::RequestKinds::default();
+        match self.fetch {
+            Some(rules) => {
+                kinds.head = u64::from(rules.head);
+                if rules.splits(self.len_bytes) {
+                    kinds.ranged_get = rules.ranges(self.len_bytes);
+                } else {
+                    kinds.get = 1;
+                }
+            }
+            None if self.whole => kinds.get = 1,
+            None => kinds.ranged_get = 1,
+        }
+        kinds
+    }
+
     /// The inclusive last byte, as `Range: bytes=offset-last` states it.
     pub fn last_byte(&self) -> u64 {
         self.offset + self.len_bytes - 1

@@ -160,6 +160,15 @@ fn both_engines_write_and_restore_against_the_embedded_sink_with_verify() {
             s["save"]["generate_cpu_s_per_gib"].is_number(),
             "{engine}: {s}"
         );
+        // The sum per GiB written: the I/O's, the generator's and the checksum's CPU.
+        let figure = |k: &str| s["save"][k].as_f64().unwrap_or(0.0);
+        let parts = figure("client_cpu_s_per_gib")
+            + figure("generate_cpu_s_per_gib")
+            + figure("checksum_cpu_s_per_gib");
+        assert!(
+            (figure("total_cpu_s_per_gib") - parts).abs() < 1e-6 && parts > 0.0,
+            "{engine}: {s}"
+        );
         assert!(
             s["load"]["server_cpu_s_per_gib"].is_number(),
             "{engine}: {s}"
@@ -374,6 +383,11 @@ fn the_directory_backend_stores_real_files_with_dlio_names_and_the_generators_by
         let (code, _, stderr) = output(&mut cmd);
         assert_eq!(code, 3, "{engine}: {stderr}");
         assert!(stderr.contains(&expected[1].0), "{engine}: {stderr}");
+        // As for another writer's object (issue 35): the line says what else wrote it.
+        assert!(
+            stderr.contains("another writer") && stderr.contains("without --verify"),
+            "{engine}: {stderr}"
+        );
     }
 }
 
@@ -1023,4 +1037,43 @@ fn a_failed_checkpoint_run_has_outcome_failed_and_no_dlio_figure_for_the_failed_
     // With --json the report is on stderr: save's headline, no load headline.
     assert!(stderr.contains("  save: "), "{stderr}");
     assert!(!stderr.contains("  load: "), "{stderr}");
+}
+
+/// Requests counted as the store sees them (issue 35): a write and a restore's creations,
+/// parts, completions, checksum HEADs, ranged GETs and the set-up's LISTs, on both engines,
+/// equal the embedded server's own log kind by kind.
+#[test]
+fn requests_by_kind_match_the_servers_own_log_on_both_engines() {
+    for engine in ["uring", "baseline"] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("requests.jsonl");
+        let server = common::spawn_serve(&["--sink", "--request-log", log.to_str().unwrap()]);
+        let args = [
+            "llama3_tiny",
+            "--np",
+            "2",
+            "--engine",
+            engine,
+            "--endpoint",
+            &server.endpoint,
+            "--bucket",
+            "ringload",
+        ];
+        let s = run_json_env(&args, &[]);
+        drop(server);
+        let (save, load) = (
+            &s["save"]["requests_by_kind"],
+            &s["load"]["requests_by_kind"],
+        );
+        assert_eq!(save["part"], s["save"]["requests"], "{engine}: {s}");
+        assert_eq!(load["ranged_get"], s["load"]["requests"], "{engine}: {s}");
+        assert!(load["head"].as_u64() > Some(0), "{engine}: {load}");
+        let lists = s["lists"].as_u64().unwrap();
+        assert!(lists > 0, "{engine}: {s}");
+        assert_eq!(
+            common::summed_kinds(&[save, load], lists),
+            common::logged_kinds(&log),
+            "{engine}"
+        );
+    }
 }

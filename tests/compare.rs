@@ -549,3 +549,70 @@ fn a_checkpoint_summary_compare_cannot_read_is_named_in_one_line() {
         "{stderr}"
     );
 }
+
+/// The DLIO fork's ways, named with what follows (issue 35): the real unet3d run at NP 2 whose
+/// logs show every rank splitting all 16 files; and a run whose steps fell below the formula by
+/// partial worker batches. No real run of the latter is at hand, so it is built from the
+/// fork's code (its `_s3_iterable_mixin.py` and `parquet_reader_s3dlio.py` batch each worker's
+/// files apart and drop the remainder): the np1rt1 fixture at batch 13 and 2 workers, where
+/// each worker's 8 files of 24 rows give ⌊192 ÷ 13⌋ = 14 batches, 28 steps where
+/// ⌊24·16 ÷ 13⌋ = 29, its per-step lists cut to the 28 steps DLIO would record.
+#[test]
+fn compare_names_the_forks_whole_list_and_partial_worker_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let unet3d = fixtures().join("unet3d-tiny-np2");
+    let (code, stdout, stderr) = common::run(&[
+        "compare",
+        unet3d.to_str().unwrap(),
+        fixtures().join("np2rt2").to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let c: Value = serde_json::from_str(&stdout).unwrap();
+    let notes = c["notes"].to_string();
+    assert!(
+        notes.contains("every rank read the whole file list")
+            && notes.contains("total_files=16")
+            && notes.contains("up to 2× the dataset"),
+        "{notes}"
+    );
+    // np2rt2 kept no logs: nothing is claimed for it.
+    assert!(!notes.contains("B: dlio at NP 2"), "{notes}");
+
+    let built = dir.path().join("partial");
+    std::fs::create_dir_all(built.join("dlio_config")).unwrap();
+    for name in ["summary.json", "0_per_epoch_stats.json"] {
+        std::fs::copy(fixtures().join("np1rt1").join(name), built.join(name)).unwrap();
+    }
+    for name in ["config.yaml", "hydra.yaml", "overrides.yaml"] {
+        let text =
+            std::fs::read_to_string(fixtures().join("np1rt1/dlio_config").join(name)).unwrap();
+        let text = text
+            .replace("batch_size: 4", "batch_size: 13")
+            .replace("read_threads: 1", "read_threads: 2");
+        std::fs::write(built.join("dlio_config").join(name), text).unwrap();
+    }
+    let mut output = read_fixture("np1rt1/0_output.json");
+    for list in ["load", "proc", "throughput", "au", "compute"] {
+        if let Some(steps) = output["1"][list]["block1"].as_array_mut() {
+            steps.truncate(28);
+        }
+    }
+    std::fs::write(built.join("0_output.json"), output.to_string()).unwrap();
+    let (code, stdout, stderr) = common::run(&[
+        "compare",
+        built.to_str().unwrap(),
+        fixtures().join("np1rt1").to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let c: Value = serde_json::from_str(&stdout).unwrap();
+    let notes = c["notes"].to_string();
+    assert!(
+        notes.contains("rank 0 ran 28 steps in epoch 1")
+            && notes.contains("= 29")
+            && notes.contains("drops its last partial batch")
+            && notes.contains("20 of their samples were never counted"),
+        "{notes}"
+    );
+}

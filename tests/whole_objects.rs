@@ -733,3 +733,56 @@ fn a_zero_byte_object_is_planned_and_read_by_both_engines_and_loaders() {
         }
     }
 }
+
+/// Requests counted as the store sees them (issue 35): the dlio loader's HEAD and ranged GETs
+/// per object (40 MB objects: a HEAD, then 4 MiB chunks) and the set-up's LISTs, on both
+/// engines, equal the embedded server's own log of what it answered, kind by kind; the report
+/// names them.
+#[test]
+fn requests_by_kind_match_the_servers_own_log_on_both_engines() {
+    let overrides = [
+        "dataset.num_files_train=4",
+        "dataset.record_length_bytes=40000000",
+        "dataset.record_length_bytes_stdev=0",
+        "reader.batch_size=1",
+        "train.epochs=1",
+    ];
+    for engine in ["uring", "baseline"] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("requests.jsonl");
+        let mut serve_args = vec!["unet3d_b200", "--request-log", log.to_str().unwrap()];
+        serve_args.extend(overrides);
+        let served = common::spawn_serve(&serve_args);
+        let mut args = vec![
+            "unet3d_b200",
+            "--np",
+            "1",
+            "--engine",
+            engine,
+            "--loader",
+            "dlio",
+        ];
+        args.extend(["--endpoint", &served.endpoint, "--bucket", "ringload"]);
+        args.extend(overrides);
+        let s = run_json_env(&args, &[]);
+        let kinds = &s["requests_by_kind"];
+        assert_eq!(s["requests"], 4, "{engine}: {s}");
+        assert_eq!(kinds["head"], 4, "{engine}: {kinds}");
+        // ⌈40,000,000 ÷ 4 MiB⌉ = 10 chunks per object.
+        assert_eq!(kinds["ranged_get"], 40, "{engine}: {kinds}");
+        assert_eq!(
+            common::summed_kinds(&[kinds], 0),
+            common::logged_kinds(&log),
+            "{engine}"
+        );
+        // The report says it in words.
+        let mut text_args = vec!["run"];
+        text_args.extend(&args);
+        let (code, stdout, stderr) = common::run(&text_args);
+        assert_eq!(code, 0, "{stderr}");
+        assert!(
+            stdout.contains("4 objects (4 HEADs, 40 ranged GETs"),
+            "{engine}: {stdout}"
+        );
+    }
+}

@@ -18,6 +18,7 @@
 pub mod checkpoint;
 pub mod dlio_gap;
 mod error;
+mod fork;
 
 pub use error::CompareError;
 
@@ -53,6 +54,9 @@ pub struct Entry {
     /// Where it came from, for the attribution of DLIO's AU loss ([`dlio_gap`]).
     #[serde(skip)]
     pub origin: dlio_gap::Origin,
+    /// A DLIO run: how the DLIO fork's ways changed its traffic or steps ([`fork`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fork_ways: Vec<String>,
 }
 
 const EXPECTED: &str = "expected a ringload summary.json or --output folder, a sweep folder \
@@ -178,6 +182,7 @@ pub fn read(path: &Path, letter: char) -> Result<Vec<Entry>, CompareError> {
                             .is_some_and(|s| s["target"]["embedded"] == true)
                     }),
                 },
+                fork_ways: Vec::new(),
             })
             .collect());
     }
@@ -219,6 +224,7 @@ pub fn read(path: &Path, letter: char) -> Result<Vec<Entry>, CompareError> {
                 io_wait_per_step_ms: json["io_wait_per_step_ms"]["mean"].as_f64(),
                 embedded: json["target"]["embedded"] == true,
             },
+            fork_ways: Vec::new(),
         }]);
     }
     if json["metric"]["train_au_mean_percentage"].is_number() {
@@ -289,8 +295,38 @@ fn dlio(json: &serde_json::Value, file: &Path, letter: char) -> Result<Entry, Co
             &folder.join("dlio_config/config.yaml"),
         ))
         .collect();
+    let fork_ways = {
+        let whole = |v: Option<f64>| v.map(|v| v as u64);
+        let samples_per_file = json["num_samples_per_file"].as_u64();
+        let files = json["num_files_train"].as_u64();
+        let batch = whole(
+            number(&["workload", "reader", "batch_size"])
+                .or_else(|| from_overrides("reader.batch_size")),
+        );
+        match (files, samples_per_file, batch) {
+            (Some(files), Some(samples_per_file), Some(batch)) if batch > 0 => {
+                let hosts = json["num_hosts"].as_u64().unwrap_or(1).max(1);
+                let shape = fork::RunShape {
+                    ranks: np,
+                    files,
+                    samples_per_file,
+                    batch,
+                    read_threads: read_threads.unwrap_or(1),
+                    host_cpus: json["host_cpu_count"][0].as_u64(),
+                    ranks_per_host: np.div_ceil(hosts),
+                    record_bytes: whole(
+                        number(&["workload", "dataset", "record_length_bytes"])
+                            .or_else(|| from_overrides("dataset.record_length_bytes")),
+                    ),
+                };
+                fork::ways(folder, &shape, &fork::steps_of(folder, np))
+            }
+            _ => Vec::new(),
+        }
+    };
     Ok(Entry {
         group: format!("{letter}: dlio"),
+        fork_ways,
         source: file.display().to_string(),
         np: np as u32,
         read_threads,
@@ -410,6 +446,19 @@ pub fn compare(entries: Vec<Entry>) -> Comparison {
     }
     if entries.iter().any(|e| e.read_threads.is_none()) {
         notes.push("an input does not say its read threads (RT —): it matches no other's".into());
+    }
+    // The DLIO fork's ways, in the notes and in each attribution of that run.
+    let mut dlio_gaps = dlio_gaps;
+    for e in entries.iter().filter(|e| !e.fork_ways.is_empty()) {
+        for way in &e.fork_ways {
+            notes.push(format!("{} at NP {}: {way}", e.group, e.np));
+        }
+        for gap in dlio_gaps
+            .iter_mut()
+            .filter(|g| g.dlio == e.group && g.np == e.np && g.read_threads == e.read_threads)
+        {
+            gap.lines.extend(e.fork_ways.iter().cloned());
+        }
     }
     Comparison {
         groups,

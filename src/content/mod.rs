@@ -305,9 +305,10 @@ impl Content {
     /// and layout it was checked against.
     pub fn mismatch(&self, at: u64) -> String {
         format!(
-            "byte {at} is not content version {VERSION}'s ({}): data written by another \
-             ringload version, or with other --dedupe-ratio, --dedupe-block or \
-             --compress-ratio, differs",
+            "byte {at} is not content version {VERSION}'s ({}): the object was written by \
+             another writer (a DLIO run, another tool: other bytes), by another ringload \
+             version, or with other --dedupe-ratio, --dedupe-block, --compress-ratio or \
+             checkpoint.randomize_tensor; restore such objects without --verify",
             self.describe()
         )
     }

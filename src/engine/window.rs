@@ -298,11 +298,13 @@ impl<F, H> Window<F, H> {
             return Err(schedule_bug("an arrival of", reader, get, state));
         };
         let len_bytes = self.readers[reader].gets[get].len_bytes;
+        let sent = self.readers[reader].gets[get].requests();
         if let Some(live) = &self.live {
             live.completed(len_bytes, 0, arrival.total);
         }
         let stats = &mut self.stats;
         stats.requests += 1;
+        stats.by_kind.merge(&sent);
         stats.retries += u64::from(arrival.retries);
         stats.bytes_read += len_bytes;
         stats.first_byte.record(arrival.first_byte);

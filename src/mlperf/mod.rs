@@ -7,6 +7,7 @@
 
 pub mod checkpoint_rules;
 pub mod datasize;
+pub mod parameters;
 pub mod training_rules;
 
 use serde::{Deserialize, Serialize};

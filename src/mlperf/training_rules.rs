@@ -72,6 +72,9 @@ pub struct TrainingFacts {
     /// The timed runs, in order.
     pub timed: Vec<TimedRun>,
     pub dataset: DatasetFacts,
+    /// The workload parameters the runs overrode (key, value as recorded), for the CLOSED
+    /// parameters line ([`super::parameters`]).
+    pub overrides: Vec<(String, String)>,
 }
 
 /// One line per rule, in the rules' order; only the AU line, failed, for an NP that was not run.
@@ -89,6 +92,7 @@ pub fn rules(f: &TrainingFacts) -> Vec<Rule> {
         published_au(f),
         published_read_bandwidth(f),
         dataset_size(f.np, &f.dataset),
+        super::parameters::rule(&f.overrides),
     ]
 }
 
@@ -261,6 +265,7 @@ mod tests {
             runs_asked: RUNS,
             timed: timed_runs,
             dataset: dataset(28_000),
+            overrides: vec![("dataset.num_files_train".into(), "28000".into())],
         }
     }
 
@@ -283,6 +288,8 @@ mod tests {
                 "PASS  dataset size: 28000 files ≥ the 28000 the rule asks for: max(5 × 512.0 GiB \
                  (1 host × 512.0 GiB, given) ÷ 139.8 MiB per file = 18750, 500 × NP 8 × batch 7 \
                  ÷ 1 samples per file = 28000) (3822.9 GiB on the store)",
+                "PASS  parameters (CLOSED): dataset.num_files_train=28000 overridden, each one \
+                 CLOSED allows: mlpstorage judges the parameters CLOSED",
             ]
         );
         assert!(super::super::none_failed(&rules(&f)));

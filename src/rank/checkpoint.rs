@@ -83,6 +83,10 @@ pub struct WriteStats {
     pub retries_by_cause: BTreeMap<&'static str, u64>,
     /// Uploads aborted (a part past its retries, or a failed completion).
     pub aborted: u64,
+    /// The requests the writes sent, by kind, as the store sees them (each answered one
+    /// once; an upload's creation, parts, completion, a single PUT, an abort, a HEAD settling
+    /// a lost completion).
+    pub sent: crate::metrics::RequestKinds,
     /// From a part's first attempt to its answer, retries included.
     pub part_latency: LatencyHistogram,
     /// CPU time of the rank's thread spent generating content (kept apart from the I/O's).
@@ -112,6 +116,7 @@ impl WriteStats {
             *self.retries_by_cause.entry(cause).or_default() += n;
         }
         self.aborted += other.aborted;
+        self.sent.merge(&other.sent);
         self.part_latency.merge(&other.part_latency);
         self.generate_cpu += other.generate_cpu;
         self.checksum_cpu += other.checksum_cpu;

@@ -149,10 +149,10 @@ pub fn render(summary: &CheckpointSummary) -> String {
 fn phase_line(verb: &str, io: &PhaseIo) -> String {
     let per_gib = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.3}"));
     let mut line = format!(
-        "  {verb}: {} in {} requests ({} retries) over {:.2} s; latency p50 {:.1} ms, p99 {:.1} \
+        "  {verb}: {} in {} ({} retries) over {:.2} s; latency p50 {:.1} ms, p99 {:.1} \
          ms; client CPU {} s/GiB",
         bytes(io.bytes),
-        count(io.requests),
+        io.requests_by_kind.describe(),
         count(io.retries),
         io.wall_s,
         io.latency_ms.p50,
@@ -172,6 +172,9 @@ fn phase_line(verb: &str, io: &PhaseIo) -> String {
             " (+ checksum {} s/GiB)",
             per_gib(io.checksum_cpu_s_per_gib)
         );
+    }
+    if io.total_cpu_s_per_gib != io.client_cpu_s_per_gib {
+        let _ = write!(line, " = {} s/GiB in all", per_gib(io.total_cpu_s_per_gib));
     }
     if io.server_cpu_s_per_gib.is_some() {
         let _ = write!(

@@ -190,6 +190,23 @@ fn render_au(w: &mut String, s: &RunSummary) {
     );
 }
 
+/// The GETs, and the requests they sent by kind where those differ: `480 ranged GETs`, or `16
+/// objects (16 HEADs, 13 GETs, 31 ranged GETs)` (fetched as s3dlio fetches them).
+fn requests_in_words(s: &RunSummary) -> String {
+    let kinds = &s.requests_by_kind;
+    let one_each =
+        kinds.total() == s.requests && (kinds.get == s.requests || kinds.ranged_get == s.requests);
+    if one_each {
+        return kinds.describe();
+    }
+    let what = if s.format == "parquet" {
+        "GET"
+    } else {
+        "object"
+    };
+    format!("{} ({})", counted(s.requests, what), kinds.describe())
+}
+
 /// The bytes read, GETs, retries and errors, and what the loader read past the last steps.
 fn render_bytes(w: &mut String, s: &RunSummary) {
     // Whole objects are one GET each: no footer.
@@ -199,7 +216,7 @@ fn render_bytes(w: &mut String, s: &RunSummary) {
         "read {} ({} bytes) in {} at {:.0} MiB/s on the wire ({} nominal); {}{}, {}",
         bytes(s.bytes_read),
         count(s.bytes_read),
-        counted(s.requests, "GET"),
+        requests_in_words(s),
         s.measured_mib_per_s,
         or_dash(s.io_mib_per_s, |v| format!("{} MiB/s", whole(v))),
         if parquet {

@@ -403,21 +403,33 @@ fn parameters(config: &RawConfig) -> (Json, Json) {
     (Json::Object(all), Json::Object(overridden))
 }
 
+/// The workload parameters a run set apart from its workload file (each override and flag
+/// that sets one): key and value as `overrides.yaml` records them, a secret's value redacted.
+/// What mlpstorage judges CLOSED, OPEN or INVALID ([`crate::mlperf::parameters`]).
+pub fn overrides(config: &RawConfig) -> Vec<(String, String)> {
+    config
+        .settings()
+        .filter(|(_, setting)| !matches!(setting.origin, Origin::File { .. }))
+        .map(|(key, setting)| {
+            let value = if secret_key(key) {
+                REDACTED.to_string()
+            } else {
+                scalar(&setting.value)
+            };
+            (key.clone(), value)
+        })
+        .collect()
+}
+
 /// Hydra's task overrides: `workload=NAME`, then each override and flag as
 /// `++workload.KEY=VALUE`.
 fn task_overrides(config: &RawConfig) -> Vec<String> {
     let mut out = vec![format!("workload={}", config.source.name)];
-    for (key, setting) in config.settings() {
-        if matches!(setting.origin, Origin::File { .. }) {
-            continue;
-        }
-        let value = if secret_key(key) {
-            REDACTED.to_string()
-        } else {
-            scalar(&setting.value)
-        };
-        out.push(format!("++workload.{key}={value}"));
-    }
+    out.extend(
+        overrides(config)
+            .into_iter()
+            .map(|(key, value)| format!("++workload.{key}={value}")),
+    );
     out
 }
 

@@ -86,6 +86,8 @@ pub struct CheckpointSession<'a> {
     host_budget_bytes: u64,
     /// Uploads an earlier run left open under the checkpoint folder, aborted at set-up.
     stale: usize,
+    /// [`crate::s3::client::lists_sent`] when set-up started: the run's LISTs are those since.
+    lists_at_start: u64,
     /// This process's journal of the uploads it starts (`rank::journal`).
     journal: UploadJournal,
     /// `--after`: seconds from the end of the write run to this run's start.
@@ -138,6 +140,7 @@ impl<'a> CheckpointSession<'a> {
     /// budget (each host's under mpirun, agreed by all), the engine (the one choice every run
     /// makes), and the uploads an earlier run left open aborted (process 0).
     pub fn prepare(prepared: Prepared<'a>) -> anyhow::Result<CheckpointSession<'a>> {
+        let lists_at_start = crate::s3::client::lists_sent();
         let hosts = prepared.hosts();
         let lead = prepared.lead();
         let Prepared {
@@ -275,6 +278,7 @@ impl<'a> CheckpointSession<'a> {
             notes,
             host_budget_bytes,
             stale: cleaned.aborted,
+            lists_at_start,
             journal: cleaned.journal,
             after_write_run_s,
             setup_client,
@@ -632,6 +636,7 @@ impl<'a> CheckpointSession<'a> {
             ),
             after_write_run_s: self.after_write_run_s,
             stale_uploads_aborted: self.stale,
+            lists: crate::s3::client::lists_sent() - self.lists_at_start,
             rules,
             notes: std::mem::take(&mut self.notes),
             limit,

@@ -91,6 +91,8 @@ struct WireObjectStats {
     retries: u64,
     retries_by_cause: BTreeMap<String, u64>,
     aborted: u64,
+    #[serde(default)]
+    sent: crate::metrics::RequestKinds,
     part_latency_us: Vec<(u64, u64)>,
     generate_cpu_ns: u64,
     #[serde(default)]
@@ -125,6 +127,7 @@ impl WireObjectStats {
                 .map(|(c, n)| (c.to_string(), *n))
                 .collect(),
             aborted: w.aborted,
+            sent: w.sent,
             part_latency_us: w.part_latency.to_wire(),
             generate_cpu_ns: w.generate_cpu.as_nanos() as u64,
             checksum_cpu_ns: w.checksum_cpu.as_nanos() as u64,
@@ -158,6 +161,7 @@ impl WireObjectStats {
                     .map(|(c, n)| (static_cause(c), *n))
                     .collect(),
                 aborted: self.aborted,
+                sent: self.sent,
                 part_latency: LatencyHistogram::from_wire(&self.part_latency_us),
                 generate_cpu: Duration::from_nanos(self.generate_cpu_ns),
                 checksum_cpu: Duration::from_nanos(self.checksum_cpu_ns),

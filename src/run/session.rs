@@ -86,6 +86,8 @@ pub struct Session<'a> {
     setup_done: Arc<AtomicBool>,
     /// The workload's configuration, for MLPerf's results tree.
     config: crate::config::RawConfig,
+    /// [`crate::s3::client::lists_sent`] when set-up started: the run's LISTs are those since.
+    lists_at_start: u64,
 }
 
 impl<'a> Session<'a> {
@@ -125,6 +127,7 @@ impl<'a> Session<'a> {
         )?;
         // Costs are counted from here: the virtual dataset's layout above is not the loader's.
         let setup_cpu = CpuReading::now(storage.server.as_ref().map_or(0.0, |s| s.stats().cpu_s));
+        let lists_at_start = crate::s3::client::lists_sent();
         let peak_rss_since_setup = metrics::reset_peak_rss();
 
         let policy = request.retry;
@@ -197,6 +200,7 @@ impl<'a> Session<'a> {
             cpus,
             storage,
             setup_cpu,
+            lists_at_start,
             peak_rss_since_setup,
             loader_footers,
             plan,
@@ -323,6 +327,8 @@ impl<'a> Session<'a> {
                 failure: failure.clone(),
                 interrupted,
                 loader_footers: self.loader_footers,
+                lists: crate::s3::client::lists_sent() - self.lists_at_start,
+                overrides: crate::results::overrides(&self.config),
                 hosts: host_summaries,
             },
         );

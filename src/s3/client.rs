@@ -158,6 +158,16 @@ where
     }
 }
 
+/// Listing pages (ListObjectsV2, ListMultipartUploads) answered to this process: the set-up's
+/// LISTs, which the runs count by kind beside their GETs and parts ([`lists_sent`]).
+static LISTS_SENT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Listing pages answered to this process so far: a run counts its own as the difference from
+/// its start to its end.
+pub fn lists_sent() -> u64 {
+    LISTS_SENT.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// A request, before it is signed for an attempt.
 #[derive(Debug, Clone)]
 pub struct RequestSpec<'a> {
@@ -201,6 +211,17 @@ impl<'a> RequestSpec<'a> {
             endpoint: 0,
             body_limit: CONTROL_BODY_LIMIT,
         }
+    }
+
+    /// A listing: a GET of the bucket with `list-type` (ListObjectsV2) or `uploads`
+    /// (ListMultipartUploads).
+    fn is_list(&self) -> bool {
+        self.method == Method::GET
+            && self.key.is_none()
+            && self
+                .query
+                .iter()
+                .any(|(name, _)| *name == "list-type" || *name == "uploads")
     }
 }
 
@@ -493,9 +514,13 @@ impl Client {
         spec: &RequestSpec<'_>,
     ) -> Result<(http::response::Parts, Bytes), RequestError> {
         let operation = self.operation(spec.method.as_str(), spec.key);
-        with_retries(&self.policy, &operation, || self.send_once(spec))
+        let answer = with_retries(&self.policy, &operation, || self.send_once(spec))
             .await
-            .0
+            .0;
+        if answer.is_ok() && spec.is_list() {
+            LISTS_SENT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        answer
     }
 
     /// A HEAD of `key`: its size.

@@ -150,6 +150,10 @@ pub struct PhaseIo {
     pub bytes: u64,
     /// Parts (and single PUTs) for saves, ranged GETs for loads.
     pub requests: u64,
+    /// Every request the phase sent, by kind, as the store sees them: saves' creations,
+    /// parts, completions, single PUTs, aborts and settling HEADs; loads' ranged GETs and
+    /// checksum HEADs.
+    pub requests_by_kind: crate::metrics::RequestKinds,
     pub retries: u64,
     pub retries_by_cause: std::collections::BTreeMap<String, u64>,
     /// Uploads aborted (saves).
@@ -170,6 +174,9 @@ pub struct PhaseIo {
     pub client_cpu_s_per_gib: Option<f64>,
     pub generate_cpu_s_per_gib: Option<f64>,
     pub checksum_cpu_s_per_gib: Option<f64>,
+    /// What the phase cost the client in all per GiB moved: the I/O's CPU with the
+    /// generator's, the checksums' and the check's (`client_cpu_s` over the bytes).
+    pub total_cpu_s_per_gib: Option<f64>,
     /// `SEND_ZC` sends and notifications that said the kernel copied anyway (io_uring).
     pub zc_sends: u64,
     pub zc_copied: u64,
@@ -210,6 +217,7 @@ impl PhaseIo {
                 let w = &all.write;
                 io.bytes = w.bytes_written;
                 io.requests = w.parts;
+                io.requests_by_kind = w.sent;
                 io.retries = w.retries;
                 io.retries_by_cause = w
                     .retries_by_cause
@@ -229,6 +237,7 @@ impl PhaseIo {
                 let r = &all.read;
                 io.bytes = r.bytes_read;
                 io.requests = r.requests;
+                io.requests_by_kind = r.by_kind;
                 io.retries = r.retries;
                 io.retries_by_cause = r
                     .retries_by_cause
@@ -245,6 +254,7 @@ impl PhaseIo {
         let io_cpu =
             (client_cpu_s - io.generate_cpu_s - io.checksum_cpu_s - io.verify_cpu_s).max(0.0);
         io.client_cpu_s_per_gib = cpu_s_per_gib(io_cpu, io.bytes);
+        io.total_cpu_s_per_gib = cpu_s_per_gib(client_cpu_s, io.bytes);
         io.generate_cpu_s_per_gib = (phase == Phase::Save)
             .then(|| cpu_s_per_gib(io.generate_cpu_s, io.bytes))
             .flatten();
@@ -313,6 +323,9 @@ pub struct CheckpointSummary {
     pub after_write_run_s: Option<f64>,
     /// Incomplete uploads under the checkpoint prefix aborted before the run started.
     pub stale_uploads_aborted: usize,
+    /// Listing pages the run sent outside the phases (ListMultipartUploads of the clean-up,
+    /// the ListObjectsV2 of the checkpoint folder before restores, the bucket check).
+    pub lists: u64,
     /// MLPerf's checkpointing rules, one line each ([`crate::mlperf::checkpoint_rules`]).
     pub rules: Vec<crate::mlperf::Rule>,
     pub notes: Vec<String>,

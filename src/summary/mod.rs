@@ -203,6 +203,10 @@ pub struct RunContext {
     pub interrupted: bool,
     /// With the dlio loader: the requests and bytes of every rank reading every footer.
     pub loader_footers: Option<(u64, u64)>,
+    /// Listing pages the set-up sent (the dataset's listing, the bucket check).
+    pub lists: u64,
+    /// The workload parameters the run overrode (`crate::results::overrides`).
+    pub overrides: Vec<(String, String)>,
     /// Under mpirun: each process's figures (empty for one process).
     pub hosts: Vec<HostSummary>,
 }
@@ -289,7 +293,15 @@ pub struct RunSummary {
     /// With the dlio loader: finished GETs queued per reader beyond `prefetch` (DLIO's
     /// `⌈reader.prefetch_size ÷ read_threads⌉`, or `--prefetch-factor`).
     pub prefetch_factor: Option<u32>,
+    /// The workload parameters the run set apart from its workload file (overrides and flags),
+    /// key and value as `--results-dir`'s overrides.yaml records them: what mlpstorage judges
+    /// CLOSED, OPEN or INVALID.
+    pub overrides: Vec<(String, String)>,
+    /// GETs completed: objects (whole-object workloads) or row-group ranges (Parquet).
     pub requests: u64,
+    /// The requests they sent, by kind, as the store sees them (the dlio loader's footer
+    /// reads before the clock are `dlio_footer_requests`).
+    pub requests_by_kind: crate::metrics::RequestKinds,
     pub retries: u64,
     pub errors: u64,
     /// Retries by the cause of the failed attempt: `503`, `500`, `429`, `timeout`,
@@ -528,7 +540,12 @@ impl RunSummary {
             overshoot_gets: plan.ranks.iter().map(|r| r.overshoot_gets).sum(),
             overshoot_bytes: plan.ranks.iter().map(|r| r.overshoot_bytes).sum(),
             prefetch_factor: plan.prefetch_factor,
+            overrides: context.overrides.clone(),
             requests: all.requests,
+            requests_by_kind: crate::metrics::RequestKinds {
+                list: context.lists,
+                ..all.by_kind
+            },
             retries: all.retries,
             errors: all.errors,
             retries_by_cause: by_cause(&all.retries_by_cause),

@@ -138,6 +138,8 @@ pub struct RunEvidence {
     pub client_cpu_s: Option<f64>,
     pub server_cpu_s: Option<f64>,
     pub wall_s: Option<f64>,
+    /// The workload parameters the run overrode, as its summary records them (`overrides`).
+    pub overrides: Vec<(String, String)>,
 }
 
 impl RunEvidence {
@@ -170,6 +172,14 @@ impl RunEvidence {
             client_cpu_s: s.and_then(|s| f(&s["client_cpu_s"])),
             server_cpu_s: result.server_cpu_s,
             wall_s: s.and_then(|s| f(&s["wall_s"])),
+            overrides: s
+                .and_then(|s| s["overrides"].as_array())
+                .into_iter()
+                .flatten()
+                .filter_map(|pair| {
+                    Some((pair[0].as_str()?.to_string(), pair[1].as_str()?.to_string()))
+                })
+                .collect(),
         }
     }
 
@@ -236,6 +246,7 @@ mod tests {
             client_cpu_s: None,
             server_cpu_s: None,
             wall_s: None,
+            overrides: Vec::new(),
         }
     }
 

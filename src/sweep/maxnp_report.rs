@@ -117,6 +117,11 @@ pub fn rules(
             samples_per_file: settings.samples_per_file,
             record_bytes: settings.record_bytes,
         },
+        overrides: at
+            .runs
+            .first()
+            .map(|r| r.overrides.clone())
+            .unwrap_or_default(),
     })
 }
 
@@ -333,6 +338,7 @@ mod tests {
             client_cpu_s: Some(cpu),
             server_cpu_s: Some(0.1),
             wall_s: Some(1.0),
+            overrides: Vec::new(),
         }
     }
 

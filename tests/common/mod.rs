@@ -306,3 +306,53 @@ pub fn tls_terminator(upstream: &str, extra: &str) -> Terminator {
         _dir: dir,
     }
 }
+
+/// The requests `serve --request-log` recorded in `log`, counted by kind as ringload's
+/// summaries count them (`requests_by_kind`): `head`, `get` (no Range), `ranged_get`, `list`
+/// (a GET of the bucket with `list-type` or `uploads`), `put`, `part` (a PUT with
+/// `partNumber`), `create` (a POST with `uploads`), `complete` (a POST with `uploadId`),
+/// `abort` (a DELETE with `uploadId`); anything else as `other`.
+#[allow(dead_code)]
+pub fn logged_kinds(log: &std::path::Path) -> std::collections::BTreeMap<String, u64> {
+    let text = std::fs::read_to_string(log).unwrap();
+    let mut kinds = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+        let (method, path) = (r["method"].as_str().unwrap(), r["path"].as_str().unwrap());
+        let query = r["query"].as_str().unwrap_or("");
+        let has = |name: &str| query.split('&').any(|p| p.split('=').next() == Some(name));
+        let bucket = path.trim_end_matches('/').matches('/').count() == 1;
+        let kind = match method {
+            "HEAD" => "head",
+            "GET" if bucket && (has("list-type") || has("uploads")) => "list",
+            "GET" if r["range"].is_string() => "ranged_get",
+            "GET" => "get",
+            "PUT" if has("partNumber") => "part",
+            "PUT" => "put",
+            "POST" if has("uploads") => "create",
+            "POST" if has("uploadId") => "complete",
+            "DELETE" if has("uploadId") => "abort",
+            _ => "other",
+        };
+        *kinds.entry(kind.to_string()).or_insert(0) += 1;
+    }
+    kinds
+}
+
+/// A summary's `requests_by_kind` objects added up, the kinds never sent left out: comparable
+/// with [`logged_kinds`].
+#[allow(dead_code)]
+pub fn summed_kinds(
+    parts: &[&serde_json::Value],
+    lists: u64,
+) -> std::collections::BTreeMap<String, u64> {
+    let mut kinds = std::collections::BTreeMap::new();
+    for part in parts {
+        for (kind, n) in part.as_object().unwrap() {
+            *kinds.entry(kind.clone()).or_insert(0) += n.as_u64().unwrap();
+        }
+    }
+    *kinds.entry("list".to_string()).or_insert(0) += lists;
+    kinds.retain(|_, n| *n > 0);
+    kinds
+}

@@ -49,6 +49,8 @@ pub struct BaselineCheckpoint {
 /// A part's outcome, from its task.
 struct PartDone {
     number: u32,
+    /// A single PutObject, not a part of an upload.
+    single: bool,
     result: Result<String, RequestError>,
     causes: Vec<&'static str>,
     bytes: u64,
@@ -139,6 +141,7 @@ impl BaselineCheckpoint {
                 .collect();
             let body = Bytes::from(buf);
             let number = upload.as_ref().map_or(1, |(_, n)| *n);
+            let single = upload.is_none();
             let number_text = number.to_string();
             let query_storage;
             let query: &[(&str, &str)] = match &upload {
@@ -174,6 +177,7 @@ impl BaselineCheckpoint {
             .await;
             PartDone {
                 number,
+                single,
                 result,
                 causes,
                 bytes,
@@ -200,6 +204,11 @@ impl BaselineCheckpoint {
         w.generate_cpu += done.generate_cpu;
         w.checksum_cpu += done.checksum_cpu;
         if done.result.is_ok() {
+            if done.single {
+                w.sent.put += 1;
+            } else {
+                w.sent.part += 1;
+            }
             w.parts += 1;
             w.bytes_written += done.bytes;
             w.part_latency.record(done.latency);
@@ -216,6 +225,7 @@ impl BaselineCheckpoint {
         self.open.retain(|(k, u)| !(k == key && u == id));
         if ok {
             self.journal.done(key, id);
+            self.stats.write.sent.abort += 1;
         }
         self.stats.write.aborted += 1;
         ok
@@ -244,6 +254,7 @@ impl BaselineCheckpoint {
             .runtime
             .block_on(async { client.create_multipart_checked(&key, algorithm).await })
             .map_err(|e| RankError::Io(e.into()))?;
+        self.stats.write.sent.create += 1;
         self.open.push((key.clone(), id.clone()));
         if let Err(e) = self.journal.opened(&key, &id) {
             let aborted = self.abort(&key, &id);
@@ -345,11 +356,17 @@ impl BaselineCheckpoint {
         }
         match completed {
             Ok(crate::s3::complete::Completed::Answered { checksum }) => {
+                w.sent.complete += 1;
                 if !checksum && self.shape.checksum.algorithm().is_some() {
                     w.checksum_unconfirmed += 1;
                 }
             }
-            Ok(crate::s3::complete::Completed::SettledByHead) => w.settled_by_head += 1,
+            Ok(crate::s3::complete::Completed::SettledByHead) => {
+                // The completion reached the store; its answer was lost: a HEAD settled it.
+                w.sent.complete += 1;
+                w.sent.head += 1;
+                w.settled_by_head += 1;
+            }
             Err(e) => return Err(self.failed(&key, &id, "CompleteMultipartUpload".into(), e)),
         }
         self.open.retain(|(k, u)| !(k == &key && u == &id));
@@ -482,6 +499,7 @@ impl BaselineCheckpoint {
             .runtime
             .block_on(self.client.stored_checksum(&object.key, endpoint))
             .map_err(|e| RankError::Io(e.into()))?;
+        self.stats.read.by_kind.head += 1;
         let check = RestoreCheck::new(stored, blocks);
         self.stats.restore.unchecked += u64::from(check.is_none());
         Ok(check)
@@ -551,6 +569,7 @@ impl ObjectIo for BaselineCheckpoint {
                 return Err(RankError::Io(e.into()));
             }
             read.requests += 1;
+            read.by_kind.ranged_get += 1;
             read.bytes_read += done.bytes;
             read.first_byte.record(done.first_byte);
             read.total.record(done.total);

@@ -33,11 +33,7 @@ impl RingIo<'_> {
             RankError::Engine("the buffer pool ran dry inside the prefetch window (a bug)".into())
         })?;
         let size = window.get(reader, get).len_bytes;
-        let ranges = if rules.splits(size) {
-            size.div_ceil(rules.chunk_bytes_for(size).max(1))
-        } else {
-            1
-        };
+        let ranges = rules.ranges(size);
         self.objects[usize::from(buf.0)] = Some(ObjectState {
             reader,
             get,

@@ -91,6 +91,8 @@ impl RingCheckpoint {
                 Ok(())
             }
             Ok(crate::s3::complete::Completed::SettledByHead) => {
+                // The completion reached the store, its answer lost; the HEAD is counted.
+                write.sent.complete += 1;
                 write.settled_by_head += 1;
                 Ok(())
             }

@@ -147,6 +147,19 @@ impl RingCheckpoint {
             .finish()
             .ok_or_else(|| RankError::Engine(format!("connection {c}: an end without a job")))?;
         self.live.ended();
+        // An answered request, by kind, as the store saw it.
+        let kind = self.request(c)?.kind.clone();
+        let (write, read) = (&mut self.stats.write.sent, &mut self.stats.read.by_kind);
+        match kind {
+            Kind::Create => write.create += 1,
+            Kind::Part { .. } => write.part += 1,
+            Kind::Complete => write.complete += 1,
+            Kind::Put { .. } => write.put += 1,
+            Kind::Abort => write.abort += 1,
+            Kind::Range => read.ranged_get += 1,
+            Kind::Head if self.restoring => read.head += 1,
+            Kind::Head => write.head += 1,
+        }
         self.ended.push((c, job, outcome));
         Ok(())
     }

@@ -1,4 +1,4 @@
-//! Parts made as they are sent: over plain HTTP with `SEND` (the kernel copies each send into
+//! Parts made as they are sent (the connection's side, `making.rs`; this file: the body's): over plain HTTP with `SEND` (the kernel copies each send into
 //! the socket), a part's bytes are generated [`SLICE_BYTES`] at a time into its registered
 //! buffer just before the send that carries them, so the kernel's copy reads them from the
 //! core's cache instead of reading a whole part back from memory (BENCHMARKS.md, "Made as it
@@ -18,14 +18,9 @@
 
 use std::time::Duration;
 
-use super::{Held, RingCheckpoint};
-use crate::checkpoint::ChecksumForm;
 use crate::checksum::{Digest, Hasher};
 use crate::content::Content;
-use crate::engine::common::{self, Filled, Spacing, fill_spaced};
 use crate::metrics::thread_cpu;
-use crate::rank::RankError;
-use crate::rank::checkpoint::ObjectSpec;
 use crate::s3::chunked::Chunked;
 
 /// The body bytes one send carries when the body is made as it is sent: small enough that the
@@ -161,59 +156,6 @@ impl AsSent {
     /// Whether the tail after the data is this body's to place (a trailer made as it goes).
     pub(super) fn owns_tail(&self) -> bool {
         self.chunked.is_some() || self.tail.is_some()
-    }
-}
-
-impl RingCheckpoint {
-    /// Makes the body of `len` bytes of `object` from `offset` for connection `c`: generated
-    /// whole into its buffer now (laid out for sealing over TLS), or, as [`Making::of`] says,
-    /// left to be made as it is sent. The digests known now (a trailer made as sent gets a
-    /// placeholder, the digest of nothing, that gives the tail its length), and how the body
-    /// is made.
-    pub(super) fn make_body(
-        &mut self,
-        c: usize,
-        object: &ObjectSpec,
-        offset: u64,
-        len: usize,
-    ) -> (Filled, Making) {
-        let digests = common::digests(&self.shape, self.engine.client.signer().signs());
-        // Over TLS, laid out to be sealed where it is generated (the plan gives each buffer the
-        // room: `budget::object_buffer_bytes`).
-        let layout = self.layout_for(c);
-        self.held[c] = Held::Plain(layout);
-        let header = self.shape.checksum_form == ChecksumForm::Header;
-        let digest_first = digests.payload_sha256 || (digests.checksum.is_some() && header);
-        let making = Making::of(self.zc, layout.is_some(), digest_first);
-        let filled = match making {
-            Making::Whole => {
-                let spacing = layout.map_or_else(Spacing::contiguous, |l| l.spacing());
-                let buf = self.ring.buffer_from_mut(self.bufs[c], 0);
-                fill_spaced(&object.content, offset, buf, len, spacing, digests)
-            }
-            Making::AsSent => Filled {
-                digest: digests.checksum.map(|a| crate::checksum::digest(a, &[])),
-                payload_sha256: None,
-                generate_cpu: Duration::ZERO,
-                checksum_cpu: Duration::ZERO,
-            },
-        };
-        self.stats.write.generate_cpu += filled.generate_cpu;
-        self.stats.write.checksum_cpu += filled.checksum_cpu;
-        (filled, making)
-    }
-
-    /// Makes connection `c`'s body up to byte `upto` before a send carries it, when it is made
-    /// as it is sent (else nothing): the generator's and the digest's CPU timed apart.
-    pub(super) fn make(&mut self, c: usize, upto: usize) -> Result<(), RankError> {
-        let Some(made) = &mut self.as_sent[c] else {
-            return Ok(());
-        };
-        let buf = self.ring.buffer_from_mut(self.bufs[c], 0);
-        let spent = made.make(buf, upto).map_err(RankError::Engine)?;
-        self.stats.write.generate_cpu += spent.generate;
-        self.stats.write.checksum_cpu += spent.checksum;
-        Ok(())
     }
 }
 
