@@ -37,6 +37,17 @@ pub struct GenerateArgs {
     /// Print the summary as JSON
     #[arg(long)]
     pub json: bool,
+
+    /// Also record the generation where MLPerf Storage's tools look for it:
+    /// DIR/<system>/training/<model>/datagen/<YYYYMMDD_HHmmss>/ (summary.json with the
+    /// dataset's size, a *_metadata.json, dlio_config/, logs), beside the runs `run
+    /// --results-dir DIR` writes
+    #[arg(long, value_name = "DIR", help_heading = "MLPerf results")]
+    pub results_dir: Option<PathBuf>,
+
+    /// The system's name in --results-dir's tree [default: this host's name]
+    #[arg(long, value_name = "NAME", requires = "results_dir", help_heading = "MLPerf results")]
+    pub system: Option<String>,
 }
 
 #[derive(Debug, Args)]

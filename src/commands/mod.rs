@@ -187,7 +187,12 @@ impl Generation {
 }
 
 fn generate(args: &GenerateArgs) -> anyhow::Result<u8> {
+    if let Some(root) = &args.results_dir {
+        crate::results::check_root(root)?;
+    }
+    let started = std::time::SystemTime::now();
     let workload = Workload::resolve(load_config(&args.workload, None)?)?;
+    let config = workload.config.clone();
     let Settled::Training(settings) = workload.settled else {
         return Err(UsageError(format!(
             "{}: a checkpoint workload writes its objects when it runs; generate makes \
@@ -199,6 +204,7 @@ fn generate(args: &GenerateArgs) -> anyhow::Result<u8> {
     };
     let settings = *settings;
     settings.check_generatable()?;
+    let datagen = args.results_dir.as_ref().map(|_| output::DatagenFacts::of(&settings));
     let shape = args.content.reduction().shape().map_err(UsageError)?;
     let storage = settings.storage.clone();
     let generation = match settings.objects.clone() {
@@ -239,12 +245,25 @@ fn generate(args: &GenerateArgs) -> anyhow::Result<u8> {
             .into());
         }
     };
+    let human = report::generate_summary(&summary);
+    if let (Some(root), Some(facts)) = (&args.results_dir, datagen) {
+        let leaf = output::datagen_leaf(
+            root,
+            args.system.clone(),
+            &config,
+            &facts,
+            &summary,
+            (started, std::time::SystemTime::now()),
+            &human,
+        )?;
+        eprintln!("ringload generate: MLPerf results in {}", leaf.display());
+    }
     let mut stdout = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut stdout, &summary)?;
         writeln!(stdout)?;
     } else {
-        writeln!(stdout, "{}", report::generate_summary(&summary))?;
+        writeln!(stdout, "{human}")?;
     }
     Ok(exit::OK)
 }

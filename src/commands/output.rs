@@ -84,6 +84,7 @@ fn training_leaf(
         .collect();
     results::write(&results::Leaf {
         benchmark: results::Benchmark::Training,
+        command: results::LeafCommand::Run,
         root,
         system: args.options.results.system.clone(),
         config: &outcome.config,
@@ -230,6 +231,7 @@ fn checkpoint_leaf(
     );
     let written = results::write(&results::Leaf {
         benchmark: results::Benchmark::Checkpointing,
+        command: results::LeafCommand::Run,
         root,
         system: args.options.results.system.clone(),
         config: &outcome.config,
@@ -252,4 +254,74 @@ fn checkpoint_leaf(
     })?;
     eprintln!("ringload run: MLPerf results in {}", written.display());
     Ok(())
+}
+
+/// What a datagen leaf records of the dataset `generate` wrote.
+#[derive(Debug, Clone)]
+pub struct DatagenFacts {
+    model: String,
+    files: u64,
+    samples_per_file: u64,
+    record_bytes: u64,
+    epochs: u32,
+}
+
+impl DatagenFacts {
+    pub fn of(settings: &crate::settings::Settings) -> DatagenFacts {
+        DatagenFacts {
+            model: settings.model.clone(),
+            files: settings.num_files as u64,
+            samples_per_file: settings.samples_per_file,
+            record_bytes: settings.record_bytes,
+            epochs: settings.epochs,
+        }
+    }
+}
+
+/// `generate --results-dir`: the datagen leaf of MLPerf's results tree, `training/<model>/
+/// datagen/<ts>/` ([`results::write`]). DLIO writes no summary.json for a generate-only run;
+/// this one carries the dataset's size and the host's figures so that mlpstorage's report
+/// generator can judge the dataset against the rule (its DLIO path needs a summary.json), and
+/// no per-rank files (a generation has no steps).
+pub fn datagen_leaf(
+    root: &Path,
+    system: Option<String>,
+    config: &crate::config::RawConfig,
+    facts: &DatagenFacts,
+    summary: &crate::datagen::GenerateSummary,
+    (start, end): (SystemTime, SystemTime),
+    human: &str,
+) -> anyhow::Result<std::path::PathBuf> {
+    let (memory_gib, _) = results::host_figures();
+    let dataset_gib = (facts.files * facts.samples_per_file * facts.record_bytes) as f64
+        / f64::from(1u32 << 30);
+    let mut fields = serde_json::Map::new();
+    fields.insert("metric".into(), serde_json::json!({}));
+    fields.insert("num_files_train".into(), facts.files.into());
+    fields.insert("num_files_eval".into(), 0.into());
+    fields.insert("num_samples_per_file".into(), facts.samples_per_file.into());
+    fields.insert(
+        "potential_caching".into(),
+        serde_json::json!([u8::from(dataset_gib < memory_gib)]),
+    );
+    fields.insert("data_size_per_host_GB".into(), dataset_gib.into());
+    fields.insert("epochs".into(), facts.epochs.into());
+    results::write(&results::Leaf {
+        benchmark: results::Benchmark::Training,
+        command: results::LeafCommand::Datagen,
+        root,
+        system,
+        config,
+        model: &facts.model,
+        np: 1,
+        hosts: 1,
+        accelerator: None,
+        start,
+        end,
+        summary: fields,
+        ranks: Vec::new(),
+        ringload_summary: serde_json::to_value(summary)?,
+        stdout: format!("{human}\n"),
+        stderr: String::new(),
+    })
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value as Json, json};
 
-use super::{dlio_time, host_figures, made_by};
+use super::leaf::{dlio_time, host_figures, made_by};
 use crate::metrics::epoch_metrics;
 use crate::plan::Plan;
 use crate::rank::RunMeasurements;
