@@ -115,8 +115,14 @@ fn a_server_wide_bandwidth_limit_gives_the_np_it_can_feed() {
     let leaves: Vec<_> = std::fs::read_dir(models[0].join("run"))
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
         .collect();
     assert_eq!(leaves.len(), 2, "{leaves:?}\n{stderr}");
+    // Beside them, results.json lists them as mlpstorage's report generator writes it.
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(models[0].join("run/results.json")).unwrap())
+            .unwrap();
+    assert_eq!(index.as_array().map(Vec::len), Some(2), "{index}");
     for leaf in &leaves {
         let summary: serde_json::Value =
             serde_json::from_slice(&std::fs::read(leaf.join("summary.json")).unwrap()).unwrap();
@@ -174,8 +180,16 @@ fn a_server_wide_bandwidth_limit_gives_the_np_it_can_feed() {
         );
     }
     let rules = family["rules"].as_array().unwrap();
-    assert_eq!(rules.len(), 5);
+    assert_eq!(rules.len(), 6);
     assert_eq!(rules[1]["verdict"], "fail");
+    // --computation-time overrides a parameter MLPerf fixes: INVALID in mlpstorage, and said.
+    assert_eq!(rules[5]["name"], "parameters (CLOSED)");
+    assert_eq!(rules[5]["verdict"], "fail");
+    let detail = rules[5]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("train.computation_time=0.05") && detail.contains("INVALID"),
+        "{detail}"
+    );
     let study = std::fs::read_to_string(out.join("study.md")).unwrap();
     assert!(study.starts_with("# ringload sweep --find-max-np"));
     let report = std::fs::read_to_string(out.join("report.html")).unwrap();

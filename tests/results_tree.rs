@@ -1,8 +1,10 @@
 //! `run --results-dir`: a training workload (retinanet on the embedded default, twice back to
-//! back) and a checkpoint workload (llama3_tiny on the embedded sink) written where MLPerf
-//! Storage's tools look for them; the tree walked by a Python check that follows mlpstorage's
-//! run discovery (tests/py/mlperf_tree.py: every file parsed, the fields of the reference's B4,
-//! no secret from the command line in any file); `compare` reads a leaf.
+//! back), its dataset's `generate --results-dir` and a checkpoint workload (llama3_tiny on the
+//! embedded sink) written where MLPerf Storage's tools look for them; the tree walked by a
+//! Python check that follows mlpstorage's run discovery (tests/py/mlperf_tree.py: every file
+//! parsed, the fields of the reference's B4, no secret from the command line in any file) and
+//! judged as MLPerf v3.0's report generator judges it (tests/py/mlpstorage_v3.py, each check
+//! citing the line of mlpstorage it follows); `compare` reads a leaf.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod common;
@@ -65,13 +67,29 @@ fn runs_land_where_mlpstorage_looks_with_every_file_and_no_secret() {
         assert!(out.contains(want), "{want} not in {out}");
     }
 
+    // The dataset's generation, recorded beside the runs (MLPerf's datagen leaf).
+    let data = tempfile::tempdir().unwrap();
+    let (code, _, err) = run(&[
+        "generate",
+        "retinanet_b200",
+        "dataset.num_files_train=96",
+        "--output",
+        data.path().to_str().unwrap(),
+        "--results-dir",
+        results,
+        "--system",
+        "rig-a",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("MLPerf results in"), "{err}");
+
     let script = include_str!("py/mlperf_tree.py");
     let checked = python_json(script, &[results, &format!("{ACCESS_KEY},{SECRET_KEY}")]);
     let leaves = checked["leaves"].as_array().unwrap();
-    assert_eq!(leaves.len(), 3, "{checked}");
+    assert_eq!(leaves.len(), 4, "{checked}");
     let training: Vec<_> = leaves
         .iter()
-        .filter(|l| l["benchmark"] == "training")
+        .filter(|l| l["benchmark"] == "training" && l["command"] == "run")
         .collect();
     assert_eq!(training.len(), 2, "{checked}");
     assert_ne!(training[0]["timestamp"], training[1]["timestamp"]);
@@ -108,11 +126,70 @@ fn runs_land_where_mlpstorage_looks_with_every_file_and_no_secret() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("llama3_tiny | 2 |"), "{out}");
 
+    judged_as_mlpstorage_judges(&root.path().join("rig-a"));
+
     // The checkpoint leaf's summary.json carries the rule lines.
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(c.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["rules"][0]["verdict"], "fail");
     assert_eq!(summary["rules"][2]["verdict"], "pass");
+}
+
+/// The tree as MLPerf v3.0's report generator judges it (tests/py/mlpstorage_v3.py): every run
+/// read through its DLIO path; the retinanet runs INVALID for what they are (96 files where
+/// this host's memory asks for more; the computation time and epochs overridden, which MLPerf
+/// fixes), their group for having 2 runs of the 5 required; the datagen judged on its own
+/// (group of one, no accelerator); llama3_tiny is no MLPerf model. Every key the submission
+/// checker reads is there, run/results.json included.
+fn judged_as_mlpstorage_judges(system: &std::path::Path) {
+    let script = include_str!("py/mlpstorage_v3.py");
+    let judged = python_json(script, &[system.to_str().unwrap()]);
+    let runs = judged["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4, "{judged}");
+    for r in runs {
+        assert_eq!(r["submission_problems"], serde_json::json!([]), "{r}");
+        assert_eq!(r["verdict"], "INVALID", "{r}");
+    }
+    let issues = |r: &serde_json::Value| r["issues"].to_string();
+    let training: Vec<_> = runs.iter().filter(|r| r["command"] == "run").collect();
+    let datagen: Vec<_> = runs.iter().filter(|r| r["command"] == "datagen").collect();
+    assert_eq!(datagen.len(), 1, "{judged}");
+    for r in training.iter().filter(|r| r["kind"] == "training") {
+        assert_eq!(r["accelerator"], "b200", "{r}");
+        let required = r["required_files"].as_u64().unwrap();
+        assert!(required > 96, "{r}");
+        let text = issues(r);
+        assert!(text.contains(&format!("96 < {required}")), "{text}");
+        assert!(text.contains("Disallowed parameter override: train.computation_time"));
+        assert!(
+            text.contains("Disallowed parameter override: train.epochs"),
+            "{text}"
+        );
+        assert!(
+            text.contains("[CLOSED] Closed parameter override allowed: dataset.num_files_train")
+        );
+    }
+    // The datagen: only the dataset's size, judged with its own NP (1 process).
+    let text = issues(datagen[0]);
+    assert!(!text.contains("Disallowed"), "{text}");
+    assert!(
+        text.contains("Insufficient number of training files"),
+        "{text}"
+    );
+    assert_eq!(datagen[0]["accelerator"], serde_json::Value::Null);
+    let ckpt = runs.iter().find(|r| r["kind"] == "checkpointing").unwrap();
+    assert_eq!(ckpt["model"], "llama3-tiny");
+    assert!(issues(ckpt).contains("Unrecognized model"), "{ckpt}");
+    let groups = judged["groups"].as_array().unwrap();
+    let group = groups
+        .iter()
+        .find(|g| g["model"] == "retinanet" && g["accelerator"] == "b200")
+        .unwrap();
+    assert_eq!(group["runs"], 2, "{group}");
+    assert!(
+        group["issues"].to_string().contains("requires 5 runs"),
+        "{group}"
+    );
 }
 
 #[test]

@@ -46,7 +46,12 @@ pub struct GenerateArgs {
     pub results_dir: Option<PathBuf>,
 
     /// The system's name in --results-dir's tree [default: this host's name]
-    #[arg(long, value_name = "NAME", requires = "results_dir", help_heading = "MLPerf results")]
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "results_dir",
+        help_heading = "MLPerf results"
+    )]
     pub system: Option<String>,
 }
 

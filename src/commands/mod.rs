@@ -204,7 +204,10 @@ fn generate(args: &GenerateArgs) -> anyhow::Result<u8> {
     };
     let settings = *settings;
     settings.check_generatable()?;
-    let datagen = args.results_dir.as_ref().map(|_| output::DatagenFacts::of(&settings));
+    let datagen = args
+        .results_dir
+        .as_ref()
+        .map(|_| output::DatagenFacts::of(&settings));
     let shape = args.content.reduction().shape().map_err(UsageError)?;
     let storage = settings.storage.clone();
     let generation = match settings.objects.clone() {

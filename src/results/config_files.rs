@@ -225,7 +225,11 @@ fn yaml_float(x: f64) -> String {
         return ".nan".into();
     }
     if x.is_infinite() {
-        return if x > 0.0 { ".inf".into() } else { "-.inf".into() };
+        return if x > 0.0 {
+            ".inf".into()
+        } else {
+            "-.inf".into()
+        };
     }
     let debug = format!("{x:?}");
     match debug.split_once('e') {

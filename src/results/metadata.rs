@@ -92,7 +92,8 @@ pub fn metadata(leaf: &Leaf, ts: &str, command_line: &str, system: &str) -> Json
             args["checkpoint_folder"] =
                 setting(leaf.config, "checkpoint.checkpoint_folder").unwrap_or(Json::Null);
             for key in ["num_checkpoints_read", "num_checkpoints_write"] {
-                args[key] = setting(leaf.config, &format!("checkpoint.{key}")).unwrap_or(Json::Null);
+                args[key] =
+                    setting(leaf.config, &format!("checkpoint.{key}")).unwrap_or(Json::Null);
             }
         }
     }

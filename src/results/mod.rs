@@ -20,14 +20,14 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value as Json, json};
 
+use crate::cluster::Cluster;
+use crate::exit::UsageError;
 pub use config_files::{command_line, mlperf_yaml_model_name, overrides};
 use config_files::{config_yaml, hydra_yaml, list_yaml, task_overrides};
 pub use leaf::{
     Benchmark, Leaf, LeafCommand, TOOL, VERSION, accelerator_of, dlio_time, folder_time,
     host_figures, made_by, mlperf_model,
 };
-use crate::cluster::Cluster;
-use crate::exit::UsageError;
 
 /// Writes the leaf; its path.
 pub fn write(leaf: &Leaf) -> anyhow::Result<PathBuf> {
@@ -152,11 +152,15 @@ pub fn write(leaf: &Leaf) -> anyhow::Result<PathBuf> {
         })?;
     }
     if leaf.command == LeafCommand::Run {
-        let index = parent.join("results.json");
-        std::fs::write(&index, pretty(&results_index(&parent)))
-            .map_err(|e| fail("results.json", e))?;
+        write_index(&parent).map_err(|e| fail("results.json", e))?;
     }
     Ok(dir)
+}
+
+/// (Re)writes `results.json` in `parent` (a model's `run/`, or a checkpoint model's folder)
+/// from the leaves it holds ([`results_index`]).
+pub fn write_index(parent: &Path) -> std::io::Result<()> {
+    std::fs::write(parent.join("results.json"), pretty(&results_index(parent)))
 }
 
 /// `results.json` beside a model's run leaves, as mlpstorage's report generator writes it
@@ -285,6 +289,8 @@ mod tests {
     #[test]
     fn model_names_are_mlperfs() {
         assert_eq!(mlperf_model("llama3_8b"), "llama3-8b");
+        // MLPerf's own llama3_8b.yaml names its model llama_8b (mlpstorage: models.py:737-738).
+        assert_eq!(mlperf_model("llama_8b"), "llama3-8b");
         assert_eq!(mlperf_model("unet3d"), "unet3d");
         assert_eq!(accelerator_of("retinanet_b200").as_deref(), Some("b200"));
         assert_eq!(accelerator_of("flux_small"), None);

@@ -70,6 +70,10 @@ pub fn gather(output: &Path, results_dir: &Path, find: &FindMaxNp) -> anyhow::Re
                 copied += 1;
             }
         }
+        for parent in &checked {
+            crate::results::write_index(parent)
+                .with_context(|| format!("writing {}/results.json", parent.display()))?;
+        }
         lines.push(format!(
             "{}: the {copied} runs of NP={} (1 warm-up + {} timed) in {}",
             family.key,
@@ -146,6 +150,15 @@ fn rename_metadata(leaf: &Path, old: &str, new: &str) -> anyhow::Result<()> {
             let renamed = name.replace(old, new);
             std::fs::rename(leaf.join(&name), leaf.join(&renamed))
                 .with_context(|| format!("renaming {name} in {}", leaf.display()))?;
+            // Its run_datetime names the folder too.
+            let path = leaf.join(&renamed);
+            let text = std::fs::read_to_string(&path)?;
+            if let Ok(mut meta) = serde_json::from_str::<serde_json::Value>(&text)
+                && meta["run_datetime"] == old
+            {
+                meta["run_datetime"] = new.into();
+                std::fs::write(&path, serde_json::to_string_pretty(&meta)? + "\n")?;
+            }
         }
     }
     Ok(())

@@ -1,7 +1,8 @@
 """Checks an MLPerf Storage results tree the way mlpstorage's run discovery reads it (the
 reference's part B4): a leaf is a folder holding summary.json or exactly one *_metadata.json;
-its path is <system>/training/<model>/run/<YYYYMMDD_HHmmss> or
-<system>/checkpointing/<model>/<ts>. Every file of every leaf is parsed (JSON, and the YAML of
+its path is <system>/training/<model>/run/<YYYYMMDD_HHmmss>, <system>/training/<model>/datagen/
+<ts> or <system>/checkpointing/<model>/<ts>; the metadata in the key set of mlpstorage v3.0
+(tests/py/mlpstorage_v3.py judges the tree as its report generator does). Every file of every leaf is parsed (JSON, and the YAML of
 dlio_config/ with a small block-YAML reader: mlpstorage is not on PyPI and PyYAML is not a test
 dependency), the fields B4 lists are checked, and no secret given on the command line may
 appear in any file.
@@ -17,9 +18,12 @@ import sys
 
 TS = re.compile(r"^\d{8}_\d{6}$")
 METADATA_FIELDS = [
-    "benchmark_type", "model", "command", "run_datetime", "num_processes", "accelerator",
-    "parameters", "override_parameters", "system_info",
+    "benchmark_type", "model", "command", "run_datetime", "accelerator", "combined_params",
+    "yaml_params", "params_dict", "override_parameters", "verification", "args", "system_info",
 ]
+# With all four at the top level mlpstorage's report generator reads the metadata alone and
+# judges every training run INVALID (rules/models.py:825-828; rules/utils.py:51-52).
+NOT_ALL_OF = ["benchmark_type", "run_datetime", "num_processes", "parameters"]
 
 
 def scalar(text):
@@ -103,8 +107,9 @@ def is_leaf(path, names):
 def check_leaf(root, path, names, secrets):
     parts = os.path.relpath(path, root).split(os.sep)
     where = "/".join(parts)
-    if len(parts) == 5 and parts[1] == "training" and parts[3] == "run":
-        kind = "training"
+    command = "run"
+    if len(parts) == 5 and parts[1] == "training" and parts[3] in ("run", "datagen"):
+        kind, command = "training", parts[3]
     elif len(parts) == 4 and parts[1] == "checkpointing":
         kind = "checkpointing"
     else:
@@ -126,11 +131,13 @@ def check_leaf(root, path, names, secrets):
     assert summary["generated_by"]["tool"] == "ringload", where
     np = summary["num_accelerators"]
     metric = summary["metric"]
-    if kind == "training":
+    if command == "datagen":
+        assert metric == {} and summary["num_files_train"] > 0, where
+    elif kind == "training":
         for field in ("train_au_mean_percentage", "train_au_percentage",
                       "train_throughput_mean_samples_per_second", "train_io_mean_MB_per_second"):
             assert field in metric, f"{where}: metric has no {field}"
-    else:
+    elif kind == "checkpointing":
         assert "checkpoint_size_GB" in metric, where
         assert summary["epochs"] == 0, where
         assert len(summary["rules"]) == 5, where
@@ -138,12 +145,15 @@ def check_leaf(root, path, names, secrets):
     meta = load(metadata[0])
     for field in METADATA_FIELDS:
         assert field in meta, f"{where}/{metadata[0]} has no {field}"
+    assert not all(k in meta for k in NOT_ALL_OF), f"{where}: the metadata-only path"
     assert meta["benchmark_type"] == kind and meta["model"] == model, where
-    assert meta["run_datetime"] == ts and meta["num_processes"] == np, where
+    assert meta["command"] == command, where
+    assert meta["run_datetime"] == ts and meta["args"]["num_processes"] == np, where
+    assert meta["verification"] in ("closed", "open", "invalid"), where
     assert meta["generated_by"]["tool"] == "ringload", where
     provenance = load("provenance.json")
     assert provenance["tool"] == "ringload" and provenance["version"], where
-    for rank in range(np):
+    for rank in range(np if command == "run" else 0):
         output = load(f"{rank}_output.json")
         stats = load(f"{rank}_per_epoch_stats.json")
         assert "host_memory_GB" in output and "hostname" in output, where
@@ -165,7 +175,7 @@ def check_leaf(root, path, names, secrets):
     overrides = yaml_load(open(os.path.join(path, "dlio_config/overrides.yaml")).read())
     assert isinstance(overrides, list) and overrides[0].startswith("workload="), where
     assert hydra["hydra"]["overrides"]["task"] == overrides, where
-    for log in ("dlio.log", f"{kind}_run.stdout.log", f"{kind}_run.stderr.log"):
+    for log in ("dlio.log", f"{kind}_{command}.stdout.log", f"{kind}_{command}.stderr.log"):
         assert os.path.isfile(os.path.join(path, log)), f"{where}: no {log}"
     # No secret in any file of the leaf.
     for folder, _, files in os.walk(path):
@@ -174,9 +184,9 @@ def check_leaf(root, path, names, secrets):
             for secret in secrets:
                 assert secret.encode() not in data, f"{where}: {name} holds a secret"
     return {
-        "system": system, "benchmark": kind, "model": model, "timestamp": ts,
-        "num_accelerators": np, "stdout_bytes": os.path.getsize(
-            os.path.join(path, f"{kind}_run.stdout.log")),
+        "system": system, "benchmark": kind, "command": command, "model": model,
+        "timestamp": ts, "num_accelerators": np, "stdout_bytes": os.path.getsize(
+            os.path.join(path, f"{kind}_{command}.stdout.log")),
     }
 
 
