@@ -30,6 +30,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::Context;
 
 use super::RunConfig;
+use super::checkpoint_after;
 use super::checkpoint_hosts::{self, HostCheckpoint, PhaseResult, agreed};
 use super::checkpoint_list::Lister;
 use super::checkpoint_uploads;
@@ -140,7 +141,6 @@ impl<'a> CheckpointSession<'a> {
     /// budget (each host's under mpirun, agreed by all), the engine (the one choice every run
     /// makes), and the uploads an earlier run left open aborted (process 0).
     pub fn prepare(prepared: Prepared<'a>) -> anyhow::Result<CheckpointSession<'a>> {
-        let lists_at_start = crate::s3::client::lists_sent();
         let hosts = prepared.hosts();
         let lead = prepared.lead();
         let Prepared {
@@ -155,6 +155,7 @@ impl<'a> CheckpointSession<'a> {
             target: resolved,
             cpus,
             shared_cores,
+            lists_at_start: prepared_lists,
             ..
         } = prepared;
         let Some(settings) = workload.checkpoint().cloned() else {
@@ -254,10 +255,6 @@ impl<'a> CheckpointSession<'a> {
             },
             &mut notes,
         )?;
-        let after_write_run_s = match request.checkpoint.after.as_ref().filter(|_| lead) {
-            Some(dir) => Some(seconds_since_end_of(dir, started_wall)?),
-            None => None,
-        };
         let session = CheckpointSession {
             request,
             cluster,
@@ -278,9 +275,9 @@ impl<'a> CheckpointSession<'a> {
             notes,
             host_budget_bytes,
             stale: cleaned.aborted,
-            lists_at_start,
+            lists_at_start: prepared_lists,
             journal: cleaned.journal,
-            after_write_run_s,
+            after_write_run_s: checkpoint_after::after_write_run_s(request, lead, started_wall)?,
             setup_client,
             setup_runtime,
         };
@@ -616,8 +613,8 @@ impl<'a> CheckpointSession<'a> {
             engine: self.engine_kind,
             np: plan.np as usize,
             num_hosts: host_volumes.len(),
-            start: rfc3339(self.started_wall),
-            end: rfc3339(ended_wall),
+            start: checkpoint_after::rfc3339(self.started_wall),
+            end: checkpoint_after::rfc3339(ended_wall),
             metric,
             checkpoint_bytes: plan.checkpoint_bytes,
             objects_per_checkpoint: plan.objects_per_checkpoint,
@@ -756,75 +753,6 @@ fn phases_series(results: &[PhaseResult]) -> crate::timeseries::Series {
         .without_histograms()
 }
 
-/// Seconds from the end of the write run whose `--output` is `dir` (its summary.json's `end`)
-/// to `now`.
-fn seconds_since_end_of(dir: &std::path::Path, now: SystemTime) -> anyhow::Result<f64> {
-    let path = dir.join("summary.json");
-    let fix = "pass --after the --output folder of the write run";
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        UsageError(format!(
-            "--after {}: cannot read {}: {e}; {fix}",
-            dir.display(),
-            path.display()
-        ))
-    })?;
-    let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-        UsageError(format!(
-            "--after {}: {} is not JSON ({e}); {fix}",
-            dir.display(),
-            path.display()
-        ))
-    })?;
-    let end = json
-        .get("end")
-        .and_then(|v| v.as_str())
-        .and_then(parse_rfc3339)
-        .ok_or_else(|| {
-            UsageError(format!(
-                "--after {}: {} has no `end` time of a ringload checkpoint run; {fix}",
-                dir.display(),
-                path.display()
-            ))
-        })?;
-    Ok(now
-        .duration_since(end)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or_else(|e| -e.duration().as_secs_f64()))
-}
-
-/// `t` as RFC 3339 UTC with milliseconds, e.g. `2026-12-06T01:02:03.456Z`.
-pub fn rfc3339(t: SystemTime) -> String {
-    let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs() as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, day) = crate::units::civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        d.subsec_millis()
-    )
-}
-
-/// The inverse of [`rfc3339`] (the `Z` form it writes).
-fn parse_rfc3339(text: &str) -> Option<SystemTime> {
-    let (date, time) = text.strip_suffix('Z')?.split_once('T')?;
-    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
-    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
-    let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
-    let mut t = hms.split(':').map(|p| p.parse::<i64>().ok());
-    let (h, min, s) = (t.next()??, t.next()??, t.next()??);
-    let millis: u64 = format!("{frac:0<3}").get(..3)?.parse().ok()?;
-    let (m, day) = (u32::try_from(m).ok()?, u32::try_from(day).ok()?);
-    let secs = crate::units::days_from_civil(y, m, day) * 86_400 + h * 3600 + min * 60 + s;
-    Some(
-        SystemTime::UNIX_EPOCH
-            + Duration::from_secs(u64::try_from(secs).ok()?)
-            + Duration::from_millis(millis),
-    )
-}
-
 /// The embedded server of a checkpoint run with no endpoint: a sink in the run's bucket
 /// (`--bucket`, else the workload's: `storage.storage_root` or the checkpoint folder's) that
 /// discards what is written (checking it with `--verify`) and serves the plan's objects by
@@ -849,23 +777,4 @@ fn start_sink(
         plan.io.content,
         server_threads,
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rfc3339_round_trips() {
-        for secs in [0u64, 951_782_400, 1_796_000_123, 4_102_444_800] {
-            let t = SystemTime::UNIX_EPOCH + Duration::from_millis(secs * 1000 + 789);
-            let text = rfc3339(t);
-            assert_eq!(parse_rfc3339(&text), Some(t), "{text}");
-        }
-        assert_eq!(
-            rfc3339(SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400)),
-            "2000-02-29T00:00:00.000Z"
-        );
-        assert_eq!(parse_rfc3339("yesterday"), None);
-    }
 }

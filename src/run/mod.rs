@@ -13,6 +13,7 @@
 //! takes.
 
 pub mod checkpoint;
+mod checkpoint_after;
 pub mod checkpoint_hosts;
 mod checkpoint_list;
 mod checkpoint_uploads;

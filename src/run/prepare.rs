@@ -41,6 +41,8 @@ pub struct Prepared<'a> {
     /// The CPUs the local ranks are pinned to, and the warning when they share cores.
     pub cpus: Vec<usize>,
     pub shared_cores: Option<String>,
+    /// [`crate::s3::client::lists_sent`] when set-up started: the run's LISTs are those since.
+    pub lists_at_start: u64,
 }
 
 impl<'a> Prepared<'a> {
@@ -53,6 +55,7 @@ impl<'a> Prepared<'a> {
     ) -> anyhow::Result<Prepared<'a>> {
         let started = Instant::now();
         let started_wall = SystemTime::now();
+        let lists_at_start = crate::s3::client::lists_sent();
         // Ctrl-C or SIGTERM during set-up: one line and exit 3, not a silent 130.
         let interrupt = Arc::new(AtomicBool::new(false));
         let setup_done = Arc::new(AtomicBool::new(false));
@@ -131,6 +134,7 @@ impl<'a> Prepared<'a> {
             target,
             cpus,
             shared_cores,
+            lists_at_start,
         })
     }
 

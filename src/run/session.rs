@@ -107,6 +107,7 @@ impl<'a> Session<'a> {
             target: resolved,
             cpus,
             shared_cores,
+            lists_at_start,
             ..
         } = prepared;
         let hosts = !cluster.is_single();
@@ -127,7 +128,6 @@ impl<'a> Session<'a> {
         )?;
         // Costs are counted from here: the virtual dataset's layout above is not the loader's.
         let setup_cpu = CpuReading::now(storage.server.as_ref().map_or(0.0, |s| s.stats().cpu_s));
-        let lists_at_start = crate::s3::client::lists_sent();
         let peak_rss_since_setup = metrics::reset_peak_rss();
 
         let policy = request.retry;
