@@ -294,7 +294,8 @@ pub fn datagen_leaf(
 ) -> anyhow::Result<std::path::PathBuf> {
     let (memory_gib, _) = results::host_figures();
     let dataset_gib =
-        (facts.files * facts.samples_per_file * facts.record_bytes) as f64 / f64::from(1u32 << 30);
+        facts.files as f64 * facts.samples_per_file as f64 * facts.record_bytes as f64
+            / f64::from(1u32 << 30);
     let mut fields = serde_json::Map::new();
     fields.insert("metric".into(), serde_json::json!({}));
     fields.insert("num_files_train".into(), facts.files.into());

@@ -37,7 +37,8 @@ pub struct RunShape {
 impl RunShape {
     /// The formula's steps per rank per epoch: ⌊s·N ÷ (B·P)⌋.
     pub fn formula_steps(&self) -> u64 {
-        (self.samples_per_file * self.files) / (self.batch * self.ranks).max(1)
+        self.samples_per_file.saturating_mul(self.files)
+            / self.batch.saturating_mul(self.ranks).max(1)
     }
 
     /// The DataLoader workers each rank may have run: the configured read threads, and with
@@ -57,12 +58,18 @@ impl RunShape {
 
     /// Batches `workers` workers give from `files` files when each drops its partial batch.
     pub fn batches_per_worker(&self, files: u64, workers: u64) -> u64 {
-        let w = workers.max(1);
+        // A DataLoader has at most a few dozen workers: a larger figure is not one (no loop
+        // over it).
+        let w = workers.clamp(1, 4096);
         (0..w.min(files.max(1)))
             .map(|k| {
-                (files.saturating_sub(k)).div_ceil(w) * self.samples_per_file / self.batch.max(1)
+                files
+                    .saturating_sub(k)
+                    .div_ceil(w)
+                    .saturating_mul(self.samples_per_file)
+                    / self.batch.max(1)
             })
-            .sum()
+            .fold(0, u64::saturating_add)
     }
 }
 
@@ -110,7 +117,7 @@ fn whole_list_seen(folder: &Path, shape: &RunShape) -> Option<String> {
     let (p, n) = (shape.ranks, shape.files);
     let bytes = |files: u64| {
         shape.record_bytes.map_or(String::new(), |b| {
-            format!(" (about {})", crate::units::bytes(files * b))
+            format!(" (about {})", crate::units::bytes(files.saturating_mul(b)))
         })
     };
     Some(format!(
@@ -125,8 +132,11 @@ fn whole_list_seen(folder: &Path, shape: &RunShape) -> Option<String> {
         n / p,
         shape.formula_steps(),
         bytes(n),
-        bytes(n * p),
-        shape.formula_steps() * shape.batch * p,
+        bytes(n.saturating_mul(p)),
+        shape
+            .formula_steps()
+            .saturating_mul(shape.batch)
+            .saturating_mul(p),
     ))
 }
 
@@ -165,7 +175,9 @@ fn partial_batches(shape: &RunShape, listed: u64, steps: &[Vec<u64>]) -> Option<
         .find(|&w| t.min(shape.batches_per_worker(listed, w)) == ran);
     Some(match explained {
         Some(w) => {
-            let dropped = listed * shape.samples_per_file - ran * shape.batch;
+            let dropped = listed
+                .saturating_mul(shape.samples_per_file)
+                .saturating_sub(ran.saturating_mul(shape.batch));
             format!(
                 "{where_}: each of its {w} DataLoader workers batches its own files and drops \
                  its last partial batch (the DLIO fork at 21c0723 batches per worker), so its \
@@ -173,8 +185,8 @@ fn partial_batches(shape: &RunShape, listed: u64, steps: &[Vec<u64>]) -> Option<
                  and {dropped} of their samples were never counted: AU and samples/s are for \
                  {} samples, the bytes read are for {}",
                 shape.batch,
-                ran * shape.batch,
-                listed * shape.samples_per_file,
+                ran.saturating_mul(shape.batch),
+                listed.saturating_mul(shape.samples_per_file),
             )
         }
         None => format!(

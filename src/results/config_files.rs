@@ -10,25 +10,63 @@ use super::leaf::{LeafCommand, TOOL, VERSION};
 use crate::config::{Origin, RawConfig, Value};
 use crate::redact::{REDACTED, redacted_command_line};
 
-/// Whether a configuration key (its last part) holds a secret.
+/// Whether a configuration key (its last part) holds a secret: AWS's names, and any
+/// `key`, `secret`, `password`, `token`, `credential(s)` or `passphrase` (s3fs's
+/// `storage_options: {key, secret}`), or a name ending in one of them after `_`.
 pub(super) fn secret_key(key: &str) -> bool {
     let last = key
         .rsplit(['.', '-'])
         .next()
         .unwrap_or(key)
         .to_ascii_lowercase();
-    let key = key.to_ascii_lowercase();
-    [
+    let words = [
+        "key",
+        "secret",
+        "password",
+        "token",
+        "credential",
+        "credentials",
+        "passphrase",
+    ];
+    let aws = [
+        "access_key_id",
         "secret_access_key",
         "session_token",
-        "access_key_id",
-        "secret_key",
-        "access_key",
-    ]
-    .iter()
-    .any(|s| key.ends_with(s))
-        || last == "password"
-        || last == "token"
+        "key_id",
+    ];
+    words.contains(&last.as_str())
+        || aws.iter().any(|a| last.ends_with(a))
+        || words
+            .iter()
+            .any(|w| last.ends_with(&format!("_{w}")) || last.ends_with(&format!("-{w}")))
+}
+
+/// `value` with every secret inside it redacted: the whole value under a secret `key`, and in a
+/// mapping each entry whose own key is one.
+fn redacted(key: &str, value: &Value) -> Value {
+    if secret_key(key) {
+        return Value::Str(REDACTED.into());
+    }
+    match value {
+        Value::Map(entries) => Value::Map(
+            entries
+                .iter()
+                .map(|(k, v)| (k.clone(), redacted(k, v)))
+                .collect(),
+        ),
+        Value::List(items) => Value::List(items.iter().map(|v| redacted(key, v)).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Whether an override's value text holds a secret: a flow mapping or list (`{k: v, …}`) one of
+/// whose keys is a secret.
+fn holds_secret(value: &str) -> bool {
+    value.starts_with(['{', '['])
+        && value
+            .split(['{', '}', '[', ']', ','])
+            .filter_map(|piece| piece.split_once(':'))
+            .any(|(k, _)| secret_key(k.trim().trim_matches(['\'', '"'])))
 }
 
 /// The command line as a leaf records it: [`redacted_command_line`], and the access key's
@@ -49,7 +87,9 @@ pub fn command_line(args: impl IntoIterator<Item = String>) -> String {
                 return format!("--access-key={REDACTED}");
             }
             match arg.split_once('=') {
-                Some((key, _)) if !key.starts_with("--") && secret_key(key) => {
+                Some((key, value))
+                    if !key.starts_with("--") && (secret_key(key) || holds_secret(value)) =>
+                {
                     format!("{key}={REDACTED}")
                 }
                 _ => arg,
@@ -91,14 +131,7 @@ pub fn overrides(config: &RawConfig) -> Vec<(String, String)> {
     config
         .settings()
         .filter(|(_, setting)| !matches!(setting.origin, Origin::File { .. }))
-        .map(|(key, setting)| {
-            let value = if secret_key(key) {
-                REDACTED.to_string()
-            } else {
-                scalar(&setting.value)
-            };
-            (key.clone(), value)
-        })
+        .map(|(key, setting)| (key.clone(), scalar(&redacted(key, &setting.value))))
         .collect()
 }
 
@@ -343,6 +376,48 @@ pub(super) fn hydra_yaml(dir: &Path, config: &RawConfig, task: &[String]) -> Str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every secret stays out: AWS's names, s3fs's `key`/`secret`, and secrets inside a
+    /// mapping given as one override, in the overrides and on the command line.
+    #[test]
+    fn secrets_inside_values_and_under_other_names_are_redacted() {
+        for key in [
+            "storage.storage_options.access_key_id",
+            "storage.storage_options.secret_access_key",
+            "storage.storage_options.key",
+            "storage.storage_options.secret",
+            "storage.storage_options.api_key",
+            "storage.storage_options.aws_session_token",
+            "storage.storage_options.credentials",
+        ] {
+            assert!(secret_key(key), "{key}");
+        }
+        for key in [
+            "dataset.num_files_train",
+            "storage.storage_options.endpoint_url",
+        ] {
+            assert!(!secret_key(key), "{key}");
+        }
+        let value = Value::Map(vec![
+            ("aws_secret_access_key".into(), Value::Str("S3CR3T".into())),
+            ("region".into(), Value::Str("us-east-1".into())),
+        ]);
+        let text = scalar(&redacted("storage.storage_options.client_kwargs", &value));
+        assert!(
+            !text.contains("S3CR3T") && text.contains("us-east-1"),
+            "{text}"
+        );
+        let line = command_line(
+            [
+                "ringload",
+                "run",
+                "storage.storage_options.client_kwargs={aws_secret_access_key: S3CR3T}",
+                "storage.storage_options.secret=S3CR3T",
+            ]
+            .map(String::from),
+        );
+        assert!(!line.contains("S3CR3T"), "{line}");
+    }
 
     /// Floats PyYAML reads back as floats; MLPerf's model names; nesting.
     #[test]

@@ -3,8 +3,8 @@ reference's part B4): a leaf is a folder holding summary.json or exactly one *_m
 its path is <system>/training/<model>/run/<YYYYMMDD_HHmmss>, <system>/training/<model>/datagen/
 <ts> or <system>/checkpointing/<model>/<ts>; the metadata in the key set of mlpstorage v3.0
 (tests/py/mlpstorage_v3.py judges the tree as its report generator does). Every file of every leaf is parsed (JSON, and the YAML of
-dlio_config/ with a small block-YAML reader: mlpstorage is not on PyPI and PyYAML is not a test
-dependency), the fields B4 lists are checked, and no secret given on the command line may
+dlio_config/ with a small block-YAML reader of its own, stricter than PyYAML about what
+ringload writes), the fields B4 lists are checked, and no secret given on the command line may
 appear in any file.
 
 Usage: mlperf_tree.py ROOT SECRET[,SECRET…]; prints JSON {"leaves": [...]} on success, raises

@@ -85,6 +85,7 @@ impl RingCheckpoint {
         }
         match result {
             Ok(crate::s3::complete::Completed::Answered { checksum }) => {
+                self.stats.write.sent.complete += 1;
                 if !checksum && self.shape.checksum.algorithm().is_some() {
                     self.stats.write.checksum_unconfirmed += 1;
                 }

@@ -147,13 +147,14 @@ impl RingCheckpoint {
             .finish()
             .ok_or_else(|| RankError::Engine(format!("connection {c}: an end without a job")))?;
         self.live.ended();
-        // An answered request, by kind, as the store saw it.
+        // An answered request, by kind, as the store saw it (a completion is counted once, from
+        // its final result: `complete.rs`).
         let kind = self.request(c)?.kind.clone();
         let (write, read) = (&mut self.stats.write.sent, &mut self.stats.read.by_kind);
         match kind {
             Kind::Create => write.create += 1,
             Kind::Part { .. } => write.part += 1,
-            Kind::Complete => write.complete += 1,
+            Kind::Complete => {}
             Kind::Put { .. } => write.put += 1,
             Kind::Abort => write.abort += 1,
             Kind::Range => read.ranged_get += 1,

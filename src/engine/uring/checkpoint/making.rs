@@ -30,7 +30,7 @@ impl RingCheckpoint {
         self.held[c] = Held::Plain(layout);
         let header = self.shape.checksum_form == ChecksumForm::Header;
         let digest_first = digests.payload_sha256 || (digests.checksum.is_some() && header);
-        let making = Making::of(self.zc, layout.is_some(), digest_first);
+        let making = Making::of(self.zc, self.is_tls(c), digest_first);
         let filled = match making {
             Making::Whole => {
                 let spacing = layout.map_or_else(Spacing::contiguous, |l| l.spacing());
@@ -52,6 +52,13 @@ impl RingCheckpoint {
     /// Makes connection `c`'s body up to byte `upto` before a send carries it, when it is made
     /// as it is sent (else nothing): the generator's and the digest's CPU timed apart.
     pub(super) fn make(&mut self, c: usize, upto: usize) -> Result<(), RankError> {
+        if self.as_sent[c].is_none() {
+            return Ok(());
+        }
+        debug_assert!(
+            !self.is_tls(c),
+            "a TLS body made as sent (its records are sealed whole)"
+        );
         let Some(made) = &mut self.as_sent[c] else {
             return Ok(());
         };

@@ -284,19 +284,17 @@ impl RingCheckpoint {
     /// Starts `request` on free connection `c`.
     fn start(&mut self, c: usize, request: Request) -> Result<(), RankError> {
         let now = Instant::now();
+        if !matches!(request.kind, Kind::Part { .. } | Kind::Put { .. }) {
+            // Only a body made as it is sent has a making in hand.
+            self.as_sent[c] = None;
+        }
         let job = match request.kind {
             Kind::Range => Job::new(0, c, self.bufs[c], now),
             Kind::Head => Job {
                 expect: super::conn::Expect::Head,
                 ..Job::request(c, self.bufs[c], 0, now)
             },
-            Kind::Part { .. } | Kind::Put { .. } => {
-                Job::request(c, self.bufs[c], request.body_bytes, now)
-            }
-            _ => {
-                self.as_sent[c] = None;
-                Job::request(c, self.bufs[c], request.body_bytes, now)
-            }
+            _ => Job::request(c, self.bufs[c], request.body_bytes, now),
         };
         self.requests[c] = Some(request);
         self.live.issued();
