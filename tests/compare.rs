@@ -560,16 +560,22 @@ fn a_checkpoint_summary_compare_cannot_read_is_named_in_one_line() {
 #[test]
 fn compare_names_the_forks_whole_list_and_partial_worker_batches() {
     let dir = tempfile::tempdir().unwrap();
-    let unet3d = fixtures().join("unet3d-tiny-np2");
-    let (code, stdout, stderr) = common::run(&[
-        "compare",
-        unet3d.to_str().unwrap(),
-        fixtures().join("np2rt2").to_str().unwrap(),
-        "--json",
-    ]);
-    assert_eq!(code, 0, "{stderr}");
-    let c: Value = serde_json::from_str(&stdout).unwrap();
-    let notes = c["notes"].to_string();
+    // The comparison's notes, as JSON text.
+    let notes_of = |a: &Path, b: &Path| -> String {
+        let (code, stdout, stderr) = common::run(&[
+            "compare",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+            "--json",
+        ]);
+        assert_eq!(code, 0, "{stderr}");
+        let c: Value = serde_json::from_str(&stdout).unwrap();
+        c["notes"].to_string()
+    };
+    let notes = notes_of(
+        &fixtures().join("unet3d-tiny-np2"),
+        &fixtures().join("np2rt2"),
+    );
     assert!(
         notes.contains("every rank read the whole file list")
             && notes.contains("total_files=16")
@@ -599,15 +605,7 @@ fn compare_names_the_forks_whole_list_and_partial_worker_batches() {
         }
     }
     std::fs::write(built.join("0_output.json"), output.to_string()).unwrap();
-    let (code, stdout, stderr) = common::run(&[
-        "compare",
-        built.to_str().unwrap(),
-        fixtures().join("np1rt1").to_str().unwrap(),
-        "--json",
-    ]);
-    assert_eq!(code, 0, "{stderr}");
-    let c: Value = serde_json::from_str(&stdout).unwrap();
-    let notes = c["notes"].to_string();
+    let notes = notes_of(&built, &fixtures().join("np1rt1"));
     assert!(
         notes.contains("rank 0 ran 28 steps in epoch 1")
             && notes.contains("= 29")
