@@ -52,9 +52,26 @@ pub const GENERATION_BATCH_BYTES: u64 = 8 << 20;
 /// fetches a 4 MiB tail; a footer is a few KiB.
 pub const PROBE_TAIL_BYTES: usize = 4 << 20;
 
+/// Footer bytes a probe allows per column chunk (its metadata, about 80 bytes with these
+/// settings, and its hash), over [`PROBE_TAIL_BYTES`].
+const PROBE_BYTES_PER_CHUNK: usize = 256;
+
+/// The tail a probe of `spec` keeps: [`PROBE_TAIL_BYTES`], and room for a footer of many
+/// row groups × columns (DLRM's 768 × 200 make a 12 MB footer).
+fn probe_tail_bytes(spec: &DatasetSpec) -> usize {
+    let row_groups = spec.rows_per_file.div_ceil(spec.row_group_rows.max(1)) as usize;
+    let leaves = spec.columns.len();
+    PROBE_TAIL_BYTES.saturating_add(
+        row_groups
+            .saturating_mul(leaves)
+            .saturating_mul(PROBE_BYTES_PER_CHUNK),
+    )
+}
+
 /// The Arrow type of a column element.
 fn arrow_type(dtype: Dtype) -> DataType {
     match dtype {
+        Dtype::Float16 => DataType::Float16,
         Dtype::Float32 => DataType::Float32,
         Dtype::Float64 => DataType::Float64,
         Dtype::Int8 => DataType::Int8,
@@ -310,20 +327,21 @@ impl<W: Write> Write for Hashing<W> {
     }
 }
 
-/// A sink that keeps only the size and the last `PROBE_TAIL_BYTES` of what is written.
+/// A sink that keeps only the size and the last `keep` bytes of what is written.
 #[derive(Debug, Default)]
 struct TailWriter {
     size_bytes: u64,
+    keep: usize,
     tail: Vec<u8>,
 }
 
 impl Write for TailWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.size_bytes += buf.len() as u64;
-        let keep = buf.len().min(PROBE_TAIL_BYTES);
+        let keep = buf.len().min(self.keep);
         self.tail.extend_from_slice(&buf[buf.len() - keep..]);
-        if self.tail.len() > 2 * PROBE_TAIL_BYTES {
-            let excess = self.tail.len() - PROBE_TAIL_BYTES;
+        if self.tail.len() > 2 * self.keep {
+            let excess = self.tail.len() - self.keep;
             self.tail.drain(..excess);
         }
         Ok(buf.len())
@@ -348,8 +366,12 @@ pub fn probe_virtual_file(spec: &DatasetSpec) -> Result<ProbedFile, ParquetError
 }
 
 fn probe_with(spec: &DatasetSpec, fill: Fill, restart: bool) -> Result<ProbedFile, ParquetError> {
-    let sink = write_file_with(spec, fill, restart, TailWriter::default(), |_| {})?;
-    let keep = sink.tail.len().min(PROBE_TAIL_BYTES);
+    let tail = TailWriter {
+        keep: probe_tail_bytes(spec),
+        ..TailWriter::default()
+    };
+    let sink = write_file_with(spec, fill, restart, tail, |_| {})?;
+    let keep = sink.tail.len().min(sink.keep);
     Ok(ProbedFile {
         size_bytes: sink.size_bytes,
         tail: Bytes::copy_from_slice(&sink.tail[sink.tail.len() - keep..]),

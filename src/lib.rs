@@ -27,6 +27,7 @@ pub mod datagen;
 pub mod dataset;
 pub mod engine;
 pub mod exit;
+pub mod extents;
 #[cfg(test)]
 mod fuzz;
 pub mod loader;

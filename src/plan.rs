@@ -134,9 +134,13 @@ pub struct RowGroupGet {
     pub file: usize,
     pub first_row_group: usize,
     pub row_groups: usize,
+    /// The first byte fetched, and the bytes fetched: with a column subset read chunk by
+    /// chunk, the chunks' (packed in the GET's buffer), else the span's.
     pub offset: u64,
     pub len_bytes: u64,
     pub rows: u64,
+    /// The requests the GET sends: 1, or its column chunks' ([`crate::extents`]).
+    pub requests: usize,
 }
 
 /// One reader of a rank.
@@ -225,6 +229,37 @@ impl Plan {
             .files
             .get(get.file)
             .and_then(|file| file.chunks.as_ref());
+        // A column subset read chunk by chunk: the requests over the row groups' span.
+        let extents = self
+            .catalog
+            .objects
+            .is_none()
+            .then(|| {
+                let first = self.catalog.span(get.file, get.first_row_group);
+                let last = self
+                    .catalog
+                    .span(get.file, get.first_row_group + get.row_groups.max(1) - 1);
+                let extents = self.catalog.requests(
+                    get.file,
+                    first.offset,
+                    last.end(),
+                    self.settings.column_gets,
+                )?;
+                Some((first.offset, last.end(), extents))
+            })
+            .flatten();
+        if let Some((from, to, extents)) = extents {
+            return RangedGet {
+                whole: false,
+                key: self.catalog.key(get.file).into_owned(),
+                offset: get.offset,
+                len_bytes: get.len_bytes,
+                check: chunks.map(|chunks| Check::within(chunks, from, to - from)),
+                fetch: None,
+                object: None,
+                extents: Some(extents),
+            };
+        }
         RangedGet {
             // Whole objects (npz, jpeg, tfrecord) are fetched as DLIO fetches them: a plain
             // GET, no Range.
@@ -235,6 +270,7 @@ impl Plan {
             check: chunks.map(|chunks| Check::within(chunks, get.offset, get.len_bytes)),
             fetch: self.object_fetch,
             object: self.verify_objects.as_ref().map(|o| o.at(get.file as u64)),
+            extents: None,
         }
     }
 
@@ -346,13 +382,23 @@ fn plan_rank(
             let spans = chunk.iter().map(|u| catalog.span(*file, u.row_group));
             let offset = spans.clone().map(|s| s.offset).min().unwrap_or(0);
             let end = spans.clone().map(|s| s.end()).max().unwrap_or(0);
+            let (offset, len_bytes, requests) =
+                match catalog.requests(*file, offset, end, settings.column_gets) {
+                    Some(extents) => (
+                        extents.as_slice().first().map_or(offset, |e| e.offset),
+                        extents.bytes(),
+                        extents.len(),
+                    ),
+                    None => (offset, end - offset, 1),
+                };
             reader.gets.push(RowGroupGet {
                 file: *file,
                 first_row_group: chunk[0].row_group,
                 row_groups: chunk.len(),
                 offset,
-                len_bytes: end - offset,
+                len_bytes,
                 rows: chunk.iter().map(|u| u.rows).sum(),
+                requests,
             });
         }
     }
@@ -582,6 +628,7 @@ mod tests {
                 })
                 .collect(),
             chunks: None,
+            extents: None,
         };
         Catalog {
             source: "test".into(),

@@ -3,6 +3,7 @@
 //! dlio loader. The plan makes them ([`crate::plan::Plan::ranged`]); the engines send them.
 
 use crate::dataset::check::ObjectRef;
+use crate::extents::Extents;
 use crate::loader::ObjectFetch;
 use crate::verify::Check;
 
@@ -22,11 +23,66 @@ pub struct RangedGet {
     pub fetch: Option<ObjectFetch>,
     /// Under `--verify`, the whole object the body must be, byte for byte (`None` otherwise).
     pub object: Option<ObjectRef>,
+    /// A column subset read chunk by chunk: the ranges the GET's requests fetch, one after
+    /// the other, landing packed in its buffer (`len_bytes` is their sum, `offset` the first's).
+    pub extents: Option<Extents>,
+}
+
+/// One request of a GET sent as several (a column subset's chunks, s3dlio's ranged chunks of
+/// an object): the bytes it asks for, and where they land in the GET's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Piece {
+    pub offset: u64,
+    pub len_bytes: u64,
+    /// Offset in the GET's buffer.
+    pub at: u64,
+}
+
+impl Piece {
+    /// The piece as a ranged GET of `key` (checked as its range).
+    pub fn as_get(&self, key: &str) -> RangedGet {
+        RangedGet {
+            key: key.to_string(),
+            offset: self.offset,
+            len_bytes: self.len_bytes,
+            check: None,
+            whole: false,
+            fetch: None,
+            object: None,
+            extents: None,
+        }
+    }
 }
 
 impl RangedGet {
+    /// A column subset's GET: its chunks' requests in order, each with its place in the
+    /// buffer (`None` for a GET sent as one request).
+    pub fn pieces(&self) -> Option<Vec<Piece>> {
+        let extents = self.extents.as_ref()?;
+        Some(
+            extents
+                .placed()
+                .map(|(e, at)| Piece {
+                    offset: e.offset,
+                    len_bytes: e.len_bytes,
+                    at,
+                })
+                .collect(),
+        )
+    }
+
     /// What the GET asks for, in messages: `bytes=a-b`, or `whole object, N bytes`.
     pub fn describe(&self) -> String {
+        if let Some(extents) = &self.extents {
+            let (first, last) = (extents.as_slice().first(), extents.as_slice().last());
+            return format!(
+                "{} column-chunk ranges of {} bytes in bytes={}-{}",
+                extents.len(),
+                extents.bytes(),
+                first.map_or(0, |e| e.offset),
+                last.map_or(0, |e| e.end().saturating_sub(1))
+            );
+        }
         if self.whole {
             format!("whole object, {} bytes", self.len_bytes)
         } else {
@@ -48,6 +104,9 @@ impl RangedGet {
                 }
             }
             None if self.whole => kinds.get = 1,
+            None if self.extents.is_some() => {
+                kinds.ranged_get = self.extents.as_ref().map_or(1, |e| e.len() as u64);
+            }
             None => kinds.ranged_get = 1,
         }
         kinds

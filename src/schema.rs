@@ -9,6 +9,8 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Dtype {
+    /// IEEE half precision (DLRM's `float16`): Parquet's FIXED_LEN_BYTE_ARRAY(2), logical Float16.
+    Float16,
     Float32,
     Float64,
     Int8,
@@ -23,7 +25,8 @@ pub enum Dtype {
 
 impl Dtype {
     /// Every type, with DLIO's name for it.
-    pub const ALL: [(Dtype, &'static str); 10] = [
+    pub const ALL: [(Dtype, &'static str); 11] = [
+        (Dtype::Float16, "float16"),
         (Dtype::Float32, "float32"),
         (Dtype::Float64, "float64"),
         (Dtype::Int8, "int8"),
@@ -44,7 +47,7 @@ impl Dtype {
     pub fn width_bytes(self) -> u64 {
         match self {
             Dtype::Int8 | Dtype::Uint8 => 1,
-            Dtype::Int16 | Dtype::Uint16 => 2,
+            Dtype::Float16 | Dtype::Int16 | Dtype::Uint16 => 2,
             Dtype::Float32 | Dtype::Int32 | Dtype::Uint32 => 4,
             Dtype::Float64 | Dtype::Int64 | Dtype::Uint64 => 8,
         }
@@ -104,6 +107,6 @@ impl DatasetSpec {
 #[derive(Debug, Clone)]
 pub struct ProbedFile {
     pub size_bytes: u64,
-    /// The last `min(size, datagen::PROBE_TAIL_BYTES)` bytes of the file.
+    /// The last bytes of the file, footer included (at least `datagen::PROBE_TAIL_BYTES`).
     pub tail: Bytes,
 }

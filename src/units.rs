@@ -52,9 +52,14 @@ pub fn counted(n: u64, noun: &str) -> String {
     format!("{} {plural}", count(n))
 }
 
-/// Seconds, with as many decimals as make sense: `0.05 s`, `1.35 s`, `2.025 s`.
+/// Seconds, with as many decimals as make sense: `0.05 s`, `1.35 s`, `2.025 s`; under a
+/// millisecond, to the microsecond (DLRM's `0.000375 s`), never shown as `0 s`.
 pub fn seconds(s: f64) -> String {
-    let text = format!("{s:.3}");
+    let text = if s > 0.0 && s < 0.001 {
+        format!("{s:.6}")
+    } else {
+        format!("{s:.3}")
+    };
     let text = text.trim_end_matches('0').trim_end_matches('.');
     format!("{text} s")
 }
@@ -133,6 +138,8 @@ mod tests {
         assert_eq!(seconds(0.05), "0.05 s");
         assert_eq!(seconds(2.025), "2.025 s");
         assert_eq!(seconds(1.0), "1 s");
+        assert_eq!(seconds(0.000375), "0.000375 s");
+        assert_eq!(seconds(0.0), "0 s");
         assert_eq!(counted(1, "point"), "1 point");
         assert_eq!(counted(0, "point"), "0 points");
         assert_eq!(counted(1200, "file"), "1,200 files");

@@ -250,6 +250,30 @@ pub fn verify(check: &Check, offset: u64, body: &[u8]) -> Result<Verified, Misma
     Ok(verified)
 }
 
+/// Checks `body`, the bytes of a GET sent as several ranged requests (a column subset's
+/// chunks), landed packed in the order of `ranges` (file offset, length), against `check`:
+/// each range's chunks are checked where that range landed.
+pub fn verify_packed(
+    check: &Check,
+    ranges: impl Iterator<Item = (u64, u64)>,
+    body: &[u8],
+) -> Result<Verified, Mismatch> {
+    let mut verified = Verified::default();
+    let mut at = 0usize;
+    for (offset, len_bytes) in ranges {
+        let len = usize::try_from(len_bytes).unwrap_or(usize::MAX);
+        let part = body.get(at..at.saturating_add(len)).unwrap_or_default();
+        verified.add(verify(
+            &Check::within(&check.chunks, offset, len_bytes),
+            offset,
+            part,
+        )?);
+        at = at.saturating_add(len);
+    }
+    verified.unchecked_bytes += (body.len() as u64).saturating_sub(at as u64);
+    Ok(verified)
+}
+
 /// Walks the pages of one column chunk: each page header parses and the pages fill `chunk`
 /// exactly. Returns the number of pages.
 pub fn walk_pages(chunk: &[u8]) -> Result<u64, String> {

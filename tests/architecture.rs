@@ -20,6 +20,7 @@ use syn::visit::{self, Visit};
 const LAYERS: &[(&str, u32)] = &[
     // Leaves: no imports from the crate beyond other leaves.
     ("exit", 0),
+    ("extents", 0),
     ("units", 0),
     ("schema", 0),
     ("s3::xml", 0),

@@ -30,6 +30,7 @@ use parquet::file::metadata::{FooterTail, ParquetMetaData, ParquetMetaDataReader
 use serde::{Deserialize, Serialize};
 
 use crate::exit::{self, ExitClass};
+use crate::extents;
 use crate::s3::{Bucket, ByteRange, ObjectMeta};
 use crate::schema::{DatasetSpec, ProbedFile};
 use crate::verify::{self, Chunk};
@@ -323,6 +324,10 @@ pub struct FileLayout {
     /// The column chunks inside the row groups read, for `run --verify` (else `None`).
     #[serde(skip)]
     pub chunks: Option<Arc<[Chunk]>>,
+    /// With a column subset: the chunks read, every row group's, in offset order
+    /// ([`extents`]; `None` when every column is read).
+    #[serde(skip)]
+    pub extents: Option<Arc<[extents::Extent]>>,
 }
 
 /// The files a run reads.
@@ -351,22 +356,34 @@ impl Catalog {
         }
     }
 
-    /// The catalog, chunk lists (`--verify`) included, as bytes for another process.
+    /// The catalog, chunk lists (`--verify`) and column extents included, as bytes for
+    /// another process.
     pub fn to_wire(&self) -> Vec<u8> {
         let chunks: Vec<Option<Vec<Chunk>>> = self
             .files
             .iter()
             .map(|f| f.chunks.as_ref().map(|c| c.to_vec()))
             .collect();
-        serde_json::to_vec(&(self, chunks)).unwrap_or_default()
+        let extents: Vec<Option<Vec<extents::Extent>>> = self
+            .files
+            .iter()
+            .map(|f| f.extents.as_ref().map(|e| e.to_vec()))
+            .collect();
+        serde_json::to_vec(&(self, chunks, extents)).unwrap_or_default()
     }
 
     /// A catalog from [`Catalog::to_wire`]'s bytes.
     pub fn from_wire(bytes: &[u8]) -> Result<Catalog, String> {
-        let (mut catalog, chunks): (Catalog, Vec<Option<Vec<Chunk>>>) =
+        type Wire = (
+            Catalog,
+            Vec<Option<Vec<Chunk>>>,
+            Vec<Option<Vec<extents::Extent>>>,
+        );
+        let (mut catalog, chunks, extents): Wire =
             serde_json::from_slice(bytes).map_err(|e| format!("a catalog from process 0: {e}"))?;
-        for (file, chunks) in catalog.files.iter_mut().zip(chunks) {
+        for ((file, chunks), extents) in catalog.files.iter_mut().zip(chunks).zip(extents) {
             file.chunks = chunks.map(Arc::from);
+            file.extents = extents.map(Arc::from);
         }
         Ok(catalog)
     }
@@ -450,6 +467,20 @@ impl Catalog {
 
     /// Row group `row_group` of file `file`: a whole object is one "row group" of all its
     /// samples, spanning every byte.
+    /// The requests of a GET over bytes `from..to` of Parquet file `file` under `gets`: its
+    /// column chunks' extents, or `None` (one ranged GET) when every column is read or
+    /// `gets` is a span.
+    pub fn requests(
+        &self,
+        file: usize,
+        from: u64,
+        to: u64,
+        gets: extents::ColumnGets,
+    ) -> Option<extents::Extents> {
+        let selected = self.files.get(file)?.extents.as_ref()?;
+        extents::requests(selected, from, to, gets)
+    }
+
     pub fn span(&self, file: usize, row_group: usize) -> RowGroupSpan {
         match &self.objects {
             Some(objects) => RowGroupSpan {
@@ -652,10 +683,22 @@ pub fn read_layout(
         }
     })?;
     let data_end = size - metadata_len - TRAILER_BYTES;
-    let row_groups = row_group_spans(key, &metadata, columns, data_end)?;
+    let leaves = chosen_leaves(key, &metadata, columns)?;
+    let row_groups = row_group_spans(key, &metadata, &leaves, data_end)?;
     let chunks = match with_chunks {
         true => Some(chunks_within(key, &metadata, &row_groups)?),
         false => None,
+    };
+    let extents = match columns {
+        Some(_) => Some(
+            extents::selected_extents(&metadata, &leaves).map_err(|reason| {
+                CatalogError::BadFooter {
+                    key: key.clone(),
+                    reason,
+                }
+            })?,
+        ),
+        None => None,
     };
     Ok(FileLayout {
         key: key.clone(),
@@ -665,17 +708,16 @@ pub fn read_layout(
         rows: metadata.file_metadata().num_rows().max(0) as u64,
         row_groups,
         chunks,
+        extents,
     })
 }
 
-/// Each row group's span over the chosen top-level columns. Every span must lie between the
-/// leading magic and the metadata (`data_end`).
-fn row_group_spans(
+/// The leaf columns of the chosen top-level `columns` (`None`: all).
+fn chosen_leaves(
     key: &str,
     metadata: &ParquetMetaData,
     columns: Option<&[String]>,
-    data_end: u64,
-) -> Result<Vec<RowGroupSpan>, CatalogError> {
+) -> Result<Vec<usize>, CatalogError> {
     let schema = metadata.file_metadata().schema_descr();
     let root_of = |i: usize| {
         schema
@@ -709,6 +751,17 @@ fn row_group_spans(
             chosen
         }
     };
+    Ok(leaves)
+}
+
+/// Each row group's span over the chosen leaf columns. Every span must lie between the
+/// leading magic and the metadata (`data_end`).
+fn row_group_spans(
+    key: &str,
+    metadata: &ParquetMetaData,
+    leaves: &[usize],
+    data_end: u64,
+) -> Result<Vec<RowGroupSpan>, CatalogError> {
     let bad = |reason: String| CatalogError::BadFooter {
         key: key.to_string(),
         reason,
@@ -717,7 +770,7 @@ fn row_group_spans(
     for (index, rg) in metadata.row_groups().iter().enumerate() {
         let mut start = u64::MAX;
         let mut end = 0u64;
-        for &leaf in &leaves {
+        for &leaf in leaves {
             let chunk = rg.column(leaf);
             let (offset, len) = verify::chunk_span(chunk).ok_or_else(|| {
                 bad(format!(

@@ -17,6 +17,7 @@ pub const READ: &[&str] = &[
     "dataset.record_length_stdev",
     "dataset.parquet.columns",
     "dataset.parquet.row_group_size",
+    "dataset.parquet.read_mode",
     "reader.batch_size",
     "reader.read_threads",
     "reader.prefetch_size",
@@ -37,6 +38,7 @@ pub const STORAGE_OPTIONS_READ: &[&str] = &[
     "secret_access_key",
     "region",
     "coalesce_rgs",
+    "column_gets",
     "prefetch_workers",
     "prefetch_window",
 ];

@@ -49,6 +49,8 @@ pub const BUILTIN_WORKLOADS: &[(&str, &str)] = &[
         "llama3_demo",
         include_str!("../../configs/llama3_demo.yaml"),
     ),
+    ("dlrm_b200", include_str!("../../configs/dlrm_b200.yaml")),
+    ("dlrm_mi355", include_str!("../../configs/dlrm_mi355.yaml")),
     (
         "unet3d_b200",
         include_str!("../../configs/unet3d_b200.yaml"),

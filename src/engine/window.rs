@@ -346,9 +346,15 @@ impl<F, H> Window<F, H> {
         }
         let started = metrics::thread_cpu();
         let result = match (&ranged.check, &ranged.object) {
-            (Some(check), _) => {
-                verify::verify(check, ranged.offset, body).map_err(|m| m.to_string())
+            (Some(check), _) => match &ranged.extents {
+                Some(extents) => verify::verify_packed(
+                    check,
+                    extents.as_slice().iter().map(|e| (e.offset, e.len_bytes)),
+                    body,
+                ),
+                None => verify::verify(check, ranged.offset, body),
             }
+            .map_err(|m| m.to_string()),
             (None, Some(object)) => object
                 .compare(body, &mut self.scratch)
                 .map(|bytes| Verified {

@@ -57,7 +57,12 @@ impl Plan {
             largest_get_bytes,
             server_bytes: options.server_bytes,
             catalog_bytes: catalog.listing_bytes(),
-            plan_bytes: plan_held_bytes(&ranks, catalog, settings.epochs),
+            plan_bytes: plan_held_bytes(
+                &ranks,
+                catalog,
+                settings.epochs,
+                settings.column_gets == crate::extents::ColumnGets::Coalesced,
+            ),
             tls: options.tls,
             batch_hold: whole_objects.then_some((settings.batch_size, settings.samples_per_file)),
             small_class: None,
@@ -111,9 +116,16 @@ const PATH_EXTRA_BYTES: u64 = 72;
 /// the plan's lists (each GET, its batch part, its file index, each step's list), one epoch's
 /// requests in each reader's window (a [`crate::ranged::RangedGet`] with its key, its request
 /// path and its slot), a record per GET of every epoch (requests.csv's [`crate::metrics::GetRecord`]), and
-/// the plan's own copy of a whole-object catalog. A full retinanet is 1.17 M GETs per epoch:
-/// these, not the buffers, are most of its memory.
-pub(super) fn plan_held_bytes(ranks: &[RankPlan], catalog: &Catalog, epochs: u32) -> u64 {
+/// the plan's own copy of a whole-object catalog, and a column subset's chunk extents (the
+/// catalog's, each list once however many files share it, and with `coalesced` each GET's own
+/// merged list). A full retinanet is 1.17 M GETs per epoch: these, not the buffers, are most
+/// of its memory.
+pub(super) fn plan_held_bytes(
+    ranks: &[RankPlan],
+    catalog: &Catalog,
+    epochs: u32,
+    coalesced: bool,
+) -> u64 {
     use std::mem::size_of;
     let readers = || ranks.iter().flat_map(|r| &r.readers);
     let gets: u64 = readers().map(|r| r.gets.len() as u64).sum();
@@ -146,7 +158,23 @@ pub(super) fn plan_held_bytes(ranks: &[RankPlan], catalog: &Catalog, epochs: u32
         .objects
         .as_ref()
         .map_or(0, |o| o.heap_bytes() as u64);
-    plan + window + records + catalog_copy
+    let extent = size_of::<crate::extents::Extent>() as u64;
+    let mut lists: Vec<&std::sync::Arc<[crate::extents::Extent]>> = catalog
+        .files
+        .iter()
+        .filter_map(|f| f.extents.as_ref())
+        .collect();
+    lists.sort_by_key(|a| std::sync::Arc::as_ptr(a).cast::<u8>() as usize);
+    lists.dedup_by(|a, b| std::sync::Arc::ptr_eq(a, b));
+    let catalog_extents: u64 = lists.iter().map(|l| l.len() as u64 * extent + 16).sum();
+    let merged = match coalesced {
+        true => readers()
+            .flat_map(|r| &r.gets)
+            .map(|g| g.requests as u64 * extent + 16)
+            .sum(),
+        false => 0,
+    };
+    plan + window + records + catalog_copy + catalog_extents + merged
 }
 
 /// Steps per rank per epoch: `(the formula's, after the total_training_steps cap, the formula)`.

@@ -118,7 +118,21 @@ fn render_dataset(w: &mut String, plan: &Plan) {
     }
     let read = match &s.columns_read {
         None => "all read".to_string(),
-        Some(cols) => format!("reading {}", cols.join(", ")),
+        Some(cols) => {
+            let row: u64 = s
+                .dataset
+                .columns
+                .iter()
+                .filter(|c| cols.contains(&c.name))
+                .map(|c| c.row_bytes())
+                .sum();
+            format!(
+                "reading {} of them, {} B a row: {}",
+                cols.len(),
+                count(row),
+                cols.join(", ")
+            )
+        }
     };
     if s.objects.is_none() {
         let _ = writeln!(
@@ -265,6 +279,22 @@ fn render_io(w: &mut String, plan: &Plan) {
         per_rank_gets,
         bytes(plan.largest_get_bytes)
     );
+    if s.columns_read.is_some() && s.objects.is_none() {
+        let requests: usize = plan
+            .ranks
+            .iter()
+            .flat_map(|r| &r.readers)
+            .flat_map(|r| &r.gets)
+            .map(|g| g.requests)
+            .sum();
+        let _ = writeln!(
+            w,
+            "  requests    {} ranged GETs (storage.storage_options.column_gets {}: {})",
+            count(requests as u64),
+            s.column_gets.name(),
+            s.column_gets.describe()
+        );
+    }
     let per_step = plan.bytes_per_epoch as f64 / (plan.steps_per_rank * u64::from(o.np)) as f64;
     let footers = if s.objects.is_some() {
         "no footers: whole objects".to_string()

@@ -11,6 +11,7 @@ use serde::Serialize;
 use crate::config::{ConfigError, Origin, RawConfig, Value, WorkloadSource};
 use crate::dataset::{self, Format, ObjectDataset};
 use crate::exit::{self, ExitClass};
+use crate::extents::ColumnGets;
 use crate::s3::target::StorageSettings;
 use crate::schema::{ColumnSpec, DatasetSpec, Dtype};
 
@@ -74,6 +75,9 @@ pub struct Settings {
     pub record_bytes: u64,
     /// Top-level columns a reader fetches; `None` means all.
     pub columns_read: Option<Vec<String>>,
+    /// How a GET of a column subset is sent (`storage.storage_options.column_gets`): one
+    /// ranged GET per column chunk by default ([`crate::extents`]).
+    pub column_gets: ColumnGets,
     pub batch_size: u64,
     pub read_threads: u32,
     pub prefetch: u32,
@@ -161,7 +165,18 @@ impl Settings {
             return finish(cfg, &scalars, dataset, record_bytes, None, Some(objects));
         }
         let (dataset, record_bytes, columns_read) = parquet_dataset(cfg, train_prefix, &scalars)?;
-        finish(cfg, &scalars, dataset, record_bytes, columns_read, None)
+        let column_gets = column_gets(cfg)?;
+        let mut scalars = scalars;
+        // pyarrow reads a row group at a time: a GET of chunks covers one unless set.
+        if columns_read.is_some()
+            && column_gets != ColumnGets::Span
+            && cfg.get("storage.storage_options.coalesce_rgs").is_none()
+        {
+            scalars.coalesce_rgs = 1;
+        }
+        let mut settings = finish(cfg, &scalars, dataset, record_bytes, columns_read, None)?;
+        settings.column_gets = column_gets;
+        Ok(settings)
     }
 
     /// Checks that `generate` can write this dataset: ringload writes uncompressed Parquet.
@@ -371,6 +386,7 @@ fn finish(
         samples_per_file: scalars.samples_per_file,
         record_bytes,
         columns_read,
+        column_gets: ColumnGets::default(),
         batch_size: scalars.batch_size,
         read_threads: small(cfg, "reader.read_threads", scalars.read_threads, 1024)?,
         prefetch: small(
@@ -406,6 +422,31 @@ fn finish(
             .collect(),
         objects,
     })
+}
+
+/// `storage.storage_options.column_gets` (chunk, coalesced or span), and
+/// `dataset.parquet.read_mode`, which must be DLIO's `row_group` when given.
+fn column_gets(cfg: &RawConfig) -> Result<ColumnGets, SettingsError> {
+    if let Some(mode) = cfg.text("dataset.parquet.read_mode")?
+        && mode != "row_group"
+    {
+        return Err(invalid(
+            cfg,
+            "dataset.parquet.read_mode",
+            format!("is '{mode}'; ringload reads Parquet by row group: set it to row_group"),
+        ));
+    }
+    let key = "storage.storage_options.column_gets";
+    match cfg.text(key)? {
+        None => Ok(ColumnGets::default()),
+        Some(name) => ColumnGets::parse(&name).ok_or_else(|| {
+            invalid(
+                cfg,
+                key,
+                format!("is '{name}'; use chunk (one GET per column chunk), coalesced (merged as pyarrow pre-buffers) or span (one GET per row group)"),
+            )
+        }),
+    }
 }
 
 /// The Parquet dataset: its columns, the bytes of a sample, the columns read (`None`: all).

@@ -250,6 +250,11 @@ impl Transport for Tasks<'_> {
                     let done = s3dlio::fetch_object(&client, &get, rules, endpoint).await;
                     (done.result, done.retry_causes, done.first_byte)
                 }
+                // A column subset: its chunks' ranged GETs, one after the other.
+                None if get.extents.is_some() => {
+                    let done = s3dlio::fetch_extents(&client, &get, endpoint).await;
+                    (done.result, done.retry_causes, done.first_byte)
+                }
                 None => {
                     let operation = client.operation("GET", Some(&get.key));
                     let (result, causes) = with_retries(client.policy(), &operation, || {

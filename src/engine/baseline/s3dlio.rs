@@ -4,6 +4,9 @@
 //! 8 MiB (at most `concurrency_for(size)` in flight, each with its own retries, as s3dlio's
 //! per-object semaphore), reassembled in offset order into one buffer of the object's size;
 //! else one plain GET. Any request past its retries fails the object, as in s3dlio.
+//!
+//! A column subset's row groups ([`crate::extents`]) go the same way: their chunks' ranged
+//! GETs one after the other, packed into the GET's one buffer.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,6 +18,7 @@ use http::header::CONTENT_LENGTH;
 use super::get::fetch;
 use crate::loader::ObjectFetch;
 use crate::plan::RangedGet;
+use crate::ranged::Piece;
 use crate::s3::client::{RequestSpec, with_retries};
 use crate::s3::{Client, RequestError};
 
@@ -33,6 +37,37 @@ pub(super) async fn fetch_object(
     rules: ObjectFetch,
     endpoint: usize,
 ) -> Fetched {
+    // Each range lands at its offset in the object; one range is the object's plain GET.
+    let pieces: Vec<Piece> = rules
+        .chunks(get.len_bytes)
+        .into_iter()
+        .map(|(offset, len_bytes)| Piece {
+            offset,
+            len_bytes,
+            at: offset,
+        })
+        .collect();
+    let concurrency = rules.concurrency_for(get.len_bytes) as usize;
+    fetch_pieces(client, get, rules.head, pieces, concurrency, endpoint).await
+}
+
+/// Fetches `get`'s column chunks (`get.extents`), one ranged GET after the other, packed.
+pub(super) async fn fetch_extents(client: &Client, get: &RangedGet, endpoint: usize) -> Fetched {
+    let pieces: Vec<Piece> = get.pieces().unwrap_or_default();
+    fetch_pieces(client, get, false, pieces, 1, endpoint).await
+}
+
+/// Fetches `get` as `pieces` (a HEAD first when `head`), at most `concurrency` in flight,
+/// each landing at its place in one buffer of `get.len_bytes`. A single piece of a whole
+/// object is its plain GET.
+async fn fetch_pieces(
+    client: &Client,
+    get: &RangedGet,
+    head_first: bool,
+    pieces: Vec<Piece>,
+    concurrency: usize,
+    endpoint: usize,
+) -> Fetched {
     let started = Instant::now();
     let mut retry_causes = Vec::new();
     let failed = |e, causes| Fetched {
@@ -40,7 +75,7 @@ pub(super) async fn fetch_object(
         retry_causes: causes,
         first_byte: Duration::ZERO,
     };
-    if rules.head {
+    if head_first {
         let operation = client.operation("HEAD", Some(&get.key));
         let (result, causes) =
             with_retries(client.policy(), &operation, || head(client, get, endpoint)).await;
@@ -49,8 +84,8 @@ pub(super) async fn fetch_object(
             return failed(e, retry_causes);
         }
     }
-    let chunks = rules.chunks(get.len_bytes);
-    let concurrency = (rules.concurrency_for(get.len_bytes) as usize).clamp(1, chunks.len());
+    let chunks = pieces;
+    let concurrency = concurrency.clamp(1, chunks.len().max(1));
     let count = chunks.len();
     let chunks = Arc::new(chunks);
     let next = Arc::new(AtomicUsize::new(0));
@@ -62,21 +97,12 @@ pub(super) async fn fetch_object(
         let (client, chunks, next) = (client.clone(), Arc::clone(&chunks), Arc::clone(&next));
         let (whole, sender) = (get.clone(), sender.clone());
         tasks.spawn(async move {
-            while let Some(&(offset, len_bytes)) = chunks.get(next.fetch_add(1, Ordering::Relaxed))
-            {
-                // One chunk: the object's plain GET; else a ranged GET.
-                let request = if chunks.len() == 1 {
+            while let Some(&piece) = chunks.get(next.fetch_add(1, Ordering::Relaxed)) {
+                // One chunk of a whole object: its plain GET; else a ranged GET.
+                let request = if chunks.len() == 1 && whole.whole {
                     whole.clone()
                 } else {
-                    RangedGet {
-                        key: whole.key.clone(),
-                        offset,
-                        len_bytes,
-                        check: None,
-                        whole: false,
-                        fetch: None,
-                        object: None,
-                    }
+                    piece.as_get(&whole.key)
                 };
                 let operation = client.operation("GET", Some(&request.key));
                 let sent = started.elapsed();
@@ -85,8 +111,8 @@ pub(super) async fn fetch_object(
                 })
                 .await;
                 let failed = result.is_err();
-                let piece = result.map(|(body, head_after)| (offset, body, sent + head_after));
-                if sender.send((piece, causes)).is_err() || failed {
+                let landed = result.map(|(body, head_after)| (piece.at, body, sent + head_after));
+                if sender.send((landed, causes)).is_err() || failed {
                     return;
                 }
             }

@@ -23,6 +23,7 @@
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
+use super::fetch::Part;
 use super::http::{self, HeadError, HeadReader, HeadStep, ResponseHead};
 use super::pool::BufIndex;
 use super::ring::Ring;
@@ -55,38 +56,9 @@ pub struct Job {
     pub body_sent: Option<Instant>,
     /// What answer the request waits for.
     pub expect: Expect,
-    /// One request of an object fetched as s3dlio fetches it (its HEAD, or one range), instead
-    /// of the GET itself.
+    /// One request of a GET sent as several (s3dlio's fetch of an object: its HEAD, or one
+    /// range; a column subset's chunk), instead of the GET itself.
     pub part: Option<Part>,
-}
-
-/// One request of an object fetched as the DLIO fork's s3dlio loader fetches it
-/// ([`crate::loader::ObjectFetch`]): its HEAD, a ranged GET of `len` bytes at `offset` (into the
-/// object's buffer at that offset), or, for an object not split, its plain GET.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Part {
-    pub offset: u64,
-    pub len: u64,
-    /// A HEAD: answered `200` with the object's size, no body.
-    pub head: bool,
-    /// No `Range` (the HEAD, or the whole object).
-    pub whole: bool,
-}
-
-impl Part {
-    /// The request as the connection checks its answer: the range, or the whole object (the
-    /// key is not needed there, so none is allocated).
-    pub fn as_get(&self) -> RangedGet {
-        RangedGet {
-            key: String::new(),
-            offset: self.offset,
-            len_bytes: self.len,
-            check: None,
-            whole: self.whole,
-            fetch: None,
-            object: None,
-        }
-    }
 }
 
 /// The answer a job waits for.

@@ -57,8 +57,8 @@ impl RingIo<'_> {
                     ring::quickack(fd).map_err(|e| Self::engine_error("TCP_QUICKACK", e))?;
                 }
                 let job = self.job(c)?;
-                // A range of an s3dlio fetch lands at its offset in the object's buffer.
-                let (buf, base) = (job.buf, job.part.map_or(0, |p| p.offset as usize));
+                // A request of a GET sent as several lands at its place in the GET's buffer.
+                let (buf, base) = (job.buf, job.part.map_or(0, |p| p.at as usize));
                 let offset = base + offset;
                 let (ring, fd) = self.ring_and_socket(c)?;
                 ring.read_fixed(c, fd, buf, offset, len).map_err(queued)

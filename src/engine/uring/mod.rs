@@ -377,7 +377,11 @@ impl Transport for RingIo<'_> {
     ) -> Result<usize, RankError> {
         // The dlio loader on whole objects: a HEAD, then the object's ranges.
         if let Some(rules) = window.get(reader, get).fetch.filter(|f| f.head) {
-            return self.start_object(window, reader, get, class, rules);
+            return self.start_object(window, reader, get, class, fetch::Pieces::Object(rules));
+        }
+        // A column subset: its chunks' ranged GETs, one after the other.
+        if window.get(reader, get).extents.is_some() {
+            return self.start_object(window, reader, get, class, fetch::Pieces::Extents);
         }
         let c = self.free_conn(reader).ok_or_else(|| {
             RankError::Engine("no idle connection inside the window (a bug)".into())

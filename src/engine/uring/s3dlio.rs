@@ -6,39 +6,47 @@
 //! Each request retries on its own as any GET does; the object arrives when its last range
 //! has, and fails with the first request past its retries (its buffer goes back to the pool
 //! only once none of its ranges is in flight any more).
+//!
+//! A column subset's row groups ([`crate::extents`]) go the same way, without the HEAD: their
+//! chunks' ranged GETs one after the other on one connection, each landing after the last.
 
 use std::time::Instant;
 
-use super::conn::{Job, Part};
-use super::fetch::ObjectState;
+use super::conn::Job;
+use super::fetch::{ObjectState, Part, Pieces};
 use super::pool::BufIndex;
 use super::{RingIo, UringWindow};
 use crate::engine::window::Fetched;
-use crate::loader::ObjectFetch;
 use crate::rank::RankError;
 use crate::s3::RequestError;
 
 impl RingIo<'_> {
-    /// Starts GET `get` of `reader` (whole object `size` bytes, `rules`) into a buffer of
-    /// `class`: its HEAD, or its first ranges. Returns a connection it started on.
+    /// Starts GET `get` of `reader` (`size` bytes, its requests made as `pieces` says) into a
+    /// buffer of `class`: its HEAD, or its first ranges. Returns a connection it started on.
     pub(super) fn start_object(
         &mut self,
         window: &UringWindow,
         reader: usize,
         get: usize,
         class: usize,
-        rules: ObjectFetch,
+        pieces: Pieces,
     ) -> Result<usize, RankError> {
         let buf = self.ring.take_buffer_of(class).ok_or_else(|| {
             RankError::Engine("the buffer pool ran dry inside the prefetch window (a bug)".into())
         })?;
         let size = window.get(reader, get).len_bytes;
-        let ranges = rules.ranges(size);
+        let (ranges, head) = match pieces {
+            Pieces::Object(rules) => (rules.ranges(size), rules.head),
+            Pieces::Extents => {
+                let extents = window.get(reader, get).extents.as_ref();
+                (extents.map_or(0, |e| e.len()) as u64, false)
+            }
+        };
         self.objects[usize::from(buf.0)] = Some(ObjectState {
             reader,
             get,
             size,
-            rules,
+            pieces,
             ranges,
             next: 0,
             outstanding: 0,
@@ -47,10 +55,11 @@ impl RingIo<'_> {
             first_byte: None,
             failed: false,
         });
-        if rules.head {
+        if head {
             let head = Part {
                 offset: 0,
                 len: size,
+                at: 0,
                 head: true,
                 whole: true,
             };
@@ -71,11 +80,10 @@ impl RingIo<'_> {
     ) -> Result<usize, RankError> {
         let mut first = None;
         while let Some(state) = self.objects[usize::from(buf.0)] {
-            let limit = state.rules.most_in_flight(state.size);
-            if state.failed || state.next >= state.ranges || state.outstanding >= limit {
+            if state.failed || state.next >= state.ranges || state.outstanding >= state.limit() {
                 break;
             }
-            let part = state.range(state.next);
+            let part = state.range(state.next, window.get(state.reader, state.get));
             let conn = match c.take() {
                 Some(conn) => conn,
                 None => self.free_reader_conn(state.reader)?,

@@ -392,7 +392,7 @@ impl TlsConns {
                 let job = conns[c].job().ok_or_else(|| {
                     RankError::Engine(format!("connection {c} has no job (a bug)"))
                 })?;
-                let base = job.part.map_or(0, |p| p.offset as usize);
+                let base = job.part.map_or(0, |p| p.at as usize);
                 ring.stage_into_buffer(c, plain.start..plain.start + n, job.buf, base + offset);
                 let (_, stage) = ring.scratch_and_stage(c);
                 session.consume(stage, n);
@@ -463,7 +463,7 @@ pub fn open_error(
 /// restore's range, an object fetched whole), not a range sharing an object's buffer.
 fn in_place(conn: &Conn) -> bool {
     conn.job()
-        .is_none_or(|job| job.part.is_none_or(|p| p.whole && p.offset == 0))
+        .is_none_or(|job| job.part.is_none_or(|p| p.whole && p.at == 0))
 }
 
 fn job_buf(conns: &[Conn], c: usize) -> Result<super::pool::BufIndex, RankError> {

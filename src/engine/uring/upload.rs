@@ -99,6 +99,7 @@ impl Request {
                 offset: 0,
                 len_bytes: 0,
                 check: None,
+                extents: None,
             },
         }
     }
@@ -114,6 +115,7 @@ impl Request {
                 offset: range.start,
                 len_bytes: range.end - range.start,
                 check: None,
+                extents: None,
             },
             ..Request::new(Kind::Range, key, path, &[])
         }
