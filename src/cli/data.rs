@@ -197,8 +197,9 @@ pub struct ServeArgs {
 
     /// Serve the training files of WORKLOAD at full size, read-only, without a disk (Parquet
     /// from one footer and one row-group template; whole objects made on request): a built-in
-    /// — flux_b200, flux_mi355, flux_small, unet3d_b200, unet3d_h100, retinanet_b200,
-    /// retinanet_mi355, resnet50_h100, cosmoflow_h100 — or a YAML path [default: flux_small].
+    /// — flux_b200, flux_mi355, flux_small, dlrm_b200, dlrm_mi355, unet3d_b200, unet3d_h100,
+    /// retinanet_b200, retinanet_mi355, resnet50_h100, cosmoflow_h100 — or a YAML path
+    /// [default: flux_small].
     /// With --sink, a checkpoint workload (llama3_8b, llama3_70b, llama3_405b, llama3_1t,
     /// llama3_demo, llama3_tiny): its plan's objects (checkpoints 1 to the most written or
     /// read, at --np ranks) are listed and served, generated, from the start

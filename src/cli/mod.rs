@@ -52,7 +52,8 @@ pub enum Command {
     Plan(PlanArgs),
     /// Write the workload's training dataset, in parallel on all cores, with DLIO's names
     /// and sizes: Parquet for flux_* (the Flux schema and writer settings, one row group per
-    /// batch), npz for unet3d_*, JPEG for retinanet_*, TFRecord for resnet50_h100 and
+    /// batch) and dlrm_* (200 scalar columns of float16/32/64 and int8, row groups of 6,144
+    /// rows; PLAIN, uncompressed), npz for unet3d_*, JPEG for retinanet_*, TFRecord for resnet50_h100 and
     /// cosmoflow_h100.
     ///
     /// Checkpoint workloads (llama3_*) have no dataset: `run` writes their checkpoints.

@@ -51,8 +51,8 @@ pub fn load(
 /// The workload and its overrides, common to every command.
 #[derive(Debug, Clone, PartialEq, Args)]
 pub struct WorkloadArgs {
-    /// A built-in workload — training: flux_b200, flux_mi355, flux_small (Parquet),
-    /// unet3d_b200, unet3d_h100 (npz), retinanet_b200, retinanet_mi355 (JPEG), resnet50_h100,
+    /// A built-in workload — training: flux_b200, flux_mi355, flux_small, dlrm_b200,
+    /// dlrm_mi355 (Parquet), unet3d_b200, unet3d_h100 (npz), retinanet_b200, retinanet_mi355 (JPEG), resnet50_h100,
     /// cosmoflow_h100 (TFRecord); checkpoints: llama3_8b, llama3_70b, llama3_405b, llama3_1t,
     /// llama3_demo (8 ranks, seconds; not MLPerf's), llama3_tiny — or the path of a DLIO
     /// workload YAML file [default: flux_small]
