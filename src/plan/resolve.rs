@@ -116,9 +116,8 @@ const PATH_EXTRA_BYTES: u64 = 72;
 /// the plan's lists (each GET, its batch part, its file index, each step's list), one epoch's
 /// requests in each reader's window (a [`crate::ranged::RangedGet`] with its key, its request
 /// path and its slot), a record per GET of every epoch (requests.csv's [`crate::metrics::GetRecord`]), and
-/// the plan's own copy of a whole-object catalog, and a column subset's chunk extents (the
-/// catalog's, each list once however many files share it, and with `coalesced` each GET's own
-/// merged list). A full retinanet is 1.17 M GETs per epoch: these, not the buffers, are most
+/// the plan's own copy of a whole-object catalog, and with `coalesced` each GET's own merged
+/// list of a column subset's chunks (the catalog's lists are the catalog's bytes). A full retinanet is 1.17 M GETs per epoch: these, not the buffers, are most
 /// of its memory.
 pub(super) fn plan_held_bytes(
     ranks: &[RankPlan],
@@ -159,14 +158,6 @@ pub(super) fn plan_held_bytes(
         .as_ref()
         .map_or(0, |o| o.heap_bytes() as u64);
     let extent = size_of::<crate::extents::Extent>() as u64;
-    let mut lists: Vec<&std::sync::Arc<[crate::extents::Extent]>> = catalog
-        .files
-        .iter()
-        .filter_map(|f| f.extents.as_ref())
-        .collect();
-    lists.sort_by_key(|a| std::sync::Arc::as_ptr(a).cast::<u8>() as usize);
-    lists.dedup_by(|a, b| std::sync::Arc::ptr_eq(a, b));
-    let catalog_extents: u64 = lists.iter().map(|l| l.len() as u64 * extent + 16).sum();
     let merged = match coalesced {
         true => readers()
             .flat_map(|r| &r.gets)
@@ -174,7 +165,7 @@ pub(super) fn plan_held_bytes(
             .sum(),
         false => 0,
     };
-    plan + window + records + catalog_copy + catalog_extents + merged
+    plan + window + records + catalog_copy + merged
 }
 
 /// Steps per rank per epoch: `(the formula's, after the total_training_steps cap, the formula)`.

@@ -356,6 +356,23 @@ fn render_memory(w: &mut String, plan: &Plan) {
             crate::units::count(plan.get_count as u64)
         );
     }
+    if m.catalog_bytes > 0 && plan.catalog.objects.is_none() {
+        let _ = writeln!(
+            w,
+            "  catalog     {}: the largest footer decoded ({} × its {}), the row-group spans, \
+             chunk lists and column extents kept",
+            bytes(m.catalog_bytes),
+            crate::catalog::FOOTER_DECODE_FACTOR,
+            bytes(
+                plan.catalog
+                    .files
+                    .iter()
+                    .map(|f| f.metadata_bytes)
+                    .max()
+                    .unwrap_or(0)
+            )
+        );
+    }
     if m.server_bytes > 0 {
         let _ = writeln!(
             w,
