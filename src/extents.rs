@@ -3,7 +3,7 @@
 //!
 //! A workload that reads a subset of its columns (DLRM: 40 of 200, `read: true`) has the
 //! selected chunks' extents in its catalog, per file, in offset order
-//! ([`selected_extents`]). A GET over row groups `a..b` then sends, in order:
+//! ([`in_order`]). A GET over row groups `a..b` then sends, in order:
 //!
 //! - [`ColumnGets::Chunk`] (the default): one ranged GET per selected column chunk, as
 //!   pyarrow's `ParquetFile.read_row_group(i, columns=…)` reads through a plain file object
@@ -19,7 +19,6 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use parquet::file::metadata::ParquetMetaData;
 use serde::{Deserialize, Serialize};
 
 /// pyarrow's `CacheOptions.hole_size_limit` default: a gap this small is read through.
@@ -165,22 +164,9 @@ pub fn coalesce(extents: &[Extent], hole: u64, limit: u64) -> Vec<Extent> {
     merged
 }
 
-/// The extents of the chunks of `leaves` (leaf column indices) in every row group of
-/// `metadata`, in offset order.
-pub fn selected_extents(
-    metadata: &ParquetMetaData,
-    leaves: &[usize],
-) -> Result<Arc<[Extent]>, String> {
-    let mut extents = Vec::with_capacity(metadata.num_row_groups() * leaves.len());
-    for (index, rg) in metadata.row_groups().iter().enumerate() {
-        for &leaf in leaves {
-            let (offset, len_bytes) =
-                crate::verify::chunk_span(rg.column(leaf)).ok_or_else(|| {
-                    format!("row group {index}, column {leaf}: a negative offset or length")
-                })?;
-            extents.push(Extent { offset, len_bytes });
-        }
-    }
+/// `extents` (a file's selected column chunks) in offset order, as the catalog keeps them;
+/// two that overlap are a corrupt footer.
+pub fn in_order(mut extents: Vec<Extent>) -> Result<Arc<[Extent]>, String> {
     extents.sort_by_key(|e| e.offset);
     if extents.windows(2).any(|w| w[0].end() > w[1].offset) {
         return Err("two column chunks overlap".into());

@@ -204,6 +204,7 @@ fn get() -> RangedGet {
         offset: 0,
         len_bytes: 100,
         check: None,
+        extents: None,
     }
 }
 

@@ -309,7 +309,7 @@ fn bad_input_gets_one_line_and_exit_2() {
     let table: Vec<(Vec<&str>, &str)> = vec![
         (
             vec!["plan", "flux_b20"],
-            "unknown workload 'flux_b20': not a built-in (flux_b200, flux_mi355, flux_small, llama3_8b, llama3_70b, llama3_405b, llama3_1t, llama3_tiny, llama3_demo, unet3d_b200, unet3d_h100, retinanet_b200, retinanet_mi355, resnet50_h100, cosmoflow_h100) and no such file; did you mean 'flux_b200'",
+            "unknown workload 'flux_b20': not a built-in (flux_b200, flux_mi355, flux_small, llama3_8b, llama3_70b, llama3_405b, llama3_1t, llama3_tiny, llama3_demo, dlrm_b200, dlrm_mi355, unet3d_b200, unet3d_h100, retinanet_b200, retinanet_mi355, resnet50_h100, cosmoflow_h100) and no such file; did you mean 'flux_b200'",
         ),
         (
             vec!["plan", "missing/x.yaml"],

@@ -864,7 +864,7 @@ mod tests {
                 ("resnet50_", "tfrecord"),
                 ("cosmoflow_", "tfrecord"),
             ];
-            if name.starts_with("flux_") {
+            if name.starts_with("flux_") || name.starts_with("dlrm_") {
                 assert_eq!(
                     cfg.text("dataset.format").unwrap().as_deref(),
                     Some("parquet")

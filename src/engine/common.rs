@@ -318,6 +318,7 @@ mod tests {
             offset: 4,
             len_bytes: 10,
             check: None,
+            extents: None,
         };
         assert_eq!(get.range_header(), "bytes=4-13");
         let ok = |cr, cl| check_partial_content(cr, cl, &get);
@@ -342,6 +343,7 @@ mod tests {
             offset: 0,
             len_bytes: 10,
             check: None,
+            extents: None,
         };
         assert_eq!(get.describe(), "whole object, 10 bytes");
         assert_eq!(check_whole_object(200, Some("10"), &get), Ok(()));

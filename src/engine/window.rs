@@ -790,6 +790,7 @@ mod tests {
                         offset: g * LEN,
                         len_bytes: LEN,
                         check: None,
+                        extents: None,
                     })
                     .collect()
             })

@@ -362,7 +362,7 @@ fn render_memory(w: &mut String, plan: &Plan) {
             "  catalog     {}: the largest footer decoded ({} × its {}), the row-group spans, \
              chunk lists and column extents kept",
             bytes(m.catalog_bytes),
-            crate::catalog::FOOTER_DECODE_FACTOR,
+            crate::catalog::held::FOOTER_DECODE_FACTOR,
             bytes(
                 plan.catalog
                     .files

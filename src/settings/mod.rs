@@ -740,6 +740,30 @@ mod tests {
     }
 
     #[test]
+    fn dlrm_reads_its_listed_columns_chunk_by_chunk_a_row_group_per_get() {
+        let s = workload("dlrm_b200", &[]).unwrap();
+        assert_eq!(s.dataset.columns.len(), 200);
+        assert_eq!(s.record_bytes, 761);
+        assert_eq!(s.columns_read.as_ref().map(Vec::len), Some(40));
+        assert_eq!(s.dataset.row_group_rows, 6144);
+        assert_eq!((s.batch_size, s.read_threads), (12288, 4));
+        assert_eq!(s.column_gets, ColumnGets::Chunk);
+        assert_eq!(s.coalesce_rgs, 1, "pyarrow reads a row group at a time");
+        let span = workload("dlrm_mi355", &["storage.storage_options.column_gets=span"]).unwrap();
+        assert_eq!(
+            (span.batch_size, span.coalesce_rgs),
+            (18432, DEFAULT_COALESCE_RGS as u32)
+        );
+        for (o, expected) in [
+            ("storage.storage_options.column_gets=pages", "use chunk"),
+            ("dataset.parquet.read_mode=sample", "set it to row_group"),
+        ] {
+            let err = workload("dlrm_b200", &[o]).unwrap_err().to_string();
+            assert!(err.contains(expected), "{o}: {err}");
+        }
+    }
+
+    #[test]
     fn settings_validate_what_ringload_uses() {
         let table: &[(&str, &str)] = &[
             (
@@ -767,8 +791,8 @@ mod tests {
                 "reads files directly under <data_folder>/train/",
             ),
             (
-                "dataset.parquet.columns=[{name: a, dtype: float16}]",
-                "dtype 'float16' is not one ringload writes",
+                "dataset.parquet.columns=[{name: a, dtype: bfloat16}]",
+                "dtype 'bfloat16' is not one ringload writes",
             ),
             (
                 "dataset.parquet.columns=[{name: a, sise: 3}]",

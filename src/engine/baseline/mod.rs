@@ -396,6 +396,7 @@ mod tests {
                 offset: i * 100,
                 len_bytes: 100,
                 check: None,
+                extents: None,
             })
             .collect();
         let mut rank = baseline.rank(vec![gets], 1, None, 1, 0, &barrier, &progress);

@@ -836,6 +836,7 @@ mod tests {
             offset: 0,
             len_bytes: len_bytes as u64,
             check: None,
+            extents: None,
         }
     }
 

@@ -241,6 +241,7 @@ mod tests {
             offset: 100,
             len_bytes: 10,
             check: None,
+            extents: None,
         }
     }
 

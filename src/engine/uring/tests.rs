@@ -126,6 +126,7 @@ pub(super) fn get(offset: u64, len_bytes: u64) -> RangedGet {
         offset,
         len_bytes,
         check: None,
+        extents: None,
     }
 }
 
