@@ -68,15 +68,15 @@ impl Catalog {
         let mut kept = 0u64;
         for file in &self.files {
             kept += (file.row_groups.len() * size_of::<RowGroupSpan>()) as u64;
-            if let Some(chunks) = &file.chunks {
-                if shared.insert(Arc::as_ptr(chunks).cast::<u8>() as usize) {
-                    kept += (chunks.len() * size_of::<Chunk>()) as u64;
-                }
+            if let Some(chunks) = &file.chunks
+                && shared.insert(Arc::as_ptr(chunks).cast::<u8>() as usize)
+            {
+                kept += (chunks.len() * size_of::<Chunk>()) as u64;
             }
-            if let Some(extents) = &file.extents {
-                if shared.insert(Arc::as_ptr(extents).cast::<u8>() as usize) {
-                    kept += (extents.len() * size_of::<extents::Extent>()) as u64;
-                }
+            if let Some(extents) = &file.extents
+                && shared.insert(Arc::as_ptr(extents).cast::<u8>() as usize)
+            {
+                kept += (extents.len() * size_of::<extents::Extent>()) as u64;
             }
         }
         largest * FOOTER_DECODE_FACTOR + kept
