@@ -545,6 +545,7 @@ mod tests {
             sharding: Sharding::Rank,
             memory_cap_bytes: None,
             server_bytes: 0,
+            checkpoint_bytes: 0,
             loader: Loader::Ringload,
             prefetch_factor: None,
             tls: false,
