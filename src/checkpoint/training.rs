@@ -269,6 +269,20 @@ impl TrainCheckpointPlan {
         format!("{}{}", self.save_prefix(epoch, key_step), object.name)
     }
 
+    /// The memory of the checkpoints' buffers and connections on ranks `ranks` (a host's):
+    /// what the ranks that write anything set up, counted in the training run's budget.
+    pub fn buffer_bytes(&self, ranks: std::ops::Range<usize>) -> u64 {
+        let writers = ranks
+            .filter(|&r| self.objects.ranks.get(r).is_some_and(|o| !o.is_empty()))
+            .count() as u32;
+        if writers == 0 {
+            return 0;
+        }
+        let shape = self.objects.budget_shape(writers, 0);
+        let b = crate::budget::object_budget(&shape, &MemoryLimits::unlimited(), None);
+        b.pool_bytes + b.connection_bytes
+    }
+
     /// Bytes written per save, every rank's objects.
     pub fn bytes_per_save(&self) -> u64 {
         self.objects.written_bytes
