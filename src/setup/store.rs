@@ -117,7 +117,8 @@ pub struct Storage {
 }
 
 /// Where the embedded server takes a training run's checkpoints (`workflow.checkpoint`):
-/// the keys under `<checkpoint_folder>/global_epoch`, to a sink of the checkpoints' content.
+/// the keys under `<checkpoint_folder>/` (`global_epoch` at the bucket's root), to a sink of
+/// the checkpoints' content.
 #[derive(Debug, Clone)]
 pub struct CheckpointWrites {
     pub prefix: String,
@@ -130,10 +131,12 @@ impl CheckpointWrites {
         checkpoint.map(|c| {
             let folder = &c.objects.folder;
             CheckpointWrites {
+                // The folder (`<folder>/`, what a LIST of the checkpoints names), or the
+                // saves' own prefix when the folder is the bucket's root.
                 prefix: if folder.is_empty() {
                     "global_epoch".to_string()
                 } else {
-                    format!("{folder}/global_epoch")
+                    format!("{folder}/")
                 },
                 randomize: c.objects.randomize_tensor,
             }
