@@ -283,6 +283,18 @@ impl TrainCheckpointPlan {
         b.pool_bytes + b.connection_bytes
     }
 
+    /// Rank `rank`'s objects of the save of epoch `epoch` after `after_step` of its steps, in
+    /// write order: (bucket-relative key, bytes).
+    pub fn save_objects(&self, rank: usize, epoch: u32, after_step: u64) -> Vec<(String, u64)> {
+        let key_step = self.schedule.key_step(after_step);
+        self.objects.ranks.get(rank).map_or(Vec::new(), |objects| {
+            objects
+                .iter()
+                .map(|o| (self.key(epoch, key_step, o), o.bytes))
+                .collect()
+        })
+    }
+
     /// Bytes written per save, every rank's objects.
     pub fn bytes_per_save(&self) -> u64 {
         self.objects.written_bytes

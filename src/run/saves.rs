@@ -41,29 +41,23 @@ impl<'a> RankSaves<'a> {
         plan.objects.ranks.get(rank).is_some_and(|o| !o.is_empty()) && !plan.saves.is_empty()
     }
 
-    /// The objects of rank `rank`'s save of epoch `epoch` after `step` steps, keys and bytes.
+    /// The objects of rank `rank`'s save of epoch `epoch` after `step` steps, keys and bytes
+    /// as planned, content from each key.
     pub fn objects(
         plan: &TrainCheckpointPlan,
         rank: usize,
         epoch: u32,
         step: u64,
     ) -> Vec<ObjectSpec> {
-        let key_step = plan.schedule.key_step(step);
-        let settings = &plan.objects.settings;
-        plan.objects.ranks.get(rank).map_or(Vec::new(), |objects| {
-            objects
-                .iter()
-                .map(|o| {
-                    let key = plan.key(epoch, key_step, o);
-                    ObjectSpec {
-                        content: Content::of(&key, settings.randomize_tensor)
-                            .reduced(plan.objects.io.content),
-                        key,
-                        bytes: o.bytes,
-                    }
-                })
-                .collect()
-        })
+        let randomize = plan.objects.settings.randomize_tensor;
+        plan.save_objects(rank, epoch, step)
+            .into_iter()
+            .map(|(key, bytes)| ObjectSpec {
+                content: Content::of(&key, randomize).reduced(plan.objects.io.content),
+                key,
+                bytes,
+            })
+            .collect()
     }
 }
 

@@ -11,7 +11,6 @@ use serde_json::{Map, Value as Json, json};
 use crate::checkpoint::training::{Schedule, TrainCheckpointPlan};
 use crate::metrics::mean_stdev;
 use crate::rank::RankRecord;
-use crate::run::saves::RankSaves;
 
 /// The most keys a save's row lists (an LLM's save has thousands); `objects` counts them all.
 const KEYS_LISTED: usize = 16;
@@ -72,8 +71,8 @@ impl TrainCheckpointSummary {
         for (i, save) in rank0.iter().enumerate() {
             let key_step = plan.schedule.key_step(save.after_step);
             let all: Vec<String> = (0..records.len())
-                .flat_map(|r| RankSaves::objects(plan, r, save.epoch, save.after_step))
-                .map(|o| o.key)
+                .flat_map(|r| plan.save_objects(r, save.epoch, save.after_step))
+                .map(|(key, _)| key)
                 .collect();
             let (objects, bytes) = records
                 .iter()
