@@ -5,6 +5,8 @@
 //! summary's fields; the step mode; `compare` on hand-built DLIO training summaries that carry
 //! checkpoint fields. Seconds, not minutes.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::path::{Path, PathBuf};

@@ -73,14 +73,13 @@ impl Schedule {
         for epoch in 1..=epochs {
             match *self {
                 Schedule::Steps { every_steps } if every_steps > 0 => {
-                    let mut number = 0;
-                    for step in (every_steps..=steps).step_by(every_steps as usize) {
-                        number += 1;
+                    let fired = (every_steps..=steps).step_by(every_steps as usize);
+                    for (i, step) in fired.enumerate() {
                         saves.push(PlannedSave {
                             epoch,
                             after_step: step,
                             key_step: step,
-                            number,
+                            number: i as u32 + 1,
                         });
                     }
                 }

@@ -92,23 +92,10 @@ pub fn run_ranks(
     let computation_time = Duration::from_secs_f64(plan.settings.computation_time_s);
     // The longest a rank may legitimately keep the others at the barrier: one GET with all of
     // its attempts and backoffs, and a compute step.
-    let barrier_timeout =
-        policy.timeout * (policy.retries + 1) + computation_time + Duration::from_secs(60);
-    // A save keeps the other ranks at the barrier: each of its objects' parts with their
-    // retries, at no less than 16 MiB/s.
-    let barrier_timeout = barrier_timeout
-        + checkpoints.map_or(Duration::ZERO, |c| {
-            let parts: u64 = c
-                .objects
-                .ranks
-                .iter()
-                .flatten()
-                .map(|o| o.bytes)
-                .sum::<u64>()
-                / c.objects.io.part_bytes.max(1)
-                + 1;
-            policy.timeout * (policy.retries + 1) * parts.min(1 << 16) as u32
-        });
+    let barrier_timeout = policy.timeout * (policy.retries + 1)
+        + computation_time
+        + Duration::from_secs(60)
+        + save_timeout(checkpoints, client);
     // Raised when the barrier is aborted: a rank's save stops between parts.
     let stop = Arc::new(AtomicBool::new(false));
     let barrier = StepBarrier::new(np, barrier_timeout);
@@ -197,16 +184,7 @@ pub fn run_ranks(
         }
         spawn_watchers(scope, config, &barrier, &done, coordinator);
         if checkpoints.is_some() {
-            let (barrier, done, stop) = (&barrier, &done, &stop);
-            scope.spawn(move || {
-                while !done.load(Ordering::Relaxed) {
-                    if barrier.is_aborted() {
-                        stop.store(true, Ordering::Relaxed);
-                        return;
-                    }
-                    std::thread::sleep(INTERRUPT_POLL);
-                }
-            });
+            spawn_stopper(scope, &barrier, &done, &stop);
         }
         let results: Vec<RankResult> = join_ranks(ranks, &barrier);
         done.store(true, Ordering::Relaxed);
@@ -244,6 +222,35 @@ pub fn run_ranks(
             "the ranks finished without starting (a bug)".into(),
         ))),
     }
+}
+
+/// The longest a save may keep the other ranks at the barrier: each part of every rank's
+/// objects with all of its attempts (0 without checkpoints).
+fn save_timeout(checkpoints: Option<&TrainCheckpointPlan>, client: &Client) -> Duration {
+    let policy = client.policy();
+    checkpoints.map_or(Duration::ZERO, |c| {
+        let bytes: u64 = c.objects.ranks.iter().flatten().map(|o| o.bytes).sum();
+        let parts = bytes / c.objects.io.part_bytes.max(1) + 1;
+        policy.timeout * (policy.retries + 1) * parts.min(1 << 16) as u32
+    })
+}
+
+/// The thread that raises `stop` once the barrier is aborted, so a save stops between parts.
+fn spawn_stopper<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    barrier: &'scope StepBarrier,
+    done: &'scope AtomicBool,
+    stop: &'scope Arc<AtomicBool>,
+) {
+    scope.spawn(move || {
+        while !done.load(Ordering::Relaxed) {
+            if barrier.is_aborted() {
+                stop.store(true, Ordering::Relaxed);
+                return;
+            }
+            std::thread::sleep(INTERRUPT_POLL);
+        }
+    });
 }
 
 /// Rank `rank`'s saves: its checkpoint I/O set up (buffers for the plan's requests) when it

@@ -455,7 +455,6 @@ impl RunSummary {
             .copied()
             .collect::<Option<Vec<f64>>>()
             .map(|v| v.iter().sum());
-
         let mut all = RequestStats::default();
         for stats in &measured.stats {
             all.merge_counts(stats);

@@ -125,10 +125,10 @@ impl TrainCheckpointSummary {
     /// `save_*` (when a save happened), `checkpoint_size_GB`, then `train`'s keys as they are.
     pub fn dlio_metric(&self, train: Json) -> Json {
         let mut metric = Map::new();
-        if let Some(m) = &self.metric {
-            if let Json::Object(fields) = json!(m) {
-                metric.extend(fields);
-            }
+        if let Some(m) = &self.metric
+            && let Json::Object(fields) = json!(m)
+        {
+            metric.extend(fields);
         }
         metric.insert("checkpoint_size_GB".into(), json!(self.checkpoint_size_gb));
         if let Json::Object(fields) = train {
