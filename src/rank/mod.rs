@@ -715,6 +715,88 @@ mod tests {
         }
     }
 
+    /// Saves after the steps `steps` list (step mode) or after epochs `epochs` (epoch mode),
+    /// each taking `takes`.
+    struct FakeSaves {
+        steps: Vec<u64>,
+        epochs: Vec<u32>,
+        takes: Duration,
+        done: Vec<(u32, u64)>,
+    }
+
+    impl TrainSaves for FakeSaves {
+        fn after_step(&self, step: u64, _: u64) -> bool {
+            self.steps.contains(&step)
+        }
+        fn after_epoch(&self, epoch: u32) -> bool {
+            self.epochs.contains(&epoch)
+        }
+        fn save(&mut self, epoch: u32, step: u64) -> Result<(u32, u64), RankError> {
+            std::thread::sleep(self.takes);
+            self.done.push((epoch, step));
+            Ok((1, 10240))
+        }
+    }
+
+    #[test]
+    fn saves_fall_where_dlio_puts_them_and_outside_every_window() {
+        let run = |saves: &mut FakeSaves| {
+            let barrier = StepBarrier::new(1, Duration::from_secs(5));
+            let mut io = Recorder {
+                compute: Duration::from_millis(5),
+                ..Recorder::default()
+            };
+            let mut record = RankRecord::default();
+            run_rank(
+                &two_steps(),
+                &|_| Ok(None),
+                2,
+                Duration::ZERO,
+                &mut io,
+                &barrier,
+                &Progress::default(),
+                &mut record,
+                Some(saves),
+            )
+            .unwrap();
+            (io.calls, record)
+        };
+        // Epoch mode: after epoch 2's end, a barrier, then the save; the window stops before.
+        let mut epochs = FakeSaves {
+            steps: vec![],
+            epochs: vec![2],
+            takes: Duration::from_millis(30),
+            done: vec![],
+        };
+        let (calls, record) = run(&mut epochs);
+        assert_eq!(epochs.done, [(2, 2)]);
+        assert_eq!(&calls[calls.len() - 2..], ["end", "barrier"]);
+        let s = record.saves[0];
+        assert_eq!(
+            (s.epoch, s.after_step, s.number, s.objects, s.bytes),
+            (2, 2, 1, 1, 10240)
+        );
+        assert!(s.duration_ns >= 30_000_000 && record.windows_ns[1] < 30_000_000);
+        assert!(record.blocks.iter().all(Vec::is_empty));
+        // Step mode: a save after step 1 of each epoch cuts it in two blocks, the second
+        // starting after the save; the epoch's figures are the blocks'.
+        let mut steps = FakeSaves {
+            steps: vec![1],
+            epochs: vec![],
+            takes: Duration::from_millis(30),
+            done: vec![],
+        };
+        let (_, record) = run(&mut steps);
+        assert_eq!(steps.done, [(1, 1), (2, 1)]);
+        for blocks in &record.blocks {
+            assert_eq!(blocks.len(), 2);
+            assert_eq!((blocks[0].first_step, blocks[1].first_step), (0, 1));
+            assert!(blocks[1].window_ns < 30_000_000, "{blocks:?}");
+        }
+        // Blocks of one step each have no figures: AU is not defined, as DLIO's is 0.
+        assert_eq!(record.epoch_metrics(0, 48), None);
+    }
+
     #[test]
     fn the_step_loop_waits_computes_meets_then_releases() {
         let barrier = StepBarrier::new(1, Duration::from_secs(5));

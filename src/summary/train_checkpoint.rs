@@ -137,3 +137,73 @@ impl TrainCheckpointSummary {
         Json::Object(metric)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::training::TrainCheckpointSettings;
+    use crate::checkpoint::{CheckpointOptions, IoOptions};
+    use crate::rank::SaveRecord;
+
+    fn plan(epochs: u32) -> TrainCheckpointPlan {
+        let mut cfg = crate::config::RawConfig::load("unet3d_h100").unwrap();
+        cfg.apply_override("workflow.checkpoint=True").unwrap();
+        let s = TrainCheckpointSettings::resolve(&cfg).unwrap().unwrap();
+        let options = CheckpointOptions {
+            np: 2,
+            hosts: 1,
+            io: IoOptions::default(),
+            memory_cap_bytes: None,
+            server_bytes: 0,
+        };
+        let limits = crate::budget::MemoryLimits::unlimited();
+        TrainCheckpointPlan::resolve(&s, &options, &limits, &|_| None, epochs, 4).unwrap()
+    }
+
+    #[test]
+    fn rank_0s_saves_make_dlios_figures_and_no_save_leaves_the_size_only() {
+        let save = |ns: u64, objects, bytes| SaveRecord {
+            epoch: 5,
+            after_step: 4,
+            number: 1,
+            start_ns: 0,
+            duration_ns: ns,
+            objects,
+            bytes,
+        };
+        let records = vec![
+            RankRecord {
+                saves: vec![save(4_000_000, 1, 10240)],
+                ..RankRecord::default()
+            },
+            RankRecord {
+                saves: vec![save(1_000, 0, 0)],
+                ..RankRecord::default()
+            },
+        ];
+        let s = TrainCheckpointSummary::of(&plan(5), &records);
+        assert_eq!(s.saves.len(), 1);
+        let row = &s.saves[0];
+        assert_eq!(
+            row.keys,
+            ["checkpoints/unet3d/global_epoch5_step5/model_states-0.pt"]
+        );
+        assert_eq!((row.objects, row.bytes), (1, 10240));
+        assert_eq!(row.rank0_duration_s, 0.004);
+        let m = s.metric.unwrap();
+        assert_eq!(
+            m.save_checkpoint_io_mean_GB_per_second,
+            10240.0 / 1073741824.0 / 0.004
+        );
+        assert_eq!(m.save_checkpoint_duration_stdev_seconds, 0.0);
+        let train = json!({ "train_au_mean_percentage": 91.0 });
+        let keys = |v: &Json| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
+        assert_eq!(keys(&s.dlio_metric(train.clone())).len(), 6);
+        // Epochs below checkpoint_after_epoch: no save, the size alone beside train_*.
+        let none = TrainCheckpointSummary::of(&plan(3), &[RankRecord::default()]);
+        assert!(none.metric.is_none() && none.saves.is_empty());
+        let mut k = keys(&none.dlio_metric(train));
+        k.sort();
+        assert_eq!(k, ["checkpoint_size_GB", "train_au_mean_percentage"]);
+    }
+}
