@@ -323,6 +323,7 @@ pub fn host_share(plan: &Plan, ranks: usize, tls: bool) -> BudgetShape {
         prefetch: plan.window_per_reader,
         largest_get_bytes: plan.largest_get_bytes,
         server_bytes: 0,
+        checkpoint_bytes: plan.memory.checkpoint_bytes,
         catalog_bytes: plan.memory.catalog_bytes,
         plan_bytes: plan.memory.plan_bytes,
         tls,

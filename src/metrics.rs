@@ -70,6 +70,47 @@ pub fn epoch_metrics(steps: &[StepTimes], window_ns: u64, batch_size: u64) -> Op
     })
 }
 
+/// One of DLIO's blocks of an epoch: the steps between two checkpoints (step mode), from
+/// `first_step`, its window from its start to the end of its last step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Block {
+    pub first_step: u32,
+    pub window_ns: u64,
+}
+
+/// DLIO's AU and samples/s of an epoch cut into blocks by checkpoints (`statscounter.py`
+/// `end_block` and `end_train` at the v3.0 fork 21c0723): each block's as
+/// [`epoch_metrics`] (its first step excluded, as an epoch's), 0 for a block with nothing
+/// measured (one step), then the mean over blocks weighted by their steps (an empty block
+/// weighs 0). `None` when no block has figures.
+pub fn blocks_metrics(
+    steps: &[StepTimes],
+    blocks: &[Block],
+    batch_size: u64,
+) -> Option<EpochMetrics> {
+    let (mut weight, mut au, mut sps, mut measured_s, mut any) = (0usize, 0.0, 0.0, 0.0, false);
+    for (i, block) in blocks.iter().enumerate() {
+        let first = (block.first_step as usize).min(steps.len());
+        let end = blocks
+            .get(i + 1)
+            .map_or(steps.len(), |b| (b.first_step as usize).min(steps.len()))
+            .max(first);
+        let own = &steps[first..end];
+        if let Some(m) = epoch_metrics(own, block.window_ns, batch_size) {
+            au += m.au_percent * own.len() as f64;
+            sps += m.samples_per_s * own.len() as f64;
+            measured_s += m.measured_s;
+            any = true;
+        }
+        weight += own.len();
+    }
+    (any && weight > 0).then(|| EpochMetrics {
+        au_percent: au / weight as f64,
+        samples_per_s: sps / weight as f64,
+        measured_s,
+    })
+}
+
 /// AU from its two sums: `100 × compute(steps 2..N) / measured`, `measured` being the window
 /// less the first step's load and compute. [`epoch_metrics`] gives it one rank's epoch; the
 /// live progress line (`rank::Progress::au_percent`) the sums over every rank so far, so the
@@ -742,6 +783,59 @@ mod tests {
         assert_eq!(files_for_stable_au(3, 288, 48, 1), Some(9));
         // The study's row NP=1: 926 samples/s of 2,164,832-byte records is 1,911 "MB/s".
         assert!(close(nominal_mib_per_s(926.0, 2_164_832), 1911.8, 0.1));
+    }
+
+    #[test]
+    fn blocks_weigh_by_their_steps_and_exclude_each_first_step() {
+        let ms = |w: u64, c: u64| StepTimes {
+            wait_ns: w * 1_000_000,
+            compute_ns: c * 1_000_000,
+            barrier_ns: 0,
+        };
+        // Block 1: steps 0-2 (window 40 ms: first 10+10, then 10 and 10 of compute);
+        // block 2: steps 3-4 (window 30 ms: first 5+10, then 5+10); block 3 empty.
+        let steps = [ms(10, 10), ms(0, 10), ms(0, 10), ms(5, 10), ms(5, 10)];
+        let blocks = [
+            Block {
+                first_step: 0,
+                window_ns: 40_000_000,
+            },
+            Block {
+                first_step: 3,
+                window_ns: 30_000_000,
+            },
+            Block {
+                first_step: 5,
+                window_ns: 0,
+            },
+        ];
+        let m = blocks_metrics(&steps, &blocks, 4).unwrap();
+        // au1 = 100 × 20/20, au2 = 100 × 10/15; weights 3 and 2 (the empty block 0).
+        assert!(close(
+            m.au_percent,
+            (100.0 * 3.0 + 100.0 * 10.0 / 15.0 * 2.0) / 5.0,
+            1e-9
+        ));
+        // sps1 = 2 × 4 / 0.02, sps2 = 1 × 4 / 0.015.
+        assert!(close(
+            m.samples_per_s,
+            (400.0 * 3.0 + 4.0 / 0.015 * 2.0) / 5.0,
+            1e-6
+        ));
+        // A one-step block has no figures: it counts 0 with its weight, as in DLIO.
+        let one = [
+            Block {
+                first_step: 0,
+                window_ns: 30_000_000,
+            },
+            Block {
+                first_step: 2,
+                window_ns: 10_000_000,
+            },
+        ];
+        let m = blocks_metrics(&steps[..3], &one, 4).unwrap();
+        assert!(close(m.au_percent, 100.0 * 10.0 / 10.0 * 2.0 / 3.0, 1e-9));
+        assert_eq!(blocks_metrics(&steps[..1], &blocks[..1], 4), None);
     }
 
     #[test]

@@ -79,6 +79,9 @@ pub struct PlanOptions {
     /// Memory an in-process server holds (a virtual dataset's templates, and what the process
     /// held when it started), counted in the budget because it is in the same process.
     pub server_bytes: u64,
+    /// A training run's checkpoint buffers on this host (`workflow.checkpoint`), counted in
+    /// the budget beside the loader's; 0 without.
+    pub checkpoint_bytes: u64,
     pub loader: Loader,
     /// `--prefetch-factor`: with the dlio loader, finished GETs queued per reader beyond
     /// `prefetch`, in place of [`dlio_prefetch_factor`].
@@ -662,6 +665,7 @@ mod tests {
             sharding,
             memory_cap_bytes: None,
             server_bytes: 0,
+            checkpoint_bytes: 0,
             loader: Loader::Ringload,
             prefetch_factor: None,
             tls: false,

@@ -42,13 +42,21 @@ pub fn virtual_store(
 }
 
 /// The store of `serve WORKLOAD`: its whole objects (npz, jpeg, tfrecord), else its virtual
-/// Parquet dataset.
+/// Parquet dataset; with `workflow.checkpoint: True`, the checkpoint folder's keys and every
+/// write to a sink beside it ([`Store::with_sink`]), as a run's embedded server has them.
 pub fn serve_store(
     workload: &WorkloadArgs,
     bucket: Option<&str>,
     show_progress: bool,
 ) -> anyhow::Result<Store> {
-    Ok(virtual_any(&training_settings(workload)?, bucket, show_progress)?.0)
+    let resolved = Workload::resolve(load_config(workload, None)?)?;
+    let writes = crate::setup::store::CheckpointWrites::of(resolved.train_checkpoint.as_deref());
+    let store = virtual_any(&training_settings(workload)?, bucket, show_progress)?.0;
+    Ok(match writes {
+        Some(c) => Store::with_sink(store, &c.prefix, c.randomize, Default::default())
+            .map_err(|e| anyhow::anyhow!("the checkpoint sink: {e:?}"))?,
+        None => store,
+    })
 }
 
 /// `ringload serve`; `Ok` carries the exit code.

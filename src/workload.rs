@@ -5,6 +5,7 @@
 //! else ([`is_checkpoint`]); the sessions, `plan`, `serve --sink`, the sweep and `datasize` read the kind from it.
 
 use crate::checkpoint::CheckpointSettings;
+use crate::checkpoint::training::TrainCheckpointSettings;
 use crate::config::RawConfig;
 use crate::settings::{Settings, SettingsError, invalid};
 
@@ -53,6 +54,9 @@ pub struct Workload {
     pub config: RawConfig,
     pub storage_type: StorageType,
     pub settled: Settled,
+    /// A training workload's checkpoints between its steps (`workflow.checkpoint: True` with
+    /// `workflow.train: True`), else `None`.
+    pub train_checkpoint: Option<Box<TrainCheckpointSettings>>,
 }
 
 impl Workload {
@@ -72,15 +76,28 @@ impl Workload {
                 ));
             }
         };
+        let mut train_checkpoint = None;
         let settled = if is_checkpoint(&config)? {
             Settled::Checkpoint(Box::new(CheckpointSettings::resolve(&config)?))
         } else {
-            Settled::Training(Box::new(Settings::resolve(&config)?))
+            let mut settings = Settings::resolve(&config)?;
+            train_checkpoint = TrainCheckpointSettings::resolve(&config)?.map(Box::new);
+            if let Some(c) = &train_checkpoint {
+                // The checkpoint's keys are read: not ignored any more.
+                let read = config.keys_read();
+                settings.ignored_keys.retain(|k| !read.contains(&k.key));
+                if c.objects.storage.bucket != settings.storage.bucket {
+                    // `checkpoint_folder` named the bucket (s3://bucket/…): the run's bucket.
+                    settings.storage.bucket = c.objects.storage.bucket.clone();
+                }
+            }
+            Settled::Training(Box::new(settings))
         };
         Ok(Workload {
             config,
             storage_type,
             settled,
+            train_checkpoint,
         })
     }
 

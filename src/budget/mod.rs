@@ -111,6 +111,9 @@ pub struct MemoryBudget {
     pub overhead_bytes: u64,
     /// An in-process server's resident data.
     pub server_bytes: u64,
+    /// A training run's checkpoint buffers and connections, for its writing ranks
+    /// (`workflow.checkpoint`: `checkpoint::training`); 0 without.
+    pub checkpoint_bytes: u64,
     /// The catalog: what listing it held at its peak (a whole-object store's million keys).
     pub catalog_bytes: u64,
     /// What the run keeps per GET: the plan's lists, one epoch's requests in each window, a
@@ -132,6 +135,8 @@ pub struct BudgetShape {
     pub prefetch: u32,
     pub largest_get_bytes: u64,
     pub server_bytes: u64,
+    /// A training run's checkpoint buffers ([`MemoryBudget::checkpoint_bytes`]).
+    pub checkpoint_bytes: u64,
     /// The catalog's memory at its peak ([`MemoryBudget::catalog_bytes`]).
     pub catalog_bytes: u64,
     /// What the run keeps per GET ([`MemoryBudget::plan_bytes`]).
@@ -198,18 +203,22 @@ fn budget_of(
     pf: u32,
     small_class: Option<(u32, u64)>,
 ) -> MemoryBudget {
-    budget_for(
+    // The checkpoint's share is counted with the server's, then named apart.
+    let mut budget = budget_for(
         shape.largest_get_bytes,
         np,
         rt,
         pf,
-        shape.server_bytes,
+        shape.server_bytes + shape.checkpoint_bytes,
         shape.catalog_bytes,
         shape.plan_bytes,
         shape.tls,
         small_class,
         shape.slot_connections,
-    )
+    );
+    budget.server_bytes = shape.server_bytes;
+    budget.checkpoint_bytes = shape.checkpoint_bytes;
+    budget
 }
 
 /// The memory of a run with `np × rt × prefetch` buffers of the largest GET (and a TLS record,
@@ -256,6 +265,7 @@ fn budget_for(
         connection_bytes,
         overhead_bytes: PROCESS_OVERHEAD_BYTES,
         server_bytes,
+        checkpoint_bytes: 0,
         catalog_bytes,
         plan_bytes,
         total_bytes: pool_bytes
@@ -468,6 +478,7 @@ impl ObjectBudgetShape {
             connection_bytes,
             overhead_bytes: PROCESS_OVERHEAD_BYTES,
             server_bytes: self.server_bytes,
+            checkpoint_bytes: 0,
             catalog_bytes: 0,
             plan_bytes: 0,
             total_bytes: pool_bytes + connection_bytes + PROCESS_OVERHEAD_BYTES + self.server_bytes,
@@ -766,6 +777,12 @@ fn parts(budget: &MemoryBudget, pool: &str) -> String {
             bytes(budget.server_bytes)
         ));
     }
+    if budget.checkpoint_bytes > 0 {
+        text.push_str(&format!(
+            " + {} for the checkpoints' buffers",
+            bytes(budget.checkpoint_bytes)
+        ));
+    }
     if budget.catalog_bytes > 0 {
         text.push_str(&format!(
             " + {} for the catalog's listing",
@@ -818,6 +835,7 @@ mod tests {
             prefetch: 4,
             largest_get_bytes: 468_662_272,
             server_bytes: 0,
+            checkpoint_bytes: 0,
             catalog_bytes: 0,
             plan_bytes: 0,
             tls: false,
@@ -859,6 +877,7 @@ mod tests {
             prefetch: 4,
             largest_get_bytes: 468_662_272,
             server_bytes: 0,
+            checkpoint_bytes: 0,
             catalog_bytes: 0,
             plan_bytes: 0,
             tls: false,
@@ -908,6 +927,7 @@ mod tests {
             prefetch: 1,
             largest_get_bytes: 103_912_345,
             server_bytes: 147 * MIB + 12_345,
+            checkpoint_bytes: 0,
             catalog_bytes: 0,
             plan_bytes: 0,
             tls: false,
@@ -933,6 +953,7 @@ mod tests {
             (
                 BudgetShape {
                     server_bytes: 0,
+                    checkpoint_bytes: 0,
                     ..shape
                 },
                 300 * MIB,

@@ -11,6 +11,8 @@
 //!   `workflow.checkpoint`), and whether a workload is a checkpoint workload at all.
 //! - [`io`]: the I/O shape (parts, parts in flight, read ranges and blocks) from DLIO's
 //!   defaults, the fork's environment variables and the flags, checked against S3's limits.
+//! - [`training`]: checkpoints between a training run's steps (`workflow.checkpoint` with
+//!   `workflow.train`): DLIO's schedule, the saves' keys, the same objects.
 //! - this file: the plan ([`CheckpointPlan`]): every rank's objects and their keys, the totals
 //!   DLIO reports, per-host bytes and the memory the busiest host needs.
 //!
@@ -22,6 +24,7 @@ pub mod model;
 mod object;
 pub mod restore;
 pub mod settings;
+pub mod training;
 
 use serde::Serialize;
 

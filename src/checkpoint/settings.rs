@@ -65,16 +65,36 @@ pub struct CheckpointSettings {
 impl CheckpointSettings {
     /// Reads and validates every value a checkpoint run uses from `cfg`.
     pub fn resolve(cfg: &RawConfig) -> Result<CheckpointSettings, SettingsError> {
+        Self::resolve_for(cfg, false)
+    }
+
+    /// The objects' settings of a training workload that checkpoints between its steps
+    /// (`workflow.checkpoint` and `workflow.train` both true; `super::training`): the same
+    /// model, folder and content keys, and none of the checkpoint-only loop's
+    /// (`num_checkpoints_write`/`_read`, `time_between_checkpoints`: DLIO's training path does
+    /// not read them), which stay accepted and ignored.
+    pub fn resolve_training(cfg: &RawConfig) -> Result<CheckpointSettings, SettingsError> {
+        Self::resolve_for(cfg, true)
+    }
+
+    fn resolve_for(cfg: &RawConfig, training: bool) -> Result<CheckpointSettings, SettingsError> {
         let (model, model_datatype, optimizer_datatype) = model_spec(cfg)?;
         let (tensor, pipeline, zero_stage) = model_parallelism(cfg, &model)?;
         let mode = checkpoint_mode(cfg)?;
         let (folder, folder_bucket) = checkpoint_folder(cfg)?;
         let storage = run_bucket(cfg, storage_settings(cfg)?, folder_bucket.as_deref())?;
-        let (num_checkpoints_write, num_checkpoints_read) = checkpoint_counts(cfg)?;
-        let time_between_checkpoints_s = cfg
-            .number("checkpoint.time_between_checkpoints", f64::MIN, f64::MAX)?
-            .unwrap_or(-1.0)
-            .max(0.0);
+        let (num_checkpoints_write, num_checkpoints_read) = if training {
+            (0, 0)
+        } else {
+            checkpoint_counts(cfg)?
+        };
+        let time_between_checkpoints_s = if training {
+            0.0
+        } else {
+            cfg.number("checkpoint.time_between_checkpoints", f64::MIN, f64::MAX)?
+                .unwrap_or(-1.0)
+                .max(0.0)
+        };
         let flag = |key: &str, default: bool| -> Result<bool, SettingsError> {
             Ok(cfg.boolean(key)?.unwrap_or(default))
         };
@@ -96,7 +116,7 @@ impl CheckpointSettings {
             num_checkpoints_read,
             time_between_checkpoints_s,
             fsync: flag("checkpoint.fsync", false)?,
-            rank_sync: flag("checkpoint.rank_sync", false)?,
+            rank_sync: !training && flag("checkpoint.rank_sync", false)?,
             randomize_tensor: flag("checkpoint.randomize_tensor", true)?,
             storage,
             ignored_keys: Vec::new(),

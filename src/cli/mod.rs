@@ -166,6 +166,7 @@ impl ShapeArgs {
             sharding: options.sharding,
             memory_cap_bytes: options.memory_budget,
             server_bytes,
+            checkpoint_bytes: 0,
             loader: self.loader,
             prefetch_factor: options.prefetch_factor,
             tls: false,

@@ -11,6 +11,7 @@ use std::io::{IsTerminal, Write};
 use anyhow::Context;
 
 use crate::catalog::{self, Catalog, CatalogError, DirSource};
+use crate::checkpoint::training::TrainCheckpointPlan;
 use crate::checkpoint::{CheckpointError, CheckpointOptions, CheckpointPlan, CheckpointSettings};
 use crate::cli::{Command, DatasizeArgs, GenerateArgs, PlanArgs, RunArgs, load_config};
 use crate::cluster::Cluster;
@@ -112,14 +113,51 @@ fn plan(args: &PlanArgs) -> anyhow::Result<u8> {
         Settled::Training(settings) => settings,
     };
     let catalog = catalog_for(settings, args.dir.as_deref(), args.manifest.as_deref())?;
-    let options = args.shape.plan_options(&args.shape_options, 0);
+    let mut options = args.shape.plan_options(&args.shape_options, 0);
+    // Checkpoints during training (`workflow.checkpoint`): their buffers in the budget, then
+    // their saves for the plan's steps.
+    let checkpoint_options = CheckpointOptions {
+        np: args.shape.np,
+        hosts: 1,
+        io: args.checkpoint.io.io_options(false),
+        memory_cap_bytes: None,
+        server_bytes: 0,
+    };
+    let unlimited = budget::MemoryLimits::unlimited();
+    let train_checkpoint = |steps| {
+        workload
+            .train_checkpoint
+            .as_deref()
+            .map(|c| {
+                TrainCheckpointPlan::resolve(
+                    c,
+                    &checkpoint_options,
+                    &unlimited,
+                    &env,
+                    settings.epochs,
+                    steps,
+                )
+            })
+            .transpose()
+    };
+    if let Some(draft) = train_checkpoint(1)? {
+        options.checkpoint_bytes = draft.buffer_bytes(0..args.shape.np as usize);
+    }
     let plan = Plan::resolve(settings, &catalog, &options, &budget::probe())?;
+    let checkpoints = train_checkpoint(plan.steps_per_rank)?;
     let mut stdout = std::io::stdout().lock();
     if args.json {
-        serde_json::to_writer_pretty(&mut stdout, &plan)?;
+        let mut json = serde_json::to_value(&plan)?;
+        if let (Some(c), Some(fields)) = (&checkpoints, json.as_object_mut()) {
+            fields.insert("train_checkpoints".into(), serde_json::to_value(c)?);
+        }
+        serde_json::to_writer_pretty(&mut stdout, &json)?;
         writeln!(stdout)?;
     } else {
         write!(stdout, "{}", report::plan::render(&plan, args.full))?;
+        if let Some(c) = &checkpoints {
+            write!(stdout, "{}", report::plan::render_train_checkpoints(c))?;
+        }
     }
     Ok(exit::OK)
 }

@@ -63,12 +63,51 @@ pub fn workload_key(name: &str) -> String {
 }
 
 /// Whether a summary.json is a checkpoint run's: ringload's `kind`, or DLIO's checkpoint
-/// `metric`.
+/// `metric` with no training in it. A DLIO *training* summary carries checkpoint fields too
+/// when it checkpointed between its steps (`workflow.checkpoint: True`): its `train_*` keys
+/// and its `epochs` > 0 (a checkpoint run has `epochs` 0) make it a training summary.
 pub fn is_checkpoint(json: &Value) -> bool {
+    let metric = json["metric"].as_object();
+    let trains = metric.is_some_and(|m| m.keys().any(|k| k.starts_with("train_")))
+        || json["epochs"].as_u64().is_some_and(|e| e > 0);
     json["kind"] == "checkpoint"
-        || json["metric"]
-            .as_object()
-            .is_some_and(|m| m.keys().any(|k| k.contains("checkpoint")))
+        || (!trains && metric.is_some_and(|m| m.keys().any(|k| k.contains("checkpoint"))))
+}
+
+/// The checkpoint figures a training summary carries beside its training ones (DLIO's
+/// `save_checkpoint_*` and `checkpoint_size_GB` in `metric`, ringload's `checkpoints`); `None`
+/// when it has none.
+pub fn training_saves(json: &Value) -> Option<TrainingSaves> {
+    let metric = &json["metric"];
+    let own = &json["checkpoints"];
+    if own.is_object() {
+        return Some(TrainingSaves {
+            checkpoint_size_gib: own["checkpoint_size_GB"].as_f64().unwrap_or(0.0),
+            saves: own["saves"].as_array().map(|s| s.len() as u64),
+            duration_mean_s: own["metric"]["save_checkpoint_duration_mean_seconds"].as_f64(),
+            gib_per_s_mean: own["metric"]["save_checkpoint_io_mean_GB_per_second"].as_f64(),
+        });
+    }
+    Some(TrainingSaves {
+        checkpoint_size_gib: metric["checkpoint_size_GB"].as_f64()?,
+        saves: None,
+        duration_mean_s: metric["save_checkpoint_duration_mean_seconds"].as_f64(),
+        gib_per_s_mean: metric["save_checkpoint_io_mean_GB_per_second"].as_f64(),
+    })
+}
+
+/// A training run's checkpoint saves, as its summary gives them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TrainingSaves {
+    /// DLIO's `checkpoint_size_GB` (GiB).
+    pub checkpoint_size_gib: f64,
+    /// How many (ringload's summaries say; DLIO's summary does not).
+    pub saves: Option<u64>,
+    /// Rank 0's, mean over the saves (DLIO's `save_checkpoint_duration_mean_seconds`);
+    /// `None` when nothing was saved.
+    pub duration_mean_s: Option<f64>,
+    /// DLIO's `save_checkpoint_io_mean_GB_per_second` (GiB/s).
+    pub gib_per_s_mean: Option<f64>,
 }
 
 fn error(file: &Path, reason: String) -> CompareError {

@@ -54,6 +54,10 @@ pub struct Entry {
     /// Where it came from, for the attribution of DLIO's AU loss ([`dlio_gap`]).
     #[serde(skip)]
     pub origin: dlio_gap::Origin,
+    /// The checkpoints it wrote between its steps (`workflow.checkpoint: True`), shown beside
+    /// its training figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<checkpoint::TrainingSaves>,
     /// A DLIO run: how the DLIO fork's ways changed its traffic or steps ([`fork`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub fork_ways: Vec<String>,
@@ -183,6 +187,7 @@ pub fn read(path: &Path, letter: char) -> Result<Vec<Entry>, CompareError> {
                     }),
                 },
                 fork_ways: Vec::new(),
+                checkpoint: None,
             })
             .collect());
     }
@@ -225,6 +230,7 @@ pub fn read(path: &Path, letter: char) -> Result<Vec<Entry>, CompareError> {
                 embedded: json["target"]["embedded"] == true,
             },
             fork_ways: Vec::new(),
+            checkpoint: checkpoint::training_saves(&json),
         }]);
     }
     if json["metric"]["train_au_mean_percentage"].is_number() {
@@ -327,6 +333,7 @@ fn dlio(json: &serde_json::Value, file: &Path, letter: char) -> Result<Entry, Co
     Ok(Entry {
         group: format!("{letter}: dlio"),
         fork_ways,
+        checkpoint: checkpoint::training_saves(json),
         source: file.display().to_string(),
         np: np as u32,
         read_threads,
@@ -447,6 +454,23 @@ pub fn compare(entries: Vec<Entry>) -> Comparison {
     if entries.iter().any(|e| e.read_threads.is_none()) {
         notes.push("an input does not say its read threads (RT —): it matches no other's".into());
     }
+    // The checkpoints written between steps, beside the training figures.
+    for e in &entries {
+        if let Some(c) = e.checkpoint {
+            notes.push(format!(
+                "{} at NP {} checkpointed during training: checkpoint_size_GB {:.6e}, {}; \
+                 its save figures (rank 0's mean) are beside its training ones, outside AU",
+                e.group,
+                e.np,
+                c.checkpoint_size_gib,
+                match (c.saves, c.duration_mean_s) {
+                    (_, None) => "no save (DLIO reports the size only)".to_string(),
+                    (Some(n), Some(_)) => format!("{n} save(s)"),
+                    (None, Some(_)) => "saved".to_string(),
+                }
+            ));
+        }
+    }
     // The DLIO fork's ways, in the notes and in each attribution of that run.
     let mut dlio_gaps = dlio_gaps;
     for e in entries.iter().filter(|e| !e.fork_ways.is_empty()) {
@@ -482,11 +506,13 @@ type Column = (&'static str, usize, fn(&Entry) -> Option<f64>);
 /// The columns of a group beyond AU%, samples/s and nominal MiB/s: those some entry of the
 /// group has (a DLIO input has none of them).
 fn extra_columns(c: &Comparison, group: usize) -> Vec<Column> {
-    let columns: [Column; 4] = [
+    let columns: [Column; 6] = [
         ("MiB/s on the wire", 0, |e| e.wire_mib_per_s),
         ("CPU-s/GiB", 3, |e| e.cpu_s_per_gib),
         ("GET p50 (ms)", 2, |e| e.latency_p50_ms),
         ("GET p99 (ms)", 2, |e| e.latency_p99_ms),
+        ("checkpoint save s", 4, |e| e.checkpoint?.duration_mean_s),
+        ("checkpoint save GiB/s", 4, |e| e.checkpoint?.gib_per_s_mean),
     ];
     columns
         .into_iter()

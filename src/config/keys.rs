@@ -73,6 +73,15 @@ pub const CHECKPOINT_READ: &[&str] = &[
     "workflow.train",
 ];
 
+/// Keys a training workload that checkpoints between its steps (`workflow.checkpoint` and
+/// `workflow.train` both true) reads besides [`CHECKPOINT_READ`]'s objects' keys: DLIO's
+/// schedule (`checkpoint::training`). DLIO keys, so any other workload accepts and ignores them.
+pub const TRAIN_CHECKPOINT_READ: &[&str] = &[
+    "checkpoint.checkpoint_after_epoch",
+    "checkpoint.epochs_between_checkpoints",
+    "checkpoint.steps_between_checkpoints",
+];
+
 /// The flag that `key`, a bare word with no section, names: `np=4` meant `--np 4`.
 pub fn flag_named(key: &str) -> Option<&'static str> {
     const FLAGS: [(&str, &str); 11] = [

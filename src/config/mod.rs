@@ -562,7 +562,9 @@ impl RawConfig {
     /// the accepted keys drift from the used ones: a bug, caught in debug builds.
     fn note_read(&self, key: &str) {
         debug_assert!(
-            classify(key) == Ok(KeyKind::Used) || keys::CHECKPOINT_READ.contains(&key),
+            classify(key) == Ok(KeyKind::Used)
+                || keys::CHECKPOINT_READ.contains(&key)
+                || keys::TRAIN_CHECKPOINT_READ.contains(&key),
             "settings read '{key}', which config::keys does not list"
         );
         self.read.borrow_mut().insert(key.to_string());

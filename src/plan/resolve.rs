@@ -56,6 +56,7 @@ impl Plan {
             prefetch: window,
             largest_get_bytes,
             server_bytes: options.server_bytes,
+            checkpoint_bytes: options.checkpoint_bytes,
             catalog_bytes: catalog.listing_bytes(),
             plan_bytes: plan_held_bytes(
                 &ranks,

@@ -107,6 +107,38 @@ pub trait RankIo {
     fn stats(&self) -> &RequestStats;
 }
 
+/// The checkpoints a training run writes between its steps (`workflow.checkpoint` with
+/// `workflow.train`), as the step loop sees them: when (`checkpoint::training::Schedule`'s
+/// answers) and the rank's save itself (its objects through its engine's `ObjectIo`). The run
+/// implements it; the loop times each save and keeps it out of AU as DLIO does (see
+/// [`run_rank`]).
+pub trait TrainSaves {
+    /// Whether a save follows epoch-local step `step` (from 1) of an epoch of `steps` steps.
+    fn after_step(&self, step: u64, steps: u64) -> bool;
+    /// Whether a save follows the last step of epoch `epoch` (from 1).
+    fn after_epoch(&self, epoch: u32) -> bool;
+    /// Writes the rank's objects of the save of epoch `epoch` (from 1) after `step` of its
+    /// steps: returns the objects and bytes written (none on a rank that writes nothing).
+    fn save(&mut self, epoch: u32, step: u64) -> Result<(u32, u64), RankError>;
+}
+
+/// One save of one rank, as the step loop timed it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SaveRecord {
+    /// The epoch, from 1.
+    pub epoch: u32,
+    /// The epoch's steps done before it.
+    pub after_step: u64,
+    /// Its number within the epoch, from 1 (DLIO's block, `save_ckpt{n}`).
+    pub number: u32,
+    /// When it started, from the epoch's start.
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    /// What this rank wrote (0 and 0 on a rank that writes nothing, as DLIO's ranks ≥ mp).
+    pub objects: u32,
+    pub bytes: u64,
+}
+
 /// A barrier for all ranks that can be aborted and that gives up after a timeout.
 ///
 /// Ranks either block in [`StepBarrier::wait`], or (the io_uring engine, which must keep
@@ -366,6 +398,34 @@ pub struct RankRecord {
     /// When the last step ended: where this process's clock (`RunMeasurements::wall_s`) stops.
     #[serde(skip)]
     pub last_step_end: Option<Instant>,
+    /// Per epoch, DLIO's blocks when a checkpoint fell between its steps (step mode): each
+    /// from its first step, its window from its start (the epoch's, or the save's end) to the
+    /// end of its last step. Empty: the epoch is one block, its window `windows_ns`.
+    #[serde(default)]
+    pub blocks: Vec<Vec<crate::metrics::Block>>,
+    /// Every save of the rank, in order (`workflow.checkpoint`).
+    #[serde(default)]
+    pub saves: Vec<SaveRecord>,
+}
+
+impl RankRecord {
+    /// DLIO's AU and samples/s of epoch `epoch` (from 0): its one window, or its blocks'
+    /// weighted by their steps ([`crate::metrics::blocks_metrics`]).
+    pub fn epoch_metrics(
+        &self,
+        epoch: usize,
+        batch_size: u64,
+    ) -> Option<crate::metrics::EpochMetrics> {
+        let steps = self.steps.get(epoch)?;
+        match self.blocks.get(epoch).filter(|b| !b.is_empty()) {
+            Some(blocks) => crate::metrics::blocks_metrics(steps, blocks, batch_size),
+            None => crate::metrics::epoch_metrics(
+                steps,
+                self.windows_ns.get(epoch).copied().unwrap_or(0),
+                batch_size,
+            ),
+        }
+    }
 }
 
 fn ns(d: Duration) -> u64 {
@@ -383,6 +443,14 @@ pub type LaterEpochs<'a> = &'a dyn Fn(u32) -> Result<Option<EpochPlan>, RankErro
 /// still has its figures up to the failure. Epoch 0 walks `plan`, each later one `later`'s
 /// plan if it has one, handed to the engine before the epoch's barrier. On error the barrier
 /// is aborted, so the other ranks stop too.
+///
+/// With `saves` (checkpoints during training), at DLIO's points (`main.py` `_train`):
+/// - epoch mode: after the epoch's last step and its drain, every rank meets at the barrier,
+///   then saves; outside the epoch's window, so AU and samples/s never see it;
+/// - step mode: after a step's compute and barrier (and its buffers' release), before the
+///   next batch is waited for; the step ends a block and the save's end starts the next, so
+///   the save is in neither block's window, and the next block's first step is excluded
+///   from AU as an epoch's first step is (DLIO's `metric_exclude_start_steps` per block).
 #[allow(clippy::too_many_arguments)]
 pub fn run_rank(
     plan: &RankPlan,
@@ -393,6 +461,7 @@ pub fn run_rank(
     barrier: &StepBarrier,
     progress: &Progress,
     record: &mut RankRecord,
+    mut saves: Option<&mut dyn TrainSaves>,
 ) -> Result<(), RankError> {
     for epoch in 0..epochs {
         let mut run = || {
@@ -404,10 +473,50 @@ pub fn run_rank(
                 }
                 None => std::borrow::Cow::Borrowed(plan),
             };
-            run_epoch(&walked, computation_time, io, barrier, progress, record)
+            let saves = saves.as_mut().map(|s| &mut **s as &mut dyn TrainSaves);
+            let loop_ = EpochLoop {
+                epoch: epoch + 1,
+                computation_time,
+                barrier,
+                progress,
+            };
+            run_epoch(&walked, &loop_, io, record, saves)
         };
         run().inspect_err(|_| barrier.abort())?;
     }
+    Ok(())
+}
+
+/// What every epoch of a rank shares.
+struct EpochLoop<'a> {
+    /// The epoch, from 1.
+    epoch: u32,
+    computation_time: Duration,
+    barrier: &'a StepBarrier,
+    progress: &'a Progress,
+}
+
+/// Saves the rank's checkpoint now and records it: the `number`-th save of the epoch after
+/// `after_step` of its steps, timed from `epoch_start`.
+fn save_now(
+    saves: &mut dyn TrainSaves,
+    epoch: u32,
+    after_step: u64,
+    number: u32,
+    epoch_start: Instant,
+    record: &mut RankRecord,
+) -> Result<(), RankError> {
+    let start = Instant::now();
+    let (objects, bytes) = saves.save(epoch, after_step)?;
+    record.saves.push(SaveRecord {
+        epoch,
+        after_step,
+        number,
+        start_ns: ns(start - epoch_start),
+        duration_ns: ns(start.elapsed()),
+        objects,
+        bytes,
+    });
     Ok(())
 }
 
@@ -415,18 +524,23 @@ pub fn run_rank(
 /// step, and its drain after that, until the epoch's GETs have all landed.
 fn run_epoch(
     plan: &RankPlan,
-    computation_time: Duration,
+    at: &EpochLoop<'_>,
     io: &mut dyn RankIo,
-    barrier: &StepBarrier,
-    progress: &Progress,
     record: &mut RankRecord,
+    mut saves: Option<&mut dyn TrainSaves>,
 ) -> Result<(), RankError> {
+    let (computation_time, barrier, progress) = (at.computation_time, at.barrier, at.progress);
     io.barrier(barrier)?;
     let epoch_start = Instant::now();
     record.steps.push(Vec::with_capacity(plan.steps.len()));
     record.windows_ns.push(0);
+    record.blocks.push(Vec::new());
     io.start_epoch()?;
     let mut last_end = epoch_start;
+    let steps_in_epoch = plan.steps.len() as u64;
+    // The current block: its first step and its start (DLIO's `start_block`).
+    let (mut block_first, mut block_start) = (0usize, epoch_start);
+    let mut saved = 0u32;
     for (k, takes) in plan.steps.iter().enumerate() {
         let loading = Instant::now();
         for take in takes {
@@ -456,7 +570,7 @@ fn run_epoch(
         // The progress line's sums, as epoch_metrics reads the record: the first step's load
         // and compute are not measured, the rest of the window is (`last_end` starts at the
         // epoch's start).
-        let (measured_ns, compute_ns) = if k == 0 {
+        let (measured_ns, compute_ns) = if k == block_first {
             let first = step.wait_ns + step.compute_ns;
             (ns(end - last_end).saturating_sub(first), 0)
         } else {
@@ -469,11 +583,44 @@ fn run_epoch(
         progress
             .measured_ns
             .fetch_add(measured_ns, Ordering::Relaxed);
+        // Step mode: the block ends here, the save runs, the next block starts after it.
+        let done = k as u64 + 1;
+        if let Some(s) = saves.as_mut().map(|s| &mut **s as &mut dyn TrainSaves)
+            && s.after_step(done, steps_in_epoch)
+        {
+            if let Some(blocks) = record.blocks.last_mut() {
+                blocks.push(crate::metrics::Block {
+                    first_step: block_first as u32,
+                    window_ns: ns(end - block_start),
+                });
+            }
+            saved += 1;
+            save_now(s, at.epoch, done, saved, epoch_start, record)?;
+            block_first = k + 1;
+            block_start = Instant::now();
+            last_end = block_start;
+        }
+    }
+    if saved > 0
+        && let Some(blocks) = record.blocks.last_mut()
+    {
+        // The last block, empty when the epoch's last step was followed by a save.
+        blocks.push(crate::metrics::Block {
+            first_step: block_first as u32,
+            window_ns: ns(last_end.saturating_duration_since(block_start)),
+        });
     }
     // The clock stopped at the end of the last step; what is still in flight (the dlio
     // loader's GETs past it) lands now, outside the window.
     io.end_epoch()?;
     record.drain_ns.push(ns(last_end.elapsed()));
+    // Epoch mode: every rank meets, then saves (DLIO's `end_block`, barrier, save).
+    if let Some(s) = saves
+        && s.after_epoch(at.epoch)
+    {
+        io.barrier(barrier)?;
+        save_now(s, at.epoch, steps_in_epoch, 1, epoch_start, record)?;
+    }
     Ok(())
 }
 
@@ -568,6 +715,88 @@ mod tests {
         }
     }
 
+    /// Saves after the steps `steps` list (step mode) or after epochs `epochs` (epoch mode),
+    /// each taking `takes`.
+    struct FakeSaves {
+        steps: Vec<u64>,
+        epochs: Vec<u32>,
+        takes: Duration,
+        done: Vec<(u32, u64)>,
+    }
+
+    impl TrainSaves for FakeSaves {
+        fn after_step(&self, step: u64, _: u64) -> bool {
+            self.steps.contains(&step)
+        }
+        fn after_epoch(&self, epoch: u32) -> bool {
+            self.epochs.contains(&epoch)
+        }
+        fn save(&mut self, epoch: u32, step: u64) -> Result<(u32, u64), RankError> {
+            std::thread::sleep(self.takes);
+            self.done.push((epoch, step));
+            Ok((1, 10240))
+        }
+    }
+
+    #[test]
+    fn saves_fall_where_dlio_puts_them_and_outside_every_window() {
+        let run = |saves: &mut FakeSaves| {
+            let barrier = StepBarrier::new(1, Duration::from_secs(5));
+            let mut io = Recorder {
+                compute: Duration::from_millis(5),
+                ..Recorder::default()
+            };
+            let mut record = RankRecord::default();
+            run_rank(
+                &two_steps(),
+                &|_| Ok(None),
+                2,
+                Duration::ZERO,
+                &mut io,
+                &barrier,
+                &Progress::default(),
+                &mut record,
+                Some(saves),
+            )
+            .unwrap();
+            (io.calls, record)
+        };
+        // Epoch mode: after epoch 2's end, a barrier, then the save; the window stops before.
+        let mut epochs = FakeSaves {
+            steps: vec![],
+            epochs: vec![2],
+            takes: Duration::from_millis(30),
+            done: vec![],
+        };
+        let (calls, record) = run(&mut epochs);
+        assert_eq!(epochs.done, [(2, 2)]);
+        assert_eq!(&calls[calls.len() - 2..], ["end", "barrier"]);
+        let s = record.saves[0];
+        assert_eq!(
+            (s.epoch, s.after_step, s.number, s.objects, s.bytes),
+            (2, 2, 1, 1, 10240)
+        );
+        assert!(s.duration_ns >= 30_000_000 && record.windows_ns[1] < 30_000_000);
+        assert!(record.blocks.iter().all(Vec::is_empty));
+        // Step mode: a save after step 1 of each epoch cuts it in two blocks, the second
+        // starting after the save; the epoch's figures are the blocks'.
+        let mut steps = FakeSaves {
+            steps: vec![1],
+            epochs: vec![],
+            takes: Duration::from_millis(30),
+            done: vec![],
+        };
+        let (_, record) = run(&mut steps);
+        assert_eq!(steps.done, [(1, 1), (2, 1)]);
+        for blocks in &record.blocks {
+            assert_eq!(blocks.len(), 2);
+            assert_eq!((blocks[0].first_step, blocks[1].first_step), (0, 1));
+            assert!(blocks[1].window_ns < 30_000_000, "{blocks:?}");
+        }
+        // Blocks of one step each have no figures: AU is not defined, as DLIO's is 0.
+        assert_eq!(record.epoch_metrics(0, 48), None);
+    }
+
     #[test]
     fn the_step_loop_waits_computes_meets_then_releases() {
         let barrier = StepBarrier::new(1, Duration::from_secs(5));
@@ -583,6 +812,7 @@ mod tests {
             &barrier,
             &progress,
             &mut record,
+            None,
         )
         .unwrap();
         let epoch = [
@@ -629,6 +859,7 @@ mod tests {
             &barrier,
             &Progress::default(),
             &mut record,
+            None,
         )
         .unwrap();
         let epoch_1 = &io.calls[io.calls.len() - 8..];
@@ -678,6 +909,7 @@ mod tests {
             &barrier,
             &progress,
             &mut record,
+            None,
         )
         .unwrap();
         let result = crate::metrics::epoch_metrics(&record.steps[0], record.windows_ns[0], 48)
@@ -709,6 +941,7 @@ mod tests {
             &barrier,
             &Progress::default(),
             &mut record,
+            None,
         )
         .unwrap();
         let ended = Instant::now();
@@ -744,6 +977,7 @@ mod tests {
                     &barrier,
                     &progress,
                     &mut RankRecord::default(),
+                    None,
                 )
             });
             let mut failing = Recorder {
@@ -760,6 +994,7 @@ mod tests {
                 &barrier,
                 &progress,
                 &mut record,
+                None,
             );
             assert!(matches!(mine, Err(RankError::Engine(_))));
             // The step completed before the failure is kept, with its window.

@@ -373,6 +373,13 @@ fn render_memory(w: &mut String, plan: &Plan) {
             )
         );
     }
+    if m.checkpoint_bytes > 0 {
+        let _ = writeln!(
+            w,
+            "  checkpoint  {} for the checkpoints' buffers and connections (workflow.checkpoint)",
+            bytes(m.checkpoint_bytes)
+        );
+    }
     if m.server_bytes > 0 {
         let _ = writeln!(
             w,
@@ -471,6 +478,76 @@ fn render_readers(w: &mut String, plan: &Plan, full: bool) {
             }
         }
     }
+}
+
+/// A training run's checkpoints (`workflow.checkpoint: True`): when they are written, what
+/// objects, their sizes and keys.
+pub fn render_train_checkpoints(c: &crate::checkpoint::training::TrainCheckpointPlan) -> String {
+    use crate::checkpoint::training::Schedule;
+    let mut out = String::new();
+    let w = &mut out;
+    let when = match c.schedule {
+        Schedule::Off => "never (checkpoint.steps_between_checkpoints=0)".to_string(),
+        Schedule::Epochs {
+            after_epoch,
+            every_epochs,
+        } => format!(
+            "after the last step of epoch {after_epoch}, then every {every_epochs} epoch(s), \
+             outside the epoch's window (epoch mode)"
+        ),
+        Schedule::Steps { every_steps } => format!(
+            "after every {} of each epoch, outside AU (step mode)",
+            crate::units::counted(every_steps, "step")
+        ),
+    };
+    let _ = writeln!(w, "\nCheckpoints during training (workflow.checkpoint)");
+    let _ = writeln!(w, "  when       {when}");
+    let fired: Vec<String> = c
+        .saves
+        .iter()
+        .take(8)
+        .map(|s| format!("epoch {} step {}", s.epoch, s.after_step))
+        .collect();
+    let _ = writeln!(
+        w,
+        "  saves      {}{}{}",
+        c.saves.len(),
+        if fired.is_empty() { "" } else { ": " },
+        fired.join(", ") + if c.saves.len() > 8 { ", …" } else { "" }
+    );
+    let p = &c.objects;
+    let _ = writeln!(
+        w,
+        "  objects    {} per save, {} ({} B; checkpoint_size_GB {:.6e}), by {} of {} rank{}",
+        p.objects_per_checkpoint,
+        bytes(p.written_bytes),
+        p.written_bytes,
+        p.checkpoint_size_gb,
+        p.ranks.iter().filter(|r| !r.is_empty()).count(),
+        p.np,
+        if p.np == 1 { "" } else { "s" }
+    );
+    let example = c.saves.first().and_then(|s| {
+        let (rank, o) = p
+            .ranks
+            .iter()
+            .enumerate()
+            .find_map(|(r, os)| os.first().map(|o| (r, o)))?;
+        Some(format!(
+            "{} ({} B, rank {rank})",
+            c.key(s.epoch, s.key_step, o),
+            o.bytes
+        ))
+    });
+    let _ = writeln!(
+        w,
+        "  keys       {}",
+        example.unwrap_or_else(|| format!("{}global_epoch<E>_step<K>/…", p.prefix()))
+    );
+    for note in &c.notes {
+        let _ = writeln!(w, "  ! {note}");
+    }
+    out
 }
 
 /// The Notes section and the DLIO keys ringload does not use.
@@ -592,6 +669,7 @@ mod tests {
             sharding: Sharding::Rank,
             memory_cap_bytes: None,
             server_bytes: 0,
+            checkpoint_bytes: 0,
             loader: Loader::Ringload,
             prefetch_factor: None,
             tls: false,

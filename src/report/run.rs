@@ -118,9 +118,56 @@ pub fn render(s: &RunSummary) -> String {
     render_verify(w, s);
     render_latency(w, s);
     render_cost(w, s);
+    if let Some(c) = &s.checkpoints {
+        let _ = writeln!(w, "{}", checkpoints_line(c));
+    }
     // Last: what limited the run.
     let _ = writeln!(w, "limit: {}", s.limit.line);
     out
+}
+
+/// The checkpoints written between the steps, in one line: how many, where, how big, and
+/// DLIO's save figures (rank 0's, mean and population stdev over the saves).
+pub fn checkpoints_line(c: &crate::summary::train_checkpoint::TrainCheckpointSummary) -> String {
+    let size = format!(
+        "{} per save, checkpoint_size_GB {:.6e}",
+        bytes(c.bytes_per_save),
+        c.checkpoint_size_gb
+    );
+    let Some(first) = c.saves.first() else {
+        return format!(
+            "checkpoints: none written ({} planned; {size}); DLIO's summary carries \
+             checkpoint_size_GB only",
+            c.saves_planned
+        );
+    };
+    let place = if c.saves.len() == 1 {
+        format!(
+            "after epoch {}'s step {}: {}",
+            first.epoch,
+            first.after_step,
+            first.keys.join(", ")
+        )
+    } else {
+        format!(
+            "the first after epoch {}'s step {}: {}…",
+            first.epoch, first.after_step, first.prefix
+        )
+    };
+    let figures = c.metric.map_or(String::new(), |m| {
+        format!(
+            "; rank 0 {:.4} s ({:.4}), {:.4} GiB/s ({:.4}) (DLIO's save_checkpoint_*)",
+            m.save_checkpoint_duration_mean_seconds,
+            m.save_checkpoint_duration_stdev_seconds,
+            m.save_checkpoint_io_mean_GB_per_second,
+            m.save_checkpoint_io_stdev_GB_per_second
+        )
+    });
+    format!(
+        "checkpoints: {} of {} ({size}) {place}{figures}; outside AU",
+        counted(c.saves.len() as u64, "save"),
+        counted(c.objects_per_save as u64, "object"),
+    )
 }
 
 /// The header line: the workload, where it ran, the engine and the run's shape.

@@ -7,7 +7,6 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Map, Value as Json, json};
 
 use super::leaf::{dlio_time, host_figures, made_by};
-use crate::metrics::epoch_metrics;
 use crate::plan::Plan;
 use crate::rank::RunMeasurements;
 use crate::rank::checkpoint::{Phase, PhaseRecord};
@@ -46,7 +45,12 @@ pub fn training(
     let dataset_bytes = s.num_files as f64 * s.samples_per_file as f64 * s.record_bytes as f64;
     let per_host = dataset_bytes / f64::from(hosts.max(1));
     let mut fields = Map::new();
-    fields.insert("metric".into(), json!(summary.metric));
+    let metric = json!(summary.metric);
+    let metric = match &summary.checkpoints {
+        Some(c) => c.dlio_metric(metric),
+        None => metric,
+    };
+    fields.insert("metric".into(), metric);
     fields.insert("num_files_train".into(), json!(s.num_files));
     fields.insert("num_files_eval".into(), json!(0));
     fields.insert("num_samples_per_file".into(), json!(s.samples_per_file));
@@ -76,7 +80,7 @@ pub fn training(
                 let block_end = epoch_start + Duration::from_nanos(window);
                 let epoch_end = block_end + Duration::from_nanos(drain);
                 at = epoch_end;
-                let m = epoch_metrics(steps, window, s.batch_size);
+                let m = record.epoch_metrics(e, s.batch_size);
                 let list = |f: &dyn Fn(&crate::metrics::StepTimes) -> u64| -> Json {
                     json!({ "block1": steps.iter().map(|t| secs(f(t))).collect::<Vec<f64>>() })
                 };
@@ -91,19 +95,33 @@ pub fn training(
                         "end": dlio_time(epoch_end),
                     }),
                 );
-                stats.insert(
-                    (e + 1).to_string(),
-                    json!({
+                let mut epoch_stats = json!({
+                    "start": dlio_time(epoch_start),
+                    "block1": {
                         "start": dlio_time(epoch_start),
-                        "block1": {
-                            "start": dlio_time(epoch_start),
-                            "end": dlio_time(block_end),
-                            "duration": format!("{:.2}", secs(window)),
-                        },
-                        "end": dlio_time(epoch_end),
-                        "duration": format!("{:.2}", secs(window + drain)),
-                    }),
-                );
+                        "end": dlio_time(block_end),
+                        "duration": format!("{:.2}", secs(window)),
+                    },
+                    "end": dlio_time(epoch_end),
+                    "duration": format!("{:.2}", secs(window + drain)),
+                });
+                // DLIO's `save_ckpt{n}` (`statscounter.py` 368-383): its duration a number,
+                // its throughput `checkpoint_size_GB` ÷ the duration.
+                let size_gib = summary
+                    .checkpoints
+                    .as_ref()
+                    .map_or(0.0, |c| c.checkpoint_size_gb);
+                for save in record.saves.iter().filter(|v| v.epoch as usize == e + 1) {
+                    let begin = epoch_start + Duration::from_nanos(save.start_ns);
+                    let duration = secs(save.duration_ns).max(1e-9);
+                    epoch_stats[format!("save_ckpt{}", save.number)] = json!({
+                        "start": dlio_time(begin),
+                        "end": dlio_time(begin + Duration::from_nanos(save.duration_ns)),
+                        "duration": duration,
+                        "throughput": size_gib / duration,
+                    });
+                }
+                stats.insert((e + 1).to_string(), epoch_stats);
             }
             output.insert("hostname".into(), json!(crate::cluster::Cluster::host()));
             output.insert("generated_by".into(), made_by());

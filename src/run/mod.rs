@@ -20,6 +20,7 @@ mod checkpoint_uploads;
 pub mod objects;
 pub mod prepare;
 pub mod request;
+pub mod saves;
 pub mod session;
 
 use std::io::Write;
@@ -28,6 +29,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::affinity;
+use crate::checkpoint::training::TrainCheckpointPlan;
 use crate::engine::{Engine, EngineKind};
 use crate::metrics::{CpuReading, RequestStats};
 use crate::plan::Plan;
@@ -69,10 +71,12 @@ pub struct RunFailure {
     pub partial: Option<RunMeasurements>,
 }
 
-/// Runs the plan's ranks against `client`'s bucket. The first rank error stops every rank and
-/// is returned with the measurements up to it.
+/// Runs the plan's ranks against `client`'s bucket, with `checkpoints` written between their
+/// steps when the workload checkpoints during training. The first rank error stops every rank
+/// and is returned with the measurements up to it.
 pub fn run_ranks(
     plan: &Plan,
+    checkpoints: Option<&TrainCheckpointPlan>,
     client: &Client,
     config: &RunConfig,
     server_cpu_s: &(dyn Fn() -> f64 + Sync),
@@ -88,8 +92,12 @@ pub fn run_ranks(
     let computation_time = Duration::from_secs_f64(plan.settings.computation_time_s);
     // The longest a rank may legitimately keep the others at the barrier: one GET with all of
     // its attempts and backoffs, and a compute step.
-    let barrier_timeout =
-        policy.timeout * (policy.retries + 1) + computation_time + Duration::from_secs(60);
+    let barrier_timeout = policy.timeout * (policy.retries + 1)
+        + computation_time
+        + Duration::from_secs(60)
+        + save_timeout(checkpoints, client);
+    // Raised when the barrier is aborted: a rank's save stops between parts.
+    let stop = Arc::new(AtomicBool::new(false));
     let barrier = StepBarrier::new(np, barrier_timeout);
     let (to_coordinator, coordinator) = std::sync::mpsc::channel::<u64>();
     if config.hosts {
@@ -119,6 +127,7 @@ pub fn run_ranks(
             .map(|rank| {
                 let gets = plan.ranged_gets(&plan.ranks[rank]);
                 let (engine, barrier, progress, ready) = (&engine, &barrier, &progress, &ready);
+                let stop = &stop;
                 let local = rank - config.ranks.start;
                 let cpu = (!config.cpus.is_empty()).then(|| config.cpus[local % config.cpus.len()]);
                 std::thread::Builder::new()
@@ -129,10 +138,15 @@ pub fn run_ranks(
                             if let Some(cpu) = cpu {
                                 affinity::pin(cpu).map_err(RankError::Engine)?;
                             }
-                            engine.rank(rank, gets, plan, barrier, progress)
+                            let io = engine.rank(rank, gets, plan, barrier, progress)?;
+                            let saves = match checkpoints {
+                                Some(c) => Some(rank_saves(engine, c, rank, stop)?),
+                                None => None,
+                            };
+                            Ok((io, saves))
                         };
-                        let mut io = match set_up() {
-                            Ok(io) => io,
+                        let (mut io, mut saves) = match set_up() {
+                            Ok(set) => set,
                             Err(e) => {
                                 barrier.abort();
                                 return (record, RequestStats::default(), Err(e));
@@ -150,8 +164,16 @@ pub fn run_ranks(
                                 barrier,
                                 progress,
                                 &mut record,
+                                saves
+                                    .as_mut()
+                                    .map(|s| s as &mut dyn crate::rank::TrainSaves),
                             )
                         });
+                        if ran.is_err()
+                            && let Some(io) = saves.as_mut().and_then(|s| s.io.as_mut())
+                        {
+                            io.abort_open();
+                        }
                         (record, io.stats().clone(), ran)
                     })
             })
@@ -161,6 +183,9 @@ pub fn run_ranks(
             scope.spawn(move || show_progress(progress, done, total_steps, ready));
         }
         spawn_watchers(scope, config, &barrier, &done, coordinator);
+        if checkpoints.is_some() {
+            spawn_stopper(scope, &barrier, &done, &stop);
+        }
         let results: Vec<RankResult> = join_ranks(ranks, &barrier);
         done.store(true, Ordering::Relaxed);
         (results, sampler.join().unwrap_or_default())
@@ -197,6 +222,53 @@ pub fn run_ranks(
             "the ranks finished without starting (a bug)".into(),
         ))),
     }
+}
+
+/// The longest a save may keep the other ranks at the barrier: each part of every rank's
+/// objects with all of its attempts (0 without checkpoints).
+fn save_timeout(checkpoints: Option<&TrainCheckpointPlan>, client: &Client) -> Duration {
+    let policy = client.policy();
+    checkpoints.map_or(Duration::ZERO, |c| {
+        let bytes: u64 = c.objects.ranks.iter().flatten().map(|o| o.bytes).sum();
+        let parts = bytes / c.objects.io.part_bytes.max(1) + 1;
+        policy.timeout * (policy.retries + 1) * parts.min(1 << 16) as u32
+    })
+}
+
+/// The thread that raises `stop` once the barrier is aborted, so a save stops between parts.
+fn spawn_stopper<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    barrier: &'scope StepBarrier,
+    done: &'scope AtomicBool,
+    stop: &'scope Arc<AtomicBool>,
+) {
+    scope.spawn(move || {
+        while !done.load(Ordering::Relaxed) {
+            if barrier.is_aborted() {
+                stop.store(true, Ordering::Relaxed);
+                return;
+            }
+            std::thread::sleep(INTERRUPT_POLL);
+        }
+    });
+}
+
+/// Rank `rank`'s saves: its checkpoint I/O set up (buffers for the plan's requests) when it
+/// writes anything, stopped by `stop`.
+fn rank_saves<'a>(
+    engine: &'a Engine,
+    checkpoints: &'a TrainCheckpointPlan,
+    rank: usize,
+    stop: &Arc<AtomicBool>,
+) -> Result<saves::RankSaves<'a>, RankError> {
+    let io = if saves::RankSaves::writes(checkpoints, rank) {
+        let mut io = engine.checkpoint(rank, checkpoints.objects.io)?;
+        io.set_stop(Arc::clone(stop));
+        Some(io)
+    } else {
+        None
+    };
+    Ok(saves::RankSaves::new(checkpoints, rank, io))
 }
 
 /// A rank thread's result: its record, its stats, and how it ended.

@@ -17,6 +17,8 @@ use super::request::RunRequest;
 use super::{RunConfig, RunFailure, run_ranks};
 use crate::catalog::objects::ObjectKeys;
 use crate::catalog::{Catalog, CatalogError};
+use crate::checkpoint::training::{TrainCheckpointPlan, TrainCheckpointSettings};
+use crate::checkpoint::{CheckpointOptions, IoOptions};
 use crate::cluster::{Cluster, HostReport, Merged};
 use crate::dataset::ObjectDataset;
 use crate::dataset::check::ObjectRef;
@@ -30,6 +32,7 @@ use crate::s3::{self, Bucket, Client};
 use crate::settings::Settings;
 use crate::setup::store::{Storage, catalog_from};
 use crate::setup::{self, engine::EngineNeeds};
+use crate::summary::train_checkpoint::TrainCheckpointSummary;
 use crate::summary::{HostSummary, RunContext, RunSummary, TargetSummary};
 use crate::{affinity, budget, cluster};
 
@@ -78,6 +81,8 @@ pub struct Session<'a> {
     /// With the dlio loader: every rank's footer reads (requests, bytes).
     loader_footers: Option<(u64, u64)>,
     plan: Plan,
+    /// The checkpoints written between the steps (`workflow.checkpoint` with training).
+    checkpoints: Option<TrainCheckpointPlan>,
     engine: EngineKind,
     client: Client,
     /// Raised by Ctrl-C or SIGTERM from the start of set-up.
@@ -125,6 +130,8 @@ impl<'a> Session<'a> {
             &settings,
             request.bucket.as_deref(),
             request.server_threads,
+            crate::setup::store::CheckpointWrites::of(workload.train_checkpoint.as_deref())
+                .as_ref(),
         )?;
         // Costs are counted from here: the virtual dataset's layout above is not the loader's.
         let setup_cpu = CpuReading::now(storage.server.as_ref().map_or(0.0, |s| s.stats().cpu_s));
@@ -157,13 +164,28 @@ impl<'a> Session<'a> {
         };
         let loader_footers = dlio_footers(request.plan.loader, &bucket, &catalog, local.len())?;
         drop(bucket);
+        let limits = budget::probe();
+        let checkpoint_options = CheckpointOptions {
+            np,
+            hosts: cluster.processes() as u32,
+            io: IoOptions {
+                tls: storage.tls(),
+                ..request.checkpoint.io
+            },
+            memory_cap_bytes: None,
+            server_bytes: 0,
+        };
+        let train_checkpoint = workload.train_checkpoint.as_deref();
         let plan_options = PlanOptions {
             tls: storage.tls(),
             np,
             server_bytes: storage.server_bytes,
+            checkpoint_bytes: match train_checkpoint {
+                Some(c) => checkpoint_bytes(c, &checkpoint_options, &local, settings.epochs)?,
+                None => 0,
+            },
             ..request.plan.clone()
         };
-        let limits = budget::probe();
         let mut plan = plan(
             &settings,
             &catalog,
@@ -173,6 +195,21 @@ impl<'a> Session<'a> {
             local.len(),
         )?;
         plan.verify_objects = verify_objects;
+        let checkpoints = match train_checkpoint {
+            Some(c) => {
+                let p = TrainCheckpointPlan::resolve(
+                    c,
+                    &checkpoint_options,
+                    &budget::MemoryLimits::unlimited(),
+                    &crate::setup::store::env,
+                    settings.epochs,
+                    plan.steps_per_rank,
+                )?;
+                notes.extend(p.notes.iter().cloned());
+                Some(p)
+            }
+            None => None,
+        };
         // A long run says so before it starts (process 0, which reports for the job).
         if let Some(line) = plan
             .long_run_estimate(crate::plan::LONG_RUN_S)
@@ -204,6 +241,7 @@ impl<'a> Session<'a> {
             peak_rss_since_setup,
             loader_footers,
             plan,
+            checkpoints,
             engine,
             client,
             interrupt,
@@ -234,7 +272,13 @@ impl<'a> Session<'a> {
             // From here Ctrl-C and SIGTERM stop the run and keep what it measured.
             self.setup_done
                 .store(true, std::sync::atomic::Ordering::SeqCst);
-            run_ranks(&self.plan, &self.client, &config, &server_cpu_now)
+            run_ranks(
+                &self.plan,
+                self.checkpoints.as_ref(),
+                &self.client,
+                &config,
+                &server_cpu_now,
+            )
         };
         if hosts && let Err(failure) = &outcome {
             // A failed run ends every process of the job (see `commands::run`).
@@ -330,6 +374,10 @@ impl<'a> Session<'a> {
                 lists: crate::s3::client::lists_sent() - self.lists_at_start,
                 overrides: crate::results::overrides(&self.config),
                 hosts: host_summaries,
+                checkpoints: self
+                    .checkpoints
+                    .as_ref()
+                    .map(|c| TrainCheckpointSummary::of(c, &measured.records)),
             },
         );
         Ok(Finished::Outcome(TrainingOutcome {
@@ -342,6 +390,26 @@ impl<'a> Session<'a> {
             interrupted,
         }))
     }
+}
+
+/// The memory of the checkpoints' buffers and connections on this process's ranks that write
+/// (a training run's `workflow.checkpoint`), counted in the training budget.
+fn checkpoint_bytes(
+    settings: &TrainCheckpointSettings,
+    options: &CheckpointOptions,
+    local: &Range<usize>,
+    epochs: u32,
+) -> anyhow::Result<u64> {
+    // The objects do not depend on the steps: planned for one step per epoch.
+    let draft = TrainCheckpointPlan::resolve(
+        settings,
+        options,
+        &budget::MemoryLimits::unlimited(),
+        &crate::setup::store::env,
+        epochs,
+        1,
+    )?;
+    Ok(draft.buffer_bytes(local.clone()))
 }
 
 /// The plan: in one process checked against this machine; under mpirun the whole job's plan,

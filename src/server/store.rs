@@ -25,6 +25,14 @@ pub enum Store {
     /// Whole objects (npz, jpeg, tfrecord) made from their index: nothing held per object.
     VirtualObjects(VirtualObjects),
     Sink(SinkStore),
+    /// A read-only dataset (`data`) with its bucket's keys under `prefix` sent to a sink: a
+    /// training run that checkpoints between its steps (`workflow.checkpoint`) on the embedded
+    /// server. Reads and listings under `prefix` and every write and upload go to the sink.
+    WithSink {
+        data: Box<Store>,
+        prefix: String,
+        sink: SinkStore,
+    },
 }
 
 /// An object opened for reading: its metadata, and where its bytes come from.
@@ -112,9 +120,36 @@ impl Store {
         Store::VirtualObjects(VirtualObjects::new(bucket, dataset, label))
     }
 
+    /// `data` with the keys under `prefix` of its bucket sent to a sink of content
+    /// `Content::of(key, randomize)` laid out as `shape` (see [`Store::WithSink`]).
+    pub fn with_sink(
+        data: Store,
+        prefix: &str,
+        randomize: bool,
+        shape: crate::content::Shape,
+    ) -> Result<Store, S3Error> {
+        let buckets = data.buckets()?;
+        let bucket = buckets.first().map_or("", |(b, _)| b.as_str());
+        let sink = SinkStore::new(bucket, Vec::new(), randomize, false).reduced(shape);
+        Ok(Store::WithSink {
+            data: Box::new(data),
+            prefix: prefix.to_string(),
+            sink,
+        })
+    }
+
+    /// Whether `key` is the sink's in a [`Store::WithSink`].
+    fn sinks(prefix: &str, key: &str) -> bool {
+        key.starts_with(prefix)
+    }
+
     /// One line for the operator: what is served.
     pub fn describe(&self) -> String {
         match self {
+            Store::WithSink { data, prefix, .. } => format!(
+                "{}; writes and the keys under {prefix} to a sink (checkpoints)",
+                data.describe()
+            ),
             Store::Dir(d) => d.describe(),
             Store::Virtual(v) => v.describe(),
             Store::VirtualObjects(v) => v.describe(),
@@ -125,7 +160,7 @@ impl Store {
     /// The sink's totals, for a sink.
     pub fn sink_stats(&self) -> Option<SinkStats> {
         match self {
-            Store::Sink(s) => Some(s.stats()),
+            Store::Sink(s) | Store::WithSink { sink: s, .. } => Some(s.stats()),
             _ => None,
         }
     }
@@ -134,7 +169,7 @@ impl Store {
     pub fn writable(&self) -> Result<Writable<'_>, S3Error> {
         match self {
             Store::Dir(d) => Ok(Writable::Dir(d)),
-            Store::Sink(s) => Ok(Writable::Sink(s)),
+            Store::Sink(s) | Store::WithSink { sink: s, .. } => Ok(Writable::Sink(s)),
             Store::Virtual(_) | Store::VirtualObjects(_) => Err(S3Error::read_only()),
         }
     }
@@ -145,6 +180,7 @@ impl Store {
             Store::Virtual(v) => Ok(vec![(v.bucket.clone(), v.created)]),
             Store::VirtualObjects(v) => Ok(vec![(v.bucket.clone(), v.created)]),
             Store::Sink(s) => Ok(s.buckets()),
+            Store::WithSink { data, .. } => data.buckets(),
         }
     }
 
@@ -155,6 +191,7 @@ impl Store {
             Store::Virtual(v) => v.check_bucket(bucket),
             Store::VirtualObjects(v) => v.check_bucket(bucket),
             Store::Sink(s) => s.check_bucket(bucket),
+            Store::WithSink { data, .. } => data.check_bucket(bucket),
         }
     }
 
@@ -172,6 +209,17 @@ impl Store {
                 Ok(Listing::Objects(v))
             }
             Store::Sink(s) => s.objects(bucket, prefix).map(Listing::Listed),
+            Store::WithSink {
+                data,
+                prefix: sunk,
+                sink,
+            } => {
+                if Store::sinks(sunk, prefix) {
+                    sink.objects(bucket, prefix).map(Listing::Listed)
+                } else {
+                    data.listing(bucket, prefix)
+                }
+            }
         }
     }
 
@@ -179,7 +227,7 @@ impl Store {
     pub fn uploads(&self, bucket: &str, prefix: &str) -> Result<Vec<UploadInfo>, S3Error> {
         match self {
             Store::Dir(d) => d.uploads(bucket, prefix),
-            Store::Sink(s) => s.uploads(bucket, prefix),
+            Store::Sink(s) | Store::WithSink { sink: s, .. } => s.uploads(bucket, prefix),
             Store::Virtual(v) => v.check_bucket(bucket).map(|()| Vec::new()),
             Store::VirtualObjects(v) => v.check_bucket(bucket).map(|()| Vec::new()),
         }
@@ -213,6 +261,16 @@ impl Store {
                 info: s.info(bucket, key)?,
                 source: Source::Sink(s),
             }),
+            Store::WithSink { data, prefix, sink } => {
+                if Store::sinks(prefix, key) {
+                    Ok(OpenObject {
+                        info: sink.info(bucket, key)?,
+                        source: Source::Sink(sink),
+                    })
+                } else {
+                    data.open(bucket, key)
+                }
+            }
         }
     }
 }

@@ -9,6 +9,7 @@ use anyhow::Context;
 
 use crate::catalog::{self, Catalog, CatalogError};
 use crate::checkpoint::CheckpointPlan;
+use crate::checkpoint::training::TrainCheckpointSettings;
 use crate::exit::UsageError;
 use crate::s3::target::valid_bucket_name;
 use crate::s3::{self, Bucket, Target};
@@ -115,14 +116,43 @@ pub struct Storage {
     pub server_bytes: u64,
 }
 
+/// Where the embedded server takes a training run's checkpoints (`workflow.checkpoint`):
+/// the keys under `<checkpoint_folder>/` (`global_epoch` at the bucket's root), to a sink of
+/// the checkpoints' content.
+#[derive(Debug, Clone)]
+pub struct CheckpointWrites {
+    pub prefix: String,
+    pub randomize: bool,
+}
+
+impl CheckpointWrites {
+    /// The writes of a training workload's checkpoints, if it has any.
+    pub fn of(checkpoint: Option<&TrainCheckpointSettings>) -> Option<CheckpointWrites> {
+        checkpoint.map(|c| {
+            let folder = &c.objects.folder;
+            CheckpointWrites {
+                // The folder (`<folder>/`, what a LIST of the checkpoints names), or the
+                // saves' own prefix when the folder is the bucket's root.
+                prefix: if folder.is_empty() {
+                    "global_epoch".to_string()
+                } else {
+                    format!("{folder}/")
+                },
+                randomize: c.objects.randomize_tensor,
+            }
+        })
+    }
+}
+
 impl Storage {
     /// `resolved` (the target the flags, environment or workload name), else the embedded
-    /// server with the workload's virtual dataset in `bucket`.
+    /// server with the workload's virtual dataset in `bucket` (and a sink for `checkpoints`).
     pub fn open(
         resolved: Option<Target>,
         settings: &Settings,
         bucket: Option<&str>,
         server_threads: Option<usize>,
+        checkpoints: Option<&CheckpointWrites>,
     ) -> anyhow::Result<Storage> {
         match resolved {
             Some(target) => Ok(Storage {
@@ -130,7 +160,7 @@ impl Storage {
                 target,
                 server_bytes: 0,
             }),
-            None => start_embedded(settings, bucket, server_threads),
+            None => start_embedded(settings, bucket, server_threads, checkpoints),
         }
     }
 
@@ -146,9 +176,15 @@ fn start_embedded(
     settings: &Settings,
     bucket: Option<&str>,
     server_threads: Option<usize>,
+    checkpoints: Option<&CheckpointWrites>,
 ) -> anyhow::Result<Storage> {
     let show = std::io::stderr().is_terminal();
     let (store, bucket, template_bytes) = virtual_any(settings, bucket, show)?;
+    let store = match checkpoints {
+        Some(c) => Store::with_sink(store, &c.prefix, c.randomize, Default::default())
+            .map_err(|e| anyhow::anyhow!("the embedded server's checkpoint sink: {e:?}"))?,
+        None => store,
+    };
     let (server, target) = start_loopback(store, &bucket, server_threads)?;
     // What the process holds now — templates, and what laying them out left behind — is the
     // server's share of the memory budget.

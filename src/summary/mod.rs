@@ -6,6 +6,7 @@
 pub mod checkpoint;
 pub mod dlio;
 pub mod limit;
+pub mod train_checkpoint;
 
 use std::collections::BTreeMap;
 
@@ -209,6 +210,8 @@ pub struct RunContext {
     pub overrides: Vec<(String, String)>,
     /// Under mpirun: each process's figures (empty for one process).
     pub hosts: Vec<HostSummary>,
+    /// The checkpoints written between the steps (`workflow.checkpoint`), when any.
+    pub checkpoints: Option<train_checkpoint::TrainCheckpointSummary>,
 }
 
 /// How a run ended.
@@ -354,6 +357,10 @@ pub struct RunSummary {
     /// Each endpoint's GETs, in the target's order.
     pub endpoints: Vec<EndpointSummary>,
     pub per_rank: Vec<RankSummary>,
+    /// The checkpoints written between the steps (`workflow.checkpoint: True`): per save its
+    /// epoch, step, keys, bytes and rank 0's duration and GiB/s, and DLIO's figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoints: Option<train_checkpoint::TrainCheckpointSummary>,
     pub notes: Vec<String>,
     /// What limited the run ([`limit::run_limit`]): the report's last line.
     pub limit: limit::RunLimit,
@@ -448,7 +455,6 @@ impl RunSummary {
             .copied()
             .collect::<Option<Vec<f64>>>()
             .map(|v| v.iter().sum());
-
         let mut all = RequestStats::default();
         for stats in &measured.stats {
             all.merge_counts(stats);
@@ -578,6 +584,7 @@ impl RunSummary {
             num_accelerators: plan.ranks.len(),
             hosts: context.hosts,
             per_rank,
+            checkpoints: context.checkpoints,
             notes,
             limit,
             timeseries: measured.timeseries.clone().without_histograms(),
@@ -596,13 +603,8 @@ fn rank_summaries(
     // Each rank's epochs, for DLIO's metric; `None` once a rank has an epoch without figures.
     let mut rank_epochs: Option<Vec<Vec<metrics::EpochMetrics>>> = Some(Vec::new());
     for (rank, (record, stats)) in measured.records.iter().zip(&measured.stats).enumerate() {
-        let epochs: Vec<metrics::EpochMetrics> = record
-            .steps
-            .iter()
-            .zip(&record.windows_ns)
-            .filter_map(|(steps, &window)| {
-                metrics::epoch_metrics(steps, window, settings.batch_size)
-            })
+        let epochs: Vec<metrics::EpochMetrics> = (0..record.steps.len())
+            .filter_map(|e| record.epoch_metrics(e, settings.batch_size))
             .collect();
         let complete = epochs.len() == record.steps.len();
         let au: Vec<f64> = epochs.iter().map(|e| e.au_percent).collect();

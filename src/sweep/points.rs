@@ -139,6 +139,7 @@ impl<'a> Planner<'a> {
             sharding: self.request.sharding,
             memory_cap_bytes: self.request.memory_budget_bytes,
             server_bytes: 0,
+            checkpoint_bytes: 0,
             loader: point.loader,
             prefetch_factor: self.request.prefetch_factor,
             tls: self.tls,

@@ -54,6 +54,7 @@ pub fn run(
         &settings,
         args.bucket.as_deref(),
         args.server_threads,
+        crate::setup::store::CheckpointWrites::of(workload.train_checkpoint.as_deref()).as_ref(),
     )?;
     limit_server(args, &storage)?;
     if args.find.find_max_np {
