@@ -165,8 +165,14 @@ pub fn coalesce(extents: &[Extent], hole: u64, limit: u64) -> Vec<Extent> {
 }
 
 /// `extents` (a file's selected column chunks) in offset order, as the catalog keeps them;
-/// two that overlap are a corrupt footer.
+/// two that overlap, or an empty one, are a corrupt footer.
 pub fn in_order(mut extents: Vec<Extent>) -> Result<Arc<[Extent]>, String> {
+    if let Some(e) = extents.iter().find(|e| e.len_bytes == 0) {
+        return Err(format!(
+            "a column chunk at byte {} is 0 bytes long",
+            e.offset
+        ));
+    }
     extents.sort_by_key(|e| e.offset);
     if extents.windows(2).any(|w| w[0].end() > w[1].offset) {
         return Err("two column chunks overlap".into());

@@ -82,13 +82,14 @@ pub struct Block {
 /// `end_block` and `end_train` at the v3.0 fork 21c0723): each block's as
 /// [`epoch_metrics`] (its first step excluded, as an epoch's), 0 for a block with nothing
 /// measured (one step), then the mean over blocks weighted by their steps (an empty block
-/// weighs 0). `None` when no block has figures.
+/// weighs 0): AU 0 when no block has figures (every block one step), as DLIO averages them.
+/// `None` for an epoch of no steps.
 pub fn blocks_metrics(
     steps: &[StepTimes],
     blocks: &[Block],
     batch_size: u64,
 ) -> Option<EpochMetrics> {
-    let (mut weight, mut au, mut sps, mut measured_s, mut any) = (0usize, 0.0, 0.0, 0.0, false);
+    let (mut weight, mut au, mut sps, mut measured_s) = (0usize, 0.0, 0.0, 0.0);
     for (i, block) in blocks.iter().enumerate() {
         let first = (block.first_step as usize).min(steps.len());
         let end = blocks
@@ -100,11 +101,10 @@ pub fn blocks_metrics(
             au += m.au_percent * own.len() as f64;
             sps += m.samples_per_s * own.len() as f64;
             measured_s += m.measured_s;
-            any = true;
         }
         weight += own.len();
     }
-    (any && weight > 0).then(|| EpochMetrics {
+    (weight > 0).then(|| EpochMetrics {
         au_percent: au / weight as f64,
         samples_per_s: sps / weight as f64,
         measured_s,
@@ -835,7 +835,10 @@ mod tests {
         ];
         let m = blocks_metrics(&steps[..3], &one, 4).unwrap();
         assert!(close(m.au_percent, 100.0 * 10.0 / 10.0 * 2.0 / 3.0, 1e-9));
-        assert_eq!(blocks_metrics(&steps[..1], &blocks[..1], 4), None);
+        // Every block one step: nothing measured, AU 0 for the epoch (DLIO's 0), not dropped.
+        let none = blocks_metrics(&steps[..1], &blocks[..1], 4).unwrap();
+        assert_eq!((none.au_percent, none.samples_per_s), (0.0, 0.0));
+        assert_eq!(blocks_metrics(&[], &blocks[..1], 4), None);
     }
 
     #[test]

@@ -252,6 +252,11 @@ impl Plan {
             })
             .flatten();
         if let Some((from, to, extents)) = extents {
+            debug_assert_eq!(
+                extents.bytes(),
+                get.len_bytes,
+                "a GET's pieces fill its buffer"
+            );
             return RangedGet {
                 whole: false,
                 key: self.catalog.key(get.file).into_owned(),

@@ -45,6 +45,8 @@ impl Catalog {
         Ok(catalog)
     }
 
+    /// The memory the catalog holds at its peak, for the budget: a whole-object catalog's
+    /// listing and its compact form, or a Parquet catalog's footers and what it keeps.
     pub fn listing_bytes(&self) -> u64 {
         match &self.objects {
             Some(o) => o.listing_bytes + o.heap_bytes() as u64,

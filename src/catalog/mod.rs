@@ -402,8 +402,6 @@ pub fn discover_objects(
 }
 
 impl Catalog {
-    /// The memory the catalog held at its peak, for the budget: a whole-object catalog's
-    /// listing and its compact form; 0 for Parquet, whose footers the process overhead covers.
     /// Files (objects) in the catalog, Parquet or whole objects.
     pub fn file_count(&self) -> usize {
         match &self.objects {
@@ -428,8 +426,6 @@ impl Catalog {
         }
     }
 
-    /// Row group `row_group` of file `file`: a whole object is one "row group" of all its
-    /// samples, spanning every byte.
     /// The requests of a GET over bytes `from..to` of Parquet file `file` under `gets`: its
     /// column chunks' extents, or `None` (one ranged GET) when every column is read or
     /// `gets` is a span.
@@ -444,6 +440,8 @@ impl Catalog {
         extents::requests(selected, from, to, gets)
     }
 
+    /// Row group `row_group` of file `file`: a whole object is one "row group" of all its
+    /// samples, spanning every byte.
     pub fn span(&self, file: usize, row_group: usize) -> RowGroupSpan {
         match &self.objects {
             Some(objects) => RowGroupSpan {

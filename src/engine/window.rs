@@ -537,6 +537,9 @@ pub trait Transport {
     fn check_idle(&self) -> Result<(), RankError> {
         Ok(())
     }
+
+    /// The rank's thread did something else for `pause` ([`RankIo::paused`]).
+    fn paused(&mut self, _pause: Duration) {}
 }
 
 /// One rank's I/O: its window and its engine's transport.
@@ -618,6 +621,10 @@ impl<T: Transport> RankIo for WindowedRank<'_, T> {
 
     fn compute(&mut self, duration: Duration) -> Result<(), RankError> {
         self.transport.compute(&mut self.window, duration)
+    }
+
+    fn paused(&mut self, pause: Duration) {
+        self.transport.paused(pause);
     }
 
     fn barrier(&mut self, barrier: &StepBarrier) -> Result<(), RankError> {

@@ -40,7 +40,13 @@ fn get_line(plan: &Plan, get: &RowGroupGet) -> String {
     format!(
         "{}  {groups:<8} {}  ({}, {} rows)",
         file_name(plan, get.file),
-        plan.ranged(get).range_header(),
+        {
+            let ranged = plan.ranged(get);
+            match ranged.extents {
+                Some(_) => ranged.describe(),
+                None => ranged.range_header(),
+            }
+        },
         bytes(get.len_bytes),
         get.rows
     )

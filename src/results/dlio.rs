@@ -78,7 +78,16 @@ pub fn training(
                 let drain = record.drain_ns.get(e).copied().unwrap_or(0);
                 let epoch_start = at;
                 let block_end = epoch_start + Duration::from_nanos(window);
-                let epoch_end = block_end + Duration::from_nanos(drain);
+                // The epoch ends after its saves too (DLIO's `duration` includes them).
+                let saved_to = record
+                    .saves
+                    .iter()
+                    .filter(|v| v.epoch as usize == e + 1)
+                    .map(|v| v.start_ns + v.duration_ns)
+                    .max()
+                    .unwrap_or(0);
+                let lasted = (window + drain).max(saved_to);
+                let epoch_end = epoch_start + Duration::from_nanos(lasted);
                 at = epoch_end;
                 let m = record.epoch_metrics(e, s.batch_size);
                 let list = |f: &dyn Fn(&crate::metrics::StepTimes) -> u64| -> Json {
@@ -103,7 +112,7 @@ pub fn training(
                         "duration": format!("{:.2}", secs(window)),
                     },
                     "end": dlio_time(epoch_end),
-                    "duration": format!("{:.2}", secs(window + drain)),
+                    "duration": format!("{:.2}", secs(lasted)),
                 });
                 // DLIO's `save_ckpt{n}` (`statscounter.py` 368-383): its duration a number,
                 // its throughput `checkpoint_size_GB` ÷ the duration.

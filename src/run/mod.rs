@@ -224,12 +224,18 @@ pub fn run_ranks(
     }
 }
 
-/// The longest a save may keep the other ranks at the barrier: each part of every rank's
-/// objects with all of its attempts (0 without checkpoints).
+/// The longest a save may keep the other ranks at the barrier: each part of the most any rank
+/// writes, with all of its attempts, one after the other (0 without checkpoints).
 fn save_timeout(checkpoints: Option<&TrainCheckpointPlan>, client: &Client) -> Duration {
     let policy = client.policy();
     checkpoints.map_or(Duration::ZERO, |c| {
-        let bytes: u64 = c.objects.ranks.iter().flatten().map(|o| o.bytes).sum();
+        let bytes: u64 = c
+            .objects
+            .ranks
+            .iter()
+            .map(|objects| objects.iter().map(|o| o.bytes).sum::<u64>())
+            .max()
+            .unwrap_or(0);
         let parts = bytes / c.objects.io.part_bytes.max(1) + 1;
         policy.timeout * (policy.retries + 1) * parts.min(1 << 16) as u32
     })

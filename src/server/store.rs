@@ -215,9 +215,18 @@ impl Store {
                 sink,
             } => {
                 if Store::sinks(sunk, prefix) {
-                    sink.objects(bucket, prefix).map(Listing::Listed)
-                } else {
-                    data.listing(bucket, prefix)
+                    return sink.objects(bucket, prefix).map(Listing::Listed);
+                }
+                let listing = data.listing(bucket, prefix)?;
+                // A prefix above the checkpoint folder (`checkpoints/`, the bucket): the
+                // dataset's keys and the sink's, in key order.
+                match listing {
+                    Listing::Listed(mut objects) if sunk.starts_with(prefix) => {
+                        objects.extend(sink.objects(bucket, prefix)?);
+                        objects.sort_by(|a, b| a.key.cmp(&b.key));
+                        Ok(Listing::Listed(objects))
+                    }
+                    other => Ok(other),
                 }
             }
         }

@@ -121,8 +121,9 @@ impl TrainCheckpointSummary {
         }
     }
 
-    /// DLIO's training `metric` with these checkpoint figures first, in DLIO's order: the four
-    /// `save_*` (when a save happened), `checkpoint_size_GB`, then `train`'s keys as they are.
+    /// DLIO's training `metric` with these checkpoint figures: the four `save_*` (when a save
+    /// happened), `checkpoint_size_GB`, and `train`'s keys — DLIO's set; written in
+    /// serde_json's key order (sorted), not DLIO's insertion order, as every leaf map is.
     pub fn dlio_metric(&self, train: Json) -> Json {
         let mut metric = Map::new();
         if let Some(m) = &self.metric

@@ -733,6 +733,18 @@ impl Conn {
         }
     }
 
+    /// Moves the attempt's clocks on by `by`: its rank did something else (a checkpoint save)
+    /// and read nothing meanwhile, which is no delay of the server's.
+    pub fn shift_clocks(&mut self, by: Duration) {
+        if let Some(job) = self.job.as_mut() {
+            job.attempt_started += by;
+            job.last_progress += by;
+            if let Some(sent) = job.body_sent.as_mut() {
+                *sent += by;
+            }
+        }
+    }
+
     /// What the attempt waits for now, and until when: the earlier of the whole attempt's
     /// limit and its phase's (the connect, the response head, the next body bytes).
     fn deadline(&self, policy: &RetryPolicy) -> Option<(Wait, Instant)> {
@@ -870,6 +882,26 @@ mod tests {
             .unwrap();
         assert_eq!(step, Step::Queue(Op::Peek { at: 0 }));
         (conn, now)
+    }
+
+    /// A rank that saved a checkpoint read nothing meanwhile: its GETs' limits move on by the
+    /// pause, so a save longer than a timeout does not time out the GETs in flight.
+    #[test]
+    fn a_pause_moves_the_attempts_limits_on() {
+        let (mut conn, now) = sent(100);
+        let policy = RetryPolicy {
+            timeout: Duration::from_millis(300),
+            ..RetryPolicy::default()
+        };
+        let before = conn.wake_at(&policy).unwrap();
+        let pause = Duration::from_secs(5);
+        conn.shift_clocks(pause);
+        assert_eq!(conn.wake_at(&policy), Some(before + pause));
+        assert_eq!(conn.on_timer(now + pause, &policy), TimerAction::None);
+        // An idle connection has nothing to move.
+        let mut idle = Conn::default();
+        idle.shift_clocks(pause);
+        assert_eq!(idle.wake_at(&policy), None);
     }
 
     #[test]

@@ -435,6 +435,13 @@ impl Transport for RingIo<'_> {
         self.ring.give_buffer(buf);
     }
 
+    /// Nothing was read while the rank saved a checkpoint: the GETs in flight lose no time.
+    fn paused(&mut self, pause: Duration) {
+        for conn in &mut self.conns {
+            conn.shift_clocks(pause);
+        }
+    }
+
     /// A reshuffled epoch's GETs: checked against the buffers, their paths formatted now,
     /// before the epoch's barrier.
     fn load(&mut self, window: &UringWindow) -> Result<(), RankError> {
