@@ -184,7 +184,17 @@ impl RingIo<'_> {
                 "a GET answered {status} as a document (a bug)"
             ))),
             Step::Failed(failure) => {
-                let error = self.request_error(window, c, object, failure);
+                // A request of a GET sent as several is named as itself: its key and range.
+                let error = match job.part.filter(|p| !p.head) {
+                    Some(p) => {
+                        let piece = RangedGet {
+                            key: object.key.clone(),
+                            ..p.as_get()
+                        };
+                        self.request_error(window, c, &piece, failure)
+                    }
+                    None => self.request_error(window, c, object, failure),
+                };
                 self.attempt_failed(window, c, job.retries, error)
             }
         }
