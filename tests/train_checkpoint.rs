@@ -263,6 +263,29 @@ fn step_mode_saves_after_every_s_steps_and_the_results_leaf_carries_dlios_keys()
     let stats = leaf.with_file_name("0_per_epoch_stats.json");
     let stats: Value = serde_json::from_str(&std::fs::read_to_string(stats).unwrap()).unwrap();
     assert!(stats["1"]["save_ckpt2"]["duration"].is_number(), "{stats}");
+    // And the blocks the saves cut, as DLIO's: block1 (steps 1-2), save_ckpt1, block2 (steps
+    // 3-4), save_ckpt2, block3 (empty), each block starting where the save before it ended.
+    for b in ["block1", "block2", "block3"] {
+        assert!(stats["1"][b]["start"].is_string(), "{b}: {stats}");
+    }
+    assert!(stats["1"].get("block4").is_none(), "{stats}");
+    assert_eq!(
+        stats["1"]["block2"]["start"],
+        stats["1"]["save_ckpt1"]["end"]
+    );
+    assert_eq!(
+        stats["1"]["block3"]["start"],
+        stats["1"]["save_ckpt2"]["end"]
+    );
+    let output = leaf.with_file_name("0_output.json");
+    let output: Value = serde_json::from_str(&std::fs::read_to_string(output).unwrap()).unwrap();
+    let steps_of = |b: &str| output["1"]["load"][b].as_array().map(Vec::len);
+    assert_eq!(
+        (steps_of("block1"), steps_of("block2"), steps_of("block3")),
+        (Some(2), Some(2), Some(0)),
+        "{output}"
+    );
+    assert!(output["1"]["au"]["block2"].is_number(), "{output}");
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {

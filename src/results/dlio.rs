@@ -73,63 +73,15 @@ pub fn training(
             host_fields(&mut output, per_host);
             let mut stats = Map::new();
             let mut at = start;
-            for (e, steps) in record.steps.iter().enumerate() {
-                let window = record.windows_ns.get(e).copied().unwrap_or(0);
-                let drain = record.drain_ns.get(e).copied().unwrap_or(0);
-                let epoch_start = at;
-                let block_end = epoch_start + Duration::from_nanos(window);
-                // The epoch ends after its saves too (DLIO's `duration` includes them).
-                let saved_to = record
-                    .saves
-                    .iter()
-                    .filter(|v| v.epoch as usize == e + 1)
-                    .map(|v| v.start_ns + v.duration_ns)
-                    .max()
-                    .unwrap_or(0);
-                let lasted = (window + drain).max(saved_to);
-                let epoch_end = epoch_start + Duration::from_nanos(lasted);
-                at = epoch_end;
-                let m = record.epoch_metrics(e, s.batch_size);
-                let list = |f: &dyn Fn(&crate::metrics::StepTimes) -> u64| -> Json {
-                    json!({ "block1": steps.iter().map(|t| secs(f(t))).collect::<Vec<f64>>() })
-                };
-                output.insert(
-                    (e + 1).to_string(),
-                    json!({
-                        "load": list(&|t| t.wait_ns),
-                        "proc": list(&|t| t.wait_ns + t.compute_ns),
-                        "throughput": { "block1": m.map(|m| m.samples_per_s) },
-                        "au": { "block1": m.map(|m| m.au_percent) },
-                        "compute": list(&|t| t.compute_ns),
-                        "end": dlio_time(epoch_end),
-                    }),
-                );
-                let mut epoch_stats = json!({
-                    "start": dlio_time(epoch_start),
-                    "block1": {
-                        "start": dlio_time(epoch_start),
-                        "end": dlio_time(block_end),
-                        "duration": format!("{:.2}", secs(window)),
-                    },
-                    "end": dlio_time(epoch_end),
-                    "duration": format!("{:.2}", secs(lasted)),
-                });
-                // DLIO's `save_ckpt{n}` (`statscounter.py` 368-383): its duration a number,
-                // its throughput `checkpoint_size_GB` ÷ the duration.
+            for e in 0..record.steps.len() {
                 let size_gib = summary
                     .checkpoints
                     .as_ref()
                     .map_or(0.0, |c| c.checkpoint_size_gb);
-                for save in record.saves.iter().filter(|v| v.epoch as usize == e + 1) {
-                    let begin = epoch_start + Duration::from_nanos(save.start_ns);
-                    let duration = secs(save.duration_ns).max(1e-9);
-                    epoch_stats[format!("save_ckpt{}", save.number)] = json!({
-                        "start": dlio_time(begin),
-                        "end": dlio_time(begin + Duration::from_nanos(save.duration_ns)),
-                        "duration": duration,
-                        "throughput": size_gib / duration,
-                    });
-                }
+                let (epoch_output, epoch_stats, epoch_end) =
+                    epoch_json(record, e, at, s.batch_size, size_gib);
+                at = epoch_end;
+                output.insert((e + 1).to_string(), epoch_output);
                 stats.insert((e + 1).to_string(), epoch_stats);
             }
             output.insert("hostname".into(), json!(crate::cluster::Cluster::host()));
@@ -138,6 +90,134 @@ pub fn training(
         })
         .collect();
     (fields, ranks)
+}
+
+/// One of DLIO's blocks of an epoch: its name, its steps, when it started and its window.
+struct BlockTimes<'a> {
+    name: String,
+    steps: &'a [crate::metrics::StepTimes],
+    start: SystemTime,
+    window_ns: u64,
+}
+
+/// The blocks of epoch `e` of `record` started at `epoch_start`: one (`block1`, the epoch's
+/// window) unless checkpoints cut it (step mode), then each block from the epoch's start or
+/// the end of the save before it (DLIO's `start_block` after `end_save_ckpt`).
+fn epoch_blocks(
+    record: &crate::rank::RankRecord,
+    e: usize,
+    epoch_start: SystemTime,
+) -> Vec<BlockTimes<'_>> {
+    let steps = &record.steps[e];
+    let window = record.windows_ns.get(e).copied().unwrap_or(0);
+    let blocks = match record.blocks.get(e).filter(|b| !b.is_empty()) {
+        Some(blocks) => blocks,
+        None => {
+            return vec![BlockTimes {
+                name: "block1".into(),
+                steps,
+                start: epoch_start,
+                window_ns: window,
+            }];
+        }
+    };
+    let saves: Vec<&crate::rank::SaveRecord> = record
+        .saves
+        .iter()
+        .filter(|v| v.epoch as usize == e + 1)
+        .collect();
+    blocks
+        .iter()
+        .enumerate()
+        .map(|(i, block)| {
+            let first = (block.first_step as usize).min(steps.len());
+            let end = blocks
+                .get(i + 1)
+                .map_or(steps.len(), |b| (b.first_step as usize).min(steps.len()))
+                .max(first);
+            let after_save = i
+                .checked_sub(1)
+                .and_then(|k| saves.get(k))
+                .map_or(0, |v| v.start_ns + v.duration_ns);
+            BlockTimes {
+                name: format!("block{}", i + 1),
+                steps: &steps[first..end],
+                start: epoch_start + Duration::from_nanos(after_save),
+                window_ns: block.window_ns,
+            }
+        })
+        .collect()
+}
+
+/// Epoch `e` of `record` as DLIO writes it, started at `epoch_start`: its entry of the rank's
+/// `*_output.json` (load, proc, compute per block; each block's throughput and AU), its
+/// `per_epoch_stats` (each block, each `save_ckpt{n}`: its duration a number, its throughput
+/// `checkpoint_size_GB` ÷ the duration, `statscounter.py` 368-383), and when it ended (after
+/// its saves too: DLIO's `duration` includes them).
+fn epoch_json(
+    record: &crate::rank::RankRecord,
+    e: usize,
+    epoch_start: SystemTime,
+    batch_size: u64,
+    size_gib: f64,
+) -> (Json, Json, SystemTime) {
+    let window = record.windows_ns.get(e).copied().unwrap_or(0);
+    let drain = record.drain_ns.get(e).copied().unwrap_or(0);
+    let saves = || {
+        record
+            .saves
+            .iter()
+            .filter(move |v| v.epoch as usize == e + 1)
+    };
+    let saved_to = saves()
+        .map(|v| v.start_ns + v.duration_ns)
+        .max()
+        .unwrap_or(0);
+    let lasted = (window + drain).max(saved_to);
+    let epoch_end = epoch_start + Duration::from_nanos(lasted);
+    let blocks = epoch_blocks(record, e, epoch_start);
+    let per_block = |f: &dyn Fn(&BlockTimes) -> Json| -> Json {
+        Json::Object(blocks.iter().map(|b| (b.name.clone(), f(b))).collect())
+    };
+    let list = |f: &dyn Fn(&crate::metrics::StepTimes) -> u64| {
+        per_block(&|b| json!(b.steps.iter().map(|t| secs(f(t))).collect::<Vec<f64>>()))
+    };
+    // One block: the epoch's figures (as before); several: each block's own.
+    let metrics = |b: &BlockTimes| match blocks.len() {
+        1 => record.epoch_metrics(e, batch_size),
+        _ => crate::metrics::epoch_metrics(b.steps, b.window_ns, batch_size),
+    };
+    let output = json!({
+        "load": list(&|t| t.wait_ns),
+        "proc": list(&|t| t.wait_ns + t.compute_ns),
+        "throughput": per_block(&|b| json!(metrics(b).map(|m| m.samples_per_s))),
+        "au": per_block(&|b| json!(metrics(b).map(|m| m.au_percent))),
+        "compute": list(&|t| t.compute_ns),
+        "end": dlio_time(epoch_end),
+    });
+    let mut stats = json!({
+        "start": dlio_time(epoch_start),
+        "end": dlio_time(epoch_end),
+        "duration": format!("{:.2}", secs(lasted)),
+    });
+    for b in &blocks {
+        stats[b.name.as_str()] = json!({
+            "start": dlio_time(b.start),
+            "end": dlio_time(b.start + Duration::from_nanos(b.window_ns)),
+            "duration": format!("{:.2}", secs(b.window_ns)),
+        });
+    }
+    for save in saves() {
+        let begin = epoch_start + Duration::from_nanos(save.start_ns);
+        let duration = secs(save.duration_ns).max(1e-9);
+        stats[format!("save_ckpt{}", save.number)] = json!({
+            "start": dlio_time(begin),
+            "end": dlio_time(begin + Duration::from_nanos(save.duration_ns)),
+            "duration": duration,
+            "throughput": size_gib / duration,
+        });
+    }
+    (output, stats, epoch_end)
 }
 
 /// One phase of a checkpoint run: its records (rank by rank), the checkpoints' step numbers
