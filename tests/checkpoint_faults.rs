@@ -226,23 +226,10 @@ fn other_writers_uploads_are_named_and_left_and_keys_outside_the_folder_ignored(
             "{engine}: {stderr}"
         );
         // The run's own uploads all ended: no journal is left behind.
-        let left: Vec<_> = walk(state.path())
+        let left: Vec<_> = common::walk(state.path())
             .into_iter()
             .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
             .collect();
         assert!(left.is_empty(), "{engine}: {left:?}");
     }
-}
-
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            out.extend(walk(&path));
-        } else {
-            out.push(path);
-        }
-    }
-    out
 }

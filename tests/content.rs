@@ -55,7 +55,7 @@ fn the_ratios_asked_are_the_ratios_an_independent_check_measures() {
             format!("content version 2: dedupe {r}:1 over 4096-byte blocks, compression {c}:1")
         };
         assert!(stdout.contains(&want), "{want}: {stdout}");
-        let file = walk(&out).pop().expect("one object");
+        let file = common::walk(&out).pop().expect("one object");
         let m = common::python_json(RATIOS, &[file.to_str().unwrap()]);
         assert!(m["bytes"].as_u64().unwrap() >= 256 << 20, "{m}");
         for (field, asked) in [("dedupe_ratio", r), ("compress_ratio", c)] {
@@ -68,20 +68,6 @@ fn the_ratios_asked_are_the_ratios_an_independent_check_measures() {
         }
         std::fs::remove_dir_all(&out).unwrap();
     }
-}
-
-/// Every file under `dir`.
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            files.extend(walk(&path));
-        } else {
-            files.push(path);
-        }
-    }
-    files
 }
 
 const REDUCED: [&str; 4] = ["--dedupe-ratio", "2", "--compress-ratio", "2"];
@@ -178,7 +164,7 @@ fn strs(args: &[String]) -> Vec<&str> {
 /// The objects under `root`/ringload, by bucket-relative key and size.
 fn listed(root: &std::path::Path) -> Vec<(String, u64)> {
     let bucket = root.join("ringload");
-    let mut out: Vec<(String, u64)> = walk(&bucket)
+    let mut out: Vec<(String, u64)> = common::walk(&bucket)
         .into_iter()
         .map(|p| {
             let key = p

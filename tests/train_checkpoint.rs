@@ -235,7 +235,7 @@ fn step_mode_saves_after_every_s_steps_and_the_results_leaf_carries_dlios_keys()
     assert_eq!(summary["checkpoints"]["saves"].as_array().unwrap().len(), 4);
 
     // The leaf's summary.json: DLIO's checkpoint keys beside the train_* ones.
-    let leaf = walk(&results)
+    let leaf = common::walk(&results)
         .into_iter()
         .find(|p| p.ends_with("summary.json") && !p.ends_with("ringload_summary.json"))
         .expect("a leaf summary.json");
@@ -286,19 +286,6 @@ fn step_mode_saves_after_every_s_steps_and_the_results_leaf_carries_dlios_keys()
         "{output}"
     );
     assert!(output["1"]["au"]["block2"].is_number(), "{output}");
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            out.extend(walk(&path));
-        } else {
-            out.push(path);
-        }
-    }
-    out
 }
 
 #[test]

@@ -356,3 +356,18 @@ pub fn summed_kinds(
     kinds.retain(|_, n| *n > 0);
     kinds
 }
+
+/// Every file under `dir`, at any depth (none when it cannot be read).
+#[allow(dead_code)]
+pub fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
