@@ -123,8 +123,12 @@ fn summary(cmd: &mut std::process::Command) -> serde_json::Value {
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
 }
 
-fn run_json(args: &[&str]) -> serde_json::Value {
-    summary(ringload().args(args))
+/// `ringload run dlrm_b200` at [`SHAPE`] with `--verify` and `args`.
+fn dlrm_run(args: &[&str]) -> std::process::Command {
+    let mut cmd = ringload();
+    cmd.args(["run", "dlrm_b200", SHAPE[0], SHAPE[1], "--verify"])
+        .args(args);
+    cmd
 }
 
 /// A run's figures: every planned byte read, as many ranged GETs as chunks, all verified.
@@ -180,16 +184,7 @@ fn generated_dlrm_files_are_what_pyarrow_reads_and_a_run_fetches_exactly_the_rea
 
     // The embedded default serves the same layout: the same bytes, chunk by chunk.
     for engine in ["uring", "baseline"] {
-        let s = run_json(&[
-            "run",
-            "dlrm_b200",
-            SHAPE[0],
-            SHAPE[1],
-            "--engine",
-            engine,
-            "--verify",
-            "--json",
-        ]);
+        let s = summary(&mut dlrm_run(&["--engine", engine, "--json"]));
         assert_read_chunks(&s, bytes, extents.len(), &format!("embedded {engine}"));
         assert_eq!(s["verify"]["unchecked_bytes"], 0, "{s}");
     }
@@ -203,18 +198,8 @@ fn generated_dlrm_files_are_what_pyarrow_reads_and_a_run_fetches_exactly_the_rea
             "--request-log",
             log.to_str().unwrap(),
         ]);
-        let s = run_json(&[
-            "run",
-            "dlrm_b200",
-            SHAPE[0],
-            SHAPE[1],
-            "--engine",
-            engine,
-            "--endpoint",
-            &server.endpoint,
-            "--verify",
-            "--json",
-        ]);
+        let endpoint = ["--endpoint", &server.endpoint];
+        let s = summary(dlrm_run(&["--engine", engine, "--json"]).args(endpoint));
         assert_read_chunks(&s, bytes, extents.len(), &format!("serve --dir {engine}"));
         drop(server);
         let logged = logged_ranges(&log);
@@ -232,15 +217,10 @@ fn generated_dlrm_files_are_what_pyarrow_reads_and_a_run_fetches_exactly_the_rea
 
     // pyarrow's pre-buffering form merges what its 8 KiB hole rule merges: fewer requests,
     // the same chunks (and nothing else: no hole here is that small).
-    let s = run_json(&[
-        "run",
-        "dlrm_b200",
-        SHAPE[0],
-        SHAPE[1],
+    let s = summary(&mut dlrm_run(&[
         "storage.storage_options.column_gets=coalesced",
-        "--verify",
         "--json",
-    ]);
+    ]));
     assert_eq!(s["bytes_read"], bytes, "{s}");
     // Arrow's rule on pyarrow's extents, file by file: a hole of at most 8 KiB is read through.
     let mut merged = 0u64;
@@ -269,20 +249,13 @@ fn generated_dlrm_files_are_what_pyarrow_reads_and_a_run_fetches_exactly_the_rea
             "503@rg/nth=7,cut=100@rg/nth=23",
         ]);
         let ca = certs.join("ca.pem");
-        let s = run_json(&[
-            "run",
-            "dlrm_b200",
-            SHAPE[0],
-            SHAPE[1],
-            "--engine",
-            engine,
+        let tls = [
             "--endpoint",
             &server.endpoint,
             "--ca-bundle",
             ca.to_str().unwrap(),
-            "--verify",
-            "--json",
-        ]);
+        ];
+        let s = summary(dlrm_run(&["--engine", engine, "--json"]).args(tls));
         assert_read_chunks(
             &s,
             bytes,
@@ -298,17 +271,8 @@ fn generated_dlrm_files_are_what_pyarrow_reads_and_a_run_fetches_exactly_the_rea
             "--faults",
             "flip=5000@rg/nth=9",
         ]);
-        let (code, _, stderr) = common::run(&[
-            "run",
-            "dlrm_b200",
-            SHAPE[0],
-            SHAPE[1],
-            "--engine",
-            engine,
-            "--endpoint",
-            &server.endpoint,
-            "--verify",
-        ]);
+        let endpoint = ["--endpoint", &server.endpoint];
+        let (code, _, stderr) = output(dlrm_run(&["--engine", engine]).args(endpoint));
         assert_eq!(code, 3, "{engine}: {stderr}");
         assert!(stderr.contains("XXH3-64"), "{engine}: {stderr}");
     }
@@ -348,11 +312,8 @@ fn dlrm_chunks_are_read_from_garage() {
     let pyarrow = python_json(EXTENTS, &[train.to_str().unwrap(), &read.join(",")]);
     let (extents, bytes) = expected(&pyarrow);
     for engine in ["uring", "baseline"] {
-        let mut cmd = ringload();
-        cmd.args(["run", "dlrm_b200", SHAPE[0], SHAPE[1], &data_folder])
-            .args([
-                "--engine", engine, "--bucket", &g.bucket, "--verify", "--json",
-            ])
+        let mut cmd = dlrm_run(&[&data_folder, "--engine", engine, "--json"]);
+        cmd.args(["--bucket", &g.bucket])
             .env("AWS_ENDPOINT_URL", &g.endpoint)
             .env("AWS_ACCESS_KEY_ID", &g.key)
             .env("AWS_SECRET_ACCESS_KEY", &g.secret)
