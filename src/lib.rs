@@ -28,6 +28,7 @@ pub mod dataset;
 pub mod engine;
 pub mod exit;
 pub mod extents;
+pub mod files;
 #[cfg(test)]
 mod fuzz;
 pub mod loader;

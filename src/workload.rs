@@ -142,17 +142,14 @@ impl Workload {
         }
     }
 
-    /// Refuses a storage type ringload cannot reach yet, naming the key and the fix.
-    pub fn check_reachable(&self) -> Result<(), SettingsError> {
-        match self.storage_type {
-            StorageType::S3 => Ok(()),
-            StorageType::LocalFs | StorageType::ParallelFs => Err(invalid(
-                &self.config,
-                "storage.storage_type",
-                "ringload reaches S3-compatible object stores only so far; set \
-                 storage.storage_type=s3 (with --endpoint, or the embedded server by default)",
-            )),
-        }
+    /// Whether the workload names a mounted file system (`storage.storage_type: local_fs`
+    /// or `parallel_fs`): its keys are paths under `storage.storage_root` (DLIO's
+    /// `storage_root`, `./` by default) unless `--data-dir` says where.
+    pub fn on_files(&self) -> bool {
+        matches!(
+            self.storage_type,
+            StorageType::LocalFs | StorageType::ParallelFs
+        )
     }
 }
 
@@ -182,11 +179,11 @@ mod tests {
     }
 
     #[test]
-    fn storage_types_are_named_and_a_file_system_is_refused_for_now() {
+    fn storage_types_are_named_and_a_file_system_is_on_files() {
         let fs = workload("flux_b200", &["storage.storage_type=local_fs"]).unwrap();
         assert_eq!(fs.storage_type, StorageType::LocalFs);
-        let err = fs.check_reachable().unwrap_err().to_string();
-        assert!(err.contains("storage.storage_type=s3"), "{err}");
+        assert!(fs.on_files());
+        assert!(!workload("flux_b200", &[]).unwrap().on_files());
         let err = workload("flux_b200", &["storage.storage_type=nfs"])
             .unwrap_err()
             .to_string();

@@ -46,6 +46,8 @@ const LAYERS: &[(&str, u32)] = &[
     // The S3 client; one GET as an engine sends it.
     ("s3", 2),
     ("ranged", 2),
+    // A mounted file system: its type, O_DIRECT's alignment, the page cache, the device.
+    ("files", 2),
     // Datasets: writing them, reading their footers.
     ("datagen", 3),
     ("catalog", 3),
@@ -84,6 +86,7 @@ const LAYERS: &[(&str, u32)] = &[
     // `ringload serve`: the embedded server on its own, beside the sessions.
     ("serve", 16),
     ("run::session", 16),
+    ("run::source", 16),
     ("run::checkpoint", 16),
     ("run::checkpoint_hosts", 16),
     ("run::checkpoint_list", 16),
@@ -107,6 +110,26 @@ const FORBIDDEN: &[(&str, &str, &str)] = &[
     (
         "engine::baseline",
         "engine::uring",
+        "engines never import each other",
+    ),
+    (
+        "engine::file",
+        "engine::uring",
+        "engines never import each other",
+    ),
+    (
+        "engine::file",
+        "engine::baseline",
+        "engines never import each other",
+    ),
+    (
+        "engine::uring",
+        "engine::file",
+        "engines never import each other",
+    ),
+    (
+        "engine::baseline",
+        "engine::file",
         "engines never import each other",
     ),
     ("engine", "units", "the hot path never formats for people"),

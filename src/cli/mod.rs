@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand};
 
 mod checkpoint;
 mod data;
+mod files;
 mod maxnp;
 mod mlperf;
 mod s3;
@@ -238,6 +239,9 @@ pub struct RunOptions {
     pub s3: S3Args,
 
     #[command(flatten)]
+    pub files: files::FileArgs,
+
+    #[command(flatten)]
     pub checkpoint: CheckpointArgs,
 
     /// The CPUs rank threads are pinned to, round-robin, e.g. 0-3,6 [default: every CPU in
@@ -277,6 +281,7 @@ impl RunOptions {
     pub fn to_args(&self) -> Vec<String> {
         let mut args = self.shape.to_args();
         args.extend(self.s3.to_args());
+        args.extend(self.files.to_args());
         args.extend(self.checkpoint.to_args());
         if let Some(cpus) = &self.cpus {
             args.extend(["--cpus".to_string(), cpus.clone()]);
@@ -405,6 +410,7 @@ impl RunArgs {
             target: options.s3.target_flags(),
             bucket: options.s3.bucket.clone(),
             retry: options.s3.retry_policy(),
+            files: options.files.request(),
             checkpoint: crate::run::request::CheckpointRequest {
                 io: options.checkpoint.io_options(options.verify),
                 after: options.checkpoint.after.clone(),

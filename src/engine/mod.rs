@@ -7,9 +7,13 @@
 //!   completion loop, bodies read by the kernel straight into registered buffers.
 //! - [`baseline`]: the conventional loader — a tokio multi-thread runtime, hyper's pooled
 //!   client, each body collected into a freshly allocated heap buffer.
+//! - [`file`]: a mounted file system (`--data-dir`): one io_uring per pinned rank thread,
+//!   `O_DIRECT` reads straight into the registered buffers ([`pool`], shared with [`uring`]).
 
 pub mod baseline;
 pub mod common;
+pub mod file;
+pub mod pool;
 pub mod uring;
 pub mod window;
 
@@ -19,12 +23,14 @@ use std::ops::Range;
 use serde::Serialize;
 
 use self::baseline::Baseline;
+use self::file::FileEngine;
 use self::uring::UringEngine;
 use crate::checkpoint::ObjectIoShape;
+use crate::files::DataDir;
 use crate::plan::{Plan, RangedGet};
 use crate::rank::checkpoint::ObjectIo;
 use crate::rank::{IoError, IoErrorKind, Progress, RankError, RankIo, StepBarrier};
-use crate::s3::{Client, RequestError};
+use crate::s3::{Client, RequestError, RetryPolicy};
 
 /// Which engine moves the bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
@@ -34,6 +40,29 @@ pub enum EngineKind {
     Uring,
     /// tokio + hyper, a fresh heap buffer per GET: the conventional design.
     Baseline,
+    /// A mounted file system (`--data-dir`): io_uring per pinned rank thread, `O_DIRECT`
+    /// reads into registered buffers.
+    File,
+}
+
+/// Where a run's bytes are: an S3 target (its client), or a data directory.
+#[derive(Debug, Clone, Copy)]
+pub enum Reach<'a> {
+    S3(&'a Client),
+    Dir {
+        dir: &'a DataDir,
+        policy: RetryPolicy,
+    },
+}
+
+impl Reach<'_> {
+    /// The limits of one request: the S3 client's, or the file run's `--timeout`.
+    pub fn policy(&self) -> RetryPolicy {
+        match self {
+            Reach::S3(client) => *client.policy(),
+            Reach::Dir { policy, .. } => *policy,
+        }
+    }
 }
 
 impl fmt::Display for EngineKind {
@@ -41,6 +70,7 @@ impl fmt::Display for EngineKind {
         f.write_str(match self {
             EngineKind::Uring => "uring",
             EngineKind::Baseline => "baseline",
+            EngineKind::File => "file",
         })
     }
 }
@@ -52,6 +82,7 @@ impl fmt::Display for EngineKind {
 pub enum Engine {
     Uring(UringEngine),
     Baseline(Baseline),
+    File(FileEngine),
 }
 
 impl Engine {
@@ -62,14 +93,19 @@ impl Engine {
     /// as the io_uring engine's do.
     pub fn prepare(
         kind: EngineKind,
-        client: &Client,
+        reach: Reach<'_>,
         plan: &Plan,
         ranks: Range<usize>,
         threads: usize,
     ) -> Result<Engine, RankError> {
-        Ok(match kind {
-            EngineKind::Uring => Engine::Uring(UringEngine::new(client.clone())?),
-            EngineKind::Baseline => {
+        Ok(match (kind, reach) {
+            (EngineKind::File, Reach::Dir { dir, policy }) => {
+                Engine::File(FileEngine::new(dir.clone(), policy))
+            }
+            (EngineKind::Uring, Reach::S3(client)) => {
+                Engine::Uring(UringEngine::new(client.clone())?)
+            }
+            (EngineKind::Baseline, Reach::S3(client)) => {
                 let baseline = Baseline::new(client.clone(), threads).map_err(|e| {
                     RankError::Engine(format!("cannot start the baseline runtime: {e}"))
                 })?;
@@ -82,6 +118,7 @@ impl Engine {
                     .map_err(|e| RankError::Io(e.into()))?;
                 Engine::Baseline(baseline)
             }
+            (kind, _) => return Err(mismatch(kind)),
         })
     }
 
@@ -135,6 +172,12 @@ impl Engine {
                 io.window.count_into(counter);
                 io
             }),
+            Engine::File(file) => Box::new({
+                let buffer_bytes = plan.memory.buffer_bytes as usize;
+                let mut io = file.rank(gets, prefetch, small, epochs, buffer_bytes, barrier)?;
+                io.window.count_into(counter);
+                io
+            }),
         })
     }
 
@@ -142,16 +185,22 @@ impl Engine {
     /// baseline starts its runtime of `threads` workers.
     pub fn for_checkpoint(
         kind: EngineKind,
-        client: &Client,
+        reach: Reach<'_>,
         threads: usize,
     ) -> Result<Engine, RankError> {
-        Ok(match kind {
-            EngineKind::Uring => Engine::Uring(UringEngine::new(client.clone())?),
-            EngineKind::Baseline => {
+        Ok(match (kind, reach) {
+            (EngineKind::File, Reach::Dir { dir, policy }) => {
+                Engine::File(FileEngine::new(dir.clone(), policy))
+            }
+            (EngineKind::Uring, Reach::S3(client)) => {
+                Engine::Uring(UringEngine::new(client.clone())?)
+            }
+            (EngineKind::Baseline, Reach::S3(client)) => {
                 Engine::Baseline(Baseline::new(client.clone(), threads).map_err(|e| {
                     RankError::Engine(format!("cannot start the baseline runtime: {e}"))
                 })?)
             }
+            (kind, _) => return Err(mismatch(kind)),
         })
     }
 
@@ -165,6 +214,7 @@ impl Engine {
         Ok(match self {
             Engine::Uring(uring) => Box::new(uring.checkpoint(rank, shape)?),
             Engine::Baseline(baseline) => Box::new(baseline.checkpoint(rank, shape)),
+            Engine::File(_) => return Err(mismatch(EngineKind::File)),
         })
     }
 
@@ -172,10 +222,17 @@ impl Engine {
     /// running after a failure are dropped).
     pub fn shutdown(self) {
         match self {
-            Engine::Uring(_) => {}
+            Engine::Uring(_) | Engine::File(_) => {}
             Engine::Baseline(baseline) => baseline.shutdown(),
         }
     }
+}
+
+/// The engine choice and the store disagree (the choice is made knowing the store).
+fn mismatch(kind: EngineKind) -> RankError {
+    RankError::Engine(format!(
+        "the {kind} engine was chosen for a store it does not read (a bug)"
+    ))
 }
 
 /// The engines' boundary: a request's error as the step loop sees it, its words unchanged.
@@ -193,6 +250,7 @@ impl From<RequestError> for IoError {
                 IoErrorKind::BadResponse
             }
             RequestError::Corrupt { .. } => IoErrorKind::Corrupt,
+            RequestError::File { .. } => IoErrorKind::File,
         };
         IoError {
             kind,

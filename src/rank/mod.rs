@@ -53,6 +53,8 @@ pub enum IoErrorKind {
     BadResponse,
     /// `--verify`: the bytes are not what the file holds.
     Corrupt,
+    /// A file could not be read or written (missing, unreadable, short, the disk full).
+    File,
 }
 
 /// Why a rank stopped early.

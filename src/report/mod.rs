@@ -3,6 +3,7 @@
 
 pub mod checkpoint;
 pub mod checkpoint_run;
+pub mod files;
 pub mod plan;
 pub mod run;
 pub mod timeseries;

@@ -118,6 +118,9 @@ pub fn render(s: &RunSummary) -> String {
     render_verify(w, s);
     render_latency(w, s);
     render_cost(w, s);
+    for line in s.target.files.iter().flat_map(super::files::lines) {
+        let _ = writeln!(w, "{line}");
+    }
     if let Some(c) = &s.checkpoints {
         let _ = writeln!(w, "{}", checkpoints_line(c));
     }
@@ -172,7 +175,9 @@ pub fn checkpoints_line(c: &crate::summary::train_checkpoint::TrainCheckpointSum
 
 /// The header line: the workload, where it ran, the engine and the run's shape.
 fn render_header(w: &mut String, s: &RunSummary) {
-    let where_ = if s.target.embedded {
+    let where_ = if let Some(files) = &s.target.files {
+        super::files::place(files)
+    } else if s.target.embedded {
         format!(
             "embedded virtual server, s3://{} at {}",
             s.target.bucket, s.target.endpoint

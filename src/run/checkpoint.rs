@@ -44,7 +44,7 @@ use crate::checkpoint::{CheckpointOptions, CheckpointPlan, IoOptions};
 use crate::cluster::Cluster;
 use crate::config::RawConfig;
 use crate::content::Content;
-use crate::engine::{Engine, EngineKind};
+use crate::engine::{Engine, EngineKind, Reach};
 use crate::exit::{self, UsageError};
 use crate::metrics::{self, CpuReading};
 use crate::mlperf::checkpoint_rules::{self, CheckpointFacts};
@@ -235,13 +235,14 @@ impl<'a> CheckpointSession<'a> {
         }
         let needs = EngineNeeds {
             pool_bytes: u64::from(host_shape.ranks) * host_shape.rank_buffer_bytes(),
+            files: false,
         };
         let choice = choose_engine(request.engine, &needs, &limits, cluster, &mut notes)?;
         plan.io.send_zc = choose_send_zc(&plan, loopback, choice.kind, cluster, &mut notes)?;
         let policy = request.retry;
         let client = Client::new(target.clone(), policy)?;
         let engine_threads = request.engine_threads.unwrap_or_else(affinity::cores);
-        let engine = Engine::for_checkpoint(choice.kind, &client, engine_threads)
+        let engine = Engine::for_checkpoint(choice.kind, Reach::S3(&client), engine_threads)
             .map_err(|e| UsageError(format!("cannot start the {} engine: {e}", choice.kind)))?;
         let (setup_client, setup_runtime) = set_up_client(&target, policy)?;
         let cleaned = checkpoint_uploads::clean_up(

@@ -22,6 +22,7 @@ pub mod prepare;
 pub mod request;
 pub mod saves;
 pub mod session;
+pub mod source;
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,13 +31,13 @@ use std::time::{Duration, Instant};
 
 use crate::affinity;
 use crate::checkpoint::training::TrainCheckpointPlan;
-use crate::engine::{Engine, EngineKind};
+use crate::engine::{Engine, EngineKind, Reach};
 use crate::metrics::{CpuReading, RequestStats};
 use crate::plan::Plan;
 use crate::rank::{
     EpochPlan, Progress, RankError, RankRecord, RunMeasurements, StepBarrier, run_rank,
 };
-use crate::s3::Client;
+use crate::s3::RetryPolicy;
 
 /// How a run is carried out, beyond its plan.
 #[derive(Debug, Clone)]
@@ -71,13 +72,13 @@ pub struct RunFailure {
     pub partial: Option<RunMeasurements>,
 }
 
-/// Runs the plan's ranks against `client`'s bucket, with `checkpoints` written between their
+/// Runs the plan's ranks against the store `reach` names (an S3 bucket or a directory), with `checkpoints` written between their
 /// steps when the workload checkpoints during training. The first rank error stops every rank
 /// and is returned with the measurements up to it.
 pub fn run_ranks(
     plan: &Plan,
     checkpoints: Option<&TrainCheckpointPlan>,
-    client: &Client,
+    reach: Reach<'_>,
     config: &RunConfig,
     server_cpu_s: &(dyn Fn() -> f64 + Sync),
 ) -> Result<RunMeasurements, Box<RunFailure>> {
@@ -88,14 +89,14 @@ pub fn run_ranks(
         })
     };
     let np = config.ranks.len();
-    let policy = client.policy();
+    let policy = reach.policy();
     let computation_time = Duration::from_secs_f64(plan.settings.computation_time_s);
     // The longest a rank may legitimately keep the others at the barrier: one GET with all of
     // its attempts and backoffs, and a compute step.
     let barrier_timeout = policy.timeout * (policy.retries + 1)
         + computation_time
         + Duration::from_secs(60)
-        + save_timeout(checkpoints, client);
+        + save_timeout(checkpoints, &policy);
     // Raised when the barrier is aborted: a rank's save stops between parts.
     let stop = Arc::new(AtomicBool::new(false));
     let barrier = StepBarrier::new(np, barrier_timeout);
@@ -106,7 +107,7 @@ pub fn run_ranks(
     let progress = Progress::new(np);
     let engine = Engine::prepare(
         config.engine,
-        client,
+        reach,
         plan,
         config.ranks.clone(),
         config.engine_threads,
@@ -226,8 +227,7 @@ pub fn run_ranks(
 
 /// The longest a save may keep the other ranks at the barrier: each part of the most any rank
 /// writes, with all of its attempts, one after the other (0 without checkpoints).
-fn save_timeout(checkpoints: Option<&TrainCheckpointPlan>, client: &Client) -> Duration {
-    let policy = client.policy();
+fn save_timeout(checkpoints: Option<&TrainCheckpointPlan>, policy: &RetryPolicy) -> Duration {
     checkpoints.map_or(Duration::ZERO, |c| {
         let bytes: u64 = c
             .objects

@@ -14,6 +14,7 @@ use super::request::RunRequest;
 use crate::affinity;
 use crate::cluster::Cluster;
 use crate::exit::UsageError;
+use crate::files::DataDir;
 use crate::s3::Target;
 use crate::setup::store::{prepare_output, refuse_checkpoint_manifest, resolve_target};
 use crate::signals::{exit_if_stopped_in_setup, raise_on_stop_signals};
@@ -36,8 +37,11 @@ pub struct Prepared<'a> {
     pub local: Range<usize>,
     pub workload: Workload,
     /// The target the flags, the environment or the workload name; `None`: the embedded
-    /// server.
+    /// server, or the data directory.
     pub target: Option<Target>,
+    /// The mounted file system the run reads and writes (`--data-dir`, or
+    /// `storage.storage_type: local_fs`), instead of an S3 store.
+    pub dir: Option<DataDir>,
     /// The CPUs the local ranks are pinned to, and the warning when they share cores.
     pub cpus: Vec<usize>,
     pub shared_cores: Option<String>,
@@ -76,7 +80,6 @@ impl<'a> Prepared<'a> {
             ))
             .into());
         }
-        workload.check_reachable()?;
         let mut workload = workload;
         // A whole-object dataset's layout: what `generate` made with the same ratios, checked
         // by `--verify` and served so by the embedded server.
@@ -109,8 +112,12 @@ impl<'a> Prepared<'a> {
                 crate::results::check_root(root)?;
             }
         }
-        let target = resolve_target(&request.target, workload.storage())?;
-        if hosts && target.is_none() {
+        let dir = data_dir(request, &workload)?;
+        let target = match dir {
+            Some(_) => None,
+            None => resolve_target(&request.target, workload.storage())?,
+        };
+        if hosts && target.is_none() && dir.is_none() {
             return Err(UsageError(
                 "under mpirun, pass --endpoint (or AWS_ENDPOINT_URL): the embedded server would \
                  be one per process; start one `ringload serve` for all of them (--dir DIR to \
@@ -132,6 +139,7 @@ impl<'a> Prepared<'a> {
             local,
             workload,
             target,
+            dir,
             cpus,
             shared_cores,
             lists_at_start,
@@ -147,4 +155,39 @@ impl<'a> Prepared<'a> {
     pub fn lead(&self) -> bool {
         self.cluster.process() == 0
     }
+}
+
+/// The data directory of a run on a mounted file system: `--data-dir`, else the workload's
+/// `storage.storage_root` (`./` when unset, as DLIO) when its `storage.storage_type` is
+/// `local_fs` or `parallel_fs`; `None` for an S3 run. An endpoint given with it is refused:
+/// one store per run.
+pub fn data_dir(request: &RunRequest, workload: &Workload) -> Result<Option<DataDir>, UsageError> {
+    let files = &request.files;
+    let root = match (&files.data_dir, workload.on_files()) {
+        (Some(dir), _) => dir.clone(),
+        (None, true) => workload
+            .storage()
+            .bucket
+            .clone()
+            .unwrap_or_else(|| "./".into())
+            .into(),
+        (None, false) => {
+            if files.drop_caches || !files.direct {
+                return Err(UsageError(
+                    "--drop-caches and --direct are for a run on a file system; add --data-dir                      DIR (or storage.storage_type=local_fs)"
+                        .into(),
+                ));
+            }
+            return Ok(None);
+        }
+    };
+    if let Some(endpoint) = &request.target.endpoint {
+        return Err(UsageError(format!(
+            "--endpoint {endpoint} with a file system ({}): one store per run; drop --endpoint              to read the files, or --data-dir (and storage.storage_type=local_fs) to reach the              S3 store",
+            root.display()
+        )));
+    }
+    DataDir::open(&root, files.direct)
+        .map(Some)
+        .map_err(UsageError)
 }

@@ -35,6 +35,8 @@ pub struct RunRequest {
     pub target: TargetFlags,
     pub bucket: Option<String>,
     pub retry: RetryPolicy,
+    /// `--data-dir`, `--direct`, `--drop-caches`: a run on a mounted file system.
+    pub files: FileRequest,
     /// A checkpoint workload's I/O flags (`verify` included), `--after` and
     /// `--accelerator-memory`.
     pub checkpoint: CheckpointRequest,
@@ -55,4 +57,15 @@ pub struct CheckpointRequest {
     /// `--abort-foreign-uploads`: the clean-up before the clock also aborts open uploads
     /// under the checkpoint folder that ringload did not start.
     pub abort_foreign_uploads: bool,
+}
+
+/// What a run on a mounted file system is asked.
+#[derive(Debug, Clone, Default)]
+pub struct FileRequest {
+    /// `--data-dir`: the directory the workload's keys are paths under.
+    pub data_dir: Option<PathBuf>,
+    /// `O_DIRECT` (`--direct on`, the default) or the page cache.
+    pub direct: bool,
+    /// `--drop-caches`: drop the page cache before the clock (root).
+    pub drop_caches: bool,
 }

@@ -10,13 +10,12 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use anyhow::Context;
-
 use super::prepare::Prepared;
 use super::request::RunRequest;
+use super::source::Source;
 use super::{RunConfig, RunFailure, run_ranks};
+use crate::catalog::Catalog;
 use crate::catalog::objects::ObjectKeys;
-use crate::catalog::{Catalog, CatalogError};
 use crate::checkpoint::training::{TrainCheckpointPlan, TrainCheckpointSettings};
 use crate::checkpoint::{CheckpointOptions, IoOptions};
 use crate::cluster::{Cluster, HostReport, Merged};
@@ -25,19 +24,14 @@ use crate::dataset::check::ObjectRef;
 use crate::engine::EngineKind;
 use crate::exit::{self, ExitClass, UsageError};
 use crate::metrics::{self, CpuCosts, CpuReading};
-use crate::plan::{Loader, Plan, PlanOptions};
+use crate::plan::{Plan, PlanOptions};
 use crate::rank::RankError;
 use crate::rank::RunMeasurements;
-use crate::s3::{self, Bucket, Client};
 use crate::settings::Settings;
-use crate::setup::store::{Storage, catalog_from};
 use crate::setup::{self, engine::EngineNeeds};
 use crate::summary::train_checkpoint::TrainCheckpointSummary;
-use crate::summary::{HostSummary, RunContext, RunSummary, TargetSummary};
+use crate::summary::{HostSummary, RunContext, RunSummary};
 use crate::{affinity, budget, cluster};
-
-/// The tail DLIO's Parquet reader fetches to read a footer.
-const DLIO_FOOTER_TAIL_BYTES: u64 = 4 << 20;
 
 /// How a run's process ends: process 0 (the only one, without mpirun) with the job's
 /// outcome, which its caller writes and renders; another process under mpirun with the exit
@@ -75,7 +69,8 @@ pub struct Session<'a> {
     local: Range<usize>,
     notes: Vec<String>,
     cpus: Vec<usize>,
-    storage: Storage,
+    /// The store: S3 (with its client) or a file system.
+    source: Source,
     setup_cpu: CpuReading,
     peak_rss_since_setup: bool,
     /// With the dlio loader: every rank's footer reads (requests, bytes).
@@ -84,7 +79,6 @@ pub struct Session<'a> {
     /// The checkpoints written between the steps (`workflow.checkpoint` with training).
     checkpoints: Option<TrainCheckpointPlan>,
     engine: EngineKind,
-    client: Client,
     /// Raised by Ctrl-C or SIGTERM from the start of set-up.
     interrupt: Arc<AtomicBool>,
     /// Set when the ranks start: a stop signal before it ends the process at once.
@@ -110,6 +104,7 @@ impl<'a> Session<'a> {
             local,
             workload,
             target: resolved,
+            dir,
             cpus,
             shared_cores,
             lists_at_start,
@@ -125,51 +120,29 @@ impl<'a> Session<'a> {
             .into());
         };
         let mut notes = Vec::new();
-        let storage = Storage::open(
-            resolved,
+        let mut source = Source::open(
+            request,
             &settings,
-            request.bucket.as_deref(),
-            request.server_threads,
+            resolved,
+            dir,
             crate::setup::store::CheckpointWrites::of(workload.train_checkpoint.as_deref())
                 .as_ref(),
         )?;
         // Costs are counted from here: the virtual dataset's layout above is not the loader's.
-        let setup_cpu = CpuReading::now(storage.server.as_ref().map_or(0.0, |s| s.stats().cpu_s));
+        let setup_cpu = CpuReading::now(source.server().map_or(0.0, |s| s.stats().cpu_s));
         let peak_rss_since_setup = metrics::reset_peak_rss();
-
-        let policy = request.retry;
-        let target = &storage.target;
-        // Process 0 lists and reads the footers; the others get its catalog.
-        let (bucket, catalog) = if cluster.process() == 0 {
-            catalog_from(
-                target,
-                policy,
-                &settings,
-                request.verify,
-                request.manifest.as_deref(),
-            )?
-        } else {
-            let bucket = Bucket::new(target.clone(), policy).context("starting the S3 client")?;
-            (bucket, Catalog::empty())
-        };
-        let catalog = if hosts {
-            Catalog::from_wire(&cluster.broadcast(catalog.to_wire())).map_err(UsageError)?
-        } else {
-            catalog
-        };
+        let (catalog, loader_footers) = source.catalog(request, &settings, cluster, local.len())?;
         // Whole objects under --verify: each compared with what `generate` writes for its name.
         let verify_objects = match &settings.objects {
             Some(dataset) if request.verify => Some(objects_to_verify(dataset, &catalog)?),
             _ => None,
         };
-        let loader_footers = dlio_footers(request.plan.loader, &bucket, &catalog, local.len())?;
-        drop(bucket);
         let limits = budget::probe();
         let checkpoint_options = CheckpointOptions {
             np,
             hosts: cluster.processes() as u32,
             io: IoOptions {
-                tls: storage.tls(),
+                tls: source.tls(),
                 ..request.checkpoint.io
             },
             memory_cap_bytes: None,
@@ -177,9 +150,9 @@ impl<'a> Session<'a> {
         };
         let train_checkpoint = workload.train_checkpoint.as_deref();
         let plan_options = PlanOptions {
-            tls: storage.tls(),
+            tls: source.tls(),
             np,
-            server_bytes: storage.server_bytes,
+            server_bytes: source.server_bytes(),
             checkpoint_bytes: match train_checkpoint {
                 Some(c) => checkpoint_bytes(c, &checkpoint_options, &local, settings.epochs)?,
                 None => 0,
@@ -222,12 +195,12 @@ impl<'a> Session<'a> {
             eprintln!("ringload run: WARNING: {note}");
             notes.push(note);
         }
-        let mut engine = choose_engine(request.engine, &plan, &limits, &mut notes)?;
+        let files = source.files().is_some();
+        let mut engine = choose_engine(request.engine, files, &plan, &limits, &mut notes)?;
         if hosts {
             // Process 0's choice is every process's: one engine per job, as its summary says.
             engine = cluster.share((cluster.process() == 0).then_some(engine))?;
         }
-        let client = Client::new(target.clone(), policy)?;
         Ok(Session {
             request,
             cluster,
@@ -235,7 +208,7 @@ impl<'a> Session<'a> {
             local,
             notes,
             cpus,
-            storage,
+            source,
             setup_cpu,
             lists_at_start,
             peak_rss_since_setup,
@@ -243,7 +216,6 @@ impl<'a> Session<'a> {
             plan,
             checkpoints,
             engine,
-            client,
             interrupt,
             setup_done,
             config,
@@ -256,8 +228,18 @@ impl<'a> Session<'a> {
     /// measured, with its failure); another process's is the exit code process 0 sends.
     pub fn execute(mut self) -> anyhow::Result<Finished<TrainingOutcome>> {
         let hosts = !self.cluster.is_single();
+        let files = self
+            .source
+            .files()
+            .map(|f| f.before_clock(&self.plan, self.local.clone()));
+        for note in files.iter().flatten() {
+            if self.cluster.process() == 0 {
+                eprintln!("ringload run: NOTE: {note}");
+            }
+            self.notes.push(note.clone());
+        }
         let outcome = {
-            let server = self.storage.server.as_ref();
+            let server = self.source.server();
             let server_cpu_now = || server.map_or(0.0, |s| s.stats().cpu_s);
             let config = RunConfig {
                 engine: self.engine,
@@ -275,7 +257,7 @@ impl<'a> Session<'a> {
             run_ranks(
                 &self.plan,
                 self.checkpoints.as_ref(),
-                &self.client,
+                self.source.reach(),
                 &config,
                 &server_cpu_now,
             )
@@ -284,7 +266,7 @@ impl<'a> Session<'a> {
             // A failed run ends every process of the job (see `commands::run`).
             return Err(RunFailed(exit_line(&failure.error)).into());
         }
-        let server_stats = self.storage.server.take().map(|s| s.shutdown());
+        let server_stats = self.source.stop_server();
         // A run that failed once the clock had started still reports what it measured.
         let mut interrupted = false;
         let (mut measured, failure) = match outcome.map_err(|failure| *failure) {
@@ -307,7 +289,7 @@ impl<'a> Session<'a> {
         let mut peak_rss_bytes = metrics::peak_rss_bytes();
         let mut host_summaries = Vec::new();
         if hosts {
-            let tls = self.storage.tls();
+            let tls = self.source.tls();
             let mine = HostReport {
                 host: Cluster::host(),
                 process: self.cluster.process(),
@@ -349,19 +331,17 @@ impl<'a> Session<'a> {
             eprintln!("ringload run: WARNING: {warning}");
             self.notes.push(warning);
         }
-        let target = &self.storage.target;
+        let wall_s = measured.wall_s;
+        let files = self.source.files().map(|f| f.after_clock(wall_s));
         let summary = RunSummary::build(
             plan,
             &measured,
             RunContext {
                 engine: self.engine,
-                endpoint_urls: target.endpoints.iter().map(|e| e.url.clone()).collect(),
-                target: TargetSummary::of(
-                    target,
-                    self.client.tls_negotiated(),
-                    server_stats,
-                    costs.server_cpu_s,
-                ),
+                endpoint_urls: self.source.endpoint_urls(),
+                target: self
+                    .source
+                    .target_summary(server_stats, costs.server_cpu_s, files),
                 setup_s,
                 setup_cpu_s: costs.setup_cpu_s,
                 client_cpu_s: costs.client_cpu_s,
@@ -451,8 +431,6 @@ fn plan(
     Ok(plan)
 }
 
-/// The dlio loader: every rank reads every file's footer itself (a HEAD and a 4 MiB tail),
-/// before the clock as DLIO's ranks do while their datasets open.
 /// The dataset whose objects a whole-object `--verify` compares the bodies with: `dataset` as
 /// the catalog names it (its N is the one in the names, which `--files` may exceed), object i
 /// being catalog file i. Objects with other names than DLIO's cannot be checked: refused, never
@@ -485,39 +463,17 @@ fn objects_to_verify(dataset: &ObjectDataset, catalog: &Catalog) -> Result<Objec
     }
 }
 
-fn dlio_footers(
-    loader: Loader,
-    bucket: &Bucket,
-    catalog: &Catalog,
-    ranks: usize,
-) -> anyhow::Result<Option<(u64, u64)>> {
-    // Whole objects have no footer: the dlio loader reads each one whole, nothing before.
-    if loader == Loader::Ringload || catalog.objects.is_some() {
-        return Ok(None);
-    }
-    let objects: Vec<s3::ObjectMeta> = catalog
-        .files
-        .iter()
-        .map(|f| s3::ObjectMeta {
-            key: f.key.clone(),
-            size_bytes: f.size_bytes,
-        })
-        .collect();
-    let read = bucket
-        .read_footers_each(&objects, ranks, DLIO_FOOTER_TAIL_BYTES)
-        .map_err(CatalogError::Request)?;
-    Ok(Some(read))
-}
-
 /// The engine of a training run ([`crate::setup::engine::choose`]).
 fn choose_engine(
     asked: Option<EngineKind>,
+    files: bool,
     plan: &Plan,
     limits: &budget::MemoryLimits,
     notes: &mut Vec<String>,
 ) -> anyhow::Result<EngineKind> {
     let needs = EngineNeeds {
         pool_bytes: plan.memory.pool_bytes,
+        files,
     };
     let choice = setup::engine::choose(asked, &needs, limits).map_err(UsageError)?;
     if let Some(note) = choice.note {

@@ -79,6 +79,15 @@ pub enum RequestError {
     /// something between) returned wrong data with a success status.
     #[error("{operation}: the bytes are not what the file holds: {reason}")]
     Corrupt { operation: String, reason: String },
+    /// A file of a `--data-dir` run could not be read or written: missing, unreadable,
+    /// shorter than planned, the disk full. Not retried.
+    #[error("{operation}: {reason}")]
+    File {
+        operation: String,
+        reason: String,
+        /// `missing`, `permission`, `short_file`, `no_space`, `eio`, `io`.
+        cause: &'static str,
+    },
 }
 
 fn status_line(
@@ -119,7 +128,8 @@ impl RequestError {
             | RequestError::StrayBytes { operation, .. }
             | RequestError::BadResponse { operation, .. }
             | RequestError::NotS3 { operation, .. }
-            | RequestError::Corrupt { operation, .. } => {
+            | RequestError::Corrupt { operation, .. }
+            | RequestError::File { operation, .. } => {
                 operation.push_str(&format!(" at {endpoint}"));
             }
         }
@@ -141,6 +151,7 @@ impl RequestError {
             RequestError::BadResponse { .. }
             | RequestError::NotS3 { .. }
             | RequestError::Corrupt { .. }
+            | RequestError::File { .. }
             | RequestError::Tls { .. } => false,
         }
     }
@@ -173,6 +184,7 @@ impl RequestError {
             RequestError::BadResponse { .. } => "bad_response",
             RequestError::NotS3 { .. } => "not_s3",
             RequestError::Corrupt { .. } => "content_mismatch",
+            RequestError::File { cause, .. } => cause,
         }
     }
 

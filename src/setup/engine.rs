@@ -15,6 +15,8 @@ use crate::units;
 pub struct EngineNeeds {
     /// The io_uring engine's locked, registered buffer pool on this host.
     pub pool_bytes: u64,
+    /// The run is on a mounted file system (`--data-dir`): the file engine reads it.
+    pub files: bool,
 }
 
 /// The engine chosen, and the note to print and keep when the default fell back.
@@ -71,6 +73,16 @@ pub fn choose(
     needs: &EngineNeeds,
     limits: &MemoryLimits,
 ) -> Result<EngineChoice, String> {
+    if needs.files {
+        return choose_files(asked, needs, limits);
+    }
+    if asked == Some(EngineKind::File) {
+        return Err(
+            "--engine file reads a mounted file system: add --data-dir DIR (or \
+             storage.storage_type=local_fs), or drop --engine file"
+                .into(),
+        );
+    }
     if asked == Some(EngineKind::Baseline) {
         return Ok(EngineChoice {
             kind: EngineKind::Baseline,
@@ -93,6 +105,32 @@ pub fn choose(
                 "io_uring cannot be used here ({cause}); ran the baseline engine"
             )),
         }),
+    }
+}
+
+/// The engine of a run on a file system: the file engine, which needs io_uring and its locked
+/// pool (there is no other engine for files to fall back to).
+fn choose_files(
+    asked: Option<EngineKind>,
+    needs: &EngineNeeds,
+    limits: &MemoryLimits,
+) -> Result<EngineChoice, String> {
+    if let Some(kind @ (EngineKind::Uring | EngineKind::Baseline)) = asked {
+        return Err(format!(
+            "--engine {kind} reads an S3 store; a run on a file system (--data-dir) reads with \
+             --engine file: drop --engine {kind}"
+        ));
+    }
+    let cause = crate::engine::uring::unavailable_cause()
+        .or_else(|| memlock_cause(needs.pool_bytes, limits));
+    match cause {
+        None => Ok(EngineChoice {
+            kind: EngineKind::File,
+            note: None,
+        }),
+        Some(cause) => Err(format!(
+            "the file engine needs io_uring and its locked buffers: {cause}"
+        )),
     }
 }
 
@@ -169,6 +207,7 @@ mod tests {
     fn an_explicit_uring_that_cannot_work_is_refused_and_the_default_falls_back() {
         let needs = EngineNeeds {
             pool_bytes: 1 << 30,
+            files: false,
         };
         let small = limits(Some(8 << 20));
         let err = choose(Some(EngineKind::Uring), &needs, &small).unwrap_err();
@@ -184,9 +223,38 @@ mod tests {
     }
 
     #[test]
+    fn a_file_run_takes_the_file_engine_and_the_s3_engines_refuse_it() {
+        let files = EngineNeeds {
+            pool_bytes: 1 << 20,
+            files: true,
+        };
+        let roomy = limits(None);
+        if crate::engine::uring::unavailable_cause().is_none() {
+            for asked in [None, Some(EngineKind::File)] {
+                let choice = choose(asked, &files, &roomy).unwrap();
+                assert_eq!((choice.kind, choice.note), (EngineKind::File, None));
+            }
+        }
+        for kind in [EngineKind::Uring, EngineKind::Baseline] {
+            let err = choose(Some(kind), &files, &roomy).unwrap_err();
+            assert!(
+                err.contains("--engine file") && !err.contains('\n'),
+                "{err}"
+            );
+        }
+        let s3 = EngineNeeds {
+            files: false,
+            ..files
+        };
+        let err = choose(Some(EngineKind::File), &s3, &roomy).unwrap_err();
+        assert!(err.contains("--data-dir"), "{err}");
+    }
+
+    #[test]
     fn a_pool_over_rlimit_memlock_rules_uring_out_unless_cap_ipc_lock() {
         let needs = EngineNeeds {
             pool_bytes: 1 << 30,
+            files: false,
         };
         let small = limits(Some(8 << 20));
         if crate::engine::uring::unavailable_cause().is_none() {

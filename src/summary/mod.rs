@@ -62,6 +62,10 @@ pub struct TargetSummary {
     pub embedded: bool,
     /// The in-process server's own totals over the run (its CPU is not in `client_cpu_s`).
     pub server: Option<ServerStats>,
+    /// A run on a mounted file system (`--data-dir`): its type, `O_DIRECT` or not, the device
+    /// and the page cache over the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub files: Option<crate::files::FilesSummary>,
 }
 
 /// TLS as the run used it.
@@ -100,6 +104,21 @@ impl TargetSummary {
                 s.cpu_s_per_gib_received = metrics::cpu_s_per_gib(server_cpu_s, s.bytes_received);
                 s
             }),
+            files: None,
+        }
+    }
+
+    /// A run on a mounted file system: its directory as a `file://` URL, no bucket.
+    pub fn of_files(files: crate::files::FilesSummary) -> TargetSummary {
+        TargetSummary {
+            endpoint: format!("file://{}", files.root),
+            bucket: String::new(),
+            addressing: crate::s3::Addressing::default(),
+            profile: None,
+            tls: None,
+            embedded: false,
+            server: None,
+            files: Some(files),
         }
     }
 }

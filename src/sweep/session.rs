@@ -33,7 +33,6 @@ pub fn run(
     let setup_done = Arc::new(AtomicBool::new(false));
     raise_on_stop_signals(Arc::clone(&interrupt))?;
     exit_if_stopped_in_setup(Arc::clone(&interrupt), Arc::clone(&setup_done), "sweep")?;
-    workload.check_reachable()?;
     // Every folder the sweep writes is checked before the first point runs: --results-dir
     // here, --output when it is claimed.
     if let Some(root) = &args.results_dir {

@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 
 use super::fetch::Part;
 use super::http::{self, HeadError, HeadReader, HeadStep, ResponseHead};
-use super::pool::BufIndex;
 use super::ring::Ring;
+use crate::engine::pool::BufIndex;
 use crate::plan::RangedGet;
 use crate::rank::RankError;
 use crate::s3::{RetryPolicy, Wait};

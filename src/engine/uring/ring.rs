@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use io_uring::types::{CancelBuilder, Fd, SubmitArgs, Timespec};
 use io_uring::{IoUring, opcode, squeue};
 
-use super::pool::{BufIndex, BufferPool};
+use crate::engine::pool::{BufIndex, BufferPool};
 
 /// `user_data` of the compute timer.
 pub const COMPUTE_TAG: u64 = u64::MAX - 1;
@@ -141,7 +141,7 @@ pub struct Completion {
 /// ```compile_fail
 /// fn swap(
 ///     ring: &mut ringload::engine::uring::ring::Ring,
-///     other: ringload::engine::uring::pool::BufferPool,
+///     other: ringload::engine::pool::BufferPool,
 /// ) {
 ///     *ring.pool_mut() = other;
 /// }

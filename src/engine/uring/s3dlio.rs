@@ -14,8 +14,8 @@ use std::time::Instant;
 
 use super::conn::Job;
 use super::fetch::{ObjectState, Part, Pieces};
-use super::pool::BufIndex;
 use super::{RingIo, UringWindow};
+use crate::engine::pool::BufIndex;
 use crate::engine::window::Fetched;
 use crate::rank::RankError;
 use crate::s3::RequestError;

@@ -466,7 +466,7 @@ fn in_place(conn: &Conn) -> bool {
         .is_none_or(|job| job.part.is_none_or(|p| p.whole && p.at == 0))
 }
 
-fn job_buf(conns: &[Conn], c: usize) -> Result<super::pool::BufIndex, RankError> {
+fn job_buf(conns: &[Conn], c: usize) -> Result<crate::engine::pool::BufIndex, RankError> {
     conns[c]
         .job()
         .map(|j| j.buf)

@@ -59,7 +59,6 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Instant;
 
 use super::conn::{Conn, Job, Op};
-use super::pool::{BufIndex, BufferPool};
 use super::ring::{self, Completion, Ring};
 use super::secure::TlsConns;
 use super::upload::{Kind, Request};
@@ -67,6 +66,7 @@ use super::{SCRATCH_BYTES, UringEngine, tls};
 use crate::checkpoint::ObjectIoShape;
 use crate::content::Content;
 use crate::engine::common::{BodyForm, Spacing};
+use crate::engine::pool::{BufIndex, BufferPool};
 use crate::rank::RankError;
 use crate::rank::checkpoint::{ObjectIo, ObjectSpec, ObjectStats};
 use crate::rank::journal::UploadJournal;
