@@ -29,16 +29,17 @@ pub fn too_few(plan: &CheckpointPlan, reads: u32, found: u32) -> String {
 
 /// Checks checkpoint `step` as `listed` (every object directly under its folder, as key and
 /// size; keys elsewhere are ignored) against the plan: every planned object there with its
-/// size, else one line naming the first object that differs, in `bucket`, and why.
+/// size, else one line naming the first object that differs, under `base` (`s3://bucket/`, or
+/// a data directory `DIR/`), and why.
 pub fn check_step(
     plan: &CheckpointPlan,
-    bucket: &str,
+    base: &str,
     step: u32,
     listed: &[(String, u64)],
 ) -> Result<(), String> {
     let folder = plan.step_prefix(step);
-    let url = |name: &str| format!("s3://{bucket}/{folder}{name}");
-    let checkpoint = format!("the checkpoint under s3://{bucket}/{}", plan.prefix());
+    let url = |name: &str| format!("{base}{folder}{name}");
+    let checkpoint = format!("the checkpoint under {base}{}", plan.prefix());
     let found: BTreeMap<&str, u64> = listed
         .iter()
         .filter_map(|(key, size)| Some((key.strip_prefix(folder.as_str())?, *size)))
@@ -47,7 +48,7 @@ pub fn check_step(
     let expected: Vec<&PlannedObject> = plan.ranks.iter().flatten().collect();
     if found.is_empty() {
         return Err(format!(
-            "s3://{bucket}/{folder} is missing: {checkpoint} has no checkpoint {step}; write it \
+            "{base}{folder} is missing: {checkpoint} has no checkpoint {step}; write it \
              first (a run with checkpoint.num_checkpoints_write={step} or more) or read fewer"
         ));
     }
@@ -177,23 +178,23 @@ mod tests {
     fn what_the_plan_wrote_passes_with_other_keys_beside_it() {
         let p = plan(2, &[]);
         let mut listed = written(&p, 1);
-        assert_eq!(check_step(&p, "b", 1, &listed), Ok(()));
+        assert_eq!(check_step(&p, "s3://b/", 1, &listed), Ok(()));
         listed.push((format!("{}notes.txt", p.step_prefix(1)), 3));
         listed.push((format!("{}x", p.step_prefix(2)), 3));
-        assert_eq!(check_step(&p, "b", 1, &listed), Ok(()));
+        assert_eq!(check_step(&p, "s3://b/", 1, &listed), Ok(()));
     }
 
     #[test]
     fn an_empty_folder_and_a_missing_object_are_named() {
         let p = plan(2, &[]);
-        let err = check_step(&p, "b", 2, &written(&p, 1)).unwrap_err();
+        let err = check_step(&p, "s3://b/", 2, &written(&p, 1)).unwrap_err();
         assert!(
             err.starts_with("s3://b/checkpoints/llama3_tiny/global_epoch1_step2/ is missing"),
             "{err}"
         );
         let mut listed = written(&p, 1);
         let (gone, _) = listed.remove(1);
-        let err = check_step(&p, "b", 1, &listed).unwrap_err();
+        let err = check_step(&p, "s3://b/", 1, &listed).unwrap_err();
         assert!(
             err.starts_with(&format!("s3://b/{gone} is missing")),
             "{err}"
@@ -206,14 +207,14 @@ mod tests {
     fn another_np_is_named_with_the_counts() {
         // Written with --np 2, restored with --np 4: ranks 2 and 3's objects are not there.
         let (two, four) = (plan(2, &[]), plan(4, &[]));
-        let err = check_step(&four, "b", 1, &written(&two, 1)).unwrap_err();
+        let err = check_step(&four, "s3://b/", 1, &written(&two, 1)).unwrap_err();
         assert!(err.contains("is missing"), "{err}");
         assert!(
             err.contains("another --np") && err.contains("found 2 model files, the plan has 4"),
             "{err}"
         );
         // Written with --np 4, restored with --np 2: every name there, sizes of dp 4.
-        let err = check_step(&two, "b", 1, &written(&four, 1)).unwrap_err();
+        let err = check_step(&two, "s3://b/", 1, &written(&four, 1)).unwrap_err();
         assert!(err.contains("bytes, the plan's is"), "{err}");
         assert!(
             err.contains("another --np") && err.contains("found 4 model files, the plan has 2"),
@@ -225,11 +226,11 @@ mod tests {
     fn another_model_and_another_size_are_told_apart() {
         let p = plan(2, &[]);
         let bigger = plan(2, &["model.transformer.hidden_size=512"]);
-        let err = check_step(&p, "b", 1, &written(&bigger, 1)).unwrap_err();
+        let err = check_step(&p, "s3://b/", 1, &written(&bigger, 1)).unwrap_err();
         assert!(err.contains("written for another model"), "{err}");
         let mut listed = written(&p, 1);
         listed[0].1 -= 1;
-        let err = check_step(&p, "b", 1, &listed).unwrap_err();
+        let err = check_step(&p, "s3://b/", 1, &listed).unwrap_err();
         assert!(
             err.starts_with(&format!("s3://b/{} is", listed[0].0))
                 && err.contains("1 of 4 objects"),

@@ -176,6 +176,29 @@ impl DataDir {
     }
 }
 
+impl DataDir {
+    /// [`DataDir::probe_direct`] on a file made for it in `folder` (created if missing), as
+    /// a run that writes there needs: then removed.
+    pub fn probe_direct_in(&mut self, folder: &Path) -> Result<(), String> {
+        if !self.direct {
+            return Ok(());
+        }
+        let fail = |e: io::Error| {
+            format!(
+                "cannot write in {}: {}; give a --data-dir you can write",
+                folder.display(),
+                describe_io(&e)
+            )
+        };
+        std::fs::create_dir_all(folder).map_err(fail)?;
+        let probe = folder.join(format!(".ringload-direct-probe-{}", std::process::id()));
+        std::fs::write(&probe, [0u8; 4096]).map_err(fail)?;
+        let probed = self.probe_direct(&probe);
+        let _ = std::fs::remove_file(&probe);
+        probed
+    }
+}
+
 /// `statx`'s `STATX_DIOALIGN` of an open file, when the file system reports it.
 fn dio_align(fd: std::os::fd::BorrowedFd<'_>) -> Option<Align> {
     use rustix::fs::{AtFlags, StatxFlags};

@@ -43,6 +43,9 @@ pub struct CheckpointFacts {
     pub accelerator_memory_bytes: u64,
     /// The model's name (`model.name`).
     pub model: String,
+    /// How the restores read: S3 GETs or `O_DIRECT` into the client's own buffers (no page
+    /// cache holds what was written), or through the client's page cache (`--direct off`).
+    pub restores_cached: bool,
 }
 
 /// MLPerf Storage's checkpointing models.
@@ -169,12 +172,26 @@ fn cache(f: &CheckpointFacts) -> Rule {
             gib(written),
             gib(memory)
         )
+    } else if f.restores_cached {
+        return Rule::new(
+            name,
+            Verdict::Unknown,
+            format!(
+                "{:.2} GiB written per client ({checkpoints} checkpoints) < 3 × {:.2} GiB of \
+                 memory: the rules require the client's caches cleared between the write and \
+                 the read, and these restores read through the page cache (--direct off; \
+                 DLIO's DONTNEED after each chunk drops only clean pages): write and read in \
+                 two runs with --drop-caches on the read, or run with --direct on",
+                gib(written),
+                gib(memory)
+            ),
+        );
     } else {
         format!(
             "{:.2} GiB written per client ({checkpoints} checkpoints) < 3 × {:.2} GiB of memory: \
              the rules require the client's caches cleared between the write and the read; \
-             ringload restores with S3 GETs into its own buffers, so no client page cache holds \
-             the objects (a cache inside the store is the store's)",
+             ringload restores with S3 GETs or O_DIRECT reads into its own buffers, so no client \
+             page cache holds the objects (a cache inside the store is the store's)",
             gib(written),
             gib(memory)
         )
@@ -251,6 +268,7 @@ mod tests {
             checkpoint_bytes: 112_424_017_920,
             accelerator_memory_bytes: B200_MEMORY_BYTES,
             model: "llama3_8b".into(),
+            restores_cached: false,
         }
     }
 
@@ -364,5 +382,14 @@ mod tests {
             ..facts()
         };
         assert_eq!(verdicts(&unknown)[1], Verdict::Unknown);
+        // Below 3× memory: own buffers pass, a page cache the restores read through does not
+        // say (the caches must be cleared between the runs).
+        assert_eq!(verdicts(&facts())[1], Verdict::Pass);
+        let cached = CheckpointFacts {
+            restores_cached: true,
+            ..facts()
+        };
+        assert_eq!(verdicts(&cached)[1], Verdict::Unknown);
+        assert!(rules(&cached)[1].detail.contains("--drop-caches"));
     }
 }

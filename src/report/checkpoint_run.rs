@@ -231,7 +231,9 @@ fn phase_line(verb: &str, io: &PhaseIo) -> String {
 /// embedded sink as they arrived (another store's writes are not checked).
 fn verified_line(summary: &CheckpointSummary) -> String {
     let restored = summary.load.as_ref().map_or(0, |l| l.bytes);
-    let writes = if summary.target.embedded {
+    let writes = if summary.target.files.is_some() {
+        "the files written are checked when they are read back"
+    } else if summary.target.embedded {
         "every byte written was checked by the embedded sink as it arrived, against the same \
          generator (a mismatch fails its upload)"
     } else {

@@ -32,7 +32,7 @@ use anyhow::Context;
 use super::RunConfig;
 use super::checkpoint_after;
 use super::checkpoint_hosts::{self, HostCheckpoint, PhaseResult, agreed};
-use super::checkpoint_list::Lister;
+use super::checkpoint_store::{CheckpointStore, S3Store};
 use super::checkpoint_uploads;
 use super::objects::{PhaseFailure, PhaseMeasurements, run_objects_phase};
 use super::prepare::Prepared;
@@ -44,8 +44,9 @@ use crate::checkpoint::{CheckpointOptions, CheckpointPlan, IoOptions};
 use crate::cluster::Cluster;
 use crate::config::RawConfig;
 use crate::content::Content;
-use crate::engine::{Engine, EngineKind, Reach};
+use crate::engine::{Engine, EngineKind};
 use crate::exit::{self, UsageError};
+use crate::files::DataDir;
 use crate::metrics::{self, CpuReading};
 use crate::mlperf::checkpoint_rules::{self, CheckpointFacts};
 use crate::rank::RankError;
@@ -54,11 +55,14 @@ use crate::rank::journal::UploadJournal;
 use crate::s3::{self, Client};
 use crate::setup::engine::EngineNeeds;
 use crate::setup::store::env;
+use crate::summary::Outcome;
 use crate::summary::checkpoint::{
     CheckpointSummary, DlioCheckpointMetric, HostVolume, PhaseIo, rows,
 };
-use crate::summary::{Outcome, TargetSummary};
 use crate::{affinity, budget, server, setup};
+
+/// Blocks a restore reads in parallel on a file system: DLIO's streaming file reader's 4.
+const FILE_READ_BLOCKS: usize = 4;
 
 /// A checkpoint run set up and ready to start: everything before its first phase.
 #[derive(Debug)]
@@ -73,10 +77,8 @@ pub struct CheckpointSession<'a> {
     config: RawConfig,
     plan: CheckpointPlan,
     limits: budget::MemoryLimits,
-    /// The embedded sink, when no target was given.
-    server: Option<server::Server>,
-    target: s3::Target,
-    client: Client,
+    /// The store: S3 (with the embedded sink when no target was given) or a data directory.
+    store: CheckpointStore,
     /// Shut down once the phases end (before the embedded server stops).
     engine: Option<Engine>,
     engine_kind: EngineKind,
@@ -93,10 +95,6 @@ pub struct CheckpointSession<'a> {
     journal: UploadJournal,
     /// `--after`: seconds from the end of the write run to this run's start.
     after_write_run_s: Option<f64>,
-    /// Set-up requests (the LIST before the restores) on a small runtime and a client of
-    /// their own: a connection pooled by one runtime hangs when another runtime picks it up.
-    setup_client: Client,
-    setup_runtime: tokio::runtime::Runtime,
 }
 
 /// What a checkpoint run produced: the data its caller writes (`--output`, MLPerf's results
@@ -153,6 +151,7 @@ impl<'a> CheckpointSession<'a> {
             local,
             workload,
             target: resolved,
+            dir,
             cpus,
             shared_cores,
             lists_at_start: prepared_lists,
@@ -184,6 +183,9 @@ impl<'a> CheckpointSession<'a> {
                     hosts: cluster.processes() as u32,
                     io: IoOptions {
                         tls,
+                        // DLIO's file reader: 4 readers over a file's blocks.
+                        read_blocks: (request.checkpoint.io.read_blocks)
+                            .or(dir.is_some().then_some(FILE_READ_BLOCKS)),
                         ..request.checkpoint.io
                     },
                     memory_cap_bytes: request.plan.memory_cap_bytes,
@@ -196,7 +198,8 @@ impl<'a> CheckpointSession<'a> {
         // The plan first without the server, to know its objects; the budget is checked with
         // the server's share once it runs.
         let (server, target) = match resolved {
-            Some(target) => (None, target),
+            _ if dir.is_some() => (None, None),
+            Some(target) => (None, Some(target)),
             None => {
                 let draft = plan_for(0)?;
                 let (server, target) = start_sink(
@@ -206,7 +209,7 @@ impl<'a> CheckpointSession<'a> {
                     request.server_threads,
                     request.verify,
                 )?;
-                (Some(server), target)
+                (Some(server), Some(target))
             }
         };
         let server_bytes = match server {
@@ -214,7 +217,9 @@ impl<'a> CheckpointSession<'a> {
             None => 0,
         };
         let mut plan = plan_for(server_bytes)?;
-        let loopback = target.endpoints.iter().all(|e| e.is_loopback());
+        let loopback = target
+            .as_ref()
+            .is_none_or(|t| t.endpoints.iter().all(|e| e.is_loopback()));
         plan.io.send_zc = plan.send_zc.enabled(loopback);
         // Each host's share against its own memory; a refusal anywhere is every process's.
         let host_shape = plan.budget_shape(local.len() as u32, server_bytes);
@@ -228,34 +233,18 @@ impl<'a> CheckpointSession<'a> {
             plan.check_budget()?;
         }
         let host_budget_bytes = budget::object_budget(&host_shape, &unlocked, cap).total_bytes;
-        let mut notes = plan.notes.clone();
-        if let Some(note) = shared_cores {
-            eprintln!("ringload run: WARNING: {note}");
-            notes.push(note);
-        }
+        let mut notes = plan_notes(&plan, dir.is_some(), shared_cores);
         let needs = EngineNeeds {
             pool_bytes: u64::from(host_shape.ranks) * host_shape.rank_buffer_bytes(),
-            files: false,
+            files: dir.is_some(),
         };
         let choice = choose_engine(request.engine, &needs, &limits, cluster, &mut notes)?;
         plan.io.send_zc = choose_send_zc(&plan, loopback, choice.kind, cluster, &mut notes)?;
-        let policy = request.retry;
-        let client = Client::new(target.clone(), policy)?;
+        let store = open_store(request, &plan, server, target, dir)?;
         let engine_threads = request.engine_threads.unwrap_or_else(affinity::cores);
-        let engine = Engine::for_checkpoint(choice.kind, Reach::S3(&client), engine_threads)
+        let engine = Engine::for_checkpoint(choice.kind, store.reach(), engine_threads)
             .map_err(|e| UsageError(format!("cannot start the {} engine: {e}", choice.kind)))?;
-        let (setup_client, setup_runtime) = set_up_client(&target, policy)?;
-        let cleaned = checkpoint_uploads::clean_up(
-            cluster,
-            &checkpoint_uploads::Where {
-                client: &setup_client,
-                runtime: &setup_runtime,
-                prefix: &plan.prefix(),
-                embedded: server.is_some(),
-                abort_foreign: request.checkpoint.abort_foreign_uploads,
-            },
-            &mut notes,
-        )?;
+        let cleaned = clean_up(&store, cluster, request, &plan, &mut notes)?;
         let session = CheckpointSession {
             request,
             cluster,
@@ -266,9 +255,7 @@ impl<'a> CheckpointSession<'a> {
             config: workload.config,
             plan,
             limits,
-            server,
-            target,
-            client,
+            store,
             engine: Some(engine),
             engine_kind: choice.kind,
             engine_threads,
@@ -279,25 +266,15 @@ impl<'a> CheckpointSession<'a> {
             lists_at_start: prepared_lists,
             journal: cleaned.journal,
             after_write_run_s: checkpoint_after::after_write_run_s(request, lead, started_wall)?,
-            setup_client,
-            setup_runtime,
         };
         let s = &session.plan.settings;
         if s.num_checkpoints_write == 0 && s.num_checkpoints_read > 0 {
             // A restore of an earlier run's checkpoint: every object it reads, checked now.
-            session.lister().restore_checked()?;
+            session
+                .store
+                .restore_checked(session.cluster, &session.plan)?;
         }
         Ok(session)
-    }
-
-    /// Process 0's LISTs of the checkpoint folder, on the set-up client.
-    fn lister(&self) -> Lister<'_> {
-        Lister {
-            cluster: self.cluster,
-            runtime: &self.setup_runtime,
-            client: &self.setup_client,
-            plan: &self.plan,
-        }
     }
 
     /// Runs the saves, the LIST and the loads, and merges the hosts' phases under mpirun:
@@ -319,7 +296,7 @@ impl<'a> CheckpointSession<'a> {
         if let Some(engine) = self.engine.take() {
             engine.shutdown();
         }
-        let server_stats = self.server.take().map(|s| s.shutdown());
+        let server_stats = self.store.stop_server();
         // Removed when every upload ended; kept, for the next run, when one is left open.
         std::mem::take(&mut self.journal).close();
         if results.is_empty() && failure.is_none() {
@@ -417,15 +394,17 @@ impl<'a> CheckpointSession<'a> {
             Ok(())
         };
         if writes > 0 {
+            self.drop_caches()?;
             run(&mut phases, Phase::Save, writes)?;
         }
         if phases.failure.is_none() && reads > 0 {
             // A read-only run listed and checked its checkpoint at set-up.
             let found = match writes {
                 0 => reads,
-                _ => self.lister().checkpoints_listed()?,
+                _ => self.store.checkpoints_listed(self.cluster, &self.plan)?,
             };
             if found >= reads {
+                self.drop_caches()?;
                 run(&mut phases, Phase::Load, reads)?;
             } else {
                 let line = too_few(&self.plan, reads, found);
@@ -445,6 +424,15 @@ impl<'a> CheckpointSession<'a> {
         Ok(phases)
     }
 
+    /// `--drop-caches` on a file system: the page cache written back and dropped before a
+    /// phase's clock (between the saves and the restores, as the rules ask below 3× memory).
+    fn drop_caches(&self) -> anyhow::Result<()> {
+        if self.request.files.drop_caches && matches!(self.store, CheckpointStore::Files { .. }) {
+            crate::files::cache::drop_caches().map_err(UsageError)?;
+        }
+        Ok(())
+    }
+
     /// One phase over the local ranks, its CPU costs measured around it.
     fn run_phase(
         &self,
@@ -452,12 +440,12 @@ impl<'a> CheckpointSession<'a> {
         steps: Vec<u32>,
         run_clock: Instant,
     ) -> Result<PhaseResult, Box<(RankError, Option<PhaseResult>)>> {
-        let server = self.server.as_ref();
+        let server = self.store.server();
         let server_cpu_now = || server.map_or(0.0, |s| s.stats().cpu_s);
         let s = &self.plan.settings;
         let sleep = Duration::from_secs_f64(s.time_between_checkpoints_s.max(0.0));
         let barrier_timeout =
-            self.client.policy().longest_request() * 4 + sleep + Duration::from_secs(600);
+            self.store.policy().longest_request() * 4 + sleep + Duration::from_secs(600);
         let config = RunConfig {
             engine: self.engine_kind,
             engine_threads: self.engine_threads,
@@ -497,7 +485,7 @@ impl<'a> CheckpointSession<'a> {
                 stats: measured.stats,
                 wall_s: measured.wall_s,
                 client_cpu_s: costs.client_cpu_s,
-                server_cpu_s: self.server.as_ref().map(|_| costs.server_cpu_s),
+                server_cpu_s: self.store.server().map(|_| costs.server_cpu_s),
                 started_s: measured
                     .ready_at
                     .saturating_duration_since(run_clock)
@@ -603,6 +591,7 @@ impl<'a> CheckpointSession<'a> {
             accelerator_memory_bytes: (self.request.checkpoint.accelerator_memory_bytes)
                 .unwrap_or(checkpoint_rules::B200_MEMORY_BYTES),
             model: plan.settings.model_name.clone(),
+            restores_cached: matches!(&self.store, CheckpointStore::Files { dir, .. } if !dir.direct),
         });
         CheckpointSummary {
             kind: "checkpoint",
@@ -626,9 +615,7 @@ impl<'a> CheckpointSession<'a> {
             io_shape: plan.io,
             peak_rss_bytes,
             memory_budget_bytes: plan.memory.total_bytes,
-            target: TargetSummary::of(
-                &self.target,
-                self.client.tls_negotiated(),
+            target: self.store.target_summary(
                 server_stats,
                 results.iter().filter_map(|r| r.server_cpu_s).sum(),
             ),
@@ -663,6 +650,81 @@ fn choose_engine(
         notes.push(note);
     }
     Ok(choice)
+}
+
+/// The run's store: the data directory (its `O_DIRECT` probed in the checkpoint folder), or
+/// the S3 target (the embedded sink's, or the one given) with the phases' client and the
+/// set-up requests' own.
+fn open_store(
+    request: &RunRequest,
+    plan: &CheckpointPlan,
+    server: Option<server::Server>,
+    target: Option<s3::Target>,
+    dir: Option<DataDir>,
+) -> anyhow::Result<CheckpointStore> {
+    let policy = request.retry;
+    if let Some(mut dir) = dir {
+        dir.probe_direct_in(&dir.path(&plan.prefix()))
+            .map_err(UsageError)?;
+        return Ok(CheckpointStore::Files { dir, policy });
+    }
+    let Some(target) = target else {
+        return Err(UsageError("a checkpoint run with no store (a bug)".into()).into());
+    };
+    let client = Client::new(target.clone(), policy)?;
+    let (setup_client, setup_runtime) = set_up_client(&target, policy)?;
+    Ok(CheckpointStore::S3(S3Store {
+        server,
+        target,
+        client,
+        setup_client,
+        setup_runtime,
+    }))
+}
+
+/// The plan's notes, a file run's fsync rule in place of the objects' one, and the warning of
+/// ranks sharing cores (printed).
+fn plan_notes(plan: &CheckpointPlan, files: bool, shared_cores: Option<String>) -> Vec<String> {
+    let mut notes = plan.notes.clone();
+    if files {
+        // A file is fsynced at close whatever checkpoint.fsync says, as DLIO's writer does.
+        notes.retain(|n| !n.starts_with("checkpoint.fsync"));
+        notes.push(
+            "checkpoint.fsync: each file is fsynced once, at close, whatever it says (as DLIO's \
+             file writer does)"
+                .into(),
+        );
+    }
+    if let Some(note) = shared_cores {
+        eprintln!("ringload run: WARNING: {note}");
+        notes.push(note);
+    }
+    notes
+}
+
+/// Process 0 aborts the uploads an earlier run left open under the checkpoint folder (S3);
+/// files have none to leave open: a failed write removes its file.
+fn clean_up(
+    store: &CheckpointStore,
+    cluster: &Cluster,
+    request: &RunRequest,
+    plan: &CheckpointPlan,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<checkpoint_uploads::CleanedUp> {
+    match store {
+        CheckpointStore::S3(s3) => checkpoint_uploads::clean_up(
+            cluster,
+            &checkpoint_uploads::Where {
+                client: &s3.setup_client,
+                runtime: &s3.setup_runtime,
+                prefix: &plan.prefix(),
+                embedded: s3.server.is_some(),
+                abort_foreign: request.checkpoint.abort_foreign_uploads,
+            },
+            notes,
+        ),
+        CheckpointStore::Files { .. } => Ok(checkpoint_uploads::CleanedUp::default()),
+    }
 }
 
 /// The client and runtime of the requests outside the phases (the clean-up, the LISTs).

@@ -72,7 +72,7 @@ impl Lister<'_> {
                 .into_iter()
                 .map(|o| (o.key, o.size_bytes))
                 .collect();
-            check_step(self.plan, bucket, step, &listed)?;
+            check_step(self.plan, &format!("s3://{bucket}/"), step, &listed)?;
         }
         Ok(())
     }

@@ -16,7 +16,7 @@ use crate::rank::journal::{self, Upload, UploadJournal};
 use crate::s3::{self, Client};
 
 /// What the clean-up did.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct CleanedUp {
     /// This process's journal, for the run's uploads (off with the embedded server).
     pub journal: UploadJournal,

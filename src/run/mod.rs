@@ -16,6 +16,7 @@ pub mod checkpoint;
 mod checkpoint_after;
 pub mod checkpoint_hosts;
 mod checkpoint_list;
+mod checkpoint_store;
 mod checkpoint_uploads;
 pub mod objects;
 pub mod prepare;

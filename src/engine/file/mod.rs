@@ -14,7 +14,9 @@
 //! With `O_DIRECT` the device DMAs straight into the registered buffer: no CPU copy. A range
 //! not aligned to the file system's `STATX_DIOALIGN` is read widened (whole blocks), and only
 //! the planned bytes count as data. `--direct off` reads through the page cache, as DLIO does.
+//! Checkpoints are files written and read back by [`checkpoint`].
 
+pub mod checkpoint;
 mod ring;
 
 use std::fs::File;

@@ -30,8 +30,6 @@ use crate::engine::pool::{BufIndex, BufferPool};
 pub const COMPUTE_TAG: u64 = u64::MAX - 1;
 /// The tag of the barrier eventfd's read.
 pub const WAKE_TAG: u64 = u64::MAX - 2;
-/// The tag of a file's `fsync` (slot in the low bits).
-pub const FSYNC_TAG: u64 = 1 << 40;
 const CANCEL_TAG: u64 = u64::MAX;
 /// How long a dropped ring waits for the kernel to give back cancelled operations.
 const DRAIN_LIMIT: Duration = Duration::from_secs(10);
@@ -140,14 +138,6 @@ impl FileRing {
         self.push_buf(buf, entry)
     }
 
-    /// `fsync`s the file in `slot`; completes with tag `FSYNC_TAG | slot`.
-    pub fn fsync(&mut self, slot: u32) -> io::Result<()> {
-        let entry = opcode::Fsync::new(Fixed(slot))
-            .build()
-            .user_data(FSYNC_TAG | u64::from(slot));
-        self.push(entry)
-    }
-
     /// Completes with [`COMPUTE_TAG`] after `duration`.
     pub fn timeout(&mut self, duration: Duration) -> io::Result<()> {
         **self.timespec = Timespec::from(duration);
@@ -177,10 +167,6 @@ impl FileRing {
 
     pub fn buffer_len(&self, buf: BufIndex) -> usize {
         self.pool.buffer_len(buf)
-    }
-
-    pub fn largest_buffer(&self) -> usize {
-        self.pool.largest_buffer()
     }
 
     /// (buffers, free buffers).
