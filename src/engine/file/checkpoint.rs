@@ -295,23 +295,25 @@ impl ObjectIo for FileCheckpoint {
                 break;
             }
             for (buf, result) in self.reap()? {
-                let Some(mut op) = ops[usize::from(buf.0)] else {
+                let Some(mut op) = ops[usize::from(buf.0)].take() else {
                     continue;
                 };
                 if result < 0 {
+                    self.free.push(buf);
+                    self.live.ended();
                     let e = std::io::Error::from_raw_os_error(-result);
                     let error = self.file_error("writing", &object.key, &e);
                     return Err(self.write_failed(&mut ops, error));
                 }
                 op.done += result as u64;
                 if op.done < op.needed(true) && result > 0 {
-                    ops[usize::from(buf.0)] = Some(op);
                     if let Err(e) = self.submit(buf, &op, true) {
+                        self.free.push(buf);
                         return Err(self.write_failed(&mut ops, e));
                     }
+                    ops[usize::from(buf.0)] = Some(op);
                     continue;
                 }
-                ops[usize::from(buf.0)] = None;
                 running -= 1;
                 self.free.push(buf);
                 self.live.ended();
@@ -407,7 +409,7 @@ impl ObjectIo for FileCheckpoint {
                 return Err(RankError::Aborted);
             }
             for (buf, result) in self.reap()? {
-                let Some(mut op) = ops[usize::from(buf.0)] else {
+                let Some(mut op) = ops[usize::from(buf.0)].take() else {
                     continue;
                 };
                 let failure = if result < 0 {
@@ -424,16 +426,17 @@ impl ObjectIo for FileCheckpoint {
                     })
                 };
                 if let Some(error) = failure {
+                    self.free.push(buf);
+                    self.live.ended();
                     self.stats.read.errors += 1;
                     self.drain(&mut ops);
                     return Err(error);
                 }
                 if op.done < op.needed(false) {
-                    ops[usize::from(buf.0)] = Some(op);
                     self.submit(buf, &op, false)?;
+                    ops[usize::from(buf.0)] = Some(op);
                     continue;
                 }
-                ops[usize::from(buf.0)] = None;
                 self.live.ended();
                 self.read_done(object, buf, &op, &file)?;
                 self.free.push(buf);
