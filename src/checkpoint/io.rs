@@ -92,6 +92,10 @@ pub struct IoOptions {
     pub restore_checksum: RestoreChecksum,
     /// The target is reached over TLS (`https://`): set by the caller that knows it.
     pub tls: bool,
+    /// The objects are files (`--data-dir`): S3's part limits do not apply, a part is any
+    /// whole number of 4 KiB blocks (DLIO's file writer's chunk; `O_DIRECT` writes at their
+    /// offsets).
+    pub files: bool,
     /// The content's dedupe and compression ratios (`--dedupe-ratio`, `--compress-ratio`).
     pub reduction: crate::content::Reduction,
 }
@@ -154,7 +158,16 @@ pub fn resolve_io(
         (None, Some(n)) => n as usize,
         (None, None) => default_in_flight(np),
     };
-    if !(MIN_PART_BYTES..=MAX_PART_BYTES).contains(&part_bytes) {
+    if options.files {
+        if part_bytes == 0 || !part_bytes.is_multiple_of(4096) || part_bytes > MAX_PART_BYTES {
+            return Err(format!(
+                "part size {} ({part_from}): a file's chunks are whole 4 KiB blocks (O_DIRECT \
+                 writes them at their offsets), at most 5 GiB: use --part-size 4KiB, 4MiB, \
+                 32MiB, …",
+                bytes(part_bytes)
+            ));
+        }
+    } else if !(MIN_PART_BYTES..=MAX_PART_BYTES).contains(&part_bytes) {
         return Err(format!(
             "part size {} ({part_from}) is outside S3's limits for parts, 5 MiB to 5 GiB (only \
              the last part may be smaller): use --part-size between 5MiB and 5GiB",
@@ -163,7 +176,7 @@ pub fn resolve_io(
     }
     let (name, size) = largest;
     let parts = size.div_ceil(part_bytes);
-    if parts > MAX_PARTS {
+    if parts > MAX_PARTS && !options.files {
         let fits = size.div_ceil(MAX_PARTS).div_ceil(MIB);
         return Err(format!(
             "part size {} ({part_from}) cuts the largest object, {name} ({} B), into {} parts; \

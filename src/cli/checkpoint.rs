@@ -10,8 +10,9 @@ use crate::checksum::Checksum;
 
 #[derive(Debug, Clone, Default, PartialEq, Args)]
 pub struct CheckpointArgs {
-    /// Multipart part size of a checkpoint's uploads, 5MiB to 5GiB [default:
-    /// S3DLIO_MULTIPART_PART_SIZE_MB MiB when set, else 32MiB, as the DLIO fork]
+    /// Multipart part size of a checkpoint's uploads, 5MiB to 5GiB (with --data-dir: each
+    /// write's size, whole 4KiB blocks) [default: S3DLIO_MULTIPART_PART_SIZE_MB MiB when set,
+    /// else 32MiB, as the DLIO fork]
     #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = "Checkpoint")]
     pub part_size: Option<u64>,
 
@@ -105,6 +106,8 @@ impl CheckpointArgs {
             // Set where the target is known (a run's `--endpoint`); `plan` and a sweep's
             // pre-plan, without one, size buffers for plain HTTP (0.2 % less per buffer).
             tls: false,
+            // Set by the checkpoint session when the run is on a file system (`--data-dir`).
+            files: false,
             reduction: self.content.reduction(),
         }
     }

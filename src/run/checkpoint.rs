@@ -186,6 +186,7 @@ impl<'a> CheckpointSession<'a> {
                         // DLIO's file reader: 4 readers over a file's blocks.
                         read_blocks: (request.checkpoint.io.read_blocks)
                             .or(dir.is_some().then_some(FILE_READ_BLOCKS)),
+                        files: dir.is_some(),
                         ..request.checkpoint.io
                     },
                     memory_cap_bytes: request.plan.memory_cap_bytes,
