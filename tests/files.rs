@@ -491,3 +491,50 @@ fn a_full_disk_under_a_checkpoint_is_one_line_and_leaves_no_half_file() {
         .trim_end_matches(" (half written) was removed");
     assert!(!Path::new(half).exists(), "{half} is left");
 }
+
+#[test]
+fn checkpoints_during_training_are_files_beside_the_dataset() {
+    // unet3d made tiny (tests/train_checkpoint.rs's shape): a save after epochs 2 and 3.
+    let tiny = [
+        "workflow.checkpoint=True",
+        "metric.au=0.01",
+        "dataset.num_files_train=8",
+        "dataset.record_length_bytes=65536",
+        "dataset.record_length_bytes_stdev=0",
+        "reader.batch_size=2",
+        "reader.read_threads=1",
+        "train.epochs=3",
+        "train.computation_time=0.01",
+        "checkpoint.checkpoint_after_epoch=2",
+        "checkpoint.epochs_between_checkpoints=1",
+    ];
+    let root = disk();
+    generate("unet3d_h100", &tiny, root.path());
+    let mut args = vec![
+        "run",
+        "unet3d_h100",
+        "--np",
+        "2",
+        "--data-dir",
+        root.path().to_str().unwrap(),
+    ];
+    args.extend(tiny);
+    let (code, s, stderr) = run_json(&args);
+    assert!(code == 0 || code == 1, "{stderr}");
+    assert_eq!(
+        s["checkpoints"]["saves"].as_array().unwrap().len(),
+        2,
+        "{s}"
+    );
+    let saved: Vec<PathBuf> = common::walk(&root.path().join("checkpoints/unet3d"));
+    assert_eq!(saved.len(), 2, "{saved:?}");
+    for file in saved {
+        let size = std::fs::metadata(&file).unwrap().len();
+        assert_eq!(
+            size,
+            s["checkpoints"]["bytes_per_save"].as_u64().unwrap(),
+            "{}",
+            file.display()
+        );
+    }
+}

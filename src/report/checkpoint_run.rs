@@ -132,6 +132,12 @@ pub fn render(summary: &CheckpointSummary) -> String {
             "  started {s:.1} s after the write run ended (MLPerf's rules allow 30 s)"
         );
     }
+    if let Some(files) = &summary.target.files {
+        let _ = writeln!(out, "  on {}", super::files::place(files));
+        for line in super::files::lines(files) {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
     if !summary.rules.is_empty() {
         let _ = writeln!(out, "\n  MLPerf's checkpointing rules:");
         for rule in &summary.rules {

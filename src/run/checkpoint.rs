@@ -32,7 +32,7 @@ use anyhow::Context;
 use super::RunConfig;
 use super::checkpoint_after;
 use super::checkpoint_hosts::{self, HostCheckpoint, PhaseResult, agreed};
-use super::checkpoint_store::{CheckpointStore, S3Store};
+use super::checkpoint_store::{CheckpointStore, FileStore, S3Store};
 use super::checkpoint_uploads;
 use super::objects::{PhaseFailure, PhaseMeasurements, run_objects_phase};
 use super::prepare::Prepared;
@@ -287,11 +287,14 @@ impl<'a> CheckpointSession<'a> {
         let peak_rss_since_setup = metrics::reset_peak_rss();
         self.setup_done
             .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.store.clock_started();
+        let clock = Instant::now();
         let Phases {
             results,
             clocks,
             failure,
         } = self.run_phases()?;
+        self.store.clock_stopped(clock.elapsed().as_secs_f64());
         let ended_wall = SystemTime::now();
         // The engine before the server: the baseline's runtime stops while its peer is up.
         if let Some(engine) = self.engine.take() {
@@ -428,7 +431,7 @@ impl<'a> CheckpointSession<'a> {
     /// `--drop-caches` on a file system: the page cache written back and dropped before a
     /// phase's clock (between the saves and the restores, as the rules ask below 3× memory).
     fn drop_caches(&self) -> anyhow::Result<()> {
-        if self.request.files.drop_caches && matches!(self.store, CheckpointStore::Files { .. }) {
+        if self.request.files.drop_caches && matches!(self.store, CheckpointStore::Files(_)) {
             crate::files::cache::drop_caches().map_err(UsageError)?;
         }
         Ok(())
@@ -592,7 +595,7 @@ impl<'a> CheckpointSession<'a> {
             accelerator_memory_bytes: (self.request.checkpoint.accelerator_memory_bytes)
                 .unwrap_or(checkpoint_rules::B200_MEMORY_BYTES),
             model: plan.settings.model_name.clone(),
-            restores_cached: matches!(&self.store, CheckpointStore::Files { dir, .. } if !dir.direct),
+            restores_cached: matches!(&self.store, CheckpointStore::Files(f) if !f.dir.direct),
         });
         CheckpointSummary {
             kind: "checkpoint",
@@ -667,7 +670,7 @@ fn open_store(
     if let Some(mut dir) = dir {
         dir.probe_direct_in(&dir.path(&plan.prefix()))
             .map_err(UsageError)?;
-        return Ok(CheckpointStore::Files { dir, policy });
+        return Ok(CheckpointStore::Files(FileStore::new(dir, policy)));
     }
     let Some(target) = target else {
         return Err(UsageError("a checkpoint run with no store (a bug)".into()).into());
@@ -724,7 +727,7 @@ fn clean_up(
             },
             notes,
         ),
-        CheckpointStore::Files { .. } => Ok(checkpoint_uploads::CleanedUp::default()),
+        CheckpointStore::Files(_) => Ok(checkpoint_uploads::CleanedUp::default()),
     }
 }
 

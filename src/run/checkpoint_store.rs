@@ -13,6 +13,7 @@ use crate::checkpoint::restore::{check_step, too_few};
 use crate::cluster::Cluster;
 use crate::engine::Reach;
 use crate::exit::UsageError;
+use crate::files::disk::{Disk, DiskReading, DiskSummary};
 use crate::files::{DataDir, describe_io};
 use crate::s3::{Client, RetryPolicy, Target};
 use crate::server::{Server, ServerStats};
@@ -23,7 +24,29 @@ use crate::summary::TargetSummary;
 #[allow(clippy::large_enum_variant)]
 pub enum CheckpointStore {
     S3(S3Store),
-    Files { dir: DataDir, policy: RetryPolicy },
+    Files(FileStore),
+}
+
+/// A data directory, and what its device did over the phases.
+#[derive(Debug)]
+pub struct FileStore {
+    pub dir: DataDir,
+    pub policy: RetryPolicy,
+    disk: Option<Disk>,
+    before: Option<DiskReading>,
+    measured: Option<DiskSummary>,
+}
+
+impl FileStore {
+    pub fn new(dir: DataDir, policy: RetryPolicy) -> FileStore {
+        FileStore {
+            disk: Disk::of(&dir.root),
+            dir,
+            policy,
+            before: None,
+            measured: None,
+        }
+    }
 }
 
 /// An S3 store and its clients.
@@ -44,9 +67,9 @@ impl CheckpointStore {
     pub fn reach(&self) -> Reach<'_> {
         match self {
             CheckpointStore::S3(s3) => Reach::S3(&s3.client),
-            CheckpointStore::Files { dir, policy } => Reach::Dir {
-                dir,
-                policy: *policy,
+            CheckpointStore::Files(f) => Reach::Dir {
+                dir: &f.dir,
+                policy: f.policy,
             },
         }
     }
@@ -58,7 +81,7 @@ impl CheckpointStore {
     pub fn server(&self) -> Option<&Server> {
         match self {
             CheckpointStore::S3(s3) => s3.server.as_ref(),
-            CheckpointStore::Files { .. } => None,
+            CheckpointStore::Files(_) => None,
         }
     }
 
@@ -66,7 +89,7 @@ impl CheckpointStore {
     pub fn stop_server(&mut self) -> Option<ServerStats> {
         match self {
             CheckpointStore::S3(s3) => s3.server.take().map(|s| s.shutdown()),
-            CheckpointStore::Files { .. } => None,
+            CheckpointStore::Files(_) => None,
         }
     }
 
@@ -76,7 +99,9 @@ impl CheckpointStore {
             CheckpointStore::S3(s3) => {
                 TargetSummary::of(&s3.target, s3.client.tls_negotiated(), server, server_cpu_s)
             }
-            CheckpointStore::Files { dir, .. } => TargetSummary::of_files(dir.summary(None, None)),
+            CheckpointStore::Files(f) => {
+                TargetSummary::of_files(f.dir.summary(f.measured.clone(), None))
+            }
         }
     }
 
@@ -89,8 +114,8 @@ impl CheckpointStore {
     ) -> anyhow::Result<u32> {
         match self {
             CheckpointStore::S3(s3) => lister(s3, cluster, plan).checkpoints_listed(),
-            CheckpointStore::Files { dir, .. } => {
-                let found = (cluster.process() == 0).then(|| count_dirs(dir, plan));
+            CheckpointStore::Files(f) => {
+                let found = (cluster.process() == 0).then(|| count_dirs(&f.dir, plan));
                 cluster
                     .share(found)?
                     .map_err(|e| agreed(cluster, RunFailed(e)))
@@ -103,12 +128,32 @@ impl CheckpointStore {
     pub fn restore_checked(&self, cluster: &Cluster, plan: &CheckpointPlan) -> anyhow::Result<()> {
         match self {
             CheckpointStore::S3(s3) => lister(s3, cluster, plan).restore_checked(),
-            CheckpointStore::Files { dir, .. } => {
-                let verdict = (cluster.process() == 0).then(|| check_files(dir, plan));
+            CheckpointStore::Files(f) => {
+                let verdict = (cluster.process() == 0).then(|| check_files(&f.dir, plan));
                 cluster
                     .share(verdict)?
                     .map_err(|e| agreed(cluster, UsageError(e)))
             }
+        }
+    }
+}
+
+impl CheckpointStore {
+    /// Before the first phase: the device's counters (a file system on a block device).
+    pub fn clock_started(&mut self) {
+        if let CheckpointStore::Files(f) = self {
+            f.before = f.disk.as_ref().and_then(Disk::read);
+        }
+    }
+
+    /// After the last phase, `wall_s` later: the device's share of the time busy.
+    pub fn clock_stopped(&mut self, wall_s: f64) {
+        if let CheckpointStore::Files(f) = self
+            && let (Some(disk), Some(before)) = (&f.disk, f.before)
+        {
+            f.measured = disk
+                .read()
+                .map(|after| DiskSummary::between(disk, before, after, wall_s));
         }
     }
 }

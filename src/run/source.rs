@@ -49,9 +49,10 @@ pub struct Files {
 }
 
 impl Source {
-    /// The store of a run asked by `request`: `dir` when the run is on a file system, else
-    /// `resolved` (the target the flags, environment or workload name), else the embedded
-    /// server (with a sink for `checkpoints`).
+    /// The store of a run asked by `request`: `dir` when the run is on a file system (the
+    /// checkpoints written between the steps are files there too), else `resolved` (the
+    /// target the flags, environment or workload name), else the embedded server (with a
+    /// sink for `checkpoints`).
     pub fn open(
         request: &RunRequest,
         settings: &Settings,
@@ -70,14 +71,6 @@ impl Source {
             let client = Client::new(storage.target.clone(), request.retry)?;
             return Ok(Source::S3 { storage, client });
         };
-        if checkpoints.is_some() {
-            return Err(UsageError(format!(
-                "{}: checkpoints during training (workflow.checkpoint) are written to S3 only \
-                 so far; run it without --data-dir, or set workflow.checkpoint=false",
-                settings.workload.name
-            ))
-            .into());
-        }
         if request.plan.loader == Loader::Dlio {
             return Err(UsageError(
                 "--loader dlio reproduces the DLIO fork's S3 readers (s3dlio's requests); on a \
