@@ -90,6 +90,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("run::checkpoint", 16),
     ("run::checkpoint_hosts", 16),
     ("run::checkpoint_list", 16),
+    ("run::checkpoint_store", 16),
     ("sweep::session", 16),
     ("sweep::maxnp_search", 16),
     ("sweep::points", 16),

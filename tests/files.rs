@@ -538,3 +538,33 @@ fn checkpoints_during_training_are_files_beside_the_dataset() {
         );
     }
 }
+
+#[test]
+fn find_max_np_searches_a_file_system_with_the_file_engine() {
+    let root = disk();
+    let (workload, overrides) = SHAPES[0];
+    generate(workload, overrides, root.path());
+    let out = root.path().join("maxnp");
+    let mut args = vec![
+        "sweep",
+        workload,
+        "--find-max-np",
+        "--runs",
+        "2",
+        "--np",
+        "1,2",
+        "--data-dir",
+        root.path().to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+    ];
+    args.extend(overrides);
+    let (code, stdout, stderr) = run(&args);
+    assert!(code == 0 || code == 1, "{stderr}");
+    assert!(
+        stderr.contains("file-np1"),
+        "every point on the file engine: {stderr}"
+    );
+    assert!(!stderr.contains("failed,"), "{stderr}");
+    assert!(!stdout.is_empty());
+}

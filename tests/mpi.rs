@@ -413,3 +413,87 @@ fn a_checkpoint_refusal_or_failure_ends_every_process() {
     );
     assert!(started.elapsed() < Duration::from_secs(120), "{stderr}");
 }
+
+/// A shared file system (here the machine's disk): two processes read what one reads, and
+/// write each rank's checkpoint files, every rank its own, as one process does.
+#[test]
+fn on_a_file_system_two_processes_read_and_write_what_one_process_does() {
+    let data = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let root = data.path().to_str().unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_ringload"))
+        .args(["generate", "flux_small", "--files", "4", "--output", root])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let outs = tempfile::tempdir().unwrap();
+    let (one, two) = (outs.path().join("one"), outs.path().join("two"));
+    let args = |out: &std::path::Path| -> Vec<String> {
+        [
+            "run",
+            "flux_small",
+            "--files",
+            "4",
+            "--np",
+            "2",
+            "--data-dir",
+            root,
+            "--output",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([out.display().to_string()])
+        .collect()
+    };
+    let single = Command::new(env!("CARGO_BIN_EXE_ringload"))
+        .args(args(&one))
+        .output()
+        .unwrap();
+    assert!(single.status.code().is_some_and(|c| c <= 1), "{single:?}");
+    let job = mpirun(
+        2,
+        &args(&two).iter().map(String::as_str).collect::<Vec<_>>(),
+    )
+    .output()
+    .unwrap();
+    assert!(job.status.code().is_some_and(|c| c <= 1), "{job:?}");
+    assert_eq!(gets(&one), gets(&two));
+    let (s1, s2) = (summary(&one), summary(&two));
+    assert_eq!(s2["engine"], "file");
+    assert_eq!(s1["bytes_read"], s2["bytes_read"]);
+    assert_eq!(s2["hosts"].as_array().map(Vec::len), Some(2), "{s2}");
+    // Checkpoints: each rank writes its own files, the same as one process writes.
+    let ckpt = |processes: usize| {
+        let folder = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let args = [
+            "run",
+            "llama3_tiny",
+            "--np",
+            "2",
+            "--data-dir",
+            folder.path().to_str().unwrap(),
+            "--verify",
+            "checkpoint.num_checkpoints_write=1",
+            "checkpoint.num_checkpoints_read=1",
+        ];
+        let out = match processes {
+            1 => Command::new(env!("CARGO_BIN_EXE_ringload"))
+                .args(args)
+                .output()
+                .unwrap(),
+            n => mpirun(n, &args).output().unwrap(),
+        };
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let mut files: Vec<(String, u64)> = common::walk(folder.path())
+            .iter()
+            .map(|p| {
+                let rel = p.strip_prefix(folder.path()).unwrap().display().to_string();
+                (rel, std::fs::metadata(p).unwrap().len())
+            })
+            .collect();
+        files.sort();
+        files
+    };
+    let (by_one, by_two) = (ckpt(1), ckpt(2));
+    assert_eq!(by_one.len(), 4, "{by_one:?}");
+    assert_eq!(by_one, by_two);
+}

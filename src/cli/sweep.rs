@@ -46,6 +46,7 @@ impl SweepArgs {
             bucket: options.s3.bucket.clone(),
             retry: options.s3.retry_policy(),
             manifest: options.manifest.clone(),
+            data_dir: options.files.data_dir.clone(),
             checkpoint_io: options.checkpoint.io_options(options.verify),
             results_dir: options.results.results_dir.clone(),
             secret_env: options.s3.secret_env(),

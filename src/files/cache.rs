@@ -60,9 +60,8 @@ pub fn drop_caches() -> Result<(), String> {
     rustix::fs::sync();
     std::fs::write("/proc/sys/vm/drop_caches", b"3\n").map_err(|e| {
         format!(
-            "--drop-caches: cannot write /proc/sys/vm/drop_caches ({}); run as root, or drop \
-             --drop-caches and drop the caches yourself before the run",
-            super::describe_io(&e)
+            "--drop-caches: cannot write /proc/sys/vm/drop_caches ({e}); run as root, or drop \
+             --drop-caches and drop the caches yourself before the run"
         )
     })
 }

@@ -183,7 +183,9 @@ pub fn data_dir(request: &RunRequest, workload: &Workload) -> Result<Option<Data
     };
     if let Some(endpoint) = &request.target.endpoint {
         return Err(UsageError(format!(
-            "--endpoint {endpoint} with a file system ({}): one store per run; drop --endpoint              to read the files, or --data-dir (and storage.storage_type=local_fs) to reach the              S3 store",
+            "--endpoint {endpoint} with a file system ({}): one store per run; drop --endpoint \
+             to read the files, or --data-dir (and storage.storage_type=local_fs) to reach \
+             the S3 store",
             root.display()
         )));
     }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use super::request::RunRequest;
-use crate::catalog::{self, Catalog, CatalogError, DirSource};
+use crate::catalog::{Catalog, CatalogError};
 use crate::cluster::Cluster;
 use crate::engine::Reach;
 use crate::exit::UsageError;
@@ -20,7 +20,7 @@ use crate::plan::{Loader, Plan};
 use crate::s3::{self, Bucket, Client, Target};
 use crate::server::{Server, ServerStats};
 use crate::settings::Settings;
-use crate::setup::store::{CheckpointWrites, Storage, catalog_from, parquet_manifest};
+use crate::setup::store::{CheckpointWrites, Storage, catalog_from, catalog_from_dir};
 use crate::summary::TargetSummary;
 
 /// The tail DLIO's Parquet reader fetches to read a footer.
@@ -221,26 +221,14 @@ impl Source {
 }
 
 impl Files {
-    /// The workload's catalog under the directory: Parquet footers read with `pread`, or the
-    /// whole objects listed (or named by `--manifest`).
+    /// The workload's catalog under the directory (`setup::store::catalog_from_dir`).
     fn read_catalog(&self, request: &RunRequest, settings: &Settings) -> anyhow::Result<Catalog> {
-        let source = DirSource::new(&self.dir.root);
-        Ok(match (&settings.objects, request.manifest.as_deref()) {
-            (Some(dataset), Some(file)) => {
-                catalog::manifest::manifest_objects(file, dataset, settings.num_files)?
-            }
-            (None, Some(file)) => return Err(parquet_manifest(file).into()),
-            (Some(dataset), None) => {
-                catalog::discover_objects(&source, dataset, settings.num_files)?
-            }
-            (None, None) => catalog::discover(
-                &source,
-                &settings.dataset.train_prefix,
-                settings.num_files,
-                settings.columns_read.as_deref(),
-                request.verify,
-            )?,
-        })
+        catalog_from_dir(
+            &self.dir.root,
+            settings,
+            request.verify,
+            request.manifest.as_deref(),
+        )
     }
 
     /// Before the clock, with the plan known: on a buffered run, the cache rule's note (the

@@ -301,6 +301,93 @@ pub fn catalog_from(
     Ok((bucket, catalog))
 }
 
+/// The catalog of the workload's files under the data directory `root` (a run on a file
+/// system): Parquet footers read with `pread`, or the whole objects listed (or named by
+/// `--manifest`); chunk hashes for `--verify` when `with_chunks`.
+pub fn catalog_from_dir(
+    root: &Path,
+    settings: &Settings,
+    with_chunks: bool,
+    manifest: Option<&Path>,
+) -> anyhow::Result<Catalog> {
+    let source = catalog::DirSource::new(root);
+    Ok(match (&settings.objects, manifest) {
+        (Some(dataset), Some(file)) => {
+            catalog::manifest::manifest_objects(file, dataset, settings.num_files)?
+        }
+        (None, Some(file)) => return Err(parquet_manifest(file).into()),
+        (Some(dataset), None) => catalog::discover_objects(&source, dataset, settings.num_files)?,
+        (None, None) => catalog::discover(
+            &source,
+            &settings.dataset.train_prefix,
+            settings.num_files,
+            settings.columns_read.as_deref(),
+            with_chunks,
+        )?,
+    })
+}
+
+/// What a sweep's points read: an S3 store (the target given, else one embedded server for
+/// every point), or the data directory of a run on a file system, which each point reads
+/// itself (`--data-dir` travels on its command line).
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // one per sweep
+pub enum SweepStore {
+    S3(Storage),
+    Files(std::path::PathBuf),
+}
+
+impl SweepStore {
+    /// The embedded server, when the sweep started one.
+    pub fn server(&self) -> Option<&Server> {
+        match self {
+            SweepStore::S3(storage) => storage.server.as_ref(),
+            SweepStore::Files(_) => None,
+        }
+    }
+
+    /// Stops the embedded server, if any.
+    pub fn shutdown(self) {
+        if let SweepStore::S3(Storage {
+            server: Some(server),
+            ..
+        }) = self
+        {
+            server.shutdown();
+        }
+    }
+
+    pub fn tls(&self) -> bool {
+        matches!(self, SweepStore::S3(storage) if storage.tls())
+    }
+
+    /// The embedded server's endpoint and bucket, for every point's command line.
+    pub fn embedded(&self) -> Option<(String, String)> {
+        match self {
+            SweepStore::S3(storage) if storage.server.is_some() => Some((
+                storage.target.endpoints_text(),
+                storage.target.bucket.clone(),
+            )),
+            _ => None,
+        }
+    }
+
+    /// The workload's catalog, for planning the points.
+    pub fn catalog(
+        &self,
+        policy: s3::RetryPolicy,
+        settings: &Settings,
+        manifest: Option<&Path>,
+    ) -> anyhow::Result<Catalog> {
+        match self {
+            SweepStore::S3(storage) => {
+                Ok(catalog_from(&storage.target, policy, settings, false, manifest)?.1)
+            }
+            SweepStore::Files(root) => catalog_from_dir(root, settings, false, manifest),
+        }
+    }
+}
+
 /// The workload's catalog listed in `bucket`.
 fn listed_catalog(
     bucket: &Bucket,

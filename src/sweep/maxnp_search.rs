@@ -13,7 +13,7 @@ use super::request::{PointCommandLine, SweepRequest};
 use super::{Machine, Planned, Point, PointResult, Runner, SweepError, SweepFile};
 use crate::mlperf::training_rules;
 use crate::settings::Settings;
-use crate::setup::store::Storage;
+use crate::setup::store::SweepStore;
 
 /// The search over all families.
 struct Search<'a> {
@@ -218,7 +218,7 @@ pub fn run(
     args: &SweepRequest,
     line: &dyn PointCommandLine,
     settings: &Settings,
-    storage: &Storage,
+    storage: &SweepStore,
     planner: &Planner<'_>,
     points: Vec<Point>,
     interrupt: Arc<AtomicBool>,
@@ -248,7 +248,7 @@ pub fn run(
         }
     }
     let child = point_command(args, line, storage)?;
-    let server_cpu = || storage.server.as_ref().map(|s| s.stats().cpu_s);
+    let server_cpu = || storage.server().map(|s| s.stats().cpu_s);
     setup_done.store(true, Ordering::SeqCst);
     let runner = Runner {
         dir: args.output.clone(),

@@ -13,7 +13,7 @@ use crate::config::RawConfig;
 use crate::config::shape::ShapeKeys;
 use crate::plan::{Plan, PlanOptions};
 use crate::settings::Settings;
-use crate::setup::store::{Storage, catalog_from};
+use crate::setup::store::SweepStore;
 
 /// The child `ringload run` of a point, writing into a folder: every point reads the same
 /// store (with the embedded server, its address); a secret key reaches the points through
@@ -22,13 +22,12 @@ use crate::setup::store::{Storage, catalog_from};
 pub fn point_command<'a>(
     request: &'a SweepRequest,
     line: &'a dyn PointCommandLine,
-    storage: &Storage,
+    storage: &SweepStore,
 ) -> anyhow::Result<impl Fn(&Point, &Path) -> std::process::Command + 'a> {
     let exe = std::env::current_exe().context("finding the ringload binary for the points")?;
-    let store = storage.server.is_some().then(|| PointStore {
-        endpoint: storage.target.endpoints_text(),
-        bucket: storage.target.bucket.clone(),
-    });
+    let store = storage
+        .embedded()
+        .map(|(endpoint, bucket)| PointStore { endpoint, bucket });
     // The search's runs write their MLPerf leaves beside their points; the answer's are
     // gathered into --results-dir at the end (sweep::maxnp_results).
     let staged = request.find.find_max_np && request.results_dir.is_some();
@@ -94,17 +93,11 @@ impl<'a> Planner<'a> {
     /// Lists the store's files once.
     pub fn new(
         request: &'a SweepRequest,
-        storage: &Storage,
+        storage: &SweepStore,
         config: &RawConfig,
         settings: &Settings,
     ) -> anyhow::Result<Planner<'a>> {
-        let (_, catalog) = catalog_from(
-            &storage.target,
-            request.retry,
-            settings,
-            false,
-            request.manifest.as_deref(),
-        )?;
+        let catalog = storage.catalog(request.retry, settings, request.manifest.as_deref())?;
         let limits = budget::MemoryLimits {
             memlock_bytes: None,
             ..budget::probe()

@@ -43,6 +43,8 @@ pub struct SweepRequest {
     pub retry: RetryPolicy,
     /// `--manifest`: a whole-object dataset's keys and sizes instead of a LIST.
     pub manifest: Option<PathBuf>,
+    /// `--data-dir`: the points read a mounted file system.
+    pub data_dir: Option<PathBuf>,
     /// A checkpoint workload's I/O flags (`--verify` included), for each point's plan.
     pub checkpoint_io: IoOptions,
     /// `--results-dir`: with `--find-max-np`, where the answer's MLPerf leaves are gathered.

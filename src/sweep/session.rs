@@ -16,7 +16,7 @@ use crate::budget;
 use crate::checkpoint::{CheckpointOptions, CheckpointPlan, CheckpointSettings};
 use crate::exit::{self, ExitClass, UsageError};
 use crate::settings::Settings;
-use crate::setup::store::{Storage, prepare_output, resolve_target};
+use crate::setup::store::{Storage, SweepStore, prepare_output, resolve_target};
 use crate::signals::{exit_if_stopped_in_setup, raise_on_stop_signals};
 use crate::workload::{Settled, Workload};
 
@@ -38,23 +38,30 @@ pub fn run(
     if let Some(root) = &args.results_dir {
         crate::results::check_root(root)?;
     }
+    // On a file system the points read with the file engine.
+    let files = args.data_dir.is_some() || workload.on_files();
     let settings = match &workload.settled {
         Settled::Checkpoint(settings) => {
             crate::setup::store::refuse_checkpoint_manifest(args.manifest.as_deref())?;
-            return run_checkpoint(args, line, settings, interrupt, setup_done);
+            return run_checkpoint(args, line, settings, files, interrupt, setup_done);
         }
         Settled::Training(settings) => settings.as_ref().clone(),
     };
     claim_output(args)?;
-    let points = grid(&axes(args, &settings));
-    // The store: the one given, or one embedded server for every point.
-    let storage = Storage::open(
-        resolve_target(&args.target, &settings.storage)?,
-        &settings,
-        args.bucket.as_deref(),
-        args.server_threads,
-        crate::setup::store::CheckpointWrites::of(workload.train_checkpoint.as_deref()).as_ref(),
-    )?;
+    let points = grid(&axes(args, &settings, files));
+    // The store: a data directory each point reads, the one given, or one embedded server
+    // for every point.
+    let storage = match files_root(args, &workload)? {
+        Some(root) => SweepStore::Files(root),
+        None => SweepStore::S3(Storage::open(
+            resolve_target(&args.target, &settings.storage)?,
+            &settings,
+            args.bucket.as_deref(),
+            args.server_threads,
+            crate::setup::store::CheckpointWrites::of(workload.train_checkpoint.as_deref())
+                .as_ref(),
+        )?),
+    };
     limit_server(args, &storage)?;
     if args.find.find_max_np {
         let planner = Planner::new(args, &storage, &workload.config, &settings)?;
@@ -75,7 +82,7 @@ pub fn run(
         args.output.display()
     );
     let child = point_command(args, line, &storage)?;
-    let server_cpu = || storage.server.as_ref().map(|s| s.stats().cpu_s);
+    let server_cpu = || storage.server().map(|s| s.stats().cpu_s);
     setup_done.store(true, std::sync::atomic::Ordering::SeqCst);
     let runner = Runner {
         dir: args.output.clone(),
@@ -88,9 +95,7 @@ pub fn run(
         interrupt,
     };
     let (sweep, interrupted) = runner.run(&planned)?;
-    if let Some(server) = storage.server {
-        server.shutdown();
-    }
+    storage.shutdown();
     write_study(args, &sweep)?;
     if interrupted {
         return Err(SweepInterrupted(args.output.display().to_string()).into());
@@ -98,13 +103,34 @@ pub fn run(
     Ok(sweep.exit_code())
 }
 
+/// The data directory of a sweep on a file system (`--data-dir`, or the workload's
+/// `storage.storage_type: local_fs` under `storage.storage_root`), checked once here; each
+/// point takes it from its own command line.
+fn files_root(
+    args: &SweepRequest,
+    workload: &crate::workload::Workload,
+) -> Result<Option<std::path::PathBuf>, UsageError> {
+    let root = match (&args.data_dir, workload.on_files()) {
+        (Some(dir), _) => dir.clone(),
+        (None, true) => workload
+            .storage()
+            .bucket
+            .clone()
+            .unwrap_or_else(|| "./".into())
+            .into(),
+        (None, false) => return Ok(None),
+    };
+    crate::files::DataDir::open(&root, true).map_err(UsageError)?;
+    Ok(Some(root))
+}
+
 /// `--server-bandwidth-mib-per-s`: the shared embedded server's limit, all points' connections
 /// together; refused in one line when an endpoint is given (there is no embedded server).
-fn limit_server(args: &SweepRequest, storage: &Storage) -> Result<(), UsageError> {
+fn limit_server(args: &SweepRequest, storage: &SweepStore) -> Result<(), UsageError> {
     let Some(mib) = args.find.server_bandwidth_mib_per_s else {
         return Ok(());
     };
-    match &storage.server {
+    match storage.server() {
         Some(server) => {
             server.limit_bandwidth(Some((mib * crate::units::MIB) as u64));
             Ok(())
@@ -125,12 +151,13 @@ fn run_checkpoint(
     args: &SweepRequest,
     line: &dyn PointCommandLine,
     settings: &CheckpointSettings,
+    files: bool,
     interrupt: Arc<AtomicBool>,
     setup_done: Arc<AtomicBool>,
 ) -> anyhow::Result<u8> {
     check_checkpoint_flags(args, settings)?;
     claim_output(args)?;
-    let mut axes = axes_of_lists(args, vec![0]);
+    let mut axes = axes_of_lists(args, vec![0], files);
     axes.loaders = vec![crate::plan::Loader::Ringload];
     let points = grid(&axes);
     let planned = plan_checkpoint_points(args, settings, points);
@@ -307,18 +334,21 @@ fn claim_output(args: &SweepRequest) -> anyhow::Result<()> {
 }
 
 /// The grid's axes: the flags' lists, each empty one the workload's value.
-fn axes(args: &SweepRequest, settings: &Settings) -> Axes {
+fn axes(args: &SweepRequest, settings: &Settings, files: bool) -> Axes {
     let read_threads = match args.grid.read_threads.as_slice() {
         [] => vec![u64::from(settings.read_threads)],
         list => list.to_vec(),
     };
-    axes_of_lists(args, read_threads)
+    axes_of_lists(args, read_threads, files)
 }
 
-/// The grid's axes from the flags' lists, with `read_threads`.
-fn axes_of_lists(args: &SweepRequest, read_threads: Vec<u64>) -> Axes {
+/// The grid's axes from the flags' lists, with `read_threads`; on a file system (`files`) the
+/// engine axis defaults to the file engine.
+fn axes_of_lists(args: &SweepRequest, read_threads: Vec<u64>, files: bool) -> Axes {
     let lists = &args.grid;
-    let engines: Vec<String> = if lists.engine.is_empty() {
+    let engines: Vec<String> = if lists.engine.is_empty() && files {
+        vec![crate::engine::EngineKind::File.to_string()]
+    } else if lists.engine.is_empty() {
         vec![crate::setup::engine::default_kind().to_string()]
     } else {
         lists.engine.iter().map(ToString::to_string).collect()
@@ -351,7 +381,7 @@ fn axes_of_lists(args: &SweepRequest, read_threads: Vec<u64>) -> Axes {
 /// over the memory budget (or not plannable) is skipped with the plan's reason.
 fn plan_points(
     args: &SweepRequest,
-    storage: &Storage,
+    storage: &SweepStore,
     config: &crate::config::RawConfig,
     settings: &Settings,
     points: Vec<Point>,
