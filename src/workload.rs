@@ -151,6 +151,22 @@ impl Workload {
             StorageType::LocalFs | StorageType::ParallelFs
         )
     }
+
+    /// The directory a run reads and writes: `data_dir` (`--data-dir`), else, on a file
+    /// system, `storage.storage_root` (`./` when unset, as DLIO); `None` for an S3 run.
+    pub fn data_root(&self, data_dir: Option<&std::path::Path>) -> Option<std::path::PathBuf> {
+        match (data_dir, self.on_files()) {
+            (Some(dir), _) => Some(dir.to_path_buf()),
+            (None, true) => Some(
+                self.storage()
+                    .bucket
+                    .clone()
+                    .unwrap_or_else(|| "./".into())
+                    .into(),
+            ),
+            (None, false) => None,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -240,7 +240,7 @@ fn the_parsers_errors_keep_their_lines() {
             &["run", "--engine", "fast"],
             &[
                 "ringload: invalid value 'fast' for '--engine <ENGINE>'; see 'ringload --help'",
-                "  [possible values: uring, baseline]",
+                "  [possible values: uring, baseline, file]",
             ],
         ),
         (

@@ -346,9 +346,10 @@ pub struct RunArgs {
     #[command(flatten)]
     pub shape: ShapeArgs,
 
-    /// The loader: uring (io_uring per pinned rank, bodies read into registered buffers) or
-    /// baseline (the conventional tokio + hyper design, a heap buffer per GET) [default: uring
-    /// where io_uring works here, else baseline with a note]
+    /// The loader: uring (io_uring per pinned rank, bodies read into registered buffers),
+    /// baseline (the conventional tokio + hyper design, a heap buffer per GET), or file (a
+    /// mounted file system, --data-dir: O_DIRECT reads into registered buffers) [default: file
+    /// with --data-dir; else uring where io_uring works here, else baseline with a note]
     #[arg(long, value_enum)]
     pub engine: Option<crate::engine::EngineKind>,
 

@@ -163,23 +163,15 @@ impl<'a> Prepared<'a> {
 /// one store per run.
 pub fn data_dir(request: &RunRequest, workload: &Workload) -> Result<Option<DataDir>, UsageError> {
     let files = &request.files;
-    let root = match (&files.data_dir, workload.on_files()) {
-        (Some(dir), _) => dir.clone(),
-        (None, true) => workload
-            .storage()
-            .bucket
-            .clone()
-            .unwrap_or_else(|| "./".into())
-            .into(),
-        (None, false) => {
-            if files.drop_caches || !files.direct {
-                return Err(UsageError(
-                    "--drop-caches and --direct are for a run on a file system; add --data-dir                      DIR (or storage.storage_type=local_fs)"
-                        .into(),
-                ));
-            }
-            return Ok(None);
+    let Some(root) = workload.data_root(files.data_dir.as_deref()) else {
+        if files.drop_caches || !files.direct {
+            return Err(UsageError(
+                "--drop-caches and --direct are for a run on a file system; add --data-dir DIR \
+                 (or storage.storage_type=local_fs)"
+                    .into(),
+            ));
         }
+        return Ok(None);
     };
     if let Some(endpoint) = &request.target.endpoint {
         return Err(UsageError(format!(

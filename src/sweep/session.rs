@@ -110,15 +110,8 @@ fn files_root(
     args: &SweepRequest,
     workload: &crate::workload::Workload,
 ) -> Result<Option<std::path::PathBuf>, UsageError> {
-    let root = match (&args.data_dir, workload.on_files()) {
-        (Some(dir), _) => dir.clone(),
-        (None, true) => workload
-            .storage()
-            .bucket
-            .clone()
-            .unwrap_or_else(|| "./".into())
-            .into(),
-        (None, false) => return Ok(None),
+    let Some(root) = workload.data_root(args.data_dir.as_deref()) else {
+        return Ok(None);
     };
     crate::files::DataDir::open(&root, true).map_err(UsageError)?;
     Ok(Some(root))
