@@ -243,11 +243,16 @@ impl FileIo {
         };
         let file: File = options.open(&path).map_err(io)?;
         let size = file.metadata().map_err(io)?.len();
-        let end = spans(get, Align::NONE)
-            .iter()
-            .map(|s| s.data_offset + s.data_len)
-            .max()
-            .unwrap_or(0);
+        // The planned bytes' end: the last chunk's, or the range's.
+        let end = match &get.extents {
+            Some(extents) => extents
+                .as_slice()
+                .iter()
+                .map(|e| e.end())
+                .max()
+                .unwrap_or(0),
+            None => get.offset + get.len_bytes,
+        };
         if size < end {
             return Err(read_error(
                 dir,
@@ -339,11 +344,17 @@ impl FileIo {
                 buf.0
             )));
         };
-        let get = window.get(read.reader, read.get).clone();
+        let get = window.get(read.reader, read.get);
+        // What the arrival needs of the GET, taken now: no copy of it per completion.
+        let (packed, checked, len) = (
+            get.check.is_some(),
+            get.check.is_some() || get.object.is_some(),
+            get.len_bytes as usize,
+        );
         let failure = if result < 0 {
             let e = std::io::Error::from_raw_os_error(-result);
             Some(self.error(
-                &get,
+                get,
                 crate::files::cause_of(-result),
                 crate::files::describe_io(&e),
             ))
@@ -357,7 +368,7 @@ impl FileIo {
                 None
             } else if result == 0 {
                 Some(self.error(
-                    &get,
+                    get,
                     "short_file",
                     format!(
                         "the file ended {} bytes into a read of {} at offset {}: it is shorter \
@@ -388,15 +399,15 @@ impl FileIo {
         } else {
             // A column subset's chunks, packed in order as the S3 engines land them (only
             // --verify reads them).
-            if get.check.is_some() {
+            if packed {
                 for s in &read.spans {
                     self.ring
                         .pack(buf, s.data_at(), s.packed_at as usize, s.data_len as usize);
                 }
             }
-            0..get.len_bytes as usize
+            0..len
         };
-        if get.check.is_some() || get.object.is_some() {
+        if checked {
             let bytes = self.ring.filled(buf, body);
             if let Err(e) = window.verify(reader, g, 0, bytes) {
                 self.ring.give_buffer(buf);
