@@ -568,3 +568,34 @@ fn find_max_np_searches_a_file_system_with_the_file_engine() {
     assert!(!stderr.contains("failed,"), "{stderr}");
     assert!(!stdout.is_empty());
 }
+
+#[test]
+fn a_column_subset_is_read_chunk_by_chunk_widened_and_verified() {
+    // DLRM: 2 files of two 6,144-row groups, 40 of 200 columns read (tests/dlrm.rs's shape).
+    let shape = [
+        "dataset.num_files_train=2",
+        "dataset.num_samples_per_file=12288",
+    ];
+    let root = disk();
+    generate("dlrm_b200", &shape, root.path());
+    for direct in ["on", "off"] {
+        let mut args = vec![
+            "run",
+            "dlrm_b200",
+            "--data-dir",
+            root.path().to_str().unwrap(),
+            "--direct",
+            direct,
+            "--verify",
+        ];
+        args.extend(shape);
+        let (code, s, stderr) = run_json(&args);
+        assert!(code == 0 || code == 1, "{stderr}");
+        let what = format!("--direct {direct}: {s}");
+        assert_eq!(s["bytes_read"], s["bytes_planned"], "{what}");
+        // One read per column chunk: 40 columns × 2 row groups × 2 files.
+        assert_eq!(s["requests_by_kind"]["ranged_get"], 160, "{what}");
+        assert_eq!(s["errors"], 0, "{what}");
+        assert!(s["verify"]["gets"].as_u64().unwrap() > 0, "{what}");
+    }
+}
