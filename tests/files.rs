@@ -494,22 +494,10 @@ fn a_full_disk_under_a_checkpoint_is_one_line_and_leaves_no_half_file() {
 
 #[test]
 fn checkpoints_during_training_are_files_beside_the_dataset() {
-    // unet3d made tiny (tests/train_checkpoint.rs's shape): a save after epochs 2 and 3.
-    let tiny = [
-        "workflow.checkpoint=True",
-        "metric.au=0.01",
-        "dataset.num_files_train=8",
-        "dataset.record_length_bytes=65536",
-        "dataset.record_length_bytes_stdev=0",
-        "reader.batch_size=2",
-        "reader.read_threads=1",
-        "train.epochs=3",
-        "train.computation_time=0.01",
-        "checkpoint.checkpoint_after_epoch=2",
-        "checkpoint.epochs_between_checkpoints=1",
-    ];
+    // unet3d made tiny: a save after epochs 2 and 3.
+    let tiny = common::TINY_CHECKPOINTING;
     let root = disk();
-    generate("unet3d_h100", &tiny, root.path());
+    generate("unet3d_h100", tiny, root.path());
     let mut args = vec![
         "run",
         "unet3d_h100",

@@ -13,21 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-/// unet3d_h100 made tiny: 8 objects of 64 KiB, batch 2, one reader, NP 2 → 2 steps per rank
-/// per epoch; 3 epochs, a checkpoint after epochs 2 and 3 (epoch mode).
-const TINY: &[&str] = &[
-    "workflow.checkpoint=True",
-    "metric.au=0.01",
-    "dataset.num_files_train=8",
-    "dataset.record_length_bytes=65536",
-    "dataset.record_length_bytes_stdev=0",
-    "reader.batch_size=2",
-    "reader.read_threads=1",
-    "train.epochs=3",
-    "train.computation_time=0.01",
-    "checkpoint.checkpoint_after_epoch=2",
-    "checkpoint.epochs_between_checkpoints=1",
-];
+use common::TINY_CHECKPOINTING as TINY;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/dlio-output")
